@@ -1,0 +1,68 @@
+"""`embedperf` console script: one entry point, one subcommand per tool, each owned by its stage."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+
+from embedperf.errors import EmbedperfError
+
+# name -> (module, one-line help). Each module exposes `main(argv: list[str]) -> int`.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("service.cli", "start the reference embedding service (FastAPI, dynamic batching)"),
+    "collect": ("collectors.cli", "sample npu-smi / NVML / host / service telemetry into a run folder"),
+    "run": ("loadgen.cli", "run a load scenario with Locust and write a run folder"),
+    "bench": ("loadgen.bench", "start the service, run the ramp, stop it, write the report (make bench)"),
+    "report": ("reports.cli", "build RUN_DIR/report.html from a run folder"),
+    "compare": ("reports.compare_cli", "compare runs (baseline vs candidates) with a CI gate"),
+    "capacity": ("analysis.capacity_cli", "capacity plan: max QPS under an SLO, devices for a target"),
+    "synth": ("analysis.synth", "write a synthetic run folder (scale tests, demos)"),
+    "matrix": ("analysis.matrix_cli", "run the optimisation before/after matrix"),
+    "precision": ("analysis.precision_cli", "check embeddings of a configuration against fp32"),
+}
+
+
+def _usage() -> str:
+    width = max(len(n) for n in SUBCOMMANDS)
+    lines = [
+        "usage: embedperf <command> [options]   (embedperf <command> --help for details)",
+        "",
+        "commands:",
+    ]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def _load(name: str) -> Callable[[list[str]], int]:
+    module_name, _ = SUBCOMMANDS[name]
+    module = importlib.import_module(module_name)
+    main: Callable[[list[str]], int] = module.main
+    return main
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    if args[0] in ("-V", "--version"):
+        from embedperf import __version__
+
+        print(f"embedperf {__version__}")
+        return 0
+    name = args[0]
+    if name not in SUBCOMMANDS:
+        print(f"embedperf: unknown command {name!r}; valid commands: {', '.join(SUBCOMMANDS)}", file=sys.stderr)
+        return 2
+    try:
+        return _load(name)(args[1:])
+    except EmbedperfError as exc:
+        print(f"embedperf {name}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
