@@ -32,9 +32,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install everything (quick when already done)
 
-system-deps: ## install Debian packages the tests need (chromium, prometheus) when missing
+system-deps: ## install Debian packages the tests need (chromium, prometheus, a CJK font) when missing
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	test -e /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc || missing="$$missing fonts-wqy-zenhei"; \
 	command -v prometheus >/dev/null || test -x /usr/bin/prometheus || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
