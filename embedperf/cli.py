@@ -18,8 +18,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("reports.compare_cli", "compare runs (baseline vs candidates) with a CI gate"),
     "capacity": ("analysis.capacity_cli", "capacity plan: max QPS under an SLO, devices for a target"),
     "synth": ("analysis.synth", "write a synthetic run folder (scale tests, demos)"),
-    "matrix": ("analysis.matrix_cli", "run the optimisation before/after matrix"),
-    "precision": ("analysis.precision_cli", "check embeddings of a configuration against fp32"),
+    "matrix": ("study.matrix_cli", "run the optimisation before/after matrix"),
+    "precision": ("study.precision_cli", "check embeddings of a configuration against fp32"),
 }
 
 
