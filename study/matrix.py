@@ -1,0 +1,154 @@
+"""Run the optimisation matrix: each configuration in a fresh service process, the same scenario each time.
+
+The order is rotated every repeat (round r starts at configuration r) so that slow drift on a noisy
+machine spreads over all configurations instead of masquerading as an effect of one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embedperf.errors import EmbedperfError
+from embedperf.schema import make_run_id
+from study.matrix_spec import Configuration, MatrixSpec, service_args
+
+MATRIX_FILE = "matrix.json"
+REFERENCE_PRECISION = "fp32"
+
+
+@dataclass
+class MatrixRun:
+    config: str
+    repeat: int
+    order: int
+    run_dir: str | None
+    ok: bool
+    error: str = ""
+    service_args: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+@dataclass
+class MatrixRecord:
+    """matrix.json: what was asked and what happened, enough to rebuild the matrix report."""
+
+    spec: dict[str, Any]
+    repeat: int
+    started_unix_s: float
+    finished_unix_s: float | None = None
+    runs: list[MatrixRun] = field(default_factory=list)
+    precision: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def write(self, folder: Path) -> None:
+        tmp = folder / (MATRIX_FILE + ".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(folder / MATRIX_FILE)
+
+    @classmethod
+    def read(cls, folder: Path) -> MatrixRecord:
+        raw = json.loads((folder / MATRIX_FILE).read_text(encoding="utf-8"))
+        raw["runs"] = [MatrixRun(**r) for r in raw["runs"]]
+        return cls(**raw)
+
+
+def run_order(configs: list[Configuration], repeat: int) -> list[tuple[int, Configuration]]:
+    """(repeat index, configuration) in execution order: rotated by one configuration per round."""
+    order = []
+    n = len(configs)
+    for r in range(repeat):
+        order += [(r, configs[(r + i) % n]) for i in range(n)]
+    return order
+
+
+def precision_of(settings: dict[str, Any]) -> str:
+    return str(settings.get("precision", REFERENCE_PRECISION))
+
+
+def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """Precision figures for every configuration that changes numerics (fp16, bf16, int8)."""
+    from service.model import load_model
+    from study.corpus import load_eval_corpus
+    from study.precision import compare_embeddings
+
+    corpus = load_eval_corpus()
+    texts = [t.text for t in corpus]
+    results: dict[str, dict[str, Any]] = {}
+    reference = None
+    for config in spec.configurations:
+        settings = spec.service_settings(config)
+        precision = precision_of(settings)
+        if precision == REFERENCE_PRECISION and "model" not in settings:
+            continue
+        if reference is None:
+            reference = load_model(None, device="cpu", precision=REFERENCE_PRECISION).encode(texts)
+        model_path = Path(str(settings["model"])) if "model" in settings else None
+        device = str(settings.get("device", "cpu"))
+        log(f"precision: {config.name} ({precision} on {device})")
+        candidate = load_model(model_path, device=device, precision=precision).encode(texts)
+        result = compare_embeddings(
+            reference,
+            candidate,
+            [t.id for t in corpus],
+            [f"{t.lang}/{t.length}" for t in corpus],
+            candidate_name=f"{config.name} ({precision})",
+            profile=spec.precision_profile,
+        )
+        results[config.name] = asdict(result)
+    return results
+
+
+def run_matrix(
+    spec: MatrixSpec,
+    runs_dir: Path,
+    repeat: int = 1,
+    check_precision: bool = True,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Run every configuration `repeat` times; returns the matrix folder (holding matrix.json)."""
+    from loadgen.runner import run_scenario
+    from loadgen.service_proc import ServiceProcess
+
+    folder = runs_dir / make_run_id("matrix", Path(spec.scenario).stem)
+    folder.mkdir(parents=True, exist_ok=False)
+    record = MatrixRecord(spec=spec.model_dump(), repeat=repeat, started_unix_s=time.time())
+    record.write(folder)
+    if check_precision:
+        record.precision = check_precisions(spec, log)
+        record.write(folder)
+    plan = run_order(spec.configurations, repeat)
+    for order, (r, config) in enumerate(plan):
+        args = service_args(spec.service_settings(config))
+        overrides = {**spec.scenario_overrides, **config.scenario_overrides}
+        if spec.slo_p99_ms is not None:
+            overrides.setdefault("slo.p99_ms", str(spec.slo_p99_ms))
+        if spec.error_budget_pct is not None:
+            overrides.setdefault("slo.error_budget_pct", str(spec.error_budget_pct))
+        log(f"[{order + 1}/{len(plan)}] {config.name} (repeat {r + 1}): embedperf serve {' '.join(args)}")
+        started = time.monotonic()
+        run = MatrixRun(config=config.name, repeat=r, order=order, run_dir=None, ok=False, service_args=args)
+        try:
+            with ServiceProcess(args, log_path=folder / f"service-{config.name}-r{r}.log") as service:
+                run_folder = run_scenario(
+                    spec.scenario,
+                    service.url,
+                    runs_dir=folder / "runs",
+                    label=f"{config.name}-r{r}",
+                    profile=spec.profile,
+                    overrides=overrides,
+                )
+            run.run_dir = str(run_folder.root.relative_to(folder))
+            run.ok = True
+        except EmbedperfError as exc:
+            run.error = str(exc)
+            log(f"  failed: {exc}")
+        run.wall_s = round(time.monotonic() - started, 1)
+        record.runs.append(run)
+        record.write(folder)
+    record.finished_unix_s = time.time()
+    record.write(folder)
+    return folder
