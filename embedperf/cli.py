@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name = args[0]
     if name not in SUBCOMMANDS:
-        print(f"embedperf: unknown command {name!r}; valid commands: {', '.join(SUBCOMMANDS)}", file=sys.stderr)
+        print(
+            f"embedperf: unknown command {name!r}; valid commands: {', '.join(SUBCOMMANDS)}", file=sys.stderr
+        )
         return 2
     try:
         return _load(name)(args[1:])

@@ -26,7 +26,8 @@ class Configuration(BaseModel):
         description="Service settings over the baseline (names of `embedperf serve` flags, _ or -).",
     )
     scenario_overrides: dict[str, str] = Field(
-        default_factory=dict, description="Scenario overrides for this configuration only (e.g. a repeating payload mix)."
+        default_factory=dict,
+        description="Scenario overrides for this configuration only (e.g. a repeating payload mix).",
     )
 
     @field_validator("name")
@@ -44,12 +45,22 @@ class MatrixSpec(BaseModel):
 
     scenario: str = Field("ramp", description="Scenario name or YAML path run for every configuration.")
     profile: Literal["quick", "full"] | None = Field("quick", description="Scenario profile.")
-    baseline: dict[str, ServiceValue] = Field(default_factory=dict, description="Service settings every configuration starts from.")
-    configurations: list[Configuration] = Field(description="The first one is the baseline the others are compared with.")
-    precision_profile: Literal["standard", "strict"] = Field("standard", description="Precision gate profile.")
+    baseline: dict[str, ServiceValue] = Field(
+        default_factory=dict, description="Service settings every configuration starts from."
+    )
+    configurations: list[Configuration] = Field(
+        description="The first one is the baseline the others are compared with."
+    )
+    precision_profile: Literal["standard", "strict"] = Field(
+        "standard", description="Precision gate profile."
+    )
     slo_p99_ms: float | None = Field(None, description="SLO for 'QPS at the SLO' (default: the scenario's).")
-    error_budget_pct: float | None = Field(None, description="Error budget in percent (default: the scenario's).")
-    scenario_overrides: dict[str, str] = Field(default_factory=dict, description="Overrides for every configuration.")
+    error_budget_pct: float | None = Field(
+        None, description="Error budget in percent (default: the scenario's)."
+    )
+    scenario_overrides: dict[str, str] = Field(
+        default_factory=dict, description="Overrides for every configuration."
+    )
 
     @field_validator("configurations")
     @classmethod

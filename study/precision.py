@@ -125,7 +125,9 @@ def compare_embeddings(
 class EndpointEncoder:
     """Embeddings from a running OpenAI-compatible endpoint (another build, another host)."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0
+    ) -> None:
         self.url = base_url.rstrip("/") + "/v1/embeddings"
         self.model = model
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -137,7 +139,9 @@ class EndpointEncoder:
             for start in range(0, len(texts), batch_size):
                 chunk = texts[start : start + batch_size]
                 try:
-                    resp = client.post(self.url, json={"input": chunk, "model": self.model}, headers=self.headers)
+                    resp = client.post(
+                        self.url, json={"input": chunk, "model": self.model}, headers=self.headers
+                    )
                 except httpx.HTTPError as exc:
                     raise TargetError(f"cannot reach {self.url}: {exc}; is the endpoint running?") from exc
                 if resp.status_code != 200:

@@ -8,7 +8,14 @@ from pathlib import Path
 
 from embedperf.errors import ConfigError, GateFailed
 from study.corpus import load_eval_corpus
-from study.precision import GATE_MIN_MEAN_COSINE, EndpointEncoder, Encoder, PrecisionResult, compare_embeddings, write_result
+from study.precision import (
+    GATE_MIN_MEAN_COSINE,
+    Encoder,
+    EndpointEncoder,
+    PrecisionResult,
+    compare_embeddings,
+    write_result,
+)
 
 EPILOG = """\
 examples:
@@ -31,18 +38,35 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--model", type=Path, default=None, help="model directory (default: packaged all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--model", type=Path, default=None, help="model directory (default: packaged all-MiniLM-L6-v2)"
+    )
     cand = parser.add_argument_group("candidate (pick one; default --precision fp32)")
-    cand.add_argument("--precision", choices=["fp32", "fp16", "bf16", "int8"], default=None,
-                      help="the same model at this precision")
-    cand.add_argument("--device", default="cpu", help="device of the candidate: cpu, cuda[:N], npu[:N] (default cpu)")
+    cand.add_argument(
+        "--precision",
+        choices=["fp32", "fp16", "bf16", "int8"],
+        default=None,
+        help="the same model at this precision",
+    )
+    cand.add_argument(
+        "--device", default="cpu", help="device of the candidate: cpu, cuda[:N], npu[:N] (default cpu)"
+    )
     cand.add_argument("--candidate-model", type=Path, default=None, help="another model build (a directory)")
-    cand.add_argument("--endpoint", default=None, help="a running OpenAI-compatible base URL, e.g. http://127.0.0.1:8086")
+    cand.add_argument(
+        "--endpoint", default=None, help="a running OpenAI-compatible base URL, e.g. http://127.0.0.1:8086"
+    )
     cand.add_argument("--endpoint-model", default="all-MiniLM-L6-v2", help="model name sent to --endpoint")
-    cand.add_argument("--api-key-env", default="EMBEDPERF_TARGET_API_KEY",
-                      help="environment variable holding the endpoint's API key (default %(default)s)")
-    parser.add_argument("--profile", choices=sorted(GATE_MIN_MEAN_COSINE), default="standard",
-                        help="gate: standard = mean cosine >= 0.99, strict = >= 0.999")
+    cand.add_argument(
+        "--api-key-env",
+        default="EMBEDPERF_TARGET_API_KEY",
+        help="environment variable holding the endpoint's API key (default %(default)s)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(GATE_MIN_MEAN_COSINE),
+        default="standard",
+        help="gate: standard = mean cosine >= 0.99, strict = >= 0.999",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads for local models")
     parser.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     return parser
@@ -57,7 +81,9 @@ def _candidate(args: argparse.Namespace) -> tuple[str, Encoder]:
     if args.endpoint:
         if args.precision:
             raise ConfigError("--precision applies to local models; the endpoint's precision is its own")
-        return f"endpoint {args.endpoint}", EndpointEncoder(args.endpoint, args.endpoint_model, os.environ.get(args.api_key_env))
+        return f"endpoint {args.endpoint}", EndpointEncoder(
+            args.endpoint, args.endpoint_model, os.environ.get(args.api_key_env)
+        )
     precision = args.precision or "fp32"
     path = args.candidate_model or args.model
     name = f"{path.name if path else 'default model'} {precision} on {args.device}"

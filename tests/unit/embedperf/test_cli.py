@@ -21,7 +21,9 @@ def test_unknown_command_lists_valid_ones(capsys: pytest.CaptureFixture[str]) ->
     assert "unknown command 'reprot'" in err and "report" in err
 
 
-def test_embedperf_errors_become_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_embedperf_errors_become_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def boom(argv: list[str]) -> int:
         raise RunFolderError("runs/x has no manifest.json")
 

@@ -58,8 +58,15 @@ def test_parts_compact_to_parquet_with_nulls_and_quoting(tmp_path: Path) -> None
     with PartsWriter(folder.requests_parts, schema.REQUEST_SCHEMA, "w0") as writer:
         for i in range(5):
             row = schema.empty_request_row()
-            row.update(run_id="r", worker="w0", stage_index=i, latency_ms=float(i), ok=i % 2 == 0,
-                       status_code=200, error='bad "quote", comma\nnewline' if i == 1 else None)
+            row.update(
+                run_id="r",
+                worker="w0",
+                stage_index=i,
+                latency_ms=float(i),
+                ok=i % 2 == 0,
+                status_code=200,
+                error='bad "quote", comma\nnewline' if i == 1 else None,
+            )
             writer.write(row)
     rows = schema.compact_parts(folder.requests_parts, folder.requests, schema.REQUEST_SCHEMA)
     assert rows == 5

@@ -13,7 +13,9 @@ from study.precision import compare_embeddings, cosine_per_text, topk_agreement
 def test_identical_embeddings_give_cosine_one_and_full_agreement() -> None:
     rng = np.random.default_rng(0)
     ref = rng.normal(size=(40, 16))
-    result = compare_embeddings(ref, ref.copy(), [f"t{i}" for i in range(40)], ["a"] * 40, candidate_name="same")
+    result = compare_embeddings(
+        ref, ref.copy(), [f"t{i}" for i in range(40)], ["a"] * 40, candidate_name="same"
+    )
     assert result.cosine_mean == pytest.approx(1.0)
     assert result.cosine_min == pytest.approx(1.0)
     assert result.topk_agreement_mean == 1.0
@@ -41,7 +43,9 @@ def test_noise_lowers_cosine_and_fails_the_strict_gate() -> None:
     noisy = ref + rng.normal(scale=0.1, size=ref.shape)
     groups = ["a"] * 50 + ["b"] * 50
     standard = compare_embeddings(ref, noisy, [str(i) for i in range(100)], groups, candidate_name="n")
-    strict = compare_embeddings(ref, noisy, [str(i) for i in range(100)], groups, candidate_name="n", profile="strict")
+    strict = compare_embeddings(
+        ref, noisy, [str(i) for i in range(100)], groups, candidate_name="n", profile="strict"
+    )
     assert 0.99 < standard.cosine_mean < 0.999
     assert standard.passed and not strict.passed
     assert set(standard.by_group) == {"a", "b"} and standard.by_group["a"]["n"] == 50
@@ -50,8 +54,13 @@ def test_noise_lowers_cosine_and_fails_the_strict_gate() -> None:
 
 def test_random_vectors_fail_the_gate() -> None:
     rng = np.random.default_rng(2)
-    result = compare_embeddings(rng.normal(size=(30, 8)), rng.normal(size=(30, 8)), [str(i) for i in range(30)],
-                                ["a"] * 30, candidate_name="random")
+    result = compare_embeddings(
+        rng.normal(size=(30, 8)),
+        rng.normal(size=(30, 8)),
+        [str(i) for i in range(30)],
+        ["a"] * 30,
+        candidate_name="random",
+    )
     assert not result.passed and result.cosine_mean < 0.5
 
 
