@@ -1,0 +1,428 @@
+"""Dynamic batcher: bounded queue of tokenised inputs -> batches cut by size, tokens and wait -> one device worker.
+
+The event loop only enqueues and awaits; tokenisation runs on a tokeniser thread (or, with overlap off, on the
+worker between batches) and compute on the single worker thread, which resolves the asyncio futures with
+loop.call_soon_threadsafe. Anything with `tokenize` and `embed_token_ids` can stand in for the model in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
+
+from service.metrics import ServiceMetrics
+
+log = logging.getLogger("service.batcher")
+SORT_WINDOW_BATCHES = 4  # sorting looks at this many batches' worth of the oldest inputs
+BUSY_WINDOW_S = 10.0
+
+
+class Encoder(Protocol):
+    max_tokens: int
+
+    def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]: ...
+
+    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray: ...
+
+
+class BatcherError(Exception):
+    """Base of the reasons a submitted request does not get embeddings."""
+
+
+class QueueFull(BatcherError):
+    def __init__(self, waiting: int, queue_size: int) -> None:
+        super().__init__(f"queue full: {waiting} inputs waiting, limit {queue_size}; retry later")
+
+
+class DeadlineExceeded(BatcherError):
+    def __init__(self, deadline_ms: float) -> None:
+        super().__init__(
+            f"request not completed within its deadline of {deadline_ms:.0f} ms; its work was skipped"
+        )
+
+
+class InputTooLong(BatcherError):
+    def __init__(self, index: int, max_tokens: int) -> None:
+        self.index = index
+        super().__init__(f"input[{index}] is longer than the model's limit of {max_tokens} tokens")
+
+
+class BatcherStopped(BatcherError):
+    def __init__(self) -> None:
+        super().__init__("the service is shutting down and accepts no new work")
+
+
+class ComputeFailed(BatcherError):
+    pass
+
+
+@dataclass(frozen=True)
+class BatcherConfig:
+    batching: bool = True
+    max_batch_size: int = 32
+    max_batch_tokens: int = 8192
+    max_wait_ms: float = 5.0
+    sort_by_length: bool = True
+    overlap_tokenize: bool = True
+    queue_size: int = 1024
+    long_input: Literal["truncate", "reject"] = "truncate"
+
+
+@dataclass
+class BatchResult:
+    """Embeddings of one request plus where its time went.
+
+    batch_size / batch_tokens describe the largest batch the request rode in (a request with many inputs can be
+    spread over several batches); batch_tokens counts padded tokens (inputs x longest), what the device computed.
+    """
+
+    embeddings: np.ndarray
+    token_counts: list[int]
+    queue_ms: float
+    tokenize_ms: float
+    compute_ms: float
+    batch_size: int
+    batch_tokens: int
+
+
+@dataclass(eq=False)
+class _Job:
+    texts: list[str]
+    future: asyncio.Future[BatchResult]
+    loop: asyncio.AbstractEventLoop
+    deadline_s: float
+    deadline_ms: float
+    t_submit_s: float = field(default_factory=time.perf_counter)
+    t_tok_start_s: float = 0.0
+    t_tok_end_s: float = 0.0
+    token_counts: list[int] = field(default_factory=list)
+    results: np.ndarray | None = None
+    remaining: int = 0
+    compute_s: float = 0.0
+    batch_size: int = 0
+    batch_tokens: int = 0
+    finished: bool = False  # set by the worker/tokeniser once the future has been (or is being) resolved
+    cancelled: bool = False  # set by the event loop when the caller gave up
+
+
+@dataclass(eq=False)
+class _Item:
+    job: _Job
+    index: int
+    ids: list[int]
+    seq: int
+    t_enqueued_s: float
+
+    @property
+    def length(self) -> int:
+        return len(self.ids)
+
+
+class Batcher:
+    """Queue + batching worker for one device. start() before submitting; stop() drains what was accepted."""
+
+    def __init__(
+        self, encoder: Encoder, config: BatcherConfig, metrics: ServiceMetrics | None = None
+    ) -> None:
+        self.encoder = encoder
+        self.config = config
+        self.metrics = metrics or ServiceMetrics()
+        self._cond = threading.Condition()
+        self._tok_jobs: collections.deque[_Job] = collections.deque()
+        self._pending: list[_Item] = []
+        self._waiting = 0  # inputs accepted and not yet in a batch (the queue depth)
+        self._tokenizing = 0
+        self._stopping = False
+        self._seq = itertools.count()
+        self._busy: collections.deque[tuple[float, float]] = collections.deque()
+        self._threads: list[threading.Thread] = []
+
+    # ---- public API ----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._threads = [threading.Thread(target=self._worker_loop, name="embed-worker", daemon=True)]
+        if self.config.overlap_tokenize:
+            self._threads.append(
+                threading.Thread(target=self._tokenizer_loop, name="embed-tokenizer", daemon=True)
+            )
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Refuse new work, finish everything accepted, then end the threads."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=timeout_s)
+
+    @property
+    def queue_depth(self) -> int:
+        return self._waiting
+
+    def busy_fraction(self, window_s: float = BUSY_WINDOW_S) -> float:
+        """Share of the last window_s the worker spent computing (device utilisation for any device)."""
+        now_s = time.perf_counter()
+        start_s = now_s - window_s
+        with self._cond:
+            spans = list(self._busy)
+        busy_s = sum(
+            max(0.0, end_s - max(start_s, end_s - dur_s)) for end_s, dur_s in spans if end_s > start_s
+        )
+        return min(1.0, busy_s / window_s)
+
+    async def submit(self, texts: list[str], deadline_ms: float) -> BatchResult:
+        """Embed texts; raises QueueFull, DeadlineExceeded, InputTooLong, BatcherStopped or ComputeFailed."""
+        loop = asyncio.get_running_loop()
+        job = _Job(
+            texts=texts,
+            future=loop.create_future(),
+            loop=loop,
+            deadline_s=time.perf_counter() + deadline_ms / 1000,
+            deadline_ms=deadline_ms,
+        )
+        with self._cond:
+            if self._stopping:
+                raise BatcherStopped()
+            if self._waiting + len(texts) > self.config.queue_size:
+                raise QueueFull(self._waiting, self.config.queue_size)
+            self._waiting += len(texts)
+            self._tok_jobs.append(job)
+            self._cond.notify_all()
+        self.metrics.queue_depth.set(self._waiting)
+        try:
+            return await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
+        except TimeoutError:
+            job.cancelled = True  # the worker drops its queued inputs instead of computing them
+            with self._cond:
+                self._cond.notify_all()
+            raise DeadlineExceeded(deadline_ms) from None
+
+    # ---- resolving futures from worker threads -------------------------------------------------------------
+
+    def _resolve(self, job: _Job, result: BatchResult | None, error: BaseException | None) -> None:
+        job.finished = True
+
+        def deliver() -> None:
+            if job.future.done():
+                return
+            if error is not None:
+                job.future.set_exception(error)
+            else:
+                job.future.set_result(result)  # type: ignore[arg-type]
+
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+            job.loop.call_soon_threadsafe(deliver)
+
+    def _release(self, count: int) -> None:
+        """Called with the lock held: count inputs left the queue."""
+        self._waiting -= count
+        self.metrics.queue_depth.set(self._waiting)
+
+    # ---- tokenisation --------------------------------------------------------------------------------------
+
+    def _tokenizer_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._tok_jobs and not self._stopping:
+                    self._cond.wait()
+                if not self._tok_jobs:
+                    return
+                jobs = list(self._tok_jobs)
+                self._tok_jobs.clear()
+                self._tokenizing += 1
+            try:
+                self._tokenize_jobs(jobs)
+            finally:
+                with self._cond:
+                    self._tokenizing -= 1
+                    self._cond.notify_all()
+
+    def _tokenize_jobs(self, jobs: list[_Job]) -> None:
+        """Tokenise several requests in one tokenizer call, then queue their inputs for batching."""
+        t_start_s = time.perf_counter()
+        live: list[_Job] = []
+        for job in jobs:
+            job.t_tok_start_s = t_start_s
+            if job.cancelled or t_start_s > job.deadline_s:
+                self._fail_unqueued(job, DeadlineExceeded(job.deadline_ms))
+            else:
+                live.append(job)
+        if not live:
+            return
+        max_tokens = self.encoder.max_tokens
+        limit = max_tokens if self.config.long_input == "truncate" else max_tokens + 1
+        try:
+            all_ids = self.encoder.tokenize([text for job in live for text in job.texts], limit)
+        except Exception as exc:  # a tokenizer failure fails these requests, never the thread
+            log.exception("tokenisation failed")
+            for job in live:
+                self._fail_unqueued(job, ComputeFailed(f"tokenisation failed: {exc}"))
+            return
+        t_end_s = time.perf_counter()
+        offset = 0
+        items: list[_Item] = []
+        for job in live:
+            ids = all_ids[offset : offset + len(job.texts)]
+            offset += len(job.texts)
+            job.t_tok_end_s = t_end_s
+            too_long = next((i for i, row in enumerate(ids) if len(row) > max_tokens), None)
+            if too_long is not None:
+                self._fail_unqueued(job, InputTooLong(too_long, max_tokens))
+                continue
+            job.token_counts = [len(row) for row in ids]
+            job.remaining = len(ids)
+            items += [_Item(job, i, row, next(self._seq), t_end_s) for i, row in enumerate(ids)]
+        with self._cond:
+            self._pending.extend(items)
+            self._cond.notify_all()
+
+    def _fail_unqueued(self, job: _Job, error: BatcherError) -> None:
+        with self._cond:
+            self._release(len(job.texts))
+        self._resolve(job, None, error)
+
+    # ---- batching ------------------------------------------------------------------------------------------
+
+    def _purge_expired(self, now_s: float) -> None:
+        """With the lock held: drop queued inputs of requests past their deadline (their work is skipped)."""
+        dead = [item for item in self._pending if item.job.cancelled or now_s > item.job.deadline_s]
+        if not dead:
+            return
+        dead_ids = {id(item) for item in dead}
+        self._pending = [item for item in self._pending if id(item) not in dead_ids]
+        self._release(len(dead))
+        for item in dead:
+            if not item.job.finished:
+                self._resolve(item.job, None, DeadlineExceeded(item.job.deadline_ms))
+
+    def _select(self) -> list[_Item]:
+        """Choose the next batch from the pending inputs; it always contains the oldest one (no starvation)."""
+        cfg = self.config
+        oldest = self._pending[0]
+        if not cfg.batching:
+            candidates = [item for item in self._pending if item.job is oldest.job]
+        elif cfg.sort_by_length:
+            window = self._pending[: cfg.max_batch_size * SORT_WINDOW_BATCHES]
+            candidates = sorted(window, key=lambda item: (abs(item.length - oldest.length), item.seq))
+        else:
+            candidates = self._pending
+        chosen: list[_Item] = []
+        longest = 0
+        for item in candidates:
+            if len(chosen) >= cfg.max_batch_size:
+                break
+            new_longest = max(longest, item.length)
+            if chosen and new_longest * (len(chosen) + 1) > cfg.max_batch_tokens:
+                if cfg.sort_by_length and cfg.batching:
+                    continue  # a shorter input further on may still fit
+                break
+            chosen.append(item)
+            longest = new_longest
+        return chosen
+
+    def _next_batch(self) -> list[_Item] | list[_Job] | None:
+        """Block until there is a batch to compute (list of items), jobs to tokenise (list of jobs), or the end."""
+        with self._cond:
+            while True:
+                if not self.config.overlap_tokenize and self._tok_jobs:
+                    jobs = list(self._tok_jobs)
+                    self._tok_jobs.clear()
+                    return jobs
+                now_s = time.perf_counter()
+                self._purge_expired(now_s)
+                if self._pending:
+                    chosen = self._select()
+                    full = len(chosen) < len(self._pending) or len(chosen) >= self.config.max_batch_size
+                    wait_s = self._pending[0].t_enqueued_s + self.config.max_wait_ms / 1000 - now_s
+                    if not self.config.batching or full or wait_s <= 0 or self._stopping:
+                        chosen_ids = {id(item) for item in chosen}
+                        self._pending = [item for item in self._pending if id(item) not in chosen_ids]
+                        self._release(len(chosen))
+                        return chosen
+                    self._cond.wait(timeout=wait_s)
+                elif self._stopping and not self._tok_jobs and not self._tokenizing:
+                    return None
+                else:
+                    self._cond.wait(timeout=1.0)
+
+    def _worker_loop(self) -> None:
+        while True:
+            work = self._next_batch()
+            if work is None:
+                return
+            if work and isinstance(work[0], _Job):
+                self._tokenize_jobs(work)
+            elif work:
+                self._compute(work)  # type: ignore[arg-type]
+
+    def _compute(self, batch: list[_Item]) -> None:
+        if self.config.sort_by_length:
+            batch.sort(key=lambda item: item.length)
+        longest = max(item.length for item in batch)
+        padded_tokens = longest * len(batch)
+        t_start_s = time.perf_counter()
+        try:
+            vectors = self.encoder.embed_token_ids([item.ids for item in batch])
+        except Exception as exc:  # one bad batch fails its requests, never the worker
+            log.exception("batch of %d inputs failed", len(batch))
+            self._fail_batch(batch, ComputeFailed(f"inference failed: {exc}"))
+            return
+        t_end_s = time.perf_counter()
+        compute_s = t_end_s - t_start_s
+        m = self.metrics
+        m.compute_seconds.inc(compute_s)
+        m.batch_size.observe(len(batch))
+        m.batch_tokens.observe(padded_tokens)
+        m.inputs.inc(len(batch))
+        m.tokens.inc(sum(item.length for item in batch))
+        with self._cond:
+            self._busy.append((t_end_s, compute_s))
+            while self._busy and self._busy[0][0] < t_end_s - BUSY_WINDOW_S:
+                self._busy.popleft()
+        jobs: dict[int, _Job] = {}
+        for item, vector in zip(batch, vectors, strict=True):
+            job = item.job
+            if job.finished:
+                continue
+            if job.results is None:
+                job.results = np.empty((len(job.texts), vectors.shape[1]), dtype=np.float32)
+            job.results[item.index] = vector
+            job.remaining -= 1
+            jobs[id(job)] = job
+        for job in jobs.values():
+            job.compute_s += compute_s
+            if len(batch) > job.batch_size:
+                job.batch_size, job.batch_tokens = len(batch), padded_tokens
+            if job.remaining == 0 and job.results is not None:
+                tokenize_s = job.t_tok_end_s - job.t_tok_start_s
+                queue_s = max(0.0, (t_end_s - job.t_submit_s) - tokenize_s - job.compute_s)
+                result = BatchResult(
+                    embeddings=job.results,
+                    token_counts=job.token_counts,
+                    queue_ms=queue_s * 1000,
+                    tokenize_ms=tokenize_s * 1000,
+                    compute_ms=job.compute_s * 1000,
+                    batch_size=job.batch_size,
+                    batch_tokens=job.batch_tokens,
+                )
+                self._resolve(job, result, None)
+
+    def _fail_batch(self, batch: list[_Item], error: BatcherError) -> None:
+        failed = {id(item.job): item.job for item in batch if not item.job.finished}
+        with self._cond:
+            rest = [item for item in self._pending if id(item.job) in failed]
+            if rest:
+                self._pending = [item for item in self._pending if id(item.job) not in failed]
+                self._release(len(rest))
+        for job in failed.values():
+            self._resolve(job, None, error)

