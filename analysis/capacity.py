@@ -1,0 +1,156 @@
+"""Capacity: the highest load meeting the SLO, the knee, a Little's-law check, devices for a target QPS.
+
+Knee rule: with steps ordered by offered load, the knee is the first step after which the next step
+raises throughput by less than KNEE_MAX_QPS_GAIN (10 %) while its P99 rises by more than
+KNEE_MIN_P99_RISE (20 %): more load buys little throughput and costs latency. No such step means the
+knee lies beyond the tested range.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel
+
+from analysis.steps import StepStats
+
+KNEE_MAX_QPS_GAIN = 0.10
+KNEE_MIN_P99_RISE = 0.20
+LITTLE_MISMATCH = 0.15
+DEFAULT_ERROR_BUDGET = 0.001
+DEFAULT_HEADROOM = 0.25
+
+
+class LittleCheck(BaseModel):
+    """Closed loop: users ≈ QPS × (mean latency + think time). A big mismatch means the generator lagged."""
+
+    index: int
+    users: float
+    expected_users: float
+    mismatch: float
+    flagged: bool
+
+
+class DevicePlan(BaseModel):
+    target_qps: float
+    headroom: float
+    usable_qps_per_replica: float
+    replicas: int
+    devices_per_replica: int
+    devices: int
+
+
+class CapacityResult(BaseModel):
+    slo_p99_ms: float | None
+    error_budget: float
+    steps_meeting_slo: list[int]
+    max_step_index: int | None = None
+    max_qps_meeting_slo: float | None = None
+    max_load_meeting_slo: float | None = None
+    knee_index: int | None = None
+    knee_qps: float | None = None
+    peak_qps: float | None = None
+    little: list[LittleCheck] = []
+    plan: DevicePlan | None = None
+
+
+def meets_slo(step: StepStats, slo_p99_ms: float | None, error_budget: float) -> bool:
+    if step.latency.p99_ms is None or step.error_rate is None:
+        return False
+    latency_ok = slo_p99_ms is None or step.latency.p99_ms <= slo_p99_ms
+    return latency_ok and step.error_rate <= error_budget
+
+
+def find_knee(steps: list[StepStats]) -> int | None:
+    ordered = sorted((s for s in steps if s.latency.p99_ms is not None and s.qps > 0), key=lambda s: s.load)
+    for here, nxt in zip(ordered, ordered[1:], strict=False):
+        qps_gain = (nxt.qps - here.qps) / here.qps
+        p99_rise = (nxt.latency.p99_ms or 0.0) / (here.latency.p99_ms or 1e-9) - 1.0
+        if qps_gain < KNEE_MAX_QPS_GAIN and p99_rise > KNEE_MIN_P99_RISE:
+            return here.index
+    return None
+
+
+def think_time_s(scenario: dict[str, Any]) -> float:
+    """Mean think time between a user's requests, from the scenario (0 when it has none)."""
+    for key in ("think_time_s", "wait_time_s"):
+        value = scenario.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, list | tuple) and len(value) == 2:
+            return (float(value[0]) + float(value[1])) / 2.0
+        if isinstance(value, dict) and {"min", "max"} <= value.keys():
+            return (float(value["min"]) + float(value["max"])) / 2.0
+    return 0.0
+
+
+def little_checks(steps: list[StepStats], think_s: float) -> list[LittleCheck]:
+    checks = []
+    for step in steps:
+        if not step.users or step.n_requests == 0:
+            continue
+        latencies = [x for x in (step.latency.mean_ms, step.error_latency.mean_ms) if x is not None]
+        if not latencies:
+            continue
+        mean_ms = (
+            (step.latency.mean_ms or 0.0) * step.n_ok
+            + (step.error_latency.mean_ms or 0.0) * step.error_latency.n
+        ) / max(step.n_ok + step.error_latency.n, 1)
+        expected = step.qps * (mean_ms / 1000.0 + think_s)
+        mismatch = abs(expected - step.users) / step.users
+        checks.append(
+            LittleCheck(
+                index=step.index,
+                users=float(step.users),
+                expected_users=expected,
+                mismatch=mismatch,
+                flagged=mismatch > LITTLE_MISMATCH,
+            )
+        )
+    return checks
+
+
+def device_plan(max_qps: float, devices_in_run: int, target_qps: float, headroom: float) -> DevicePlan:
+    """Replicas of the measured configuration: ceil(target / (max_qps_meeting_slo × (1 − headroom)))."""
+    usable = max_qps * (1.0 - headroom)
+    replicas = math.ceil(target_qps / usable) if usable > 0 else 0
+    per_replica = max(devices_in_run, 1)
+    return DevicePlan(
+        target_qps=target_qps,
+        headroom=headroom,
+        usable_qps_per_replica=usable,
+        replicas=replicas,
+        devices_per_replica=per_replica,
+        devices=replicas * per_replica,
+    )
+
+
+def capacity(
+    steps: list[StepStats],
+    slo_p99_ms: float | None,
+    error_budget: float = DEFAULT_ERROR_BUDGET,
+    think_s: float = 0.0,
+    devices_in_run: int = 1,
+    target_qps: float | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+) -> CapacityResult:
+    meeting = [s for s in steps if meets_slo(s, slo_p99_ms, error_budget)]
+    best = max(meeting, key=lambda s: s.qps) if meeting else None
+    knee = find_knee(steps)
+    knee_step = next((s for s in steps if s.index == knee), None)
+    result = CapacityResult(
+        slo_p99_ms=slo_p99_ms,
+        error_budget=error_budget,
+        steps_meeting_slo=[s.index for s in meeting],
+        max_step_index=best.index if best else None,
+        max_qps_meeting_slo=best.qps if best else None,
+        max_load_meeting_slo=best.load if best else None,
+        knee_index=knee,
+        knee_qps=knee_step.qps if knee_step else None,
+        peak_qps=max((s.qps for s in steps), default=None),
+        little=little_checks(steps, think_s),
+    )
+    if best is not None and target_qps is not None:
+        result.plan = device_plan(best.qps, devices_in_run, target_qps, headroom)
+    return result

@@ -1,0 +1,290 @@
+"""Per-step request statistics: stage assignment, warm-up trim, outcome split, exact percentiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+
+from analysis.bootstrap import DEFAULT_N_BOOT, percentile_ci
+from embedperf.schema import StageRecord
+
+# numpy.percentile method; "linear" is numpy's default (Hyndman & Fan type 7). The report states it.
+PERCENTILE_METHOD = "linear"
+PERCENTILES_PCT: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+MIN_SAMPLES_P99 = 100
+MIN_SAMPLES_P999 = 1000
+LATE_THRESHOLD_MS = 10.0
+TIMEOUT_STATUS_CODES = frozenset({408, 504})
+VALIDATION_ENDPOINT_PREFIX = "validation"
+
+OUTCOME_OK = 0
+OUTCOME_ERROR = 1
+OUTCOME_TIMEOUT = 2
+
+
+class LatencyStats(BaseModel):
+    """Exact statistics of one latency sample in ms (None where the sample is empty)."""
+
+    n: int = 0
+    mean_ms: float | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    p999_ms: float | None = None
+    max_ms: float | None = None
+
+
+class ServerStats(BaseModel):
+    """Means of the server's own Server-Timing stages and batch sizes over ok rows that carry them."""
+
+    n: int = 0
+    queue_ms: float | None = None
+    tokenize_ms: float | None = None
+    compute_ms: float | None = None
+    post_ms: float | None = None
+    total_ms: float | None = None
+    batch_size_mean: float | None = None
+    batch_size_p50: float | None = None
+    batch_size_max: float | None = None
+
+
+class OpenLoopStats(BaseModel):
+    """Open loop: latency from the intended send time and how far the generator fell behind."""
+
+    from_intended: LatencyStats = LatencyStats()
+    n_late: int = 0
+    lateness_p99_ms: float | None = None
+    n_dropped: int = 0
+
+
+class StepStats(BaseModel):
+    index: int
+    label: str
+    users: int | None = None
+    rate: float | None = None
+    steady_start_unix_s: float
+    steady_end_unix_s: float
+    duration_s: float
+    n_requests: int
+    n_ok: int
+    n_error: int
+    n_timeout: int
+    n_probe: int
+    n_warmup_trimmed: int
+    qps: float
+    ok_qps: float
+    error_rate: float | None
+    latency: LatencyStats
+    p99_ci_ms: tuple[float | None, float | None] = (None, None)
+    error_latency: LatencyStats = LatencyStats()
+    server: ServerStats = ServerStats()
+    open_loop: OpenLoopStats | None = None
+    warnings: list[str] = []
+
+    @property
+    def load(self) -> float:
+        """The offered load: users (closed loop) or target rate (open loop)."""
+        if self.rate is not None:
+            return float(self.rate)
+        return float(self.users or 0)
+
+
+@dataclass
+class PreparedRequests:
+    """Steady-state rows sorted by stage, with the counts of what was trimmed or dropped."""
+
+    rows: pd.DataFrame
+    slices: dict[int, slice]
+    windows: dict[int, tuple[float, float]]
+    warmup_trimmed: dict[int, int]
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+def classify_outcomes(requests: pd.DataFrame) -> np.ndarray:
+    """ok (0) / error (1) / timeout (2): timeouts are 408/504 or an error text that says so."""
+    ok = requests["ok"].to_numpy(dtype=bool)
+    status = requests["status_code"].to_numpy(dtype=np.float64)
+    outcome = np.where(ok, OUTCOME_OK, OUTCOME_ERROR).astype(np.int8)
+    timeout = np.isin(status, list(TIMEOUT_STATUS_CODES))
+    error = requests["error"]
+    if isinstance(error.dtype, pd.CategoricalDtype) and len(error.cat.categories):
+        cats = error.cat.categories.astype(str).str.lower()
+        timeout_cat = cats.str.contains("timeout") | cats.str.contains("timed out")
+        codes = error.cat.codes.to_numpy()
+        timeout |= (codes >= 0) & np.asarray(timeout_cat)[np.maximum(codes, 0)]
+    outcome[(~ok) & timeout] = OUTCOME_TIMEOUT
+    return outcome
+
+
+def probe_mask(requests: pd.DataFrame) -> np.ndarray:
+    """Expected-failure validation probes (endpoint starting with "validation") are not errors."""
+    endpoint = requests["endpoint"]
+    if isinstance(endpoint.dtype, pd.CategoricalDtype) and len(endpoint.cat.categories):
+        is_probe = np.asarray(endpoint.cat.categories.astype(str).str.startswith(VALIDATION_ENDPOINT_PREFIX))
+        codes = endpoint.cat.codes.to_numpy()
+        return (codes >= 0) & is_probe[np.maximum(codes, 0)]
+    return np.zeros(len(requests), dtype=bool)
+
+
+def stage_windows(stages: list[StageRecord], requests: pd.DataFrame) -> dict[int, tuple[float, float]]:
+    """Steady window per stage: [start + warmup, end]; a missing end falls back to the next start."""
+    windows: dict[int, tuple[float, float]] = {}
+    ordered = sorted(stages, key=lambda s: s.start_unix_s)
+    for i, stage in enumerate(ordered):
+        end = stage.end_unix_s
+        if end is None and i + 1 < len(ordered):
+            end = ordered[i + 1].start_unix_s
+        if end is None:
+            mine = requests["t_done_unix_s"][requests["stage_index"] == stage.index]
+            end = float(mine.max()) if mine.notna().any() else stage.start_unix_s
+        start = min(stage.start_unix_s + stage.warmup_s, end)
+        windows[stage.index] = (start, float(end))
+    return windows
+
+
+def _assign_missing_stage(requests: pd.DataFrame, stages: list[StageRecord]) -> np.ndarray:
+    """stage_index from the row, else from t_sent within the recorded stage boundaries."""
+    stage_index = requests["stage_index"].to_numpy(dtype=np.float64).copy()
+    missing = np.isnan(stage_index)
+    if missing.any() and stages:
+        ordered = sorted(stages, key=lambda s: s.start_unix_s)
+        starts = np.array([s.start_unix_s for s in ordered])
+        pos = np.searchsorted(starts, requests["t_sent_unix_s"].to_numpy()[missing], side="right") - 1
+        indices = np.array([s.index for s in ordered], dtype=np.float64)
+        stage_index[missing] = np.where(pos >= 0, indices[np.clip(pos, 0, None)], np.nan)
+    return stage_index
+
+
+def prepare_requests(requests: pd.DataFrame, stages: list[StageRecord]) -> PreparedRequests:
+    """Assign stages, trim each stage's warm-up, drop rows that cannot be analysed (and count them)."""
+    windows = stage_windows(stages, requests)
+    frame = requests.copy()
+    frame["stage_index"] = _assign_missing_stage(frame, stages)
+    frame["outcome"] = classify_outcomes(frame)
+    frame["probe"] = probe_mask(frame)
+    known = frame["stage_index"].isin(list(windows)).to_numpy()
+    null_latency = frame["latency_ms"].isna().to_numpy() & (frame["outcome"].to_numpy() == OUTCOME_OK)
+    dropped = {"outside_stage": int((~known).sum()), "null_latency": int((known & null_latency).sum())}
+    frame = frame[known & ~null_latency]
+    steady_start = frame["stage_index"].map({k: v[0] for k, v in windows.items()}).to_numpy(dtype=np.float64)
+    sent = frame["t_sent_unix_s"].to_numpy()
+    in_warmup = sent < steady_start
+    warmup_trimmed = (
+        frame.loc[in_warmup, "stage_index"].astype(int).value_counts().to_dict() if in_warmup.any() else {}
+    )
+    frame = frame[~in_warmup].sort_values(["stage_index", "t_sent_unix_s"], kind="stable")
+    frame = frame.reset_index(drop=True)
+    stage_col = frame["stage_index"].to_numpy()
+    slices: dict[int, slice] = {}
+    for index in windows:
+        lo = int(np.searchsorted(stage_col, index, side="left"))
+        hi = int(np.searchsorted(stage_col, index, side="right"))
+        slices[index] = slice(lo, hi)
+    return PreparedRequests(
+        rows=frame,
+        slices=slices,
+        windows=windows,
+        warmup_trimmed={int(k): int(v) for k, v in warmup_trimmed.items()},
+        dropped=dropped,
+    )
+
+
+def latency_stats(values: np.ndarray) -> LatencyStats:
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return LatencyStats()
+    pct = np.percentile(values, list(PERCENTILES_PCT.values()), method=PERCENTILE_METHOD)
+    named = {f"{name}_ms": float(v) for name, v in zip(PERCENTILES_PCT, pct, strict=True)}
+    return LatencyStats(n=len(values), mean_ms=float(values.mean()), max_ms=float(values.max()), **named)
+
+
+def _mean(values: np.ndarray) -> float | None:
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if len(values) else None
+
+
+def server_stats(ok_rows: pd.DataFrame) -> ServerStats:
+    total = ok_rows["srv_total_ms"].to_numpy(dtype=np.float64)
+    has = np.isfinite(total)
+    if not has.any():
+        return ServerStats()
+    rows = ok_rows[has]
+    batch = rows["batch_size"].to_numpy(dtype=np.float64)
+    batch = batch[np.isfinite(batch)]
+    return ServerStats(
+        n=int(has.sum()),
+        queue_ms=_mean(rows["srv_queue_ms"].to_numpy(dtype=np.float64)),
+        tokenize_ms=_mean(rows["srv_tokenize_ms"].to_numpy(dtype=np.float64)),
+        compute_ms=_mean(rows["srv_compute_ms"].to_numpy(dtype=np.float64)),
+        post_ms=_mean(rows["srv_post_ms"].to_numpy(dtype=np.float64)),
+        total_ms=_mean(total[has]),
+        batch_size_mean=float(batch.mean()) if len(batch) else None,
+        batch_size_p50=float(np.median(batch)) if len(batch) else None,
+        batch_size_max=float(batch.max()) if len(batch) else None,
+    )
+
+
+def open_loop_stats(rows: pd.DataFrame) -> OpenLoopStats:
+    ok = rows["outcome"].to_numpy() == OUTCOME_OK
+    from_intended = rows["latency_from_intended_ms"].to_numpy(dtype=np.float64)[ok]
+    lateness_ms = (rows["t_sent_unix_s"].to_numpy() - rows["t_intended_unix_s"].to_numpy()) * 1000.0
+    finite = lateness_ms[np.isfinite(lateness_ms)]
+    return OpenLoopStats(
+        from_intended=latency_stats(from_intended),
+        n_late=int((finite > LATE_THRESHOLD_MS).sum()),
+        lateness_p99_ms=float(np.percentile(finite, 99.0, method=PERCENTILE_METHOD)) if len(finite) else None,
+        n_dropped=int(rows["t_sent_unix_s"].isna().sum()),
+    )
+
+
+def step_stats(
+    prepared: PreparedRequests, stage: StageRecord, open_loop: bool, n_boot: int = DEFAULT_N_BOOT
+) -> StepStats:
+    rows = prepared.rows.iloc[prepared.slices[stage.index]]
+    start, end = prepared.windows[stage.index]
+    duration_s = max(end - start, 1e-9)
+    probe = rows["probe"].to_numpy()
+    counted = rows[~probe]
+    outcome = counted["outcome"].to_numpy()
+    n_requests = len(counted)
+    ok_rows = counted[outcome == OUTCOME_OK]
+    ok_latency = np.sort(ok_rows["latency_ms"].to_numpy(dtype=np.float64))
+    latency = latency_stats(ok_latency)
+    warnings: list[str] = []
+    if n_requests == 0:
+        warnings.append("no_samples")
+    elif latency.n < MIN_SAMPLES_P99:
+        warnings.append("few_samples_p99")
+    elif latency.n < MIN_SAMPLES_P999:
+        warnings.append("few_samples_p999")
+    n_error = int((outcome == OUTCOME_ERROR).sum())
+    n_timeout = int((outcome == OUTCOME_TIMEOUT).sum())
+    not_ok = counted[outcome != OUTCOME_OK]
+    return StepStats(
+        index=stage.index,
+        label=stage.label,
+        users=stage.users,
+        rate=stage.rate,
+        steady_start_unix_s=start,
+        steady_end_unix_s=end,
+        duration_s=duration_s,
+        n_requests=n_requests,
+        n_ok=latency.n,
+        n_error=n_error,
+        n_timeout=n_timeout,
+        n_probe=int(probe.sum()),
+        n_warmup_trimmed=prepared.warmup_trimmed.get(stage.index, 0),
+        qps=n_requests / duration_s,
+        ok_qps=latency.n / duration_s,
+        error_rate=(n_error + n_timeout) / n_requests if n_requests else None,
+        latency=latency,
+        p99_ci_ms=percentile_ci(ok_latency, 99.0, n_boot=n_boot, seed=stage.index),
+        error_latency=latency_stats(not_ok["latency_ms"].to_numpy(dtype=np.float64)),
+        server=server_stats(ok_rows),
+        open_loop=open_loop_stats(counted) if open_loop else None,
+        warnings=warnings,
+    )

@@ -1,0 +1,283 @@
+"""`embedperf synth`: write a synthetic but realistic run folder (scale benchmark, tests, demos).
+
+Four closed-loop steps (1, 10, 50, 100 users) share the run's duration. Each step's throughput
+follows a saturating curve, and its mean latency follows from Little's law (users / QPS), so the
+figures agree with each other the way a real run's do. Telemetry: 1 Hz samples for N npu devices
+with every canonical device metric, plus psutil host/process rows and service rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from embedperf.errors import ConfigError
+from embedperf.schema import (
+    CollectorStatus,
+    GeneratorCpu,
+    Manifest,
+    RunFolder,
+    StageRecord,
+    write_manifest,
+    write_requests_parquet,
+    write_telemetry_parquet,
+)
+
+STEP_USERS: tuple[int, ...] = (1, 10, 50, 100)
+STEP_QPS_WEIGHTS: tuple[float, ...] = (0.1, 0.6, 1.0, 1.05)
+STEP_ERROR_RATES: tuple[float, ...] = (0.0002, 0.0003, 0.0005, 0.004)
+STEP_QUEUE_SHARE: tuple[float, ...] = (0.05, 0.2, 0.5, 0.65)
+STEP_BATCH_LAMBDA: tuple[float, ...] = (0.2, 3.0, 12.0, 24.0)
+STEP_DEVICE_UTIL_PCT: tuple[float, ...] = (8.0, 45.0, 85.0, 92.0)
+DEFAULT_START_UNIX_S = 1_780_000_000.0
+WARMUP_FRACTION = 0.05
+WARMUP_MAX_S = 30.0
+SERVICE_RSS_MB = 1800.0
+
+
+def _strings(values: list[str], codes: np.ndarray) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(values)).cast(pa.string())
+
+
+def _masked(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array:
+    return pa.array(values, type=typ, mask=~valid)
+
+
+def synth_requests(
+    rng: np.random.Generator, run_id: str, stages: list[StageRecord], n_requests: int, latency_scale: float
+) -> pa.Table:
+    weights = np.array(STEP_QPS_WEIGHTS)
+    counts = np.floor(n_requests * weights / weights.sum()).astype(np.int64)
+    counts[-1] += n_requests - counts.sum()
+    cols: dict[str, list[np.ndarray]] = {}
+
+    def add(name: str, values: np.ndarray) -> None:
+        cols.setdefault(name, []).append(values)
+
+    for k, stage in enumerate(stages):
+        n = int(counts[k])
+        start, end = stage.start_unix_s, float(stage.end_unix_s or stage.start_unix_s)
+        duration_s = end - start
+        mean_latency_ms = (
+            (stage.users or 1) / (n / duration_s) * 1000.0
+        )
+        sigma = 0.3 + 0.1 * k
+        latency = rng.lognormal(np.log(mean_latency_ms) - sigma**2 / 2, sigma, n)
+        sent = np.sort(rng.uniform(start, end - mean_latency_ms / 1000.0, n))
+        latency = np.where(sent < start + stage.warmup_s, latency * 1.5, latency)
+        failed = rng.random(n) < STEP_ERROR_RATES[k]
+        timeout = failed & (rng.random(n) < 0.3)
+        ok = ~failed
+        net = np.minimum(0.8 + rng.exponential(0.7, n), 0.3 * latency)
+        srv_total = latency - net
+        shares = np.stack(
+            [
+                STEP_QUEUE_SHARE[k] * rng.uniform(0.5, 1.5, n),
+                0.05 * rng.uniform(0.5, 1.5, n),
+                (0.88 - STEP_QUEUE_SHARE[k]) * rng.uniform(0.8, 1.2, n),
+                0.03 * rng.uniform(0.5, 1.5, n),
+                np.full(n, 0.02),
+            ]
+        )
+        shares /= shares.sum(axis=0)
+        batch = np.minimum(rng.poisson(STEP_BATCH_LAMBDA[k], n) + 1, 32)
+        add("stage_index", np.full(n, stage.index))
+        add("target_users", np.full(n, stage.users or 0))
+        add("t_sent_unix_s", sent)
+        add("t_done_unix_s", sent + latency / 1000.0)
+        add("latency_ms", latency)
+        add("status_code", np.where(timeout, 504, np.where(failed, 503, 200)))
+        add("ok", ok)
+        add("error_code", np.where(timeout, 1, np.where(failed, 2, 0)))
+        add("worker_code", rng.integers(0, 4, n))
+        add("input_tokens", rng.integers(16, 128, n))
+        for j, name in enumerate(("srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms")):
+            add(name, srv_total * shares[j])
+        add("srv_total_ms", srv_total)
+        add("batch_size", batch)
+    c = {name: np.concatenate(parts) for name, parts in cols.items()}
+    n_all = len(c["latency_ms"])
+    ok = c["ok"]
+    stage_labels = [s.label for s in stages]
+    return pa.table(
+        {
+            "run_id": _strings([run_id], np.zeros(n_all, np.int32)),
+            "worker": _strings(["w0", "w1", "w2", "w3"], c["worker_code"]),
+            "stage_index": pa.array(c["stage_index"], pa.int32()),
+            "stage_label": _strings(stage_labels, c["stage_index"]),
+            "target_users": pa.array(c["target_users"], pa.int32()),
+            "target_rate": pa.nulls(n_all, pa.float64()),
+            "t_intended_unix_s": pa.array(c["t_sent_unix_s"]),
+            "t_sent_unix_s": pa.array(c["t_sent_unix_s"]),
+            "t_done_unix_s": pa.array(c["t_done_unix_s"]),
+            "latency_ms": pa.array(c["latency_ms"]),
+            "latency_from_intended_ms": pa.array(c["latency_ms"]),
+            "endpoint": _strings(["embeddings"], np.zeros(n_all, np.int32)),
+            "status_code": pa.array(c["status_code"], pa.int32()),
+            "ok": pa.array(ok),
+            "error": pa.array(
+                np.array([None, "timeout: no response within 30 s", "503 Service Unavailable: queue full"])[
+                    c["error_code"]
+                ],
+                pa.string(),
+            ),
+            "n_inputs": pa.array(np.ones(n_all, np.int32)),
+            "input_chars": pa.array(c["input_tokens"] * 4),
+            "input_tokens": pa.array(c["input_tokens"]),
+            "response_bytes": _masked(np.full(n_all, 2100), ok, pa.int64()),
+            **{
+                name: _masked(c[name], ok, pa.float64())
+                for name in (
+                    "srv_queue_ms",
+                    "srv_tokenize_ms",
+                    "srv_compute_ms",
+                    "srv_post_ms",
+                    "srv_total_ms",
+                )
+            },
+            "batch_size": _masked(c["batch_size"], ok, pa.int32()),
+            "batch_tokens": _masked(c["batch_size"] * 64, ok, pa.int64()),
+        }
+    )
+
+
+def synth_telemetry(rng: np.random.Generator, stages: list[StageRecord], n_devices: int) -> pa.Table:
+    t0, t1 = stages[0].start_unix_s, float(stages[-1].end_unix_s or stages[-1].start_unix_s)
+    ts = np.arange(np.floor(t0), np.ceil(t1) + 1.0)
+    starts = np.array([s.start_unix_s for s in stages])
+    step = np.clip(np.searchsorted(starts, ts, side="right") - 1, 0, len(stages) - 1)
+    util_base = np.array(STEP_DEVICE_UTIL_PCT)[step]
+    n_t = len(ts)
+    ts_parts, dev_parts, met_parts, val_parts, src_parts = [], [], [], [], []
+    devices = [f"npu{d}.chip0" for d in range(n_devices)] + [
+        "cpu",
+        "proc:generator",
+        "proc:service",
+        "service",
+    ]
+    metrics: list[str] = []
+
+    def emit(device: int, source: int, metric: str, values: np.ndarray) -> None:
+        if metric not in metrics:
+            metrics.append(metric)
+        ts_parts.append(ts)
+        dev_parts.append(np.full(n_t, device, np.int32))
+        src_parts.append(np.full(n_t, source, np.int32))
+        met_parts.append(np.full(n_t, metrics.index(metric), np.int32))
+        val_parts.append(values)
+
+    for d in range(n_devices):
+        util = np.clip(util_base + rng.normal(0, 4, n_t), 0, 100)
+        emit(d, 0, "device_util_pct", util)
+        emit(d, 0, "aicore_util_pct", util * 0.95)
+        emit(d, 0, "vector_util_pct", util * 0.3)
+        emit(d, 0, "mem_bw_util_pct", np.clip(util * 0.7 + rng.normal(0, 2, n_t), 0, 100))
+        emit(d, 0, "mem_used_mb", 12_000 + 300 * step + rng.normal(0, 20, n_t))
+        emit(d, 0, "mem_total_mb", np.full(n_t, 65_536.0))
+        emit(d, 0, "temp_c", 42 + 0.3 * util + rng.normal(0, 0.5, n_t))
+        emit(d, 0, "power_w", 90 + 2.1 * util + rng.normal(0, 3, n_t))
+        emit(d, 0, "clock_mhz", np.full(n_t, 1800.0))
+    base = n_devices
+    emit(base, 1, "cpu_util_pct", np.clip(15 + 12 * step + rng.normal(0, 3, n_t), 0, 100))
+    emit(base + 1, 1, "cpu_util_pct", np.clip(8 + 9 * step + rng.normal(0, 2, n_t), 0, 100))
+    emit(base + 1, 1, "rss_mb", 350 + rng.normal(0, 2, n_t))
+    emit(base + 2, 1, "cpu_util_pct", np.clip(20 + 15 * step + rng.normal(0, 3, n_t), 0, 400))
+    emit(base + 2, 1, "rss_mb", SERVICE_RSS_MB + rng.normal(0, 3, n_t))
+    emit(
+        base + 3,
+        2,
+        "queue_depth",
+        np.maximum(rng.poisson(np.array(STEP_BATCH_LAMBDA)[step]), 0).astype(float),
+    )
+    emit(base + 3, 2, "busy_frac", util_base / 100.0)
+    n_all = n_t * len(ts_parts)
+    return pa.table(
+        {
+            "ts_unix_s": pa.array(np.concatenate(ts_parts)),
+            "host": _strings(["synthetic-host"], np.zeros(n_all, np.int32)),
+            "source": _strings(["npu_smi", "psutil", "service"], np.concatenate(src_parts)),
+            "device": _strings(devices, np.concatenate(dev_parts)),
+            "metric": _strings(metrics, np.concatenate(met_parts)),
+            "value": pa.array(np.concatenate(val_parts)),
+        }
+    )
+
+
+def synthesize(
+    out_dir: Path,
+    n_requests: int = 1_000_000,
+    n_devices: int = 16,
+    hours: float = 1.0,
+    seed: int = 0,
+    start_unix_s: float = DEFAULT_START_UNIX_S,
+    latency_scale: float = 1.0,
+) -> RunFolder:
+    """Write the run folder at out_dir. latency_scale < 1 models a faster candidate (more QPS, same users)."""
+    if n_requests < 100 or n_devices < 1 or hours <= 0:
+        raise ConfigError("synth needs --requests >= 100, --devices >= 1 and --hours > 0")
+    rng = np.random.default_rng(seed)
+    folder = RunFolder(out_dir).create()
+    step_s = hours * 3600.0 / len(STEP_USERS)
+    warmup_s = min(WARMUP_MAX_S, WARMUP_FRACTION * step_s)
+    stages = [
+        StageRecord(
+            index=i,
+            label=f"users={u}",
+            users=u,
+            start_unix_s=start_unix_s + i * step_s,
+            end_unix_s=start_unix_s + (i + 1) * step_s,
+            warmup_s=warmup_s,
+        )
+        for i, u in enumerate(STEP_USERS)
+    ]
+    n_total = int(round(n_requests / latency_scale))
+    write_requests_parquet(folder, synth_requests(rng, folder.run_id, stages, n_total, latency_scale))
+    write_telemetry_parquet(folder, synth_telemetry(rng, stages, n_devices))
+    manifest = Manifest(
+        run_id=folder.run_id,
+        kind="synthetic",
+        scenario={"name": "synthetic-ramp", "kind": "ramp", "users": list(STEP_USERS), "think_time_s": 0.0},
+        target_url="http://127.0.0.1:8086/v1/embeddings",
+        label="synthetic",
+        service_info={
+            "model": "all-MiniLM-L6-v2",
+            "dimension": 384,
+            "device": f"npu (x{n_devices}, synthetic)",
+            "precision": "fp16",
+            "config": {"batching": True, "max_batch_size": 32, "max_wait_ms": 5},
+            "versions": {"torch": "synthetic"},
+        },
+        host={"hostname": "synthetic-host", "cpu": "synthetic", "cores": 64, "memory_gb": 512},
+        versions={"embedperf": "synthetic"},
+        git={"commit": "0" * 40, "dirty": False},
+        start_unix_s=start_unix_s,
+        end_unix_s=start_unix_s + hours * 3600.0,
+        stages=stages,
+        collectors=[
+            CollectorStatus(name="npu_smi", status="ok"),
+            CollectorStatus(name="psutil", status="ok"),
+            CollectorStatus(name="service", status="ok"),
+        ],
+        generator_cpu=GeneratorCpu(mean_pct=26.0, max_pct=45.0, p95_pct=40.0, saturated=False),
+        slo={"p99_ms": 300.0, "error_budget": 0.001},
+        complete=True,
+        notes=["synthetic run written by `embedperf synth`; not a measurement"],
+    )
+    write_manifest(folder, manifest)
+    return folder
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="embedperf synth", description=__doc__)
+    parser.add_argument("out_dir", type=Path, help="run folder to write (created)")
+    parser.add_argument("--requests", type=int, default=1_000_000, help="request rows (default 1,000,000)")
+    parser.add_argument("--devices", type=int, default=16, help="npu devices in the telemetry (default 16)")
+    parser.add_argument("--hours", type=float, default=1.0, help="run duration in hours (default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    args = parser.parse_args(argv)
+    folder = synthesize(args.out_dir, args.requests, args.devices, args.hours, args.seed)
+    print(folder.root)
+    return 0

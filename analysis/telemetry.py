@@ -1,0 +1,173 @@
+"""Telemetry joined to load steps by time: device, host, generator and service figures per steady window."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+
+ACCELERATOR_SOURCES = frozenset({"npu_smi", "nvml"})
+GENERATOR_DEVICE = "proc:generator"
+SERVICE_DEVICE = "proc:service"
+HOST_CPU_DEVICE = "cpu"
+SERIES_METRICS: tuple[str, ...] = ("device_util_pct", "mem_bw_util_pct", "temp_c", "power_w", "queue_depth")
+
+
+class TelemetryStats(BaseModel):
+    """Means and maxima over one window; None where no source reported the metric."""
+
+    n_samples: int = 0
+    n_devices: int = 0
+    device_util_mean_pct: float | None = None
+    device_util_max_pct: float | None = None
+    mem_bw_util_mean_pct: float | None = None
+    temp_max_c: float | None = None
+    power_mean_w: float | None = None
+    power_total_mean_w: float | None = None
+    mem_used_max_mb: float | None = None
+    mem_max_pct: float | None = None
+    host_cpu_mean_pct: float | None = None
+    generator_cpu_mean_pct: float | None = None
+    generator_cpu_max_pct: float | None = None
+    service_cpu_mean_pct: float | None = None
+    service_rss_max_mb: float | None = None
+    queue_depth_mean: float | None = None
+    queue_depth_max: float | None = None
+
+
+class TelemetryIndex:
+    """Telemetry split once by role, so each step window is a cheap time filter."""
+
+    def __init__(self, telemetry: pd.DataFrame) -> None:
+        source = telemetry["source"].astype(str) if len(telemetry) else pd.Series([], dtype=str)
+        is_accel = source.isin(list(ACCELERATOR_SOURCES)).to_numpy()
+        self.accelerator = self._sorted(telemetry[is_accel])
+        self.other = self._sorted(telemetry[~is_accel])
+        self.other_device = self.other["device"].astype(str).to_numpy() if len(self.other) else np.array([])
+        self.devices = sorted(set(self.accelerator["device"].astype(str))) if len(self.accelerator) else []
+        self.telemetry = telemetry
+
+    @staticmethod
+    def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.sort_values("ts_unix_s", kind="stable").reset_index(drop=True)
+
+    def _window(self, frame: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
+        ts = frame["ts_unix_s"].to_numpy()
+        lo, hi = np.searchsorted(ts, t0, side="left"), np.searchsorted(ts, t1, side="right")
+        return frame.iloc[lo:hi]
+
+    def window_stats(self, t0: float, t1: float) -> TelemetryStats:
+        accel = self._window(self.accelerator, t0, t1)
+        other = self._window(self.other, t0, t1)
+        stats = TelemetryStats(n_samples=len(accel) + len(other))
+        if len(accel):
+            by_metric = {str(k): g for k, g in accel.groupby("metric", observed=True)}
+            stats.n_devices = int(accel["device"].nunique())
+            stats.device_util_mean_pct, stats.device_util_max_pct = _mean_max(
+                by_metric.get("device_util_pct")
+            )
+            stats.mem_bw_util_mean_pct = _mean_max(by_metric.get("mem_bw_util_pct"))[0]
+            stats.temp_max_c = _mean_max(by_metric.get("temp_c"))[1]
+            power = by_metric.get("power_w")
+            if power is not None:
+                stats.power_mean_w = float(power["value"].mean())
+                per_ts = power.groupby(np.floor(power["ts_unix_s"].to_numpy()))["value"].sum()
+                stats.power_total_mean_w = float(per_ts.mean())
+            stats.mem_used_max_mb = _mean_max(by_metric.get("mem_used_mb"))[1]
+            stats.mem_max_pct = _mem_pct_max(by_metric)
+        if len(other):
+            device = other["device"].astype(str).to_numpy()
+            metric = other["metric"].astype(str).to_numpy()
+            value = other["value"].to_numpy()
+
+            def pick(dev: str, met: str) -> np.ndarray:
+                return value[(device == dev) & (metric == met)]
+
+            stats.host_cpu_mean_pct = _stat(pick(HOST_CPU_DEVICE, "cpu_util_pct"), np.mean)
+            gen = pick(GENERATOR_DEVICE, "cpu_util_pct")
+            stats.generator_cpu_mean_pct = _stat(gen, np.mean)
+            stats.generator_cpu_max_pct = _stat(gen, np.max)
+            stats.service_cpu_mean_pct = _stat(pick(SERVICE_DEVICE, "cpu_util_pct"), np.mean)
+            stats.service_rss_max_mb = _stat(pick(SERVICE_DEVICE, "rss_mb"), np.max)
+            queue = value[metric == "queue_depth"]
+            stats.queue_depth_mean = _stat(queue, np.mean)
+            stats.queue_depth_max = _stat(queue, np.max)
+        return stats
+
+    def per_second_series(self, max_points: int = 1500) -> pd.DataFrame:
+        """Figures' time series: device metrics averaged over devices (temp max, power summed)."""
+        frames = []
+        for frame in (self.accelerator, self.other):
+            if not len(frame):
+                continue
+            sub = frame[frame["metric"].astype(str).isin(list(SERIES_METRICS))]
+            if not len(sub):
+                continue
+            sec = np.floor(sub["ts_unix_s"].to_numpy())
+            grouped = sub.assign(sec=sec, metric=sub["metric"].astype(str)).groupby(["sec", "metric"])[
+                "value"
+            ]
+            agg = pd.DataFrame({"mean": grouped.mean(), "max": grouped.max(), "sum": grouped.sum()})
+            frames.append(agg)
+        if not frames:
+            return pd.DataFrame()
+        agg = pd.concat(frames)
+        agg = agg[~agg.index.duplicated(keep="first")]
+        wide = agg["mean"].unstack("metric")
+        if "temp_c" in wide:
+            wide["temp_c"] = agg["max"].unstack("metric")["temp_c"]
+        if "power_w" in wide:
+            wide["power_w"] = agg["sum"].unstack("metric")["power_w"]
+        if len(wide) > max_points:
+            bucket = np.floor((wide.index.to_numpy() - wide.index[0]) / (len(wide) / max_points))
+            wide = wide.groupby(bucket).mean().set_index(wide.index.to_series().groupby(bucket).first())
+        return wide.sort_index()
+
+    def service_rss_series(self) -> tuple[np.ndarray, np.ndarray]:
+        if not len(self.other):
+            return np.array([]), np.array([])
+        mask = (self.other_device == SERVICE_DEVICE) & (
+            self.other["metric"].astype(str).to_numpy() == "rss_mb"
+        )
+        sub = self.other[mask]
+        return sub["ts_unix_s"].to_numpy(), sub["value"].to_numpy()
+
+
+def _stat(values: np.ndarray, fn: object) -> float | None:
+    if not len(values):
+        return None
+    return float(fn(values))  # type: ignore[operator]
+
+
+def _mean_max(group: pd.DataFrame | None) -> tuple[float | None, float | None]:
+    if group is None or not len(group):
+        return None, None
+    values = group["value"].to_numpy()
+    return float(values.mean()), float(values.max())
+
+
+def _mem_pct_max(by_metric: dict[str, pd.DataFrame]) -> float | None:
+    if "mem_util_pct" in by_metric:
+        return float(by_metric["mem_util_pct"]["value"].max())
+    used, total = by_metric.get("mem_used_mb"), by_metric.get("mem_total_mb")
+    if used is None or total is None:
+        return None
+    total_by_device = total.groupby(total["device"].astype(str))["value"].max()
+    used_by_device = used.groupby(used["device"].astype(str))["value"].max()
+    pct = (used_by_device / total_by_device).dropna() * 100.0
+    return float(pct.max()) if len(pct) else None
+
+
+def telemetry_gaps(telemetry: pd.DataFrame, t0: float | None, t1: float | None) -> dict[str, int]:
+    """Missing whole seconds per source within [t0, t1] (a 1 Hz source should fill every second)."""
+    if not len(telemetry) or t0 is None or t1 is None or t1 <= t0:
+        return {}
+    expected = int(np.floor(t1) - np.floor(t0)) + 1
+    gaps: dict[str, int] = {}
+    ts = telemetry["ts_unix_s"].to_numpy()
+    inside = (ts >= np.floor(t0)) & (ts < np.floor(t1) + 1)
+    sub = telemetry[inside]
+    for source, group in sub.groupby(sub["source"].astype(str)):
+        present = len(np.unique(np.floor(group["ts_unix_s"].to_numpy())))
+        gaps[str(source)] = max(expected - present, 0)
+    return gaps
