@@ -1,1 +1,1 @@
-"""service package."""
+"""Reference embedding service: OpenAI-compatible /v1/embeddings over a dynamically batched model."""

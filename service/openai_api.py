@@ -1,0 +1,166 @@
+"""The OpenAI embeddings wire format: request validation, error bodies, response encoding."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+EncodingFormat = Literal["float", "base64"]
+
+
+class ApiError(Exception):
+    """An HTTP error with an OpenAI-style body: {"error": {"message", "type", "code", "param"}}."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str,
+        error_type: str = "invalid_request_error",
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.error_type = error_type
+        self.param = param
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.error_type, self.code, self.param)
+
+
+def error_body(message: str, error_type: str, code: str, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "code": code, "param": param}}
+
+
+@dataclass(frozen=True)
+class EmbeddingRequest:
+    texts: list[str]
+    model: str | None
+    encoding_format: EncodingFormat
+    dimensions: int | None
+    single: bool
+
+
+def _bad(message: str, code: str, param: str | None = None, status: int = 400) -> ApiError:
+    return ApiError(status, message, code, param=param)
+
+
+def _is_token_ids(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    )
+
+
+def parse_embedding_request(
+    content_type: str, raw_body: bytes, max_inputs: int, dimension: int
+) -> EmbeddingRequest:
+    """Validate one POST /v1/embeddings body; every problem becomes a 4xx ApiError that says what to send."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise ApiError(
+            415,
+            f"Content-Type must be application/json, got {content_type or 'none'!r}",
+            "unsupported_media_type",
+        )
+    try:
+        payload = json.loads(raw_body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _bad(f"request body is not valid JSON: {exc}", "invalid_json") from None
+    if not isinstance(payload, dict):
+        raise _bad("request body must be a JSON object with an 'input' field", "invalid_request")
+    if "input" not in payload:
+        raise _bad("'input' is required: a string or a list of strings", "missing_input", "input")
+    texts, single = _parse_input(payload["input"], max_inputs)
+    model = payload.get("model")
+    if model is not None and not isinstance(model, str):
+        raise _bad("'model' must be a string", "invalid_model", "model")
+    encoding_format: EncodingFormat = "float"
+    requested_format = payload.get("encoding_format") or "float"
+    if requested_format == "base64":
+        encoding_format = "base64"
+    elif requested_format != "float":
+        raise _bad(
+            f"'encoding_format' must be 'float' or 'base64', got {requested_format!r}",
+            "invalid_encoding_format",
+            "encoding_format",
+        )
+    dimensions = payload.get("dimensions")
+    if dimensions is not None and (
+        not isinstance(dimensions, int) or isinstance(dimensions, bool) or not 1 <= dimensions <= dimension
+    ):
+        raise _bad(
+            f"'dimensions' must be an integer from 1 to {dimension}, got {dimensions!r}",
+            "invalid_dimensions",
+            "dimensions",
+        )
+    return EmbeddingRequest(texts, model, encoding_format, dimensions, single)
+
+
+def _parse_input(value: Any, max_inputs: int) -> tuple[list[str], bool]:
+    if isinstance(value, str):
+        if not value:
+            raise _bad("'input' must not be an empty string", "empty_input", "input")
+        return [value], True
+    if not isinstance(value, list):
+        raise _bad(
+            f"'input' must be a string or a list of strings, got {type(value).__name__}",
+            "invalid_input",
+            "input",
+        )
+    if not value:
+        raise _bad("'input' must not be an empty list", "empty_input", "input")
+    if _is_token_ids(value) or any(_is_token_ids(item) for item in value):
+        raise _bad(
+            "token-id arrays are not supported by this service; send the text as a string or a list of strings",
+            "token_ids_unsupported",
+            "input",
+        )
+    if len(value) > max_inputs:
+        raise _bad(
+            f"'input' has {len(value)} items; at most {max_inputs} are allowed per request",
+            "too_many_inputs",
+            "input",
+        )
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise _bad(
+                f"input[{index}] must be a string, got {type(item).__name__}", "invalid_input", "input"
+            )
+        if not item:
+            raise _bad(f"input[{index}] must not be an empty string", "empty_input", "input")
+    return list(value), False
+
+
+def encode_vector(vector: np.ndarray, encoding_format: EncodingFormat) -> list[float] | str:
+    """float: a JSON list; base64: little-endian float32 bytes, as the openai client decodes them."""
+    if encoding_format == "base64":
+        return base64.b64encode(vector.astype("<f4", copy=False).tobytes()).decode("ascii")
+    return list(map(float, vector))
+
+
+def shorten(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:
+    """Keep the first `dimensions` components and re-normalise (the OpenAI `dimensions` behaviour)."""
+    if dimensions is None or dimensions >= vectors.shape[1]:
+        return vectors
+    cut = vectors[:, :dimensions]
+    norms = np.linalg.norm(cut, axis=1, keepdims=True)
+    return (cut / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def server_timing(
+    queue_ms: float, tokenize_ms: float, compute_ms: float, post_ms: float, total_ms: float
+) -> str:
+    return (
+        f"queue;dur={queue_ms:.3f}, tokenize;dur={tokenize_ms:.3f}, compute;dur={compute_ms:.3f}, "
+        f"post;dur={post_ms:.3f}, total;dur={total_ms:.3f}"
+    )
