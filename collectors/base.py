@@ -1,0 +1,111 @@
+"""What every telemetry source implements, and the status record the runner keeps for each."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any, ClassVar, Literal
+
+from embedperf.schema import CollectorStatus, TelemetrySample
+
+# (device, canonical metric, value) at the tick's timestamp.
+Reading = tuple[str, str, float]
+EventKind = Literal["gap", "recovered", "device_lost", "device_back", "restart", "error", "info"]
+MAX_EVENTS = 200
+# Event kinds that make a source that produced samples `partial` rather than `ok`.
+DEGRADING_EVENTS = frozenset({"gap", "device_lost", "restart", "error"})
+
+
+class SourceStatus:
+    """Thread-safe record of one source's outcome: samples written and what went wrong when."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self.state: Literal["pending", "running", "skipped", "failed", "done"] = "pending"
+        self.reason = ""
+        self.samples = 0
+        self.events: list[dict[str, Any]] = []
+        self.dropped_events = 0
+
+    def event(self, kind: EventKind, message: str, device: str = "") -> None:
+        with self._lock:
+            if len(self.events) >= MAX_EVENTS:
+                self.dropped_events += 1
+                return
+            self.events.append(
+                {"ts_unix_s": round(time.time(), 3), "kind": kind, "device": device, "message": message}
+            )
+
+    def add_samples(self, n: int) -> None:
+        with self._lock:
+            self.samples += n
+
+    def set(self, state: Literal["running", "skipped", "failed", "done"], reason: str = "") -> None:
+        with self._lock:
+            self.state = state
+            if reason:
+                self.reason = reason
+
+    def snapshot(self) -> CollectorStatus:
+        with self._lock:
+            events = list(self.events)
+            if self.dropped_events:
+                events.append(
+                    {
+                        "ts_unix_s": None,
+                        "kind": "info",
+                        "device": "",
+                        "message": f"{self.dropped_events} more events not kept",
+                    }
+                )
+            if self.state == "skipped":
+                status = "skipped"
+            elif self.state == "failed" or (self.samples == 0 and self.state == "done"):
+                status = "failed"
+            elif any(e["kind"] in DEGRADING_EVENTS for e in self.events):
+                status = "partial"
+            else:
+                status = "ok"
+            reason = self.reason
+            if status == "failed" and not reason:
+                reason = "no samples were collected"
+            if status == "partial" and not reason:
+                kinds = sorted({e["kind"] for e in self.events if e["kind"] in DEGRADING_EVENTS})
+                reason = "incomplete: " + ", ".join(kinds) + " (see events)"
+            return CollectorStatus(
+                name=self.name, status=status, reason=reason, samples=self.samples, events=events
+            )
+
+
+class Source:
+    """A telemetry source. Subclasses set `name` and override what they need.
+
+    Lifecycle (one thread per source): `probe()` -> `start()` -> `sample(ts)` once per tick until
+    stop -> `finish(start, end)` -> `close()`. Sources with `periodic = False` only `finish`.
+    """
+
+    name: ClassVar[str] = ""
+    periodic: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self.status = SourceStatus(self.name)
+
+    def probe(self) -> str | None:
+        """Why this source cannot run on this host (None when it can); cheap, no side effects."""
+        return None
+
+    def start(self) -> None:
+        """Acquire what sampling needs (processes, handles); raise CollectorError when impossible."""
+
+    def sample(self, ts_unix_s: float) -> Iterable[Reading]:
+        """Readings for the tick at ts_unix_s; never raises for one bad device (record an event)."""
+        return ()
+
+    def finish(self, start_unix_s: float, end_unix_s: float) -> Iterable[TelemetrySample]:
+        """Rows with their own timestamps, produced once at stop (pull-style sources)."""
+        return ()
+
+    def close(self) -> None:
+        """Release processes and handles; must not raise."""

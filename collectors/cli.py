@@ -1,0 +1,145 @@
+"""`python -m collectors` / `embedperf collect`: sample telemetry into a run folder until stopped."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from types import FrameType
+
+from pydantic import ValidationError
+
+from collectors.base import Source
+from collectors.config import SOURCE_NAMES, CollectorConfig
+from collectors.runner import CollectorRunner
+from embedperf.errors import ConfigError, EmbedperfError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m collectors",
+        description="Sample device, host and service telemetry every interval into RUN_DIR (telemetry.parquet, "
+        "collectors.json) until --duration ends or SIGINT/SIGTERM arrives.",
+    )
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder to write into")
+    p.add_argument("--interval", type=float, default=1.0, help="sampling interval in seconds (default 1)")
+    p.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    p.add_argument(
+        "--sources",
+        default="auto",
+        help=f"auto (every source present here) or a comma list of {','.join(SOURCE_NAMES)}",
+    )
+    p.add_argument(
+        "--service-url", default=None, metavar="BASE_URL", help="service base URL (metrics and PIDs)"
+    )
+    p.add_argument(
+        "--metrics-path", default="/metrics", help="Prometheus text path on the service (default /metrics)"
+    )
+    p.add_argument(
+        "--service-pid", type=int, default=None, help="service PID (else found by its listening port)"
+    )
+    p.add_argument("--generator-pid", type=int, default=None, help="load generator PID")
+    p.add_argument(
+        "--npu-smi", default=None, metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)"
+    )
+    p.add_argument("--npu-ids", default=None, help="only these NPU IDs, e.g. 4,5")
+    p.add_argument(
+        "--npu-mode", choices=("watch", "poll"), default="watch", help="npu-smi watch stream or -t polls"
+    )
+    p.add_argument(
+        "--npu-timeout", type=float, default=10.0, metavar="S", help="kill a silent npu-smi after S s"
+    )
+    p.add_argument(
+        "--prometheus-url", default=None, help="existing Prometheus server to pull the run window from"
+    )
+    p.add_argument("--prometheus-start", type=float, default=None, metavar="UNIX_S", help="window start")
+    p.add_argument("--prometheus-end", type=float, default=None, metavar="UNIX_S", help="window end")
+    p.add_argument("--host-label", default=None, help="value of the host column (default: this hostname)")
+    return p
+
+
+def config_from_args(argv: list[str]) -> CollectorConfig:
+    args = build_parser().parse_args(argv)
+    values: dict[str, object] = {
+        "out_dir": args.out,
+        "interval_s": args.interval,
+        "duration_s": args.duration,
+        "sources": args.sources,
+        "service_url": args.service_url,
+        "metrics_path": args.metrics_path,
+        "service_pid": args.service_pid,
+        "generator_pid": args.generator_pid,
+        "npu_mode": args.npu_mode,
+        "npu_timeout_s": args.npu_timeout,
+        "prometheus_url": args.prometheus_url,
+        "prometheus_start_unix_s": args.prometheus_start,
+        "prometheus_end_unix_s": args.prometheus_end,
+    }
+    if args.npu_smi:
+        values["npu_smi"] = args.npu_smi
+    if args.host_label:
+        values["host_label"] = args.host_label
+    try:
+        if args.npu_ids:
+            values["npu_ids"] = tuple(int(v) for v in args.npu_ids.split(",") if v.strip())
+        return CollectorConfig.model_validate(values)
+    except (ValidationError, ValueError) as exc:
+        raise ConfigError(f"invalid collector options: {exc}") from exc
+
+
+def build_sources(config: CollectorConfig) -> list[Source]:
+    """Every requested source; in `auto` mode absent ones are `skipped` with the reason, explicit ones `failed`."""
+    from collectors.host import HostSource
+    from collectors.npu_smi import NpuSmiSource
+    from collectors.nvml import NvmlSource
+    from collectors.prometheus_pull import PrometheusSource
+    from collectors.service_metrics import ServiceMetricsSource
+
+    candidates: list[Source] = [
+        NpuSmiSource(config),
+        NvmlSource(),
+        HostSource(config),
+        ServiceMetricsSource(config),
+        PrometheusSource(config),
+    ]
+    sources = []
+    for source in candidates:
+        if not config.wants(source.name):
+            continue
+        reason = source.probe()
+        if reason is not None:
+            source.status.set("skipped" if config.sources == "auto" else "failed", reason)
+        sources.append(source)
+    return sources
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = config_from_args(list(sys.argv[1:] if argv is None else argv))
+    runner = CollectorRunner(config, build_sources(config))
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        runner.stop()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        runner.write_status()
+        rows = runner.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    skipped = [
+        f"{s.name} ({s.status.reason})" for s in runner.sources if s.status.state in ("skipped", "failed")
+    ]
+    print(f"collectors: {rows} telemetry rows -> {runner.folder.telemetry}", file=sys.stderr)
+    if skipped:
+        print("collectors: not collected: " + "; ".join(skipped), file=sys.stderr)
+    return 0
+
+
+def cli_main() -> int:
+    """Entry point for `python -m collectors`: errors as one line, exit code 2."""
+    try:
+        return main()
+    except EmbedperfError as exc:
+        print(f"collectors: error: {exc}", file=sys.stderr)
+        return exc.exit_code

@@ -1,0 +1,83 @@
+"""Collector configuration: typed and validated once, from CLI flags and environment."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SOURCE_NAMES: tuple[str, ...] = ("npu_smi", "nvml", "psutil", "service", "prometheus")
+NPU_SMI_ENV = "EMBEDPERF_NPU_SMI"
+
+
+class CollectorConfig(BaseModel):
+    """Everything `python -m collectors` needs; built by `collectors.cli`, read by every source."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    out_dir: Path = Field(
+        description="Run folder; telemetry parts, telemetry.parquet and collectors.json go here."
+    )
+    interval_s: float = Field(1.0, gt=0, le=3600, description="Sampling interval in seconds.")
+    duration_s: float | None = Field(
+        None, gt=0, description="Stop after this long; None runs until SIGINT/SIGTERM."
+    )
+    sources: tuple[str, ...] | Literal["auto"] = Field("auto", description="`auto` or explicit source names.")
+    service_url: str | None = Field(None, description="Base URL of the service under test.")
+    metrics_path: str = Field("/metrics", description="Path of the Prometheus text endpoint on service_url.")
+    service_pid: int | None = Field(None, description="Service PID; else found by the URL's listening port.")
+    generator_pid: int | None = Field(None, description="Load generator PID (proc:generator).")
+    npu_smi: str = Field(
+        default_factory=lambda: os.environ.get(NPU_SMI_ENV, "npu-smi"),
+        description="npu-smi executable (name on PATH or path).",
+    )
+    npu_ids: tuple[int, ...] | None = Field(None, description="Only these NPU IDs; None means all.")
+    npu_mode: Literal["watch", "poll"] = Field("watch", description="One long-running watch, or -t polls.")
+    npu_timeout_s: float = Field(
+        10.0, gt=0, description="An npu-smi silent this long is killed and restarted."
+    )
+    npu_memory_poll_s: float = Field(10.0, gt=0, description="How often to poll what watch lacks (HBM MB).")
+    prometheus_url: str | None = Field(
+        None, description="Existing Prometheus server to pull the window from."
+    )
+    prometheus_start_unix_s: float | None = None
+    prometheus_end_unix_s: float | None = None
+    host_label: str = Field(default_factory=socket.gethostname, description="Value of the `host` column.")
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _parse_sources(cls, value: object) -> object:
+        if isinstance(value, str):
+            if value == "auto":
+                return "auto"
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, list | tuple):
+            unknown = [v for v in value if v not in SOURCE_NAMES]
+            if unknown or not value:
+                raise ValueError(
+                    f"unknown source(s) {unknown or value!r}; valid: auto or a comma list of {', '.join(SOURCE_NAMES)}"
+                )
+            return tuple(value)
+        return value
+
+    @field_validator("metrics_path")
+    @classmethod
+    def _slash(cls, value: str) -> str:
+        return value if value.startswith("/") else f"/{value}"
+
+    @model_validator(mode="after")
+    def _window(self) -> CollectorConfig:
+        start, end = self.prometheus_start_unix_s, self.prometheus_end_unix_s
+        if start is not None and end is not None and end <= start:
+            raise ValueError("--prometheus-end must be after --prometheus-start")
+        return self
+
+    @property
+    def metrics_url(self) -> str | None:
+        return None if self.service_url is None else self.service_url.rstrip("/") + self.metrics_path
+
+    def wants(self, source: str) -> bool:
+        return self.sources == "auto" or source in self.sources

@@ -1,0 +1,339 @@
+"""npu-smi source (Ascend): one long-running `npu-smi info watch` per host, plus slow polls for what it lacks.
+
+Watch mode reads the stream line by line (under `stdbuf -oL` when present) and keeps each device's
+latest row; every tick emits rows that arrived since the previous one. A silent stream is killed
+after `npu_timeout_s` and restarted with back-off (a `gap` event). HBM MB and vector utilisation,
+which watch does not print, are polled every `npu_memory_poll_s`. Poll mode (`-t usages|power|temp`
+per device every tick) is the fallback for drivers without watch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+
+from collectors import npu_smi_map as nmap
+from collectors import npu_smi_parse as nparse
+from collectors.base import Reading, Source
+from collectors.config import CollectorConfig
+from embedperf.errors import CollectorError
+
+BACKOFF_START_S = 1.0
+BACKOFF_MAX_S = 30.0
+STABLE_RUN_S = 30.0  # a stream that ran this long resets the back-off
+LOST_AFTER_TICKS = 3  # a device silent for this many ticks while others report is lost
+LOST_RETRY_S = 30.0  # poll mode: how often to retry a lost device
+SLOW_METRICS = frozenset({"mem_used_mb", "mem_total_mb", "vector_util_pct"})
+POLL_TYPES = ("usages", "power", "temp")
+
+
+def resolve_executable(name: str) -> str | None:
+    if os.sep in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    return shutil.which(name)
+
+
+class NpuSmi:
+    """Runs npu-smi commands with a timeout; a hung command is killed, never waited on forever."""
+
+    def __init__(self, executable: str, timeout_s: float) -> None:
+        self.executable = executable
+        self.timeout_s = timeout_s
+
+    def run(self, *args: str) -> str:
+        """Stdout+stderr of `npu-smi info ARGS`; raises CollectorError on timeout or a non-zero exit."""
+        try:
+            done = subprocess.run(
+                [self.executable, "info", *args],
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CollectorError(
+                f"`npu-smi info {' '.join(args)}` hung for {self.timeout_s:.0f} s; killed"
+            ) from exc
+        except OSError as exc:
+            raise CollectorError(f"cannot run {self.executable}: {exc}") from exc
+        text = done.stdout + done.stderr
+        if done.returncode != 0 and nparse.find_error(text) is None:
+            raise CollectorError(
+                f"`npu-smi info {' '.join(args)}` exited {done.returncode}: {text.strip()[:200]}"
+            )
+        return text
+
+    def watch_command(self) -> list[str]:
+        stdbuf = shutil.which("stdbuf")
+        return [*([stdbuf, "-oL"] if stdbuf else []), self.executable, "info", "watch"]
+
+
+def enumerate_chips(smi: NpuSmi, only: tuple[int, ...] | None) -> list[tuple[int, int]]:
+    """(npu_id, chip_id) of every compute chip (`-m`, else `-l` with chips 0..count-1)."""
+    chips = nparse.chips_from_mapping(nparse.parse_mapping(smi.run("-m")))
+    if not chips:
+        chips = [
+            (card["npu_id"], chip)
+            for card in nparse.parse_list(smi.run("-l"))
+            for chip in range(card["chip_count"] or 1)
+        ]
+    if only is not None:
+        chips = [c for c in chips if c[0] in only]
+    if not chips:
+        wanted = f" among --npu-ids {','.join(map(str, only))}" if only else ""
+        raise CollectorError(f"npu-smi lists no NPUs{wanted}; check `npu-smi info -l` and the driver")
+    return sorted(chips)
+
+
+class WatchStream:
+    """One `npu-smi info watch` process, restarted with back-off; keeps each device's latest row."""
+
+    def __init__(self, smi: NpuSmi, source: NpuSmiSource) -> None:
+        self.smi = smi
+        self.source = source
+        self.latest: dict[str, tuple[float, nmap.Metrics]] = {}
+        self.last_line_mono_s = time.monotonic()
+        self.proc: subprocess.Popen[str] | None = None
+        self.stop_event = threading.Event()
+        self.restarts = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="npu-smi-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        backoff_s = BACKOFF_START_S
+        while not self.stop_event.is_set():
+            started = time.monotonic()
+            reason = self._run_once()
+            if self.stop_event.is_set():
+                return
+            if time.monotonic() - started > STABLE_RUN_S:
+                backoff_s = BACKOFF_START_S
+            self.restarts += 1
+            self.source.status.event("restart", f"npu-smi watch {reason}; restarting in {backoff_s:.0f} s")
+            if self.stop_event.wait(backoff_s):
+                return
+            backoff_s = min(backoff_s * 2, BACKOFF_MAX_S)
+
+    def _run_once(self) -> str:
+        try:
+            proc = subprocess.Popen(
+                self.smi.watch_command(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+            )
+        except OSError as exc:
+            return f"could not start: {exc}"
+        with self._lock:
+            self.proc = proc
+            self.last_line_mono_s = time.monotonic()
+        parser = nparse.WatchParser()
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            now = time.monotonic()
+            self.last_line_mono_s = now
+            row = parser.feed(line)
+            if row is None:
+                error = nparse.find_error(line)
+                if error:
+                    self.source.status.event("error", f"npu-smi watch: {error}")
+                continue
+            mapped = nmap.metrics_from_watch_row(row)
+            if mapped is not None:
+                self.latest[mapped[0]] = (now, mapped[1])
+        rc = proc.wait()
+        with self._lock:
+            self.proc = None
+        return f"exited with code {rc}"
+
+    def kill_if_silent(self, timeout_s: float) -> bool:
+        """Kill the stream when it printed nothing for timeout_s (a hung npu-smi). True if killed."""
+        with self._lock:
+            proc = self.proc
+            silent_s = time.monotonic() - self.last_line_mono_s
+            if proc is None or proc.poll() is not None or silent_s < timeout_s:
+                return False
+            proc.kill()
+        self.source.status.event("gap", f"npu-smi watch silent for {silent_s:.0f} s; killed")
+        return True
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        with self._lock:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+        self._thread.join(5.0)
+
+
+class NpuSmiSource(Source):
+    name = "npu_smi"
+
+    def __init__(self, config: CollectorConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.executable = resolve_executable(config.npu_smi)
+        self.smi: NpuSmi | None = None
+        self.chips: list[tuple[int, int]] = []
+        self.watch: WatchStream | None = None
+        self._emitted_mono: dict[str, float] = {}
+        self._lost: dict[str, float] = {}  # device -> when it was found lost (monotonic)
+        self._slow: dict[str, tuple[float, nmap.Metrics]] = {}
+        self._slow_emitted: dict[str, float] = {}
+        self._next_slow_mono_s = 0.0
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="npu-smi-poll")
+        self._slow_thread: threading.Thread | None = None
+
+    def probe(self) -> str | None:
+        if self.executable is None:
+            return (
+                f"{self.config.npu_smi} not found on PATH; pass --npu-smi PATH (or set EMBEDPERF_NPU_SMI) "
+                "or drop the npu_smi source"
+            )
+        return None
+
+    @property
+    def devices(self) -> list[str]:
+        return [nmap.device_name(n, c) for n, c in self.chips]
+
+    @property
+    def npu_ids(self) -> list[int]:
+        return sorted({n for n, _ in self.chips})
+
+    def start(self) -> None:
+        if self.executable is None:
+            raise CollectorError(self.probe() or "npu-smi missing")
+        self.smi = NpuSmi(self.executable, self.config.npu_timeout_s)
+        self.chips = enumerate_chips(self.smi, self.config.npu_ids)
+        self.status.event("info", f"sampling {', '.join(self.devices)} in {self.config.npu_mode} mode")
+        if self.config.npu_mode == "watch":
+            self.watch = WatchStream(self.smi, self)
+            self.watch.start()
+
+    # ---- polls ------------------------------------------------------------------------------
+    def _poll_npu(self, npu_id: int, types: tuple[str, ...]) -> dict[str, nmap.Metrics] | None:
+        """Metrics of one card from `-t TYPE -i N` calls; None when the card is gone."""
+        assert self.smi is not None
+        merged: dict[str, nmap.Metrics] = {}
+        for kind in types:
+            report = nparse.parse_kv(self.smi.run("-t", kind, "-i", str(npu_id)))
+            if report.error:
+                return None
+            for device, metrics in nmap.metrics_from_kv(report, npu_id).items():
+                merged.setdefault(device, {}).update(metrics)
+        return merged
+
+    def _poll_all(self, types: tuple[str, ...]) -> dict[str, nmap.Metrics]:
+        now = time.monotonic()
+        ids = [n for n in self.npu_ids if not self._card_lost(n) or now - self._lost_since(n) > LOST_RETRY_S]
+        futures = {n: self._pool.submit(self._poll_npu, n, types) for n in ids}
+        out: dict[str, nmap.Metrics] = {}
+        for npu_id, future in futures.items():
+            try:
+                result = future.result()
+            except CollectorError as exc:
+                self._mark_lost(npu_id, "gap", str(exc))
+                continue
+            if result is None:
+                self._mark_lost(npu_id, "device_lost", "Invalid card id: the device disappeared")
+                continue
+            self._mark_back(npu_id)
+            out.update(result)
+        return out
+
+    def _card_devices(self, npu_id: int) -> list[str]:
+        return [nmap.device_name(n, c) for n, c in self.chips if n == npu_id]
+
+    def _card_lost(self, npu_id: int) -> bool:
+        return any(d in self._lost for d in self._card_devices(npu_id))
+
+    def _lost_since(self, npu_id: int) -> float:
+        return min(self._lost.get(d, time.monotonic()) for d in self._card_devices(npu_id))
+
+    def _mark_lost(self, npu_id: int, kind: str, message: str) -> None:
+        for device in self._card_devices(npu_id):
+            if device not in self._lost:
+                self.status.event("device_lost" if kind == "device_lost" else "gap", message, device)
+            self._lost[device] = time.monotonic()
+
+    def _mark_back(self, npu_id: int) -> None:
+        for device in self._card_devices(npu_id):
+            if self._lost.pop(device, None) is not None:
+                self.status.event("device_back", "reporting again", device)
+
+    def _slow_poll(self) -> None:
+        """Exact HBM used/total from the `npu-smi info` table, vector utilisation from `-t usages`."""
+        assert self.smi is not None
+        try:
+            table = nmap.metrics_from_info_table(nparse.parse_info_table(self.smi.run()))
+        except CollectorError as exc:
+            self.status.event("error", f"memory poll: {exc}")
+            table = {}
+        usages = self._poll_all(("usages",))
+        now = time.monotonic()
+        for device in self.devices:
+            metrics = {k: v for k, v in usages.get(device, {}).items() if k in SLOW_METRICS}
+            metrics.update({k: v for k, v in table.get(device, {}).items() if k in SLOW_METRICS})
+            if metrics and device not in self._lost:
+                self._slow[device] = (now, metrics)
+
+    def _start_slow_poll(self) -> None:
+        if self._slow_thread is not None and self._slow_thread.is_alive():
+            return
+        self._slow_thread = threading.Thread(target=self._slow_poll, name="npu-smi-slow", daemon=True)
+        self._slow_thread.start()
+
+    # ---- ticks ------------------------------------------------------------------------------
+    def sample(self, ts_unix_s: float) -> Iterable[Reading]:
+        now = time.monotonic()
+        if now >= self._next_slow_mono_s:
+            self._next_slow_mono_s = now + self.config.npu_memory_poll_s
+            self._start_slow_poll()
+        readings: list[Reading] = []
+        if self.watch is not None:
+            readings += self._watch_readings(now)
+        else:
+            for device, metrics in self._poll_all(POLL_TYPES).items():
+                readings += [(device, m, v) for m, v in metrics.items()]
+        for device, (at, metrics) in list(self._slow.items()):
+            if at > self._slow_emitted.get(device, -1.0):
+                self._slow_emitted[device] = at
+                readings += [(device, m, v) for m, v in metrics.items()]
+        return readings
+
+    def _watch_readings(self, now: float) -> list[Reading]:
+        assert self.watch is not None
+        self.watch.kill_if_silent(self.config.npu_timeout_s)
+        wanted = set(self.devices)
+        readings: list[Reading] = []
+        any_fresh = False
+        for device, (at, metrics) in list(self.watch.latest.items()):
+            if device not in wanted or at <= self._emitted_mono.get(device, -1.0):
+                continue
+            any_fresh = True
+            self._emitted_mono[device] = at
+            if self._lost.pop(device, None) is not None:
+                self.status.event("device_back", "reporting again", device)
+            readings += [(device, m, v) for m, v in metrics.items()]
+        stale_s = LOST_AFTER_TICKS * self.config.interval_s
+        for device in wanted:
+            seen = self._emitted_mono.get(device)
+            if any_fresh and device not in self._lost and seen is not None and now - seen > stale_s:
+                self._lost[device] = now
+                self.status.event(
+                    "device_lost", f"no watch rows for {now - seen:.0f} s while others report", device
+                )
+        return readings
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+        self._pool.shutdown(wait=False, cancel_futures=True)

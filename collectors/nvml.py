@@ -1,0 +1,109 @@
+"""NVML source (NVIDIA): utilisation, memory-bandwidth utilisation, memory, temperature, power, SM clock.
+
+`nvidia-ml-py` is optional (extra `gpu`); without it or without a driver the source is skipped.
+A metric a GPU does not support is absent, not 0.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any
+
+from collectors.base import Reading, Source
+from embedperf.errors import CollectorError
+
+MB = 1024.0 * 1024.0
+
+
+def _load_pynvml() -> ModuleType | str:
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError:
+        return "nvidia-ml-py is not installed (pip install 'embedperf[gpu]')"
+
+
+class NvmlSource(Source):
+    name = "nvml"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nvml: Any = None
+        self.handles: list[Any] = []
+
+    def probe(self) -> str | None:
+        loaded = _load_pynvml()
+        if isinstance(loaded, str):
+            return loaded
+        try:
+            loaded.nvmlInit()
+            count = int(loaded.nvmlDeviceGetCount())
+            loaded.nvmlShutdown()
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+            return f"no NVIDIA driver: {exc}"
+        return None if count > 0 else "NVML reports no GPUs"
+
+    def start(self) -> None:
+        loaded = _load_pynvml()
+        if isinstance(loaded, str):
+            raise CollectorError(loaded)
+        self.nvml = loaded
+        try:
+            self.nvml.nvmlInit()
+            self.handles = [
+                self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.nvml.nvmlDeviceGetCount())
+            ]
+        except Exception as exc:
+            raise CollectorError(
+                f"NVML could not start: {exc}; check the NVIDIA driver (nvidia-smi)"
+            ) from exc
+
+    def _try(self, device: str, what: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except Exception as exc:
+            if type(exc).__name__ != "NVMLError_NotSupported":
+                self.status.event("error", f"{what}: {exc}", device)
+            return None
+
+    def sample(self, ts_unix_s: float) -> Iterable[Reading]:
+        nvml = self.nvml
+        readings: list[Reading] = []
+        for index, handle in enumerate(self.handles):
+            device = f"gpu{index}"
+            util = self._try(device, "utilization", lambda h=handle: nvml.nvmlDeviceGetUtilizationRates(h))
+            if util is not None:
+                readings += [
+                    (device, "device_util_pct", float(util.gpu)),
+                    (device, "mem_bw_util_pct", float(util.memory)),
+                ]
+            mem = self._try(device, "memory", lambda h=handle: nvml.nvmlDeviceGetMemoryInfo(h))
+            if mem is not None:
+                readings += [(device, "mem_used_mb", mem.used / MB), (device, "mem_total_mb", mem.total / MB)]
+            for metric, what, call, scale in (
+                (
+                    "temp_c",
+                    "temperature",
+                    lambda h=handle: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU),
+                    1.0,
+                ),
+                ("power_w", "power", lambda h=handle: nvml.nvmlDeviceGetPowerUsage(h), 1e-3),
+                (
+                    "clock_mhz",
+                    "SM clock",
+                    lambda h=handle: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM),
+                    1.0,
+                ),
+            ):
+                value = self._try(device, what, call)
+                if value is not None:
+                    readings.append((device, metric, float(value) * scale))
+        return readings
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:
+                pass

@@ -1,0 +1,125 @@
+"""Prometheus source: pull the run's window from an existing Prometheus server at stop.
+
+For clusters where Huawei's npu-exporter or NVIDIA's DCGM exporter already run: one
+`/api/v1/query_range` (step = interval) over their metric names, mapped onto canonical metrics.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import httpx
+
+from collectors.base import Source
+from collectors.config import CollectorConfig
+from embedperf.errors import CollectorError
+from embedperf.schema import TelemetrySample
+
+QUERY_TIMEOUT_S = 30.0
+# exporter metric -> (canonical metric, scale)
+NPU_EXPORTER: Mapping[str, tuple[str, float]] = {
+    "npu_chip_info_utilization": ("aicore_util_pct", 1.0),
+    "npu_chip_info_overall_utilization": ("device_util_pct", 1.0),
+    "npu_chip_info_vector_utilization": ("vector_util_pct", 1.0),
+    "npu_chip_info_hbm_bandwidth_utilization": ("mem_bw_util_pct", 1.0),
+    "npu_chip_info_hbm_used_memory": ("mem_used_mb", 1.0),
+    "npu_chip_info_hbm_total_memory": ("mem_total_mb", 1.0),
+    "npu_chip_info_temperature": ("temp_c", 1.0),
+    "npu_chip_info_power": ("power_w", 1.0),
+}
+DCGM: Mapping[str, tuple[str, float]] = {
+    "DCGM_FI_DEV_GPU_UTIL": ("device_util_pct", 1.0),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("mem_bw_util_pct", 100.0),  # a fraction
+    "DCGM_FI_DEV_FB_USED": ("mem_used_mb", 1.0),
+    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
+    "DCGM_FI_DEV_SM_CLOCK": ("clock_mhz", 1.0),
+}
+DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"  # total = used + free at the same timestamp
+QUERY = '{__name__=~"' + "|".join([*NPU_EXPORTER, *DCGM, DCGM_FB_FREE]) + '"}'
+
+
+def device_of(labels: Mapping[str, str]) -> str | None:
+    """`npu<id>.chip<vdie_id or 0>` for npu-exporter series, `gpu<N>` for DCGM ones."""
+    name = labels.get("__name__", "")
+    if name.startswith("DCGM_"):
+        gpu = labels.get("gpu")
+        return f"gpu{gpu}" if gpu is not None and gpu.isdigit() else None
+    npu = labels.get("id")
+    if npu is None or not npu.isdigit():
+        return None
+    vdie = labels.get("vdie_id", "")
+    chip = vdie if re.fullmatch(r"\d{1,3}", vdie) else "0"
+    return f"npu{npu}.chip{chip}"
+
+
+def map_series(result: list[dict[str, Any]], host: str) -> list[TelemetrySample]:
+    """query_range `matrix` result -> telemetry rows (NaN points dropped)."""
+    rows: list[TelemetrySample] = []
+    fb: dict[tuple[str, float], dict[str, float]] = {}
+    for series in result:
+        labels: dict[str, str] = series.get("metric", {})
+        name, device = labels.get("__name__", ""), device_of(labels)
+        if device is None:
+            continue
+        for ts_raw, value_raw in series.get("values", []):
+            ts, value = float(ts_raw), float(value_raw)
+            if value != value:  # NaN
+                continue
+            if name in (DCGM_FB_FREE, "DCGM_FI_DEV_FB_USED"):
+                fb.setdefault((device, ts), {})[name] = value
+            if name in NPU_EXPORTER or name in DCGM:
+                metric, scale = NPU_EXPORTER.get(name) or DCGM[name]
+                rows.append(TelemetrySample(ts, host, "prometheus", device, metric, value * scale))
+    for (device, ts), pair in fb.items():
+        if len(pair) == 2:
+            rows.append(TelemetrySample(ts, host, "prometheus", device, "mem_total_mb", sum(pair.values())))
+    rows.sort(key=lambda r: (r.ts_unix_s, r.device, r.metric))
+    return rows
+
+
+class PrometheusSource(Source):
+    name = "prometheus"
+    periodic = False
+
+    def __init__(self, config: CollectorConfig) -> None:
+        super().__init__()
+        self.url = config.prometheus_url
+        self.step_s = config.interval_s
+        self.host = config.host_label
+
+    def probe(self) -> str | None:
+        return None if self.url else "no --prometheus-url given"
+
+    def start(self) -> None:
+        try:
+            httpx.get(f"{self.url}/-/ready", timeout=5.0)
+        except httpx.HTTPError as exc:
+            self.status.event(
+                "gap", f"Prometheus at {self.url} not reachable at start: {exc}; will retry at stop"
+            )
+
+    def finish(self, start_unix_s: float, end_unix_s: float) -> Iterable[TelemetrySample]:
+        params: dict[str, str | float] = {
+            "query": QUERY,
+            "start": start_unix_s,
+            "end": end_unix_s,
+            "step": self.step_s,
+        }
+        try:
+            response = httpx.get(f"{self.url}/api/v1/query_range", params=params, timeout=QUERY_TIMEOUT_S)
+            body = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise CollectorError(
+                f"Prometheus query at {self.url} failed: {exc}; check --prometheus-url"
+            ) from exc
+        if body.get("status") != "success":
+            raise CollectorError(f"Prometheus refused the query: {body.get('error', body)}")
+        rows = map_series(body["data"]["result"], self.host)
+        if not rows:
+            self.status.event(
+                "gap", f"no npu-exporter or DCGM series between {start_unix_s:.0f} and {end_unix_s:.0f}"
+            )
+        return rows

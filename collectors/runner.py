@@ -1,0 +1,132 @@
+"""Runs every source in its own thread on a shared tick grid; writes rows, status and the Parquet file.
+
+A source that fails never stops the others. collectors.json is refreshed every few seconds so a
+crashed run still says what was collected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable
+
+from collectors.base import Source
+from collectors.clock import TickScheduler
+from collectors.config import CollectorConfig
+from embedperf.errors import CollectorError
+from embedperf.parts import PartsWriter
+from embedperf.schema import TELEMETRY_SCHEMA, RunFolder, TelemetrySample, compact_parts
+
+STATUS_REFRESH_S = 5.0
+JOIN_TIMEOUT_S = 20.0
+
+
+class CollectorRunner:
+    """Owns the source threads. `run()` blocks until the duration ends or `stop()` is called."""
+
+    def __init__(self, config: CollectorConfig, sources: list[Source]) -> None:
+        self.config = config
+        self.sources = sources
+        self.folder = RunFolder(config.out_dir).create()
+        self.stop_event = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.start_unix_s = time.time()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def run(self) -> int:
+        """Sample until stopped; then flush, compact telemetry.parquet, write collectors.json. Returns rows."""
+        for source in self.sources:
+            if source.status.state in ("skipped", "failed"):
+                continue
+            thread = threading.Thread(
+                target=self._run_source, args=(source,), name=f"collector-{source.name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        deadline = None if self.config.duration_s is None else time.monotonic() + self.config.duration_s
+        while not self.stop_event.is_set():
+            wait_s = (
+                STATUS_REFRESH_S if deadline is None else min(STATUS_REFRESH_S, deadline - time.monotonic())
+            )
+            if wait_s <= 0 or self.stop_event.wait(wait_s):
+                break
+            self.write_status()
+        self.stop_event.set()
+        for thread in self._threads:
+            thread.join(JOIN_TIMEOUT_S)
+        for thread in self._threads:
+            if thread.is_alive():
+                name = thread.name.removeprefix("collector-")
+                for source in self.sources:
+                    if source.name == name:
+                        source.status.event("error", f"did not stop within {JOIN_TIMEOUT_S:.0f} s")
+        self.write_status()
+        rows = compact_parts(self.folder.telemetry_parts, self.folder.telemetry, TELEMETRY_SCHEMA)
+        self.write_status()
+        return rows
+
+    def _run_source(self, source: Source) -> None:
+        writer = PartsWriter(self.folder.telemetry_parts, TELEMETRY_SCHEMA, source.name)
+        try:
+            try:
+                source.start()
+            except CollectorError as exc:
+                source.status.set("failed", str(exc))
+                return
+            source.status.set("running")
+            if source.periodic:
+                self._tick_loop(source, writer)
+            else:
+                self.stop_event.wait()
+            end_unix_s = self.config.prometheus_end_unix_s or time.time()
+            start_unix_s = self.config.prometheus_start_unix_s or self.start_unix_s
+            try:
+                self._write(writer, source, source.finish(start_unix_s, end_unix_s))
+            except CollectorError as exc:
+                source.status.set("failed", str(exc))
+                return
+            source.status.set("done")
+        except Exception as exc:  # a bug in one source must not take the others down
+            source.status.event("error", f"{type(exc).__name__}: {exc}")
+            source.status.set("failed", f"crashed: {type(exc).__name__}: {exc}")
+        finally:
+            source.close()
+            writer.close()
+
+    def _tick_loop(self, source: Source, writer: PartsWriter) -> None:
+        scheduler = TickScheduler(self.config.interval_s)
+        host = self.config.host_label
+        while (ts := scheduler.wait(self.stop_event)) is not None:
+            try:
+                readings = list(source.sample(ts))
+            except CollectorError as exc:
+                source.status.event("error", str(exc))
+                continue
+            rows = (
+                TelemetrySample(ts, host, source.name, device, metric, float(value))
+                for device, metric, value in readings
+            )
+            self._write(writer, source, rows)
+
+    @staticmethod
+    def _write(writer: PartsWriter, source: Source, rows: Iterable[TelemetrySample]) -> None:
+        n = 0
+        for row in rows:
+            if not math.isfinite(row.value):
+                continue
+            writer.write((row.ts_unix_s, row.host, row.source, row.device, row.metric, row.value))
+            n += 1
+        source.status.add_samples(n)
+
+    def write_status(self) -> None:
+        """collectors.json: a JSON list of CollectorStatus dicts, replaced atomically."""
+        data = [source.status.snapshot().model_dump() for source in self.sources]
+        path = self.folder.collectors_status
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        os.replace(tmp, path)

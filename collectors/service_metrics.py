@@ -1,0 +1,126 @@
+"""Service source: scrape a Prometheus text endpoint every tick and turn its counters into rates.
+
+Rates are taken between consecutive successful scrapes over their real elapsed time; a counter
+that goes down was reset (process restart) and its new value is the increase. A target that stops
+answering leaves a gap, recorded as an event with its length when it comes back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from collectors.base import Reading, Source
+from collectors.config import CollectorConfig
+
+DEVICE = "service"
+COMPUTE_SECONDS = "embedperf_compute_seconds_total"
+REQUESTS = "embedperf_requests_total"
+TOKENS = "embedperf_tokens_total"
+BATCH_SUM = "embedperf_batch_size_sum"
+BATCH_COUNT = "embedperf_batch_size_count"
+CACHE_HITS = "embedperf_cache_hits_total"
+CACHE_MISSES = "embedperf_cache_misses_total"
+QUEUE_DEPTH = "embedperf_queue_depth"
+COUNTERS = (COMPUTE_SECONDS, REQUESTS, TOKENS, BATCH_SUM, BATCH_COUNT, CACHE_HITS, CACHE_MISSES)
+
+
+def parse_metrics_text(text: str) -> dict[str, float]:
+    """Sample name -> value summed over label sets (e.g. requests_total over every status)."""
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith("_bucket") or sample.name.endswith("_created"):
+                continue
+            totals[sample.name] = totals.get(sample.name, 0.0) + float(sample.value)
+    return totals
+
+
+@dataclass(frozen=True)
+class Scrape:
+    mono_s: float
+    values: Mapping[str, float]
+
+
+def counter_increase(previous: float, current: float) -> float:
+    """Increase of a counter between two scrapes; after a reset the current value is the increase."""
+    return current - previous if current >= previous else current
+
+
+def rates(prev: Scrape, cur: Scrape) -> dict[str, float]:
+    """Canonical service metrics between two scrapes; a metric the service does not expose is absent."""
+    dt = cur.mono_s - prev.mono_s
+    out: dict[str, float] = {}
+    if QUEUE_DEPTH in cur.values:
+        out["queue_depth"] = cur.values[QUEUE_DEPTH]
+    if dt <= 0:
+        return out
+    inc = {
+        name: counter_increase(prev.values[name], cur.values[name])
+        for name in COUNTERS
+        if name in prev.values and name in cur.values
+    }
+    if COMPUTE_SECONDS in inc:
+        out["busy_frac"] = inc[COMPUTE_SECONDS] / dt
+    if REQUESTS in inc:
+        out["request_rate_qps"] = inc[REQUESTS] / dt
+    if TOKENS in inc:
+        out["tokens_per_s"] = inc[TOKENS] / dt
+    if BATCH_SUM in inc and inc.get(BATCH_COUNT, 0.0) > 0:
+        out["batch_size_mean"] = inc[BATCH_SUM] / inc[BATCH_COUNT]
+    lookups = inc.get(CACHE_HITS, 0.0) + inc.get(CACHE_MISSES, 0.0)
+    if CACHE_HITS in inc and lookups > 0:
+        out["cache_hit_ratio"] = inc[CACHE_HITS] / lookups
+    return out
+
+
+class ServiceMetricsSource(Source):
+    name = "service"
+
+    def __init__(self, config: CollectorConfig) -> None:
+        super().__init__()
+        self.url = config.metrics_url
+        self.timeout_s = max(0.2, min(2.0, config.interval_s * 0.8))
+        self._client: httpx.Client | None = None
+        self._previous: Scrape | None = None
+        self._gap_since_unix_s: float | None = None
+
+    def probe(self) -> str | None:
+        return None if self.url else "no --service-url given"
+
+    def start(self) -> None:
+        self._client = httpx.Client(timeout=self.timeout_s)
+
+    def _scrape(self) -> Scrape:
+        assert self._client is not None
+        response = self._client.get(self.url or "")
+        response.raise_for_status()
+        return Scrape(time.monotonic(), parse_metrics_text(response.text))
+
+    def sample(self, ts_unix_s: float) -> Iterable[Reading]:
+        try:
+            scrape = self._scrape()
+        except (httpx.HTTPError, ValueError) as exc:
+            if self._gap_since_unix_s is None:
+                self._gap_since_unix_s = ts_unix_s
+                self.status.event("gap", f"{self.url} not answering: {type(exc).__name__}: {exc}", DEVICE)
+            self._previous = None  # never compute a rate across a gap
+            return ()
+        if self._gap_since_unix_s is not None:
+            gap_s = ts_unix_s - self._gap_since_unix_s
+            self.status.event("recovered", f"{self.url} answering again after {gap_s:.0f} s", DEVICE)
+            self._gap_since_unix_s = None
+        previous, self._previous = self._previous, scrape
+        if previous is None:
+            return (
+                [(DEVICE, "queue_depth", scrape.values[QUEUE_DEPTH])] if QUEUE_DEPTH in scrape.values else []
+            )
+        return [(DEVICE, metric, value) for metric, value in rates(previous, scrape).items()]
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
