@@ -1,0 +1,239 @@
+"""Batcher behaviour with a fake model: batch cuts, queue limits, deadlines, sorting, batching off, overlap."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+
+from service.batcher import Batcher, BatcherConfig, DeadlineExceeded, InputTooLong, QueueFull
+from service.metrics import ServiceMetrics
+
+
+class FakeEncoder:
+    """One token per word plus two specials; embedding row = [token count, first id]; records batches."""
+
+    max_tokens = 16
+
+    def __init__(self, compute_s: float = 0.0, gate: threading.Event | None = None) -> None:
+        self.compute_s = compute_s
+        self.gate = gate
+        self.batches: list[list[int]] = []  # token lengths of each computed batch
+        self.tokenize_threads: set[str] = set()
+
+    def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
+        self.tokenize_threads.add(threading.current_thread().name)
+        limit = max_length or self.max_tokens
+        return [([101] + [len(w) for w in text.split()] + [102])[:limit] for text in texts]
+
+    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+        if self.gate is not None:
+            assert self.gate.wait(timeout=10)
+        if self.compute_s:
+            time.sleep(self.compute_s)
+        self.batches.append([len(ids) for ids in batch])
+        return np.array([[len(ids), ids[1]] for ids in batch], dtype=np.float32)
+
+
+async def _running(encoder: FakeEncoder, **config: object) -> AsyncIterator[Batcher]:
+    batcher = Batcher(encoder, BatcherConfig(**config), ServiceMetrics())  # type: ignore[arg-type]
+    batcher.start()
+    try:
+        yield batcher
+    finally:
+        await asyncio.to_thread(batcher.stop, 10.0)
+
+
+def run(coro: object) -> object:
+    return asyncio.run(asyncio.wait_for(coro, timeout=30))  # type: ignore[arg-type]
+
+
+def test_results_follow_input_order_and_carry_timings() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder()
+        async for b in _running(encoder, max_wait_ms=1):
+            result = await b.submit(["a bb ccc", "dddd", "e"], deadline_ms=5000)
+            assert result.embeddings[:, 0].tolist() == [5, 3, 3]
+            assert result.embeddings[:, 1].tolist() == [1, 4, 1]
+            assert result.token_counts == [5, 3, 3]
+            assert result.batch_size == 3 and result.batch_tokens == 15
+            assert result.compute_ms >= 0 and result.queue_ms >= 0 and result.tokenize_ms >= 0
+
+    run(go())
+
+
+def test_batches_are_cut_by_size() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(gate=threading.Event())
+        async for b in _running(encoder, max_batch_size=4, max_wait_ms=50, sort_by_length=False):
+            tasks = [asyncio.create_task(b.submit([f"w{i}"], 5000)) for i in range(10)]
+            await asyncio.sleep(0.2)
+            encoder.gate.set()  # type: ignore[union-attr]
+            results = await asyncio.gather(*tasks)
+            assert max(len(batch) for batch in encoder.batches) == 4
+            assert sum(len(batch) for batch in encoder.batches) == 10
+            assert {r.batch_size for r in results} <= {1, 2, 3, 4}
+
+    run(go())
+
+
+def test_batches_are_cut_by_padded_tokens() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder()
+        # each input is 10 tokens; 25 padded tokens allow only two per batch
+        async for b in _running(encoder, max_batch_size=32, max_batch_tokens=25, max_wait_ms=100):
+            await asyncio.gather(*(b.submit([" ".join(["w"] * 8)], 5000) for _ in range(6)))
+            assert all(len(batch) * max(batch) <= 25 for batch in encoder.batches)
+            assert sum(len(batch) for batch in encoder.batches) == 6
+
+    run(go())
+
+
+def test_a_lone_input_waits_at_most_max_wait() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder()
+        async for b in _running(encoder, max_batch_size=32, max_wait_ms=150):
+            t0 = time.perf_counter()
+            result = await b.submit(["alone"], 5000)
+            waited_ms = (time.perf_counter() - t0) * 1000
+            assert 140 <= waited_ms < 2000
+            assert result.batch_size == 1 and result.queue_ms >= 140
+
+    run(go())
+
+
+def test_concurrent_requests_share_a_batch() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder()
+        async for b in _running(encoder, max_batch_size=32, max_wait_ms=200):
+            results = await asyncio.gather(*(b.submit([f"r{i}"], 5000) for i in range(5)))
+            assert encoder.batches == [[3] * 5]
+            assert all(r.batch_size == 5 for r in results)
+
+    run(go())
+
+
+def test_batching_off_runs_every_request_alone() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(gate=threading.Event())
+        async for b in _running(encoder, batching=False, max_wait_ms=200):
+            tasks = [asyncio.create_task(b.submit([f"r{i}", "x y"], 5000)) for i in range(4)]
+            await asyncio.sleep(0.1)
+            encoder.gate.set()  # type: ignore[union-attr]
+            results = await asyncio.gather(*tasks)
+            assert [len(batch) for batch in encoder.batches] == [2, 2, 2, 2]
+            assert all(r.batch_size == 2 for r in results)
+
+    run(go())
+
+
+def test_queue_full_is_refused_and_accepted_work_completes() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(gate=threading.Event())
+        async for b in _running(encoder, queue_size=4, max_batch_size=2, max_wait_ms=0):
+            first = asyncio.create_task(b.submit(["a", "b"], 5000))  # taken by the (blocked) worker
+            await asyncio.sleep(0.1)
+            queued = asyncio.create_task(b.submit(["c", "d", "e", "f"], 5000))
+            await asyncio.sleep(0.1)
+            with pytest.raises(QueueFull):
+                await b.submit(["g"], 5000)
+            encoder.gate.set()  # type: ignore[union-attr]
+            assert len((await first).embeddings) == 2
+            assert len((await queued).embeddings) == 4
+            assert b.queue_depth == 0
+
+    run(go())
+
+
+def test_expired_requests_are_skipped_not_computed() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(gate=threading.Event())
+        async for b in _running(encoder, max_batch_size=1, max_wait_ms=0):
+            blocker = asyncio.create_task(b.submit(["blocker"], 5000))
+            await asyncio.sleep(0.1)
+            with pytest.raises(DeadlineExceeded):
+                await b.submit(["late one", "late two"], deadline_ms=100)
+            encoder.gate.set()  # type: ignore[union-attr]
+            await blocker
+            await b.submit(["after"], 5000)
+            computed = [length for batch in encoder.batches for length in batch]
+            assert computed == [3, 3]  # blocker and after; the late inputs (4 tokens) never ran
+            assert b.queue_depth == 0
+
+    run(go())
+
+
+def test_sort_by_length_groups_similar_lengths() -> None:
+    async def go() -> None:
+        lengths = [1, 12, 2, 11, 1, 12, 2, 11]
+        texts = [" ".join(["w"] * n) for n in lengths]
+        padded: dict[bool, int] = {}
+        for sort in (False, True):
+            encoder = FakeEncoder(gate=threading.Event())
+            async for b in _running(encoder, max_batch_size=4, max_wait_ms=100, sort_by_length=sort):
+                tasks = [asyncio.create_task(b.submit([t], 5000)) for t in ["w"] + texts]
+                await asyncio.sleep(0.3)
+                encoder.gate.set()  # type: ignore[union-attr]
+                await asyncio.gather(*tasks)
+                padded[sort] = sum(len(batch) * max(batch) for batch in encoder.batches)
+        assert padded[True] < padded[False]
+
+    run(go())
+
+
+def test_long_inputs_truncated_or_rejected() -> None:
+    async def go() -> None:
+        long_text = " ".join(["w"] * 40)
+        async for b in _running(FakeEncoder(), long_input="truncate", max_wait_ms=0):
+            result = await b.submit(["ok", long_text], 5000)
+            assert result.token_counts == [3, 16]
+        async for b in _running(FakeEncoder(), long_input="reject", max_wait_ms=0):
+            with pytest.raises(InputTooLong) as info:
+                await b.submit(["ok", long_text], 5000)
+            assert info.value.index == 1
+            assert b.queue_depth == 0
+
+    run(go())
+
+
+def test_overlap_switch_moves_tokenisation_off_the_worker() -> None:
+    async def go() -> None:
+        for overlap, thread in ((True, "embed-tokenizer"), (False, "embed-worker")):
+            encoder = FakeEncoder()
+            async for b in _running(encoder, overlap_tokenize=overlap, max_wait_ms=0):
+                await b.submit(["x"], 5000)
+            assert encoder.tokenize_threads == {thread}
+
+    run(go())
+
+
+def test_stop_drains_accepted_work() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(compute_s=0.05)
+        batcher = Batcher(encoder, BatcherConfig(max_batch_size=2, max_wait_ms=1000), ServiceMetrics())
+        batcher.start()
+        tasks = [asyncio.create_task(batcher.submit([f"r{i}"], 5000)) for i in range(6)]
+        await asyncio.sleep(0.05)
+        await asyncio.to_thread(batcher.stop, 10.0)
+        results = await asyncio.gather(*tasks)
+        assert len(results) == 6 and sum(len(batch) for batch in encoder.batches) == 6
+
+    run(go())
+
+
+def test_busy_fraction_and_metrics_track_compute() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(compute_s=0.1)
+        async for b in _running(encoder, max_wait_ms=0):
+            await b.submit(["a", "b c"], 5000)
+            assert 0.005 <= b.busy_fraction(window_s=10) <= 0.1
+            text = b.metrics.render().decode()
+            assert "embedperf_inputs_total 2.0" in text
+            assert "embedperf_tokens_total 7.0" in text
+            assert "embedperf_batch_size_count 1.0" in text
+
+    run(go())

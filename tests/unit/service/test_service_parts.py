@@ -1,0 +1,132 @@
+"""Request validation, the LRU cache, admission limits, settings and CLI flags."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from embedperf.errors import ConfigError
+from service.cache import EmbeddingCache
+from service.cli import build_parser, settings_from_args
+from service.limits import ConcurrencyLimit, RateLimit
+from service.model import read_pooling
+from service.openai_api import ApiError, encode_vector, parse_embedding_request, shorten
+
+
+def parse(body: object, content_type: str = "application/json") -> object:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return parse_embedding_request(content_type, raw, max_inputs=3, dimension=8)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"input": ""}, 400, "empty_input"),
+        ({"input": []}, 400, "empty_input"),
+        ({"input": ["a", ""]}, 400, "empty_input"),
+        ({"input": ["a", 3]}, 400, "invalid_input"),
+        ({"input": [1, 2, 3]}, 400, "token_ids_unsupported"),
+        ({"input": [[1, 2], [3]]}, 400, "token_ids_unsupported"),
+        ({"input": ["a"] * 4}, 400, "too_many_inputs"),
+        ({"nothing": 1}, 400, "missing_input"),
+        ([1, 2], 400, "invalid_request"),
+        (b"{not json", 400, "invalid_json"),
+        ({"input": "a", "encoding_format": "int8"}, 400, "invalid_encoding_format"),
+        ({"input": "a", "dimensions": 0}, 400, "invalid_dimensions"),
+        ({"input": "a", "dimensions": 9}, 400, "invalid_dimensions"),
+        ({"input": "a", "dimensions": True}, 400, "invalid_dimensions"),
+        ({"input": "a", "model": 5}, 400, "invalid_model"),
+    ],
+)
+def test_bad_bodies_get_openai_errors(body: object, status: int, code: str) -> None:
+    with pytest.raises(ApiError) as info:
+        parse(body)
+    assert info.value.status == status and info.value.code == code
+    assert set(info.value.body()["error"]) >= {"message", "type", "code"}
+
+
+def test_wrong_content_type_is_415() -> None:
+    with pytest.raises(ApiError) as info:
+        parse({"input": "a"}, content_type="text/plain")
+    assert info.value.status == 415
+
+
+def test_good_body_parses() -> None:
+    request = parse({"input": ["a", "b"], "model": "m", "encoding_format": "base64", "dimensions": 4})
+    assert request.texts == ["a", "b"] and request.dimensions == 4 and request.encoding_format == "base64"  # type: ignore[attr-defined]
+    assert parse({"input": "x"}).single  # type: ignore[attr-defined]
+
+
+def test_base64_is_little_endian_float32_and_dimensions_renormalise() -> None:
+    vector = np.array([0.6, 0.8, 0.0], dtype=np.float32)
+    decoded = np.frombuffer(base64.b64decode(encode_vector(vector, "base64")), dtype="<f4")  # type: ignore[arg-type]
+    assert decoded.tolist() == vector.tolist()
+    short = shorten(np.array([[3.0, 4.0, 12.0]], dtype=np.float32), 2)
+    assert np.allclose(short, [[0.6, 0.8]])
+
+
+def test_cache_is_lru_and_size_zero_disables() -> None:
+    cache = EmbeddingCache(2)
+    for text in ("a", "b"):
+        cache.put(text, np.zeros(2), 3)
+    assert cache.get("a") is not None
+    cache.put("c", np.ones(2), 4)
+    assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
+    off = EmbeddingCache(0)
+    off.put("a", np.zeros(2), 1)
+    assert off.get("a") is None and len(off) == 0
+
+
+def test_concurrency_and_rate_limits() -> None:
+    limit = ConcurrencyLimit(2)
+    assert limit.try_acquire() and limit.try_acquire() and not limit.try_acquire()
+    limit.release()
+    assert limit.try_acquire()
+    now = [0.0]
+    rate = RateLimit(2.0, clock=lambda: now[0])
+    assert rate.try_acquire()[0] and rate.try_acquire()[0]
+    admitted, retry_after_s = rate.try_acquire()
+    assert not admitted and retry_after_s >= 1
+    now[0] = 0.6
+    assert rate.try_acquire()[0]
+    assert RateLimit(0).try_acquire() == (True, 0)
+
+
+def test_cli_flags_override_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDPERF_MAX_BATCH_SIZE", "8")
+    monkeypatch.setenv("EMBEDPERF_CACHE_SIZE", "100")
+    settings = settings_from_args(["--max-batch-size", "64", "--no-batching", "--long-input", "reject"])
+    assert settings.max_batch_size == 64 and settings.cache_size == 100
+    assert settings.batching is False and settings.long_input == "reject"
+    assert settings.port == 8086 and settings.host == "127.0.0.1"
+
+
+def test_api_keys_are_not_shown_and_bad_values_are_config_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDPERF_API_KEYS", "k1, k2")
+    settings = settings_from_args([])
+    assert settings.api_key_list() == ["k1", "k2"]
+    assert "api_keys" not in settings.public_config() and settings.public_config()["auth_enabled"]
+    with pytest.raises(ConfigError, match="device"):
+        settings_from_args(["--device", "tpu"])
+    with pytest.raises(ConfigError, match="max_batch_size"):
+        settings_from_args(["--max-batch-size", "0"])
+
+
+def test_every_flag_has_help() -> None:
+    for action in build_parser()._actions:
+        assert action.help, action.option_strings
+
+
+def test_pooling_follows_model_config(tmp_path: object) -> None:
+    from pathlib import Path
+
+    root = Path(str(tmp_path))
+    assert read_pooling(root) == "mean"
+    (root / "1_Pooling").mkdir()
+    (root / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
+    assert read_pooling(root) == "cls"
+    (root / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_lasttoken": True}))
+    assert read_pooling(root) == "lasttoken"
