@@ -1,0 +1,281 @@
+"""Report figures (matplotlib Agg) as inline base64 PNG data URIs; time series are downsampled first."""
+
+from __future__ import annotations
+
+import base64
+import io
+import warnings
+from functools import lru_cache
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib import font_manager  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from analysis.decomposition import COMPONENTS  # noqa: E402
+from analysis.steps import OUTCOME_OK, PERCENTILE_METHOD  # noqa: E402
+from analysis.summary import RunAnalysis, RunSummary  # noqa: E402
+from reports.i18n import t  # noqa: E402
+
+CJK_FONT_NAMES: tuple[str, ...] = (
+    "WenQuanYi Zen Hei",
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Source Han Sans SC",
+)
+CJK_FONT_FILES: tuple[str, ...] = ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",)
+MAX_SERIES_POINTS = 1500
+CDF_POINTS = 400
+DPI = 90
+STEP_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+
+
+@lru_cache(maxsize=1)
+def cjk_font() -> str | None:
+    """A CJK-capable font family known to matplotlib, registering the Debian one if present."""
+    for path in CJK_FONT_FILES:
+        if Path(path).is_file():
+            try:
+                font_manager.fontManager.addfont(path)
+            except (OSError, RuntimeError):
+                continue
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONT_NAMES if name in names), None)
+
+
+def figure_lang(lang: str) -> str:
+    """Chinese figure labels only when a CJK font exists; otherwise English, silently."""
+    return "zh" if lang == "zh" and cjk_font() is not None else "en"
+
+
+def _style(lang: str) -> dict[str, object]:
+    font = cjk_font() if lang == "zh" else None
+    families = [font, "DejaVu Sans"] if font else ["DejaVu Sans"]
+    return {
+        "font.family": "sans-serif",
+        "font.sans-serif": families,
+        "axes.unicode_minus": False,
+        "font.size": 9,
+    }
+
+
+def to_data_uri(fig: Figure) -> str:
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _loads(summary: RunSummary) -> tuple[np.ndarray, str]:
+    x = np.array([s.stats.load for s in summary.steps], dtype=float)
+    return x, ("rate" if summary.open_loop else "users")
+
+
+def percentiles_vs_load(summary: RunSummary, lang: str) -> str:
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    x, xkey = _loads(summary)
+    for name, label in (("p50", "P50"), ("p90", "P90"), ("p95", "P95"), ("p99", "P99"), ("p999", "P99.9")):
+        y = [getattr(s.stats.latency, f"{name}_ms") for s in summary.steps]
+        ax.plot(x, [np.nan if v is None else v for v in y], marker="o", label=label)
+    ci = np.array(
+        [[np.nan if v is None else v for v in s.stats.p99_ci_ms] for s in summary.steps], dtype=float
+    )
+    if len(ci):
+        ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.2, color="C3")
+    if summary.slo_p99_ms is not None:
+        ax.axhline(summary.slo_p99_ms, color="k", linestyle="--", linewidth=1, label=t("slo_label", lang))
+    ax.set_xlabel(t(xkey, lang))
+    ax.set_ylabel(t("latency_ms", lang))
+    ax.set_title(t("fig_percentiles", lang))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return to_data_uri(fig)
+
+
+def throughput_vs_load(summary: RunSummary, lang: str) -> str:
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    x, xkey = _loads(summary)
+    qps = np.array([s.stats.qps for s in summary.steps])
+    ax.plot(x, qps, marker="o", color="C0", label=t("qps", lang))
+    knee = summary.capacity.knee_index
+    for xi, step in zip(x, summary.steps, strict=True):
+        if step.stats.index == knee:
+            ax.plot(
+                [xi], [step.stats.qps], marker="*", markersize=16, color="C3", label=t("knee_label", lang)
+            )
+    ax.set_xlabel(t(xkey, lang))
+    ax.set_ylabel(t("qps", lang))
+    ax.set_title(t("fig_throughput", lang))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return to_data_uri(fig)
+
+
+def _request_series(analysis: RunAnalysis, t0: float) -> pd.DataFrame:
+    rows = analysis.data.requests
+    done = rows["t_done_unix_s"].to_numpy()
+    keep = np.isfinite(done)
+    span = float(np.nanmax(done) - t0) if keep.any() else 0.0
+    bucket_s = max(1.0, np.ceil(span / MAX_SERIES_POINTS))
+    bucket = np.floor((done[keep] - t0) / bucket_s) * bucket_s
+    frame = pd.DataFrame({"bucket": bucket, "latency_ms": rows["latency_ms"].to_numpy()[keep]})
+    ok = rows["ok"].to_numpy()[keep]
+    grouped_all = frame.groupby("bucket")["latency_ms"]
+    grouped_ok = frame[ok].groupby("bucket")["latency_ms"]
+    return pd.DataFrame(
+        {
+            "qps": grouped_all.size() / bucket_s,
+            "p50": grouped_ok.quantile(0.5, interpolation=PERCENTILE_METHOD),
+            "p99": grouped_ok.quantile(0.99, interpolation=PERCENTILE_METHOD),
+        }
+    )
+
+
+def time_series(analysis: RunAnalysis, lang: str) -> str:
+    summary = analysis.summary
+    t0 = summary.start_unix_s or 0.0
+    req = _request_series(analysis, t0)
+    tel = analysis.telemetry.per_second_series(MAX_SERIES_POINTS)
+    panels: list[tuple[str, list[tuple[pd.Series, str]]]] = [
+        (t("qps", lang), [(req["qps"], "QPS")]),
+        (t("latency_ms", lang), [(req["p50"], "P50"), (req["p99"], "P99")]),
+    ]
+    for metric, key in (
+        ("device_util_pct", "ax_device_util"),
+        ("mem_bw_util_pct", "ax_mem_bw"),
+        ("temp_c", "ax_temp"),
+        ("power_w", "ax_power"),
+        ("queue_depth", "ax_queue"),
+    ):
+        if metric in tel:
+            series = tel[metric].dropna()
+            series.index = series.index - np.floor(t0)
+            panels.append((t(key, lang), [(series, t(key, lang))]))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.6 * len(panels) + 0.6), sharex=True)
+    axes = np.atleast_1d(axes)
+    for ax, (ylabel, lines) in zip(axes, panels, strict=True):
+        for i, step in enumerate(summary.steps):
+            s = step.stats
+            ax.axvspan(
+                s.steady_start_unix_s - t0, s.steady_end_unix_s - t0, color=STEP_COLOURS[i % 8], alpha=0.08
+            )
+        for series, label in lines:
+            ax.plot(series.index.to_numpy(), series.to_numpy(), linewidth=0.9, label=label)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(alpha=0.3)
+        if len(lines) > 1:
+            ax.legend(fontsize=7, loc="upper left")
+    axes[0].set_title(t("fig_timeseries", lang))
+    axes[-1].set_xlabel(t("ax_time_s", lang))
+    return to_data_uri(fig)
+
+
+def latency_cdf(analysis: RunAnalysis, lang: str) -> str:
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    rows, q = analysis.prepared.rows, np.linspace(0.0, 1.0, CDF_POINTS)
+    for i, step in enumerate(analysis.summary.steps):
+        sub = rows.iloc[analysis.prepared.slices[step.stats.index]]
+        ok = (sub["outcome"].to_numpy() == OUTCOME_OK) & ~sub["probe"].to_numpy()
+        lat = sub["latency_ms"].to_numpy()[ok]
+        if len(lat):
+            ax.plot(np.quantile(lat, q), q, color=STEP_COLOURS[i % 8], label=step.stats.label)
+    ax.set_xscale("log")
+    ax.set_xlabel(t("latency_ms", lang))
+    ax.set_ylabel(t("ax_cdf", lang))
+    ax.set_title(t("fig_cdf", lang))
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return to_data_uri(fig)
+
+
+def batch_distribution(analysis: RunAnalysis, lang: str) -> str | None:
+    rows = analysis.prepared.rows
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    plotted = False
+    n_steps = max(len(analysis.summary.steps), 1)
+    width = 0.8 / n_steps
+    for i, step in enumerate(analysis.summary.steps):
+        sub = rows.iloc[analysis.prepared.slices[step.stats.index]]
+        batch = sub["batch_size"].to_numpy(dtype=np.float64)
+        batch = batch[np.isfinite(batch)].astype(np.int64)
+        if not len(batch):
+            continue
+        counts = np.bincount(batch)
+        sizes = np.nonzero(counts)[0]
+        ax.bar(
+            sizes + i * width,
+            counts[sizes] / len(batch),
+            width=width,
+            color=STEP_COLOURS[i % 8],
+            label=step.stats.label,
+        )
+        plotted = True
+    if not plotted:
+        plt.close(fig)
+        return None
+    ax.set_xlabel(t("ax_batch", lang))
+    ax.set_ylabel(t("ax_share", lang))
+    ax.set_title(t("fig_batch", lang))
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    return to_data_uri(fig)
+
+
+def decomposition_bars(summary: RunSummary, lang: str) -> str | None:
+    steps = [s for s in summary.steps if s.decomposition is not None]
+    if not steps:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    labels = [s.stats.label for s in steps]
+    bottom = np.zeros(len(steps))
+    for j, name in enumerate(COMPONENTS):
+        values = np.array([s.decomposition.parts_ms[name] for s in steps if s.decomposition is not None])
+        ax.bar(labels, values, bottom=bottom, label=t(name, lang), color=f"C{j}")
+        bottom += values
+    ax.set_ylabel(t("latency_ms", lang))
+    ax.set_title(t("fig_decomposition", lang))
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    return to_data_uri(fig)
+
+
+def soak_figure(summary: RunSummary, lang: str) -> str | None:
+    if summary.soak is None or not summary.soak.per_minute:
+        return None
+    per_minute = summary.soak.per_minute
+    fig, ax = plt.subplots(figsize=(10, 3))
+    minutes = [p["minute"] for p in per_minute]
+    ax.plot(minutes, [p["p50_ms"] for p in per_minute], label="P50")
+    ax.plot(minutes, [p["p99_ms"] for p in per_minute], label="P99")
+    ax.set_xlabel(t("ax_minute", lang))
+    ax.set_ylabel(t("latency_ms", lang))
+    ax.set_title(t("fig_soak", lang))
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return to_data_uri(fig)
+
+
+def run_figures(analysis: RunAnalysis, lang: str) -> dict[str, str]:
+    """Every figure of the run report, keyed by name; absent keys had no data."""
+    flang = figure_lang(lang)
+    summary = analysis.summary
+    out: dict[str, str | None] = {}
+    with plt.rc_context(_style(flang)):
+        if summary.steps:
+            out["percentiles"] = percentiles_vs_load(summary, flang)
+            out["throughput"] = throughput_vs_load(summary, flang)
+            out["cdf"] = latency_cdf(analysis, flang)
+            out["batch"] = batch_distribution(analysis, flang)
+            out["decomposition"] = decomposition_bars(summary, flang)
+        if len(analysis.data.requests):
+            out["timeseries"] = time_series(analysis, flang)
+        out["soak"] = soak_figure(summary, flang)
+    return {k: v for k, v in out.items() if v is not None}
