@@ -6,6 +6,7 @@ A metric a GPU does not support is absent, not 0.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable, Iterable
 from types import ModuleType
@@ -31,6 +32,7 @@ class NvmlSource(Source):
         super().__init__()
         self.nvml: Any = None
         self.handles: list[Any] = []
+        self._reported: set[tuple[str, str]] = set()
 
     def probe(self) -> str | None:
         loaded = _load_pynvml()
@@ -63,7 +65,8 @@ class NvmlSource(Source):
         try:
             return call()
         except Exception as exc:
-            if type(exc).__name__ != "NVMLError_NotSupported":
+            if type(exc).__name__ != "NVMLError_NotSupported" and (device, what) not in self._reported:
+                self._reported.add((device, what))  # once per device and query, not every tick
                 self.status.event("error", f"{what}: {exc}", device)
             return None
 
@@ -103,7 +106,5 @@ class NvmlSource(Source):
 
     def close(self) -> None:
         if self.nvml is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.nvml.nvmlShutdown()
-            except Exception:
-                pass
