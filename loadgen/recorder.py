@@ -1,0 +1,120 @@
+"""The recorder: one row per request (REQUEST_SCHEMA), tagged with its stage, written incrementally.
+
+Rows reach the recorder from local users or, in distributed mode, in batches forwarded by
+workers; either way the process that owns the run folder tags each row with the stage whose
+real boundaries contain its intended start, then appends it to a CSV part (PartsWriter).
+`close()` compacts the parts into requests.parquet.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from embedperf.parts import PartsWriter
+from embedperf.schema import REQUEST_COLUMNS, REQUEST_SCHEMA, RunFolder, StageRecord, compact_parts
+
+STAGE_INDEX_POS = REQUEST_COLUMNS.index("stage_index")
+T_INTENDED_POS = REQUEST_COLUMNS.index("t_intended_unix_s")
+RUN_ID_POS = REQUEST_COLUMNS.index("run_id")
+
+
+class StageTimeline:
+    """Real stage boundaries as they happen; looked up by timestamp to tag rows."""
+
+    def __init__(self) -> None:
+        self.stages: list[StageRecord] = []
+        self._starts: list[float] = []
+        self._lock = threading.Lock()
+
+    def begin(
+        self,
+        index: int,
+        label: str,
+        t_unix_s: float,
+        users: int | None = None,
+        rate: float | None = None,
+        warmup_s: float = 0.0,
+    ) -> None:
+        with self._lock:
+            if self.stages and self.stages[-1].end_unix_s is None:
+                self.stages[-1].end_unix_s = t_unix_s
+            self.stages.append(
+                StageRecord(
+                    index=index, label=label, users=users, rate=rate, start_unix_s=t_unix_s, warmup_s=warmup_s
+                )
+            )
+            self._starts.append(t_unix_s)
+
+    def end(self, t_unix_s: float) -> None:
+        with self._lock:
+            if self.stages and self.stages[-1].end_unix_s is None:
+                self.stages[-1].end_unix_s = t_unix_s
+
+    @property
+    def current(self) -> StageRecord | None:
+        return self.stages[-1] if self.stages else None
+
+    def lookup(self, t_unix_s: float) -> StageRecord | None:
+        """The stage containing t (a request sent just before the first stage belongs to it)."""
+        if not self.stages:
+            return None
+        i = bisect.bisect_right(self._starts, t_unix_s) - 1
+        return self.stages[max(i, 0)]
+
+
+class Recorder:
+    """Owns requests.parts/<worker>.csv for one run; thread- and greenlet-safe."""
+
+    def __init__(self, folder: RunFolder, timeline: StageTimeline, part_name: str = "requests") -> None:
+        self.folder = folder
+        self.run_id = folder.run_id
+        self.timeline = timeline
+        self._writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, part_name)
+        self._closed = False
+        self.rows_received = 0
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        """Write a row given as a mapping (missing columns are empty)."""
+        self.write_values([row.get(c) for c in REQUEST_COLUMNS])
+
+    def write_values(self, values: list[Any]) -> None:
+        """Write a row given as values in REQUEST_COLUMNS order (the forwarded form)."""
+        if self._closed:
+            return
+        values[RUN_ID_POS] = self.run_id
+        if values[STAGE_INDEX_POS] is None:
+            t = values[T_INTENDED_POS]
+            stage = self.timeline.lookup(t) if t is not None else self.timeline.current
+            if stage is not None:
+                values[STAGE_INDEX_POS] = stage.index
+                values[STAGE_INDEX_POS + 1] = stage.label
+                values[STAGE_INDEX_POS + 2] = stage.users
+                values[STAGE_INDEX_POS + 3] = stage.rate
+        self.rows_received += 1
+        self._writer.write(values)
+
+    def write_many(self, rows: Iterable[Sequence[Any]]) -> None:
+        for values in rows:
+            self.write_values(list(values))
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def close(self) -> int:
+        """Flush, then compact the parts into requests.parquet; returns the row count."""
+        if self._closed:
+            return self.rows_received
+        self._closed = True
+        self._writer.close()
+        return compact_parts(self.folder.requests_parts, self.folder.requests, REQUEST_SCHEMA)
+
+
+assert REQUEST_COLUMNS[STAGE_INDEX_POS : STAGE_INDEX_POS + 4] == (
+    "stage_index",
+    "stage_label",
+    "target_users",
+    "target_rate",
+), "recorder assumes the stage columns are adjacent in REQUEST_SCHEMA"

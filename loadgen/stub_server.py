@@ -1,0 +1,128 @@
+"""A tiny OpenAI-shaped embeddings server with a fixed delay and an injectable stall.
+
+For testing and benchmarking the load generator itself: `python -m loadgen.stub_server --port P
+--delay-ms 50`. `POST /_stall?ms=1000` makes every request that is in flight or arrives during
+the next second wait until the stall ends, like a service pausing for garbage collection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+import uvicorn
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class StubApp:
+    """ASGI app; kept free of frameworks so it answers thousands of requests per second."""
+
+    def __init__(
+        self, delay_ms: float = 0.0, dim: int = 8, timing_headers: bool = True, info: bool = True
+    ) -> None:
+        self.delay_s = delay_ms / 1000.0
+        self.dim = dim
+        self.timing_headers = timing_headers
+        self.info = info
+        self.stall_until = 0.0
+        self.requests = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if path == "/v1/embeddings":
+            await self._embeddings(body, send)
+        elif path == "/_stall":
+            ms = float(parse_qs(scope.get("query_string", b"").decode()).get("ms", ["1000"])[0])
+            self.stall_until = time.monotonic() + ms / 1000.0
+            await _respond(send, 200, b"{}")
+        elif path in ("/ready", "/health"):
+            await _respond(send, 200, b'{"status":"ok"}')
+        elif path == "/info" and self.info:
+            await _respond(
+                send, 200, json.dumps({"model": "stub", "dimension": self.dim, "device": "cpu"}).encode()
+            )
+        else:
+            await _respond(send, 404, b'{"error":"not found"}')
+
+    async def _embeddings(self, body: bytes, send: Send) -> None:
+        t0 = time.perf_counter()
+        self.requests += 1
+        try:
+            doc = json.loads(body)
+            inputs = doc["input"]
+        except (ValueError, KeyError):
+            await _respond(send, 400, b'{"error":"bad request"}')
+            return
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        if not inputs or any(not isinstance(t, str) or not t for t in inputs):
+            await _respond(send, 400, b'{"error":"empty input"}')
+            return
+        if self.delay_s > 0:
+            await asyncio.sleep(self.delay_s)
+        stall_s = self.stall_until - time.monotonic()
+        if stall_s > 0:
+            await asyncio.sleep(stall_s)
+        vector = [0.1] * self.dim
+        out = {
+            "object": "list",
+            "data": [{"object": "embedding", "index": i, "embedding": vector} for i in range(len(inputs))],
+            "model": doc.get("model", "stub"),
+            "usage": {"prompt_tokens": sum(len(t.split()) for t in inputs), "total_tokens": 0},
+        }
+        headers: list[tuple[bytes, bytes]] = []
+        if self.timing_headers:
+            total_ms = (time.perf_counter() - t0) * 1000.0
+            timing = f"queue;dur=0.1, tokenize;dur=0.2, compute;dur={total_ms:.3f}, post;dur=0.1, total;dur={total_ms:.3f}"
+            headers = [
+                (b"server-timing", timing.encode()),
+                (b"x-batch-size", str(len(inputs)).encode()),
+                (b"x-batch-tokens", str(len(inputs) * 7).encode()),
+            ]
+        await _respond(send, 200, json.dumps(out).encode(), headers)
+
+
+async def _respond(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadgen.stub_server", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8099)
+    parser.add_argument("--delay-ms", type=float, default=0.0)
+    parser.add_argument("--dim", type=int, default=8)
+    parser.add_argument("--no-timing-headers", action="store_true")
+    parser.add_argument("--no-info", action="store_true")
+    args = parser.parse_args(argv)
+    app = StubApp(args.delay_ms, args.dim, not args.no_timing_headers, not args.no_info)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

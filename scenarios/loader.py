@@ -1,0 +1,214 @@
+"""Find, override and validate scenarios: the one place a YAML file becomes a `Scenario`.
+
+Override keys are dotted paths into the scenario (`steps.duration_s`, `steps.1.users`,
+`target.base_url`); a key naming a list field without an index applies to every element.
+Precedence, lowest first: the YAML file, its profile, `EMBEDPERF_SCENARIO__...` environment
+variables (`__` separates levels: `EMBEDPERF_SCENARIO__STEPS__DURATION_S=5`), then `--set k=v`.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from embedperf.errors import ConfigError
+from scenarios.models import Scenario
+
+SCENARIOS_DIR = Path(__file__).resolve().parent
+CORPORA_DIR = SCENARIOS_DIR / "corpora"
+ENV_PREFIX = "EMBEDPERF_SCENARIO__"
+PROFILES: tuple[str, ...] = ("quick", "full")
+
+OVERRIDE_HELP = (
+    "Override any scenario field with --set KEY=VALUE (repeatable). KEY is a dotted path: "
+    "steps.duration_s=5 (every step), steps.0.users=2, target.base_url=http://h:8086, "
+    "payload.validation_mix=0.05, open_loop.arrival=poisson. VALUE is parsed as YAML. "
+    "The environment does the same: EMBEDPERF_SCENARIO__STEPS__DURATION_S=5. "
+    "Precedence: file < profile < environment < --set."
+)
+
+
+def shipped_scenarios() -> list[str]:
+    """Names of the scenarios shipped under scenarios/*.yaml."""
+    return sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml") if p.stem != "optimizations")
+
+
+def scenario_path(name_or_path: str) -> Path:
+    """A shipped scenario's name or a path to a YAML file -> the file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        if not candidate.is_file():
+            raise ConfigError(f"scenario file {candidate} does not exist")
+        return candidate
+    shipped = SCENARIOS_DIR / f"{name_or_path}.yaml"
+    if shipped.is_file():
+        return shipped
+    names = shipped_scenarios()
+    raise ConfigError(
+        f"unknown scenario {name_or_path!r}{_did_you_mean(name_or_path, names)}; "
+        f"shipped scenarios: {', '.join(names)} (or pass a path to a YAML file)"
+    )
+
+
+def parse_overrides(pairs: list[str] | None) -> dict[str, str]:
+    """`["a.b=1", ...]` -> `{"a.b": "1"}`; a pair without `=` is an error."""
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r} (e.g. --set steps.duration_s=5)")
+        out[key.strip()] = value
+    return out
+
+
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`EMBEDPERF_SCENARIO__STEPS__DURATION_S=5` -> `{"steps.duration_s": "5"}`."""
+    env = os.environ if environ is None else environ
+    return {
+        key[len(ENV_PREFIX) :].lower().replace("__", "."): value
+        for key, value in env.items()
+        if key.startswith(ENV_PREFIX) and len(key) > len(ENV_PREFIX)
+    }
+
+
+def load_scenario(
+    name_or_path: str,
+    profile: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Scenario:
+    """Read, override and validate a scenario; errors name the file, the field and the valid choices."""
+    path = scenario_path(name_or_path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of scenario fields at the top level")
+    raw.setdefault("name", path.stem)
+    if profile:
+        profiles = raw.get("profiles") or {}
+        if profile not in profiles:
+            raise ConfigError(
+                f"{path}: no profile {profile!r}{_did_you_mean(profile, list(profiles))}; "
+                f"profiles in this file: {', '.join(profiles) or '(none)'}"
+            )
+        raw = apply_overrides(raw, profiles[profile] or {}, path, origin=f"profile {profile!r}")
+        raw["profile"] = profile
+    raw = apply_overrides(raw, env_overrides(environ), path, origin="environment")
+    raw = apply_overrides(raw, dict(overrides or {}), path, origin="--set")
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(path, exc)) from None
+
+
+def apply_overrides(
+    raw: dict[str, Any], overrides: Mapping[str, Any], path: Path, origin: str
+) -> dict[str, Any]:
+    """A copy of raw with each dotted key set; string values are parsed as YAML scalars/lists."""
+    out = copy.deepcopy(raw)
+    for key, value in overrides.items():
+        parsed = yaml.safe_load(value) if isinstance(value, str) else value
+        if isinstance(value, str) and parsed is None and value.strip() == "":
+            parsed = ""
+        _set_path(out, key.split("."), parsed, key, path, origin)
+    return out
+
+
+def _set_path(node: Any, keys: list[str], value: Any, full_key: str, path: Path, origin: str) -> None:
+    key, rest = keys[0], keys[1:]
+    if isinstance(node, list):
+        if key.isdigit():
+            index = int(key)
+            if index >= len(node):
+                raise ConfigError(
+                    f"{path}: {origin} key {full_key!r}: index {index} out of range (the list has {len(node)} items)"
+                )
+            targets = [index]
+        else:  # broadcast over every element
+            targets = list(range(len(node)))
+            rest = keys
+        for i in targets:
+            if rest:
+                _set_path(node[i], rest, value, full_key, path, origin)
+            else:
+                node[i] = copy.deepcopy(value)
+        return
+    if not isinstance(node, dict):
+        raise ConfigError(f"{path}: {origin} key {full_key!r}: {key!r} is inside a value, not a section")
+    if not rest:
+        node[key] = value
+        return
+    child = node.get(key)
+    if child is None:
+        child = node[key] = {}
+    _set_path(child, rest, value, full_key, path, origin)
+
+
+def format_validation_error(path: Path, exc: ValidationError) -> str:
+    """One readable line per problem, each naming the file, the field and what is valid."""
+    lines = [f"{path}: invalid scenario"]
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        dotted = ".".join(loc) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            valid = _valid_fields(Scenario, err["loc"][:-1])
+            hint = _did_you_mean(loc[-1], valid)
+            lines.append(f"  unknown field {dotted!r}{hint}; valid fields here: {', '.join(valid)}")
+        elif err["type"] == "literal_error":
+            expected = (err.get("ctx") or {}).get("expected", "")
+            choices = [
+                c.strip().strip("'") for c in str(expected).replace(" or ", ",").split(",") if c.strip()
+            ]
+            hint = _did_you_mean(str(err.get("input")), choices)
+            lines.append(
+                f"  {dotted}: {err.get('input')!r} is not valid{hint}; valid choices: {', '.join(choices)}"
+            )
+        else:
+            lines.append(f"  {dotted}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def _valid_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model found by walking loc through nested models and lists."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(str(part)) if isinstance(current, type) else None
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+        if current is None:
+            return []
+    return (
+        sorted(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
+    )
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def scenario_for_manifest(scenario: Scenario) -> dict[str, Any]:
+    """The fully resolved scenario as written into manifest.scenario."""
+    return scenario.model_dump(mode="json")
