@@ -102,7 +102,8 @@ class ServiceState:
             self.batcher = Batcher(self.model, self.batcher_config(), self.metrics)
             self.batcher.start()
             if s.warmup:
-                await self.batcher.submit(WARMUP_TEXTS * 4, deadline_ms=max(s.deadline_ms, 120_000))
+                warmup_texts = (WARMUP_TEXTS * s.max_batch_size)[: min(s.queue_size, s.max_batch_size)]
+                await self.batcher.submit(warmup_texts, deadline_ms=max(s.deadline_ms, 120_000))
             self.ready = True
             self.metrics.ready.set(1)
             log.info("ready: %s on %s (%s)", self.model.name, self.model.device, s.precision)

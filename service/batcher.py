@@ -202,10 +202,23 @@ class Batcher:
         try:
             return await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
         except TimeoutError:
-            job.cancelled = True  # the worker drops its queued inputs instead of computing them
-            with self._cond:
-                self._cond.notify_all()
+            self._abandon(job)
             raise DeadlineExceeded(deadline_ms) from None
+
+    def _abandon(self, job: _Job) -> None:
+        """The caller gave up: take its queued inputs out now, so they neither run nor hold queue space."""
+        job.cancelled = True
+        job.finished = True
+        with self._cond:
+            if job in self._tok_jobs:
+                self._tok_jobs.remove(job)
+                self._release(len(job.texts))
+            else:  # inputs being tokenised right now are dropped by the worker's purge instead
+                mine = [item for item in self._pending if item.job is job]
+                if mine:
+                    self._pending = [item for item in self._pending if item.job is not job]
+                    self._release(len(mine))
+            self._cond.notify_all()
 
     # ---- resolving futures from worker threads -------------------------------------------------------------
 
@@ -213,7 +226,7 @@ class Batcher:
         job.finished = True
 
         def deliver() -> None:
-            if job.future.done():
+            if job.future.done() or job.cancelled:
                 return
             if error is not None:
                 job.future.set_exception(error)

@@ -1,0 +1,266 @@
+"""The service on the real MiniLM through httpx.ASGITransport: API shape, errors, auth, metrics, readiness."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from service.app import create_app
+from service.model import EmbeddingModel, load_model
+from service.settings import ServiceSettings
+
+SERVER_TIMING = re.compile(
+    r"^queue;dur=[\d.]+, tokenize;dur=[\d.]+, compute;dur=[\d.]+, post;dur=[\d.]+, total;dur=[\d.]+$"
+)
+METRIC_NAMES = (
+    "embedperf_requests_total",
+    "embedperf_stage_duration_seconds_bucket",
+    "embedperf_queue_depth",
+    "embedperf_inflight_requests",
+    "embedperf_batch_size_bucket",
+    "embedperf_batch_tokens_bucket",
+    "embedperf_compute_seconds_total",
+    "embedperf_tokens_total",
+    "embedperf_inputs_total",
+    "embedperf_cache_hits_total",
+    "embedperf_cache_misses_total",
+    "embedperf_ready",
+)
+
+
+@pytest.fixture(scope="module")
+def minilm() -> EmbeddingModel:
+    return load_model()
+
+
+@asynccontextmanager
+async def serving(settings: ServiceSettings, model: Any, wait_ready: bool = True) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings, model)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://service", timeout=30) as client:
+            if wait_ready:
+                for _ in range(600):
+                    if (await client.get("/ready")).status_code == 200:
+                        break
+                    await asyncio.sleep(0.05)
+                else:
+                    raise AssertionError("service never became ready")
+            yield client
+
+
+def run(fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(asyncio.wait_for(fn(), timeout=120))
+
+
+class GatedModel:
+    """The real model whose compute waits for a gate: lets a test hold work in the queue."""
+
+    def __init__(self, model: EmbeddingModel) -> None:
+        self.model = model
+        self.gate = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+        assert self.gate.wait(timeout=30)
+        return self.model.embed_token_ids(batch)
+
+
+def test_embeddings_shape_headers_and_formats(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        async with serving(ServiceSettings(), minilm) as client:
+            r = await client.post("/v1/embeddings", json={"input": ["hello world", "你好，世界"], "model": "all-MiniLM-L6-v2"})
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["object"] == "list" and body["model"] == "all-MiniLM-L6-v2"
+            assert [d["index"] for d in body["data"]] == [0, 1]
+            assert all(d["object"] == "embedding" and len(d["embedding"]) == 384 for d in body["data"])
+            assert body["usage"]["prompt_tokens"] == body["usage"]["total_tokens"] > 4
+            assert abs(np.linalg.norm(body["data"][0]["embedding"]) - 1) < 1e-4
+            assert SERVER_TIMING.match(r.headers["server-timing"]), r.headers["server-timing"]
+            assert int(r.headers["x-batch-size"]) >= 2 and int(r.headers["x-batch-tokens"]) > 0
+
+            single = await client.post("/v1/embeddings", json={"input": "hello world", "encoding_format": "base64"})
+            decoded = np.frombuffer(base64.b64decode(single.json()["data"][0]["embedding"]), dtype="<f4")
+            assert np.allclose(decoded, body["data"][0]["embedding"], atol=1e-5)
+
+            short = await client.post("/v1/embeddings", json={"input": "hello world", "dimensions": 64})
+            vector = np.array(short.json()["data"][0]["embedding"])
+            assert vector.shape == (64,) and abs(np.linalg.norm(vector) - 1) < 1e-4
+
+            by_path = await client.post("/v1/embeddings", json={"input": "x", "model": "sentence-transformers/all-MiniLM-L6-v2"})
+            assert by_path.status_code == 200
+
+    run(go)
+
+
+def test_bad_inputs_get_openai_errors_never_500(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        async with serving(ServiceSettings(long_input="reject", max_inputs=4), minilm) as client:
+            cases: list[tuple[dict[str, Any], int, str]] = [
+                ({"json": {"input": ""}}, 400, "empty_input"),
+                ({"json": {"input": []}}, 400, "empty_input"),
+                ({"json": {"input": ["ok", None]}}, 400, "invalid_input"),
+                ({"json": {"input": [101, 2023]}}, 400, "token_ids_unsupported"),
+                ({"json": {"input": ["a"] * 5}}, 400, "too_many_inputs"),
+                ({"json": {"input": "word " * 400}}, 413, "input_too_long"),
+                ({"json": {"input": "x", "model": "text-embedding-3-large"}}, 404, "model_not_found"),
+                ({"json": {"input": "x", "encoding_format": "fp8"}}, 400, "invalid_encoding_format"),
+                ({"json": {"input": "x", "dimensions": 1000}}, 400, "invalid_dimensions"),
+                ({"content": b"{bad json", "headers": {"content-type": "application/json"}}, 400, "invalid_json"),
+                ({"content": b"input=x", "headers": {"content-type": "text/plain"}}, 415, "unsupported_media_type"),
+            ]
+            for kwargs, status, code in cases:
+                r = await client.post("/v1/embeddings", **kwargs)
+                assert r.status_code == status, (kwargs, r.text)
+                error = r.json()["error"]
+                assert error["code"] == code and error["message"] and error["type"]
+                assert "server-timing" in r.headers
+            missing = await client.get("/v1/nothing")
+            assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+            wrong_method = await client.get("/v1/embeddings")
+            assert wrong_method.status_code == 405 and "error" in wrong_method.json()
+            assert (await client.post("/v1/embeddings", json={"input": "still fine"})).status_code == 200
+
+    run(go)
+
+
+def test_long_inputs_are_truncated_by_default(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        async with serving(ServiceSettings(), minilm) as client:
+            r = await client.post("/v1/embeddings", json={"input": "word " * 400})
+            assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] == minilm.max_tokens
+
+    run(go)
+
+
+def test_api_keys_guard_only_the_embedding_route(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        async with serving(ServiceSettings(api_keys="s3cret,other"), minilm) as client:
+            assert (await client.post("/v1/embeddings", json={"input": "x"})).status_code == 401
+            wrong = await client.post("/v1/embeddings", json={"input": "x"}, headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
+            ok = await client.post("/v1/embeddings", json={"input": "x"}, headers={"Authorization": "Bearer other"})
+            assert ok.status_code == 200
+            for path in ("/health", "/ready", "/info", "/metrics"):
+                assert (await client.get(path)).status_code == 200, path
+            info = (await client.get("/info")).json()
+            assert "s3cret" not in str(info) and info["config"]["auth_enabled"] is True
+
+    run(go)
+
+
+def test_info_health_and_metrics(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        async with serving(ServiceSettings(cache_size=16), minilm) as client:
+            for _ in range(2):
+                assert (await client.post("/v1/embeddings", json={"input": ["cached text", "other"]})).status_code == 200
+            info = (await client.get("/info")).json()
+            assert {"model", "model_path", "dimension", "max_tokens", "pooling", "device", "precision", "config",
+                    "weights_sha256", "versions", "pid", "started_unix_s"} <= set(info)
+            assert info["dimension"] == 384 and info["max_tokens"] == 256 and info["pooling"] == "mean"
+            assert re.fullmatch(r"[0-9a-f]{64}", info["weights_sha256"]["model.safetensors"])
+            assert {"python", "torch", "transformers"} <= set(info["versions"])
+            assert info["config"]["cache_size"] == 16
+            health = (await client.get("/health")).json()
+            assert health["status"] == "ok" and health["device"] == "cpu" and 0 <= health["busy_frac"] <= 1
+            text = (await client.get("/metrics")).text
+            for name in METRIC_NAMES:
+                assert name in text, name
+            assert 'embedperf_requests_total{status="200"} 2.0' in text
+            assert "embedperf_cache_hits_total 2.0" in text and "embedperf_cache_misses_total 2.0" in text
+            assert 'embedperf_stage_duration_seconds_count{stage="compute"} 2.0' in text
+            assert "embedperf_ready 1.0" in text
+
+    run(go)
+
+
+def test_not_ready_until_warmup_has_run(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        gated = GatedModel(minilm)
+        async with serving(ServiceSettings(), gated, wait_ready=False) as client:
+            await asyncio.sleep(0.2)
+            assert (await client.get("/ready")).status_code == 503
+            assert (await client.get("/health")).status_code == 200
+            r = await client.post("/v1/embeddings", json={"input": "x"})
+            assert r.status_code == 503 and r.json()["error"]["code"] == "model_not_ready"
+            gated.gate.set()
+            for _ in range(200):
+                if (await client.get("/ready")).status_code == 200:
+                    break
+                await asyncio.sleep(0.05)
+            assert (await client.get("/ready")).status_code == 200
+
+    run(go)
+
+
+def test_overload_queue_full_concurrency_and_deadline(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        gated = GatedModel(minilm)
+        gated.gate.set()
+        settings = ServiceSettings(queue_size=4, max_batch_size=2, max_wait_ms=0, deadline_ms=400)
+        async with serving(settings, gated) as client:
+            gated.gate.clear()
+            held = [asyncio.create_task(client.post("/v1/embeddings", json={"input": ["a", "b"]}))]
+            await asyncio.sleep(0.1)  # the worker holds a, b; the queue is empty
+            held.append(asyncio.create_task(client.post("/v1/embeddings", json={"input": ["c", "d", "e", "f"]})))
+            await asyncio.sleep(0.1)
+            full = await client.post("/v1/embeddings", json={"input": "g"})
+            assert full.status_code == 429 and full.headers["retry-after"] and full.json()["error"]["code"] == "queue_full"
+            late = await asyncio.gather(*held)
+            assert [r.status_code for r in late] == [503, 503]
+            assert late[1].json()["error"]["code"] == "deadline_exceeded"
+            gated.gate.set()
+            assert (await client.post("/v1/embeddings", json={"input": "h"})).status_code == 200
+            metrics = (await client.get("/metrics")).text
+            assert 'embedperf_requests_total{status="429"} 1.0' in metrics
+
+        async with serving(ServiceSettings(max_concurrency=1, max_wait_ms=0), gated) as client:
+            gated.gate.clear()
+            first = asyncio.create_task(client.post("/v1/embeddings", json={"input": "a"}))
+            await asyncio.sleep(0.1)
+            second = await client.post("/v1/embeddings", json={"input": "b"})
+            assert second.status_code == 429 and second.json()["error"]["code"] == "too_many_concurrent_requests"
+            gated.gate.set()
+            assert (await first).status_code == 200
+
+        async with serving(ServiceSettings(rate_limit_qps=1), minilm) as client:
+            codes = [(await client.post("/v1/embeddings", json={"input": "x"})).status_code for _ in range(3)]
+            assert codes[0] == 200 and 429 in codes
+
+    run(go)
+
+
+def test_skipped_work_is_not_computed(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        gated = GatedModel(minilm)
+        gated.gate.set()
+        async with serving(ServiceSettings(max_batch_size=1, max_wait_ms=0, deadline_ms=300), gated) as client:
+            before = (await client.get("/metrics")).text
+            gated.gate.clear()
+            held = asyncio.create_task(client.post("/v1/embeddings", json={"input": "held"}))
+            await asyncio.sleep(0.05)
+            late = await client.post("/v1/embeddings", json={"input": ["late 1", "late 2", "late 3"]})
+            assert late.status_code == 503
+            gated.gate.set()
+            await held  # it was already computing when the gate closed, so it does run (late or not)
+            assert (await client.post("/v1/embeddings", json={"input": "after"})).status_code == 200
+            after = (await client.get("/metrics")).text
+
+            def inputs(text: str) -> float:
+                return float(re.search(r"^embedperf_inputs_total ([\d.]+)$", text, re.M).group(1))  # type: ignore[union-attr]
+
+            assert inputs(after) - inputs(before) == 2.0  # "held" and "after"; the three late inputs never ran
+
+    run(go)
