@@ -61,9 +61,7 @@ def synth_requests(
         n = int(counts[k])
         start, end = stage.start_unix_s, float(stage.end_unix_s or stage.start_unix_s)
         duration_s = end - start
-        mean_latency_ms = (
-            (stage.users or 1) / (n / duration_s) * 1000.0
-        )
+        mean_latency_ms = (stage.users or 1) / (n / duration_s) * 1000.0
         sigma = 0.3 + 0.1 * k
         latency = rng.lognormal(np.log(mean_latency_ms) - sigma**2 / 2, sigma, n)
         sent = np.sort(rng.uniform(start, end - mean_latency_ms / 1000.0, n))

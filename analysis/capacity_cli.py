@@ -1,0 +1,98 @@
+"""`embedperf capacity`: print the capacity plan of a run (max QPS under an SLO, knee, devices for a target)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from analysis.capacity import DEFAULT_ERROR_BUDGET, KNEE_MAX_QPS_GAIN, KNEE_MIN_P99_RISE, LITTLE_MISMATCH
+from analysis.summary import RunSummary, analyse_folder
+from embedperf.errors import ConfigError
+from embedperf.schema import RunFolder, latest_run_folder, open_run_folder
+
+
+def _resolve(run_dir: Path | None, latest: bool, runs_dir: Path) -> RunFolder:
+    if latest:
+        return latest_run_folder(runs_dir)
+    if run_dir is None:
+        raise ConfigError("pass a run folder (RUN_DIR) or --latest [--runs-dir DIR]")
+    return open_run_folder(run_dir)
+
+
+def format_plan(summary: RunSummary) -> str:
+    cap = summary.capacity
+    lines = [f"capacity plan for {summary.run_id}"]
+    slo = f"P99 <= {cap.slo_p99_ms:g} ms" if cap.slo_p99_ms is not None else "no latency SLO"
+    lines.append(f"  SLO: {slo}, error rate <= {cap.error_budget:.3%}")
+    lines.append("  step            load      QPS    P99 ms   errors    meets SLO")
+    for step in summary.steps:
+        s = step.stats
+        p99 = f"{s.latency.p99_ms:9.1f}" if s.latency.p99_ms is not None else "        -"
+        err = f"{s.error_rate:8.3%}" if s.error_rate is not None else "       -"
+        lines.append(
+            f"  {s.label:<12} {s.load:7g} {s.qps:8.1f} {p99} {err}    {'yes' if step.meets_slo else 'no'}"
+        )
+    if cap.max_qps_meeting_slo is not None:
+        lines.append(
+            f"  highest QPS meeting the SLO: {cap.max_qps_meeting_slo:.1f} (load {cap.max_load_meeting_slo:g})"
+        )
+    else:
+        lines.append("  no step meets the SLO: capacity under this SLO is below the lowest tested load")
+    knee = next((s.stats for s in summary.steps if s.stats.index == cap.knee_index), None)
+    lines.append(
+        f"  knee: {knee.label} ({knee.qps:.1f} QPS)" if knee else "  knee: not reached in the tested range"
+    )
+    lines.append(
+        f"    (rule: next step adds < {KNEE_MAX_QPS_GAIN:.0%} QPS while P99 rises > {KNEE_MIN_P99_RISE:.0%})"
+    )
+    for check in cap.little:
+        flag = "  <- generator bottleneck?" if check.flagged else ""
+        lines.append(
+            f"  Little's law step {check.index}: users {check.users:g} vs QPS x latency "
+            f"{check.expected_users:.1f} ({check.mismatch:.1%}, limit {LITTLE_MISMATCH:.0%}){flag}"
+        )
+    plan = cap.plan
+    if plan is not None:
+        lines.append(
+            f"  for {plan.target_qps:g} QPS with {plan.headroom:.0%} headroom: {plan.replicas} replica(s) x "
+            f"{plan.devices_per_replica} device(s) = {plan.devices} device(s) "
+            f"(usable {plan.usable_qps_per_replica:.1f} QPS per replica)"
+        )
+    if summary.generator_cpu.saturated:
+        lines.append("  WARNING: the load generator was CPU-saturated; the service may have more capacity")
+    lines.append("  figures hold for this host and configuration only")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="embedperf capacity", description=__doc__)
+    parser.add_argument("run_dir", nargs="?", type=Path, help="run folder")
+    parser.add_argument("--latest", action="store_true", help="use the newest run under --runs-dir")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs live (default runs)")
+    parser.add_argument(
+        "--slo-p99-ms", type=float, default=None, help="P99 SLO in ms (default: the manifest's)"
+    )
+    parser.add_argument("--target-qps", type=float, default=None, help="QPS the deployment must serve")
+    parser.add_argument("--headroom", type=float, default=0.25, help="spare capacity fraction (default 0.25)")
+    parser.add_argument(
+        "--error-budget",
+        type=float,
+        default=None,
+        help=f"max error rate fraction (default {DEFAULT_ERROR_BUDGET})",
+    )
+    args = parser.parse_args(argv)
+    if not 0.0 <= args.headroom < 1.0:
+        raise ConfigError(f"--headroom must be in [0, 1), got {args.headroom}")
+    if args.target_qps is not None and args.target_qps <= 0:
+        raise ConfigError(f"--target-qps must be positive, got {args.target_qps}")
+    folder = _resolve(args.run_dir, args.latest, args.runs_dir)
+    analysis = analyse_folder(
+        folder,
+        slo_p99_ms=args.slo_p99_ms,
+        error_budget=args.error_budget,
+        target_qps=args.target_qps,
+        headroom=args.headroom,
+        n_boot=200,
+    )
+    print(format_plan(analysis.summary))
+    return 0

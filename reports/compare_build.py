@@ -1,0 +1,78 @@
+"""Build the comparison report (baseline vs one or more candidates) as one self-contained HTML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from analysis.compare import Comparison, compare_runs
+from analysis.gate import GateRule
+from analysis.summary import RunAnalysis, analyse_folder
+from embedperf.schema import RunFolder
+from reports.build import check_lang, write_html
+from reports.figures import _style, figure_lang, to_data_uri
+from reports.i18n import t
+from reports.render import render
+
+COMPARE_METRICS: tuple[str, ...] = (
+    "qps", "p50_ms", "p95_ms", "p99_ms", "error_rate", "device_util_pct", "service_cpu_pct", "mem_used_mb",
+)  # fmt: skip
+
+
+def load_curves(runs: list[RunAnalysis], lang: str) -> str:
+    flang = figure_lang(lang)
+    with plt.rc_context(_style(flang)):
+        fig, (ax_qps, ax_p99) = plt.subplots(1, 2, figsize=(11, 3.6))
+        for i, run in enumerate(runs):
+            steps = run.summary.steps
+            x = np.array([s.stats.load for s in steps])
+            name = (
+                t("baseline", flang) if i == 0 else t("candidate", flang)
+            ) + f": {run.summary.label or run.summary.run_id}"
+            ax_qps.plot(x, [s.stats.qps for s in steps], marker="o", label=name)
+            p99 = [np.nan if s.stats.latency.p99_ms is None else s.stats.latency.p99_ms for s in steps]
+            ax_p99.plot(x, p99, marker="o", label=name)
+        ax_qps.set_title(t("fig_throughput", flang))
+        ax_qps.set_ylabel(t("qps", flang))
+        ax_p99.set_title("P99")
+        ax_p99.set_ylabel(t("latency_ms", flang))
+        for ax in (ax_qps, ax_p99):
+            ax.set_xlabel(t("load", flang))
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        return to_data_uri(fig)
+
+
+def render_comparison(comparison: Comparison, runs: list[RunAnalysis], lang: str) -> str:
+    return render(
+        "compare.html.j2",
+        lang,
+        comparison=comparison,
+        metrics=COMPARE_METRICS,
+        figure=load_curves(runs, lang),
+        runs=[r.summary for r in runs],
+    )
+
+
+def default_compare_path(base: RunFolder, candidate: RunFolder) -> Path:
+    return candidate.root / f"compare-{base.run_id}.html"
+
+
+def build_comparison(
+    base: RunFolder,
+    candidates: list[RunFolder],
+    rules: list[GateRule] | None = None,
+    lang: str = "en",
+    out: Path | None = None,
+) -> tuple[Path, Comparison]:
+    """Write the comparison HTML (default CAND/compare-<base_id>.html); return its path and the comparison."""
+    check_lang(lang)
+    base_analysis = analyse_folder(base)
+    cand_analyses = [analyse_folder(c) for c in candidates]
+    comparison = compare_runs(base_analysis, cand_analyses, rules)
+    path = out or default_compare_path(base, candidates[0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_html(path, render_comparison(comparison, [base_analysis, *cand_analyses], lang))
+    return path, comparison
