@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import logging
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +34,7 @@ CJK_FONT_FILES: tuple[str, ...] = ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc
 MAX_SERIES_POINTS = 1500
 CDF_POINTS = 400
 DPI = 90
+logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
 STEP_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 
 
