@@ -72,7 +72,9 @@ def cmd_mapping() -> str:
     lines = ["\t" + "".join(f"{h:<31}" for h in ("NPU ID", "Chip ID", "Chip Logic ID")) + "Chip Name"]
     for logic, npu in enumerate(IDS):
         for chip in range(CHIPS):
-            lines.append("\t" + "".join(f"{v:<31}" for v in (npu, chip, logic * CHIPS + chip)) + "Ascend 910B3")
+            lines.append(
+                "\t" + "".join(f"{v:<31}" for v in (npu, chip, logic * CHIPS + chip)) + "Ascend 910B3"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -82,9 +84,15 @@ def cmd_type(kind: str, npu: int) -> str:
         u = util(npu, chip)
         if kind == "usages":
             out += [
-                ("DDR Capacity(MB)", 0), ("DDR Usage Rate(%)", 0), ("HBM Capacity(MB)", 65536),
-                ("HBM Usage Rate(%)", 25), ("Aicore Usage Rate(%)", u), ("Aivector Usage Rate(%)", u // 2),
-                ("Aicpu Usage Rate(%)", 1), ("Ctrlcpu Usage Rate(%)", 3), ("HBM Bandwidth Usage Rate(%)", u // 3),
+                ("DDR Capacity(MB)", 0),
+                ("DDR Usage Rate(%)", 0),
+                ("HBM Capacity(MB)", 65536),
+                ("HBM Usage Rate(%)", 25),
+                ("Aicore Usage Rate(%)", u),
+                ("Aivector Usage Rate(%)", u // 2),
+                ("Aicpu Usage Rate(%)", 1),
+                ("Ctrlcpu Usage Rate(%)", 3),
+                ("HBM Bandwidth Usage Rate(%)", u // 3),
             ]
         elif kind == "power":
             out += [("NPU Real-time Power(W)", f"{90 + npu + u / 10:.1f}")]
@@ -97,27 +105,55 @@ def cmd_type(kind: str, npu: int) -> str:
 def cmd_table(t0: float) -> str:
     bar = "+" + "-" * 27 + "+" + "-" * 15 + "+" + "-" * 52 + "+"
     eq = bar.replace("-", "=")
-    lines = [bar, "| npu-smi 25.0.rc1.1" + " " * 80 + "|", bar,
-             "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|",
-             "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |", eq]
+    lines = [
+        bar,
+        "| npu-smi 25.0.rc1.1" + " " * 80 + "|",
+        bar,
+        "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|",
+        "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |",
+        eq,
+    ]
     for npu in IDS:
         if not present(npu, t0):
             continue
         for chip in range(CHIPS):
             used = 16000 + npu * 100 + chip
-            lines.append(f"| {npu:<5} 910B3               | OK            | {90.0 + npu:<11.1f} {40 + npu:<17} 0    / 0             |")
-            lines.append(f"| {chip:<25} | 0000:C1:00.0  | {util(npu, chip):<11} 0    / 0          {used}/ 65536         |")
+            lines.append(
+                f"| {npu:<5} 910B3               | OK            | {90.0 + npu:<11.1f} {40 + npu:<17} 0    / 0             |"
+            )
+            lines.append(
+                f"| {chip:<25} | 0000:C1:00.0  | {util(npu, chip):<11} 0    / 0          {used}/ 65536         |"
+            )
             lines.append(eq)
     return "\n".join(lines) + "\n"
 
 
 def watch(t0: float) -> None:
     if FORMAT == "950":
-        header = ["NpuID(Idx)", "Pwr(W)", "Temp(C)", "AI Core(%)", "AI Cpu(%)", "Ctrl Cpu(%)", "Memory(%)",
-                  "Memory BW(%)", "NPU Util(%)", "AI Cube(%)"]
+        header = [
+            "NpuID(Idx)",
+            "Pwr(W)",
+            "Temp(C)",
+            "AI Core(%)",
+            "AI Cpu(%)",
+            "Ctrl Cpu(%)",
+            "Memory(%)",
+            "Memory BW(%)",
+            "NPU Util(%)",
+            "AI Cube(%)",
+        ]
     else:
-        header = ["NpuID(Idx)", "ChipId(Idx)", "Pwr(W)", "Temp(C)", "AI Core(%)", "AI Cpu(%)", "Ctrl Cpu(%)",
-                  "Memory(%)", "Memory BW(%)"]
+        header = [
+            "NpuID(Idx)",
+            "ChipId(Idx)",
+            "Pwr(W)",
+            "Temp(C)",
+            "AI Core(%)",
+            "AI Cpu(%)",
+            "Ctrl Cpu(%)",
+            "Memory(%)",
+            "Memory BW(%)",
+        ]
     print("".join(f"{h:<12}" for h in header).rstrip(), flush=True)
     hang_after = os.environ.get("FAKE_NPU_HANG_WATCH_AFTER_S")
     first_watch = STATE is None or not (STATE / "watch_started").exists()
@@ -167,7 +203,9 @@ def main(argv: list[str]) -> int:
     elif rest[0] == "-t" and "-i" in rest:
         npu = int(rest[rest.index("-i") + 1])
         if npu not in IDS or not present(npu, t0):
-            print("Invalid card id.\nError parameter of -i\nUsage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]")
+            print(
+                "Invalid card id.\nError parameter of -i\nUsage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]"
+            )
             return 0  # the real tool exits 0 here too
         sys.stdout.write(cmd_type(rest[1], npu))
     else:

@@ -61,7 +61,10 @@ def test_device_util_falls_back_to_aicore() -> None:
     parser.feed("NpuID(Idx)  ChipId(Idx) AI Core(%)\n")
     row = parser.feed("32          1           44\n")
     assert row is not None
-    assert nmap.metrics_from_watch_row(row) == ("npu32.chip1", {"aicore_util_pct": 44.0, "device_util_pct": 44.0})
+    assert nmap.metrics_from_watch_row(row) == (
+        "npu32.chip1",
+        {"aicore_util_pct": 44.0, "device_util_pct": 44.0},
+    )
 
 
 def test_five_digit_used_total_pairs_in_box_table() -> None:

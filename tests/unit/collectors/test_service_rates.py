@@ -55,10 +55,24 @@ def test_counter_reset_counts_the_new_value_as_increase() -> None:
 
 
 def test_cache_ratio_and_no_batches() -> None:
-    prev = Scrape(0.0, {"embedperf_cache_hits_total": 0.0, "embedperf_cache_misses_total": 0.0,
-                        "embedperf_batch_size_sum": 5.0, "embedperf_batch_size_count": 1.0})
-    cur = Scrape(1.0, {"embedperf_cache_hits_total": 3.0, "embedperf_cache_misses_total": 1.0,
-                       "embedperf_batch_size_sum": 5.0, "embedperf_batch_size_count": 1.0})
+    prev = Scrape(
+        0.0,
+        {
+            "embedperf_cache_hits_total": 0.0,
+            "embedperf_cache_misses_total": 0.0,
+            "embedperf_batch_size_sum": 5.0,
+            "embedperf_batch_size_count": 1.0,
+        },
+    )
+    cur = Scrape(
+        1.0,
+        {
+            "embedperf_cache_hits_total": 3.0,
+            "embedperf_cache_misses_total": 1.0,
+            "embedperf_batch_size_sum": 5.0,
+            "embedperf_batch_size_count": 1.0,
+        },
+    )
     out = rates(prev, cur)
     assert out["cache_hit_ratio"] == 0.75
     assert "batch_size_mean" not in out  # no batch in the window: no mean

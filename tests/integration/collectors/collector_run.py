@@ -1,0 +1,66 @@
+"""Helpers: run `python -m collectors` as the load runs do (subprocess, SIGTERM) and read what it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from embedperf.schema import RunFolder, read_telemetry_table
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+FAKE_NPU_SMI = REPO_ROOT / "tests" / "fakes" / "npu_smi.py"
+
+
+def fake_npu_smi(tmp_path: Path) -> Path:
+    """An executable `npu-smi` in tmp_path running the fake with this interpreter."""
+    exe = tmp_path / "npu-smi"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_NPU_SMI}" "$@"\n', encoding="utf-8")
+    exe.chmod(0o755)
+    return exe
+
+
+def start_collector(out: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    log = open(out.parent / f"{out.name}.log", "wb")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [sys.executable, "-m", "collectors", "--out", str(out), *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def stop_collector(proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> int:
+    """SIGTERM, as the load runs stop it; the collector must exit 0 on its own."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+        raise AssertionError("collector ignored SIGTERM") from None
+
+
+def read_outputs(out: Path) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
+    folder = RunFolder(out)
+    assert folder.telemetry.is_file(), f"no telemetry.parquet; log: {collector_log(out)}"
+    assert not folder.telemetry_parts.exists(), "parts must be compacted at exit"
+    frame = read_telemetry_table(folder).to_pandas()
+    status = {s["name"]: s for s in json.loads(folder.collectors_status.read_text(encoding="utf-8"))}
+    return frame, status
+
+
+def collector_log(out: Path) -> str:
+    path = out.parent / f"{out.name}.log"
+    return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+
+def event_kinds(status: dict[str, Any], device: str | None = None) -> list[str]:
+    return [e["kind"] for e in status["events"] if device is None or e["device"] == device]
