@@ -1,0 +1,149 @@
+"""Build small run folders with known answers (golden folders and per-test fixtures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from embedperf.schema import (
+    REQUEST_SCHEMA,
+    TELEMETRY_SCHEMA,
+    CollectorStatus,
+    Manifest,
+    RunFolder,
+    StageRecord,
+    write_manifest,
+    write_requests_parquet,
+    write_telemetry_parquet,
+)
+
+T0_UNIX_S = 1_780_000_000.0
+SCRIPT_ERROR = '<script>alert("x")</script> upstream said no'
+
+
+def request_table(rows: list[dict[str, Any]]) -> pa.Table:
+    columns = {name: [row.get(name) for row in rows] for name in REQUEST_SCHEMA.names}
+    return pa.table(columns, schema=REQUEST_SCHEMA)
+
+
+def telemetry_table(rows: list[tuple[float, str, str, str, float]]) -> pa.Table:
+    ts, source, device, metric, value = zip(*rows, strict=True) if rows else ([], [], [], [], [])
+    return pa.table(
+        {
+            "ts_unix_s": list(ts),
+            "host": ["golden"] * len(ts),
+            "source": list(source),
+            "device": list(device),
+            "metric": list(metric),
+            "value": list(value),
+        },
+        schema=TELEMETRY_SCHEMA,
+    )
+
+
+def ok_row(stage: int, t_sent: float, latency_ms: float, users: int = 10, **extra: Any) -> dict[str, Any]:
+    row = {
+        "run_id": "golden",
+        "worker": "w0",
+        "stage_index": stage,
+        "stage_label": f"users={users}",
+        "target_users": users,
+        "t_intended_unix_s": t_sent,
+        "t_sent_unix_s": t_sent,
+        "t_done_unix_s": t_sent + latency_ms / 1000.0,
+        "latency_ms": latency_ms,
+        "latency_from_intended_ms": latency_ms,
+        "endpoint": "embeddings",
+        "status_code": 200,
+        "ok": True,
+        "n_inputs": 1,
+        "srv_total_ms": latency_ms - 2.0,
+        "srv_queue_ms": 0.2 * latency_ms,
+        "srv_tokenize_ms": 1.0,
+        "srv_compute_ms": 0.5 * latency_ms,
+        "srv_post_ms": 0.5,
+        "batch_size": 4,
+    }
+    row.update(extra)
+    return row
+
+
+def write_run(
+    root: Path,
+    requests: list[dict[str, Any]],
+    telemetry: list[tuple[float, str, str, str, float]],
+    stages: list[StageRecord],
+    **manifest: Any,
+) -> RunFolder:
+    folder = RunFolder(root).create()
+    write_requests_parquet(folder, request_table(requests))
+    if telemetry:
+        write_telemetry_parquet(folder, telemetry_table(telemetry))
+    fields: dict[str, Any] = {
+        "run_id": root.name,
+        "scenario": {"name": "golden", "kind": "ramp"},
+        "target_url": "http://127.0.0.1:8086/v1/embeddings",
+        "service_info": {"model": "golden-model", "device": "cpu", "precision": "fp32"},
+        "host": {"hostname": "golden-host", "cpu": "golden-cpu"},
+        "start_unix_s": stages[0].start_unix_s,
+        "end_unix_s": stages[-1].end_unix_s,
+        "stages": stages,
+        "collectors": [CollectorStatus(name="psutil", status="ok")],
+        "slo": {"p99_ms": 995.0, "error_budget": 0.01},
+        "complete": True,
+    }
+    fields.update(manifest)
+    write_manifest(folder, Manifest(**fields))
+    return folder
+
+
+def known_percentiles(root: Path) -> RunFolder:
+    """One 100 s stage: latencies 1..1000 ms (ok), 5 errors (one with markup), 2 timeouts, 3 validation
+    probes, 50 warm-up rows at 5000 ms (trimmed), 4 rows outside any stage (dropped); two devices."""
+    rng = np.random.default_rng(7)
+    stage = StageRecord(
+        index=0,
+        label="users=10",
+        users=10,
+        start_unix_s=T0_UNIX_S,
+        end_unix_s=T0_UNIX_S + 110.0,
+        warmup_s=10.0,
+    )
+    latencies = rng.permutation(np.arange(1.0, 1001.0))
+    sent = np.sort(rng.uniform(T0_UNIX_S + 10.0, T0_UNIX_S + 108.0, len(latencies)))
+    rows = [ok_row(0, float(t), float(v)) for t, v in zip(sent, latencies, strict=True)]
+    for i in range(50):
+        rows.append(ok_row(0, T0_UNIX_S + 0.1 * i, 5000.0))
+    failed = {"ok": False, "srv_total_ms": None, "srv_queue_ms": None, "srv_tokenize_ms": None}
+    failed |= {"srv_compute_ms": None, "srv_post_ms": None, "batch_size": None}
+    for i in range(5):
+        error = SCRIPT_ERROR if i == 0 else "503 Service Unavailable: queue full"
+        rows.append(ok_row(0, T0_UNIX_S + 20.0 + i, 3.0, status_code=503, error=error, **failed))
+    for i in range(2):
+        rows.append(ok_row(0, T0_UNIX_S + 30.0 + i, 30000.0, status_code=504, error="timeout", **failed))
+    for i in range(3):
+        rows.append(
+            ok_row(0, T0_UNIX_S + 40.0 + i, 2.0, status_code=422, endpoint="validation_empty", **failed)
+        )
+    for i in range(4):
+        rows.append(ok_row(7, T0_UNIX_S + 50.0 + i, 10.0))
+    telemetry = []
+    for s in range(0, 111):
+        ts = T0_UNIX_S + s
+        for device, util, temp in (("npu0.chip0", 50.0, 60.0), ("npu1.chip0", 70.0, 90.0)):
+            telemetry += [
+                (ts, "npu_smi", device, "device_util_pct", util),
+                (ts, "npu_smi", device, "temp_c", temp),
+                (ts, "npu_smi", device, "power_w", 100.0),
+                (ts, "npu_smi", device, "mem_used_mb", 1000.0),
+                (ts, "npu_smi", device, "mem_total_mb", 4000.0),
+            ]
+        telemetry += [
+            (ts, "psutil", "proc:generator", "cpu_util_pct", 30.0),
+            (ts, "psutil", "proc:service", "cpu_util_pct", 150.0),
+            (ts, "psutil", "proc:service", "rss_mb", 900.0),
+        ]
+    return write_run(root, rows, telemetry, [stage])
