@@ -1,0 +1,60 @@
+"""CLI entry points: report (--latest), capacity, compare and its gate exit codes."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from embedperf.cli import main as embedperf
+from tests.golden.fixtures import GOLDEN_DIR, golden_copy
+
+
+def test_report_latest_prints_path(tmp_path, capsys) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copytree(GOLDEN_DIR / "compare_base", runs / "20260101T000000Z-a")
+    shutil.copytree(GOLDEN_DIR / "known_percentiles", runs / "20260102T000000Z-b")
+    assert embedperf(["report", "--latest", "--runs-dir", str(runs), "--lang", "zh"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.endswith("20260102T000000Z-b/report.html")
+    assert (runs / "20260102T000000Z-b" / "report.html").is_file()
+    assert not (runs / "20260101T000000Z-a" / "report.html").exists()
+
+
+def test_report_on_a_missing_folder_is_one_line(tmp_path, capsys) -> None:
+    assert embedperf(["report", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_capacity_plan(tmp_path, capsys) -> None:
+    folder = golden_copy("compare_base", tmp_path)
+    args = ["capacity", str(folder.root), "--slo-p99-ms", "300", "--target-qps", "1000", "--headroom", "0.25"]
+    assert embedperf(args) == 0
+    out = capsys.readouterr().out
+    assert "highest QPS meeting the SLO" in out or "no step meets the SLO" in out
+    assert "Little's law" in out
+    assert "device(s)" in out
+
+
+def test_compare_gate_exit_codes(tmp_path, capsys) -> None:
+    base = golden_copy("compare_base", tmp_path)
+    faster = golden_copy("compare_faster", tmp_path)
+    same = golden_copy("compare_same", tmp_path)
+    gate = "p99_ms:+5%,qps:-3%"
+    assert embedperf(["compare", str(base.root), str(faster.root), str(same.root), "--gate", gate]) == 0
+    path = capsys.readouterr().out.strip()
+    assert path == str(faster.root / "compare-compare_base.html")
+    html = (faster.root / "compare-compare_base.html").read_text()
+    assert "compare_faster" in html and "compare_same" in html
+    out = tmp_path / "cmp.html"
+    assert embedperf(["compare", str(faster.root), str(base.root), "--gate", gate, "--out", str(out)]) == 1
+    assert "gate failed" in capsys.readouterr().err
+    assert out.is_file()
+
+
+@pytest.mark.parametrize("gate", ["p99:+5%", "qps:3%"])
+def test_compare_rejects_a_bad_gate(tmp_path, capsys, gate: str) -> None:
+    base = golden_copy("compare_base", tmp_path)
+    assert embedperf(["compare", str(base.root), str(base.root), "--gate", gate]) == 2
+    assert "gate" in capsys.readouterr().err
