@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,7 @@ from analysis.bootstrap import DEFAULT_N_BOOT, percentile_ci
 from embedperf.schema import StageRecord
 
 # numpy.percentile method; "linear" is numpy's default (Hyndman & Fan type 7). The report states it.
-PERCENTILE_METHOD = "linear"
+PERCENTILE_METHOD: Final = "linear"
 PERCENTILES_PCT: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 MIN_SAMPLES_P99 = 100
 MIN_SAMPLES_P999 = 1000

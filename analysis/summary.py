@@ -237,14 +237,14 @@ def write_analysis(folder: RunFolder, summary: RunSummary) -> Path:
         writer.writeheader()
         for step in summary.steps:
             writer.writerow(step_row(step))
-    with (out / "decomposition.csv").open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["index", "label", "component", "mean_ms", "pct"])
+    with (out / "decomposition.csv").open("w", newline="", encoding="utf-8") as fh2:
+        rows = csv.writer(fh2)
+        rows.writerow(["index", "label", "component", "mean_ms", "pct"])
         for step in summary.steps:
             if step.decomposition is None:
                 continue
             for name, value in step.decomposition.parts_ms.items():
-                writer.writerow(
+                rows.writerow(
                     [step.stats.index, step.stats.label, name, value, step.decomposition.parts_pct[name]]
                 )
     return out

@@ -57,8 +57,6 @@ def main() -> int:
         f"report peak RSS: {rss_mb:.0f} MB (target <= {TARGET_RSS_MB:.0f} MB)  {'ok' if rss_mb <= TARGET_RSS_MB else 'OVER'}"
     )
     print(f"report.html:   {size_mb:.2f} MB")
-    print(
-    )
     return 0 if report_s_f <= TARGET_S and rss_mb <= TARGET_RSS_MB else 1
 
 

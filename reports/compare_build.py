@@ -28,9 +28,7 @@ def load_curves(runs: list[RunAnalysis], lang: str) -> str:
         for i, run in enumerate(runs):
             steps = run.summary.steps
             x = np.array([s.stats.load for s in steps])
-            name = (
-                t("baseline", flang) if i == 0 else t("candidate", flang)
-            ) + f": {run.summary.run_id}"
+            name = (t("baseline", flang) if i == 0 else t("candidate", flang)) + f": {run.summary.run_id}"
             ax_qps.plot(x, [s.stats.qps for s in steps], marker="o", label=name)
             p99 = [np.nan if s.stats.latency.p99_ms is None else s.stats.latency.p99_ms for s in steps]
             ax_p99.plot(x, p99, marker="o", label=name)

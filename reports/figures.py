@@ -8,6 +8,7 @@ import logging
 import warnings
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -56,7 +57,8 @@ def figure_lang(lang: str) -> str:
     return "zh" if lang == "zh" and cjk_font() is not None else "en"
 
 
-def _style(lang: str) -> dict[str, object]:
+def _style(lang: str) -> Any:
+    """rcParams for the figures (typed Any: matplotlib types rcParams keys as literals)."""
     font = cjk_font() if lang == "zh" else None
     families = [font, "DejaVu Sans"] if font else ["DejaVu Sans"]
     return {

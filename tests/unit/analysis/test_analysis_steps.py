@@ -103,3 +103,6 @@ def test_summary_and_tables_are_written(tmp_path: Path) -> None:
     steps_csv = (out / "steps.csv").read_text().splitlines()
     assert steps_csv[0].startswith("index,label,users")
     assert len(steps_csv) == 2
+    decomposition_csv = (out / "decomposition.csv").read_text().splitlines()
+    assert decomposition_csv[0] == "index,label,component,mean_ms,pct"
+    assert len(decomposition_csv) == 1 + 6
