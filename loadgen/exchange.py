@@ -5,14 +5,15 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import Any
-
-from locust.contrib.fasthttp import FastHttpSession
+from typing import TYPE_CHECKING, Any
 
 from embedperf.schema import REQUEST_COLUMNS
 from loadgen.context import RunContext
 from loadgen.headers import timing_columns
 from loadgen.payloads import RequestPayload
+
+if TYPE_CHECKING:  # importing locust monkey-patches the process; only its users need that
+    from locust.contrib.fasthttp import FastHttpSession
 
 _COL = {name: i for i, name in enumerate(REQUEST_COLUMNS)}
 

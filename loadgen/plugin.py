@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+import gevent
 from locust import events
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
@@ -99,6 +101,22 @@ def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
     )
     if isinstance(runner, MasterRunner):
         distributed.register_master(runner)
+    _stop_on_sigterm(environment)
+
+
+def _stop_on_sigterm(environment: Environment) -> None:
+    """Headless shape runs block before Locust installs its own SIGTERM handler, so a SIGTERM would
+    kill the process outright; stop the runner instead, which finalises the run folder."""
+
+    def on_sigterm() -> None:
+        log.info("embedperf: SIGTERM received, stopping the run and closing the run folder")
+        run = session.current_session()
+        if run is not None:
+            run.manifest.notes.append("stopped by SIGTERM")
+        if environment.runner is not None:
+            environment.runner.quit()
+
+    gevent.signal_handler(signal.SIGTERM, on_sigterm)
 
 
 def _on_test_start(environment: Environment, **_: Any) -> None:

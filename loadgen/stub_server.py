@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import socket
+import subprocess
+import sys
 import time
-from collections.abc import Awaitable, Callable
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -73,10 +79,10 @@ class StubApp:
         if not inputs or any(not isinstance(t, str) or not t for t in inputs):
             await _respond(send, 400, b'{"error":"empty input"}')
             return
-        if self.delay_s > 0:
-            await asyncio.sleep(self.delay_s)
-        stall_s = self.stall_until - time.monotonic()
-        if stall_s > 0:
+        deadline = t0 + self.delay_s
+        while (remaining_s := deadline - time.perf_counter()) > 0:  # event-loop timers may fire early
+            await asyncio.sleep(remaining_s)
+        while (stall_s := self.stall_until - time.monotonic()) > 0:
             await asyncio.sleep(stall_s)
         vector = [0.1] * self.dim
         out = {
@@ -126,3 +132,40 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+@contextlib.contextmanager
+def running_stub(*flags: str, ready_timeout_s: float = 20.0) -> Iterator[str]:
+    """Run the stub in a subprocess on a free loopback port; yields its base URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.stub_server", "--port", str(port), *flags],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"stub server exited with {proc.returncode}")
+            try:
+                with urllib.request.urlopen(f"{url}/ready", timeout=0.5) as resp:  # noqa: S310
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"stub server not ready after {ready_timeout_s} s")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)

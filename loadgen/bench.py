@@ -1,0 +1,76 @@
+"""`embedperf bench` (make bench): start the reference service, run the ramp, stop it, build the report."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import shutil
+import time
+from pathlib import Path
+
+from loadgen.runner import run_scenario
+from loadgen.service_proc import ServiceProcess
+from scenarios.loader import PROFILES, parse_overrides
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="embedperf bench",
+        description="Start the reference service, run the ramp scenario, stop the service and write the report.",
+    )
+    parser.add_argument(
+        "--profile", choices=PROFILES, default="quick", help="quick (~1 min) or full (4 x 60 s)"
+    )
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    parser.add_argument("--host", default="127.0.0.1", help="address the service listens on")
+    parser.add_argument("--port", type=int, default=8086)
+    parser.add_argument("--scenario", default="ramp", help="scenario to run (default ramp)")
+    parser.add_argument(
+        "--service-arg",
+        action="append",
+        default=[],
+        help="extra argument for `python -m service` (repeatable)",
+    )
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--label", default="")
+    parser.add_argument("--no-collectors", action="store_true")
+    parser.add_argument("--ready-timeout-s", type=float, default=300.0)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    runs_dir: Path = args.runs_dir
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    log_path = runs_dir / f".service-{time.strftime('%Y%m%dT%H%M%S')}.log"
+    print(f"starting the reference service on {args.host}:{args.port} (log {log_path}) ...", flush=True)
+    with ServiceProcess(
+        args.service_arg,
+        host=args.host,
+        port=args.port,
+        log_path=log_path,
+        ready_timeout_s=args.ready_timeout_s,
+    ) as service:
+        print(
+            f"service ready at {service.url} (pid {service.pid}); running {args.scenario} ({args.profile})",
+            flush=True,
+        )
+        folder = run_scenario(
+            args.scenario,
+            host=service.url,
+            runs_dir=runs_dir,
+            label=args.label,
+            profile=args.profile,
+            overrides=parse_overrides(args.overrides),
+            collectors=not args.no_collectors,
+        )
+    shutil.move(str(log_path), str(folder.root / "service.log"))
+    print(f"run folder: {folder.root}", flush=True)
+    try:
+        build_report = importlib.import_module("reports.build").build_report
+    except (ImportError, AttributeError) as exc:
+        print(f"report builder not available ({exc}); the run folder is complete: {folder.root}")
+        return 0
+    report = build_report(folder.root, lang="en")
+    print(f"report: {report}")
+    return 0
