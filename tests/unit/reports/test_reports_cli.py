@@ -47,6 +47,7 @@ def test_compare_gate_exit_codes(tmp_path, capsys) -> None:
     assert path == str(faster.root / "compare-compare_base.html")
     html = (faster.root / "compare-compare_base.html").read_text()
     assert "compare_faster" in html and "compare_same" in html
+    assert "http" not in html and "//cdn" not in html
     out = tmp_path / "cmp.html"
     assert embedperf(["compare", str(faster.root), str(base.root), "--gate", gate, "--out", str(out)]) == 1
     assert "gate failed" in capsys.readouterr().err
