@@ -60,6 +60,7 @@ class SourceStatus:
                         "message": f"{self.dropped_events} more events not kept",
                     }
                 )
+            status: Literal["ok", "skipped", "failed", "partial"]
             if self.state == "skipped":
                 status = "skipped"
             elif self.state == "failed" or (self.samples == 0 and self.state == "done"):

@@ -71,37 +71,34 @@ class NvmlSource(Source):
             return None
 
     def sample(self, ts_unix_s: float) -> Iterable[Reading]:
-        nvml = self.nvml
         readings: list[Reading] = []
         for index, handle in enumerate(self.handles):
-            device = f"gpu{index}"
-            util = self._try(device, "utilization", lambda h=handle: nvml.nvmlDeviceGetUtilizationRates(h))
-            if util is not None:
-                readings += [
-                    (device, "device_util_pct", float(util.gpu)),
-                    (device, "mem_bw_util_pct", float(util.memory)),
-                ]
-            mem = self._try(device, "memory", lambda h=handle: nvml.nvmlDeviceGetMemoryInfo(h))
-            if mem is not None:
-                readings += [(device, "mem_used_mb", mem.used / MB), (device, "mem_total_mb", mem.total / MB)]
-            for metric, what, call, scale in (
-                (
-                    "temp_c",
-                    "temperature",
-                    lambda h=handle: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU),
-                    1.0,
-                ),
-                ("power_w", "power", lambda h=handle: nvml.nvmlDeviceGetPowerUsage(h), 1e-3),
-                (
-                    "clock_mhz",
-                    "SM clock",
-                    lambda h=handle: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM),
-                    1.0,
-                ),
-            ):
-                value = self._try(device, what, call)
-                if value is not None:
-                    readings.append((device, metric, float(value) * scale))
+            readings += self._sample_gpu(f"gpu{index}", handle)
+        return readings
+
+    def _sample_gpu(self, device: str, handle: Any) -> list[Reading]:
+        nvml = self.nvml
+        readings: list[Reading] = []
+        util = self._try(device, "utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(handle))
+        if util is not None:  # .memory: % of time the memory controller was busy
+            readings += [
+                (device, "device_util_pct", float(util.gpu)),
+                (device, "mem_bw_util_pct", float(util.memory)),
+            ]
+        mem = self._try(device, "memory", lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
+        if mem is not None:
+            readings += [(device, "mem_used_mb", mem.used / MB), (device, "mem_total_mb", mem.total / MB)]
+        temp = self._try(
+            device, "temperature", lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
+        )
+        if temp is not None:
+            readings.append((device, "temp_c", float(temp)))
+        power_mw = self._try(device, "power", lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+        if power_mw is not None:
+            readings.append((device, "power_w", float(power_mw) / 1000.0))
+        clock = self._try(device, "SM clock", lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+        if clock is not None:
+            readings.append((device, "clock_mhz", float(clock)))
         return readings
 
     def close(self) -> None:
