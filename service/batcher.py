@@ -295,7 +295,11 @@ class Batcher:
             job.token_counts = [len(row) for row in ids]
             job.remaining = len(ids)
             items += [_Item(job, i, row, next(self._seq), t_end_s) for i, row in enumerate(ids)]
-        with self._cond:
+        with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
+            dropped = [item for item in items if item.job.cancelled]
+            if dropped:
+                items = [item for item in items if not item.job.cancelled]
+                self._release(len(dropped))
             self._pending.extend(items)
             self._cond.notify_all()
 

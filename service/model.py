@@ -7,6 +7,7 @@ import importlib.util
 import json
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -172,7 +173,11 @@ def _apply_precision(network: torch.nn.Module, device: torch.device, precision: 
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
         # Per-channel weight scales: per-tensor int8 drops MiniLM's cosine to fp32 to ~0.9 on sentences.
-        return quantize_dynamic(network, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.ao.quantization announces its move to torchao
+            return quantize_dynamic(
+                network, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8
+            )
     if precision not in _DTYPES:
         raise ConfigError(f"unknown precision {precision!r}; use fp32, fp16, bf16 or int8")
     return network.to(device=device, dtype=_DTYPES[precision])
@@ -188,13 +193,10 @@ def load_model(
     """Load a local model directory offline onto device at precision; errors say what to fix."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import warnings
-
     from transformers import AutoConfig, AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*", category=UserWarning)
 
     is_default = path is None
     model_path = (default_model_path() if path is None else Path(path)).expanduser().resolve()

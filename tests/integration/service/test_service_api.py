@@ -43,7 +43,9 @@ def minilm() -> EmbeddingModel:
 
 
 @asynccontextmanager
-async def serving(settings: ServiceSettings, model: Any, wait_ready: bool = True) -> AsyncIterator[httpx.AsyncClient]:
+async def serving(
+    settings: ServiceSettings, model: Any, wait_ready: bool = True
+) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings, model)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -80,7 +82,9 @@ class GatedModel:
 def test_embeddings_shape_headers_and_formats(minilm: EmbeddingModel) -> None:
     async def go() -> None:
         async with serving(ServiceSettings(), minilm) as client:
-            r = await client.post("/v1/embeddings", json={"input": ["hello world", "你好，世界"], "model": "all-MiniLM-L6-v2"})
+            r = await client.post(
+                "/v1/embeddings", json={"input": ["hello world", "你好，世界"], "model": "all-MiniLM-L6-v2"}
+            )
             assert r.status_code == 200, r.text
             body = r.json()
             assert body["object"] == "list" and body["model"] == "all-MiniLM-L6-v2"
@@ -91,7 +95,9 @@ def test_embeddings_shape_headers_and_formats(minilm: EmbeddingModel) -> None:
             assert SERVER_TIMING.match(r.headers["server-timing"]), r.headers["server-timing"]
             assert int(r.headers["x-batch-size"]) >= 2 and int(r.headers["x-batch-tokens"]) > 0
 
-            single = await client.post("/v1/embeddings", json={"input": "hello world", "encoding_format": "base64"})
+            single = await client.post(
+                "/v1/embeddings", json={"input": "hello world", "encoding_format": "base64"}
+            )
             decoded = np.frombuffer(base64.b64decode(single.json()["data"][0]["embedding"]), dtype="<f4")
             assert np.allclose(decoded, body["data"][0]["embedding"], atol=1e-5)
 
@@ -99,7 +105,9 @@ def test_embeddings_shape_headers_and_formats(minilm: EmbeddingModel) -> None:
             vector = np.array(short.json()["data"][0]["embedding"])
             assert vector.shape == (64,) and abs(np.linalg.norm(vector) - 1) < 1e-4
 
-            by_path = await client.post("/v1/embeddings", json={"input": "x", "model": "sentence-transformers/all-MiniLM-L6-v2"})
+            by_path = await client.post(
+                "/v1/embeddings", json={"input": "x", "model": "sentence-transformers/all-MiniLM-L6-v2"}
+            )
             assert by_path.status_code == 200
 
     run(go)
@@ -118,8 +126,16 @@ def test_bad_inputs_get_openai_errors_never_500(minilm: EmbeddingModel) -> None:
                 ({"json": {"input": "x", "model": "text-embedding-3-large"}}, 404, "model_not_found"),
                 ({"json": {"input": "x", "encoding_format": "fp8"}}, 400, "invalid_encoding_format"),
                 ({"json": {"input": "x", "dimensions": 1000}}, 400, "invalid_dimensions"),
-                ({"content": b"{bad json", "headers": {"content-type": "application/json"}}, 400, "invalid_json"),
-                ({"content": b"input=x", "headers": {"content-type": "text/plain"}}, 415, "unsupported_media_type"),
+                (
+                    {"content": b"{bad json", "headers": {"content-type": "application/json"}},
+                    400,
+                    "invalid_json",
+                ),
+                (
+                    {"content": b"input=x", "headers": {"content-type": "text/plain"}},
+                    415,
+                    "unsupported_media_type",
+                ),
             ]
             for kwargs, status, code in cases:
                 r = await client.post("/v1/embeddings", **kwargs)
@@ -149,9 +165,13 @@ def test_api_keys_guard_only_the_embedding_route(minilm: EmbeddingModel) -> None
     async def go() -> None:
         async with serving(ServiceSettings(api_keys="s3cret,other"), minilm) as client:
             assert (await client.post("/v1/embeddings", json={"input": "x"})).status_code == 401
-            wrong = await client.post("/v1/embeddings", json={"input": "x"}, headers={"Authorization": "Bearer nope"})
+            wrong = await client.post(
+                "/v1/embeddings", json={"input": "x"}, headers={"Authorization": "Bearer nope"}
+            )
             assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
-            ok = await client.post("/v1/embeddings", json={"input": "x"}, headers={"Authorization": "Bearer other"})
+            ok = await client.post(
+                "/v1/embeddings", json={"input": "x"}, headers={"Authorization": "Bearer other"}
+            )
             assert ok.status_code == 200
             for path in ("/health", "/ready", "/info", "/metrics"):
                 assert (await client.get(path)).status_code == 200, path
@@ -165,10 +185,24 @@ def test_info_health_and_metrics(minilm: EmbeddingModel) -> None:
     async def go() -> None:
         async with serving(ServiceSettings(cache_size=16), minilm) as client:
             for _ in range(2):
-                assert (await client.post("/v1/embeddings", json={"input": ["cached text", "other"]})).status_code == 200
+                assert (
+                    await client.post("/v1/embeddings", json={"input": ["cached text", "other"]})
+                ).status_code == 200
             info = (await client.get("/info")).json()
-            assert {"model", "model_path", "dimension", "max_tokens", "pooling", "device", "precision", "config",
-                    "weights_sha256", "versions", "pid", "started_unix_s"} <= set(info)
+            assert {
+                "model",
+                "model_path",
+                "dimension",
+                "max_tokens",
+                "pooling",
+                "device",
+                "precision",
+                "config",
+                "weights_sha256",
+                "versions",
+                "pid",
+                "started_unix_s",
+            } <= set(info)
             assert info["dimension"] == 384 and info["max_tokens"] == 256 and info["pooling"] == "mean"
             assert re.fullmatch(r"[0-9a-f]{64}", info["weights_sha256"]["model.safetensors"])
             assert {"python", "torch", "transformers"} <= set(info["versions"])
@@ -209,20 +243,27 @@ def test_overload_queue_full_concurrency_and_deadline(minilm: EmbeddingModel) ->
     async def go() -> None:
         gated = GatedModel(minilm)
         gated.gate.set()
-        settings = ServiceSettings(queue_size=4, max_batch_size=2, max_wait_ms=0, deadline_ms=400)
+        settings = ServiceSettings(queue_size=4, max_batch_size=2, max_wait_ms=0, deadline_ms=1500)
         async with serving(settings, gated) as client:
             gated.gate.clear()
             held = [asyncio.create_task(client.post("/v1/embeddings", json={"input": ["a", "b"]}))]
             await asyncio.sleep(0.1)  # the worker holds a, b; the queue is empty
-            held.append(asyncio.create_task(client.post("/v1/embeddings", json={"input": ["c", "d", "e", "f"]})))
+            held.append(
+                asyncio.create_task(client.post("/v1/embeddings", json={"input": ["c", "d", "e", "f"]}))
+            )
             await asyncio.sleep(0.1)
             full = await client.post("/v1/embeddings", json={"input": "g"})
-            assert full.status_code == 429 and full.headers["retry-after"] and full.json()["error"]["code"] == "queue_full"
+            assert (
+                full.status_code == 429
+                and full.headers["retry-after"]
+                and full.json()["error"]["code"] == "queue_full"
+            )
             late = await asyncio.gather(*held)
             assert [r.status_code for r in late] == [503, 503]
             assert late[1].json()["error"]["code"] == "deadline_exceeded"
             gated.gate.set()
-            assert (await client.post("/v1/embeddings", json={"input": "h"})).status_code == 200
+            after = await client.post("/v1/embeddings", json={"input": "h"})
+            assert after.status_code == 200, after.text
             metrics = (await client.get("/metrics")).text
             assert 'embedperf_requests_total{status="429"} 1.0' in metrics
 
@@ -231,7 +272,9 @@ def test_overload_queue_full_concurrency_and_deadline(minilm: EmbeddingModel) ->
             first = asyncio.create_task(client.post("/v1/embeddings", json={"input": "a"}))
             await asyncio.sleep(0.1)
             second = await client.post("/v1/embeddings", json={"input": "b"})
-            assert second.status_code == 429 and second.json()["error"]["code"] == "too_many_concurrent_requests"
+            assert (
+                second.status_code == 429 and second.json()["error"]["code"] == "too_many_concurrent_requests"
+            )
             gated.gate.set()
             assert (await first).status_code == 200
 
@@ -246,7 +289,9 @@ def test_skipped_work_is_not_computed(minilm: EmbeddingModel) -> None:
     async def go() -> None:
         gated = GatedModel(minilm)
         gated.gate.set()
-        async with serving(ServiceSettings(max_batch_size=1, max_wait_ms=0, deadline_ms=300), gated) as client:
+        async with serving(
+            ServiceSettings(max_batch_size=1, max_wait_ms=0, deadline_ms=300), gated
+        ) as client:
             before = (await client.get("/metrics")).text
             gated.gate.clear()
             held = asyncio.create_task(client.post("/v1/embeddings", json={"input": "held"}))
@@ -261,6 +306,8 @@ def test_skipped_work_is_not_computed(minilm: EmbeddingModel) -> None:
             def inputs(text: str) -> float:
                 return float(re.search(r"^embedperf_inputs_total ([\d.]+)$", text, re.M).group(1))  # type: ignore[union-attr]
 
-            assert inputs(after) - inputs(before) == 2.0  # "held" and "after"; the three late inputs never ran
+            assert (
+                inputs(after) - inputs(before) == 2.0
+            )  # "held" and "after"; the three late inputs never ran
 
     run(go)
