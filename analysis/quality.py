@@ -28,7 +28,9 @@ def findings(
     gaps: dict[str, int],
     run_seconds: float,
     telemetry_sources: set[str],
+    generator_cpu_mean_pct: float | None = None,
 ) -> list[Finding]:
+    """generator_cpu_mean_pct: from proc:generator telemetry when the manifest has no summary."""
     out: list[Finding] = []
     if not manifest.complete:
         out.append(Finding(code="incomplete_run", severity="warn"))
@@ -41,7 +43,8 @@ def findings(
                 params={"max_pct": gen.max_pct, "threshold_pct": gen.threshold_pct},
             )
         )
-    out.append(Finding(code="shared_host", severity="info", params={"mean_pct": gen.mean_pct}))
+    mean_pct = gen.mean_pct if gen.mean_pct is not None else generator_cpu_mean_pct
+    out.append(Finding(code="shared_host", severity="info", params={"mean_pct": mean_pct}))
     for step in steps:
         ol = step.open_loop
         if ol is not None and step.n_requests and ol.n_late / step.n_requests > LATE_WARN_FRACTION:

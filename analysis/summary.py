@@ -179,12 +179,19 @@ def analyse(
         steps=steps,
         capacity=cap,
         soak=soak,
-        findings=findings(manifest, prepared, stats, gaps, run_seconds, sources),
+        findings=findings(manifest, prepared, stats, gaps, run_seconds, sources, _generator_cpu(steps)),
         dropped_rows=prepared.dropped,
         warmup_trimmed_rows=sum(prepared.warmup_trimmed.values()),
         notes=manifest.notes,
     )
     return RunAnalysis(summary=summary, data=data, prepared=prepared, telemetry=index)
+
+
+def _generator_cpu(steps: list[StepReport]) -> float | None:
+    values = [
+        s.telemetry.generator_cpu_mean_pct for s in steps if s.telemetry.generator_cpu_mean_pct is not None
+    ]
+    return float(np.mean(values)) if values else None
 
 
 def _run_window(data: RunData, stages: list[Any]) -> tuple[float | None, float | None]:

@@ -56,7 +56,7 @@ def test_chinese_labels(reports) -> None:
 def test_report_states_method_host_sharing_and_findings(reports) -> None:
     html = reports["en"]
     assert "method &#39;linear&#39;" in html or "method 'linear'" in html
-    assert "shares this host" in html
+    assert "shares this host with the service (generator CPU mean 30.0%)" in html
     assert "not universal" in html
     assert "fall outside every recorded stage" in html  # the 4 dropped rows
 
