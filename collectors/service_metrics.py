@@ -31,6 +31,8 @@ COUNTERS = (COMPUTE_SECONDS, REQUESTS, TOKENS, BATCH_SUM, BATCH_COUNT, CACHE_HIT
 
 def parse_metrics_text(text: str) -> dict[str, float]:
     """Sample name -> value summed over label sets (e.g. requests_total over every status)."""
+    # Histogram buckets are most of a /metrics page and never used here: drop them before parsing.
+    text = "\n".join(line for line in text.splitlines() if "_bucket{" not in line) + "\n"
     totals: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
