@@ -123,8 +123,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     global _worker_cpu
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
-        options = environment.parsed_options
-        scenario = Scenario.model_validate_json(options.embedperf_resolved)
+        resolved = getattr(environment.parsed_options, "embedperf_resolved", "")
+        scenario = Scenario.model_validate_json(resolved)
         host = environment.host or scenario.target.base_url
         name = context.worker_name(runner.client_id, runner.worker_index)
         _worker_cpu = CpuMonitor(worker=name)

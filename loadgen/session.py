@@ -74,6 +74,7 @@ class RunSession:
             git=git_info(REPO_ROOT),
             start_unix_s=time.time(),
             slo=self.scenario.slo.model_dump(),
+            complete=False,
         )
         extra: dict[str, Any] = {
             "health": self.scenario.health.model_dump(),
@@ -137,13 +138,17 @@ class RunSession:
         m.collectors = statuses
         samples = self.cpu.samples + self.cpu_samples
         m.generator_cpu = summarise(samples)
-        m.generator_cpu_samples = samples
-        m.request_rows = rows
-        m.interrupted = not self.shape_completed
+        extras: dict[str, Any] = {  # Manifest keeps extra keys (extra="allow")
+            "generator_cpu_samples": samples,
+            "request_rows": rows,
+            "interrupted": not self.shape_completed,
+        }
         if ctx is not None and ctx.expected_dim is not None:
-            m.expected_dimension = {"value": ctx.expected_dim, "source": ctx.dim_source}
+            extras["expected_dimension"] = {"value": ctx.expected_dim, "source": ctx.dim_source}
         if ctx is not None and ctx.open_loop_stats:
-            m.open_loop = ctx.open_loop_stats
+            extras["open_loop"] = ctx.open_loop_stats
+        for key, value in extras.items():
+            setattr(m, key, value)
         if not self.shape_completed:
             m.notes.append(f"run stopped before the scenario's last stage ended ({reason})")
         m.complete = True

@@ -183,7 +183,11 @@ def _valid_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     for part in loc:
         if isinstance(part, int):
             continue
-        field = current.model_fields.get(str(part)) if isinstance(current, type) else None
+        field = (
+            current.model_fields.get(str(part))
+            if isinstance(current, type) and issubclass(current, BaseModel)
+            else None
+        )
         if field is None:
             return []
         current = _model_in(field.annotation)

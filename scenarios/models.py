@@ -48,7 +48,7 @@ class Payload(_Strict):
         description="Corpus names under scenarios/corpora/ (file stem), sampled uniformly per input.",
     )
     inputs_per_request: list[InputsWeight] = Field(
-        default_factory=lambda: [InputsWeight(n=1, weight=1.0)],
+        default_factory=lambda: [InputsWeight.model_validate({"n": 1, "weight": 1.0})],
         description="Weighted distribution of inputs per request.",
     )
     validation_mix: float = Field(
@@ -116,12 +116,12 @@ class Scenario(_Strict):
     name: str
     kind: ScenarioKind
     description: str = ""
-    target: Target = Field(default_factory=Target)
-    payload: Payload = Field(default_factory=Payload)
+    target: Target = Field(default_factory=lambda: Target.model_validate({}))
+    payload: Payload = Field(default_factory=lambda: Payload.model_validate({}))
     steps: list[Step] = Field(..., min_length=1)
-    open_loop: OpenLoop = Field(default_factory=OpenLoop)
-    slo: Slo = Field(default_factory=Slo)
-    health: Health = Field(default_factory=Health)
+    open_loop: OpenLoop = Field(default_factory=lambda: OpenLoop.model_validate({}))
+    slo: Slo = Field(default_factory=lambda: Slo.model_validate({}))
+    health: Health = Field(default_factory=lambda: Health.model_validate({}))
     drain_s: float = Field(2.0, ge=0, description="Open loop: seconds to let in-flight requests finish.")
     profiles: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
