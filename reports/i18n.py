@@ -251,6 +251,36 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "The runs differ in {what}: the comparison may reflect the environment, not the change.",
         "两次运行的 {what} 不同：对比结果可能反映环境差异而非改动本身。",
     ),
+    # optimisation matrix
+    "matrix_title": ("Optimisation matrix", "优化矩阵"),
+    "configuration": ("Configuration", "配置"),
+    "description": ("Description", "说明"),
+    "qps_at_slo": ("QPS at the SLO", "满足 SLO 的 QPS"),
+    "change_vs_baseline": ("change vs baseline", "相对基线"),
+    "peak_qps": ("Peak QPS", "峰值 QPS"),
+    "precision_check": ("Precision (mean cosine vs fp32)", "精度（与 fp32 的平均余弦）"),
+    "precision_reference": ("fp32 reference", "fp32 基准"),
+    "recommendation": ("Recommendation", "推荐"),
+    "recommend_text": (
+        "{name}: the most QPS at the SLO ({qps} req/s) among configurations that pass the precision gate.",
+        "{name}：在通过精度门禁的配置中，满足 SLO 时 QPS 最高（{qps} req/s）。",
+    ),
+    "recommend_peak_text": (
+        "No configuration met the SLO at any step. Highest peak QPS that passes the precision gate: {name} ({qps} req/s).",
+        "没有配置在任何阶梯满足 SLO。通过精度门禁的最高峰值 QPS：{name}（{qps} req/s）。",
+    ),
+    "recommend_none": ("No configuration completed and passed the precision gate.", "没有配置完成运行并通过精度门禁。"),
+    "precision_excluded": ("{names} failed the precision gate and are never recommended.", "{names} 未通过精度门禁，不予推荐。"),
+    "per_step_changes": ("P50 / P99 change at each load step", "各负载阶梯 P50 / P99 变化"),
+    "repeat": ("repeat", "重复"),
+    "repeats_note": (
+        "Each configuration ran {n} time(s) in rotated order. A change is called better or worse only when every "
+        "repeat's 95% CI agrees; otherwise it is 'no significant difference'.",
+        "每个配置以轮换顺序运行 {n} 次。只有所有重复的 95% 置信区间一致时才判定更好或更差，否则为“无显著差异”。",
+    ),
+    "failed_runs": ("Runs that failed", "失败的运行"),
+    "fig_matrix": ("Configurations overlaid", "各配置叠加对比"),
+    "cache_hit_ratio": ("cache hit ratio", "缓存命中率"),
     "compare_note": (
         "Steps are matched by stage index. Changes are candidate − baseline; percentile CIs are a seeded "
         "bootstrap of the difference (2000 resamples), QPS CIs resample per-second throughput.",

@@ -1,0 +1,197 @@
+"""The matrix report: every configuration against the baseline, with CIs, precision and a recommendation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from analysis.compare import MetricChange, compare_runs
+from analysis.summary import RunAnalysis, analyse_folder
+from embedperf.errors import RunFolderError
+from embedperf.schema import RunFolder
+from reports.build import check_lang, write_html
+from reports.figures import _style, figure_lang, to_data_uri
+from reports.i18n import t
+from reports.render import render
+from study.matrix import MatrixRecord
+
+MATRIX_REPORT = "matrix.html"
+HEADLINE_METRICS = ("qps", "p50_ms", "p99_ms", "device_util_pct", "service_cpu_pct", "mem_used_mb")
+
+
+@dataclass
+class MergedChange:
+    """One metric's change over all repeats: per-repeat changes and the combined verdict."""
+
+    metric: str
+    repeats: list[MetricChange]
+    verdict: str
+
+    @property
+    def first(self) -> MetricChange:
+        return self.repeats[0]
+
+    @property
+    def rel_median(self) -> float | None:
+        rels = [c.rel for c in self.repeats if c.rel is not None]
+        return float(np.median(rels)) if rels else None
+
+
+@dataclass
+class ConfigRow:
+    name: str
+    description: str
+    service_args: list[str]
+    runs: list[RunAnalysis]
+    precision: dict[str, Any] | None
+    is_baseline: bool
+    overall: dict[str, MergedChange] = field(default_factory=dict)
+    steps: list[tuple[str, dict[str, MergedChange]]] = field(default_factory=list)
+
+    @property
+    def precision_ok(self) -> bool:
+        return self.precision is None or bool(self.precision.get("passed"))
+
+    @property
+    def qps_at_slo(self) -> float | None:
+        values = [r.summary.capacity.max_qps_meeting_slo for r in self.runs]
+        known = [v for v in values if v is not None]
+        return float(np.median(known)) if known else None
+
+    @property
+    def peak_qps(self) -> float | None:
+        values = [r.summary.capacity.peak_qps for r in self.runs if r.summary.capacity.peak_qps is not None]
+        return float(np.median(values)) if values else None
+
+
+def merge_verdicts(changes: list[MetricChange]) -> str:
+    """Better/worse only when every repeat agrees; drift between repeats must not pass for an effect."""
+    verdicts = {c.verdict for c in changes}
+    return verdicts.pop() if len(verdicts) == 1 else "no_sig"
+
+
+def _merge(per_repeat: list[dict[str, MetricChange]]) -> dict[str, MergedChange]:
+    merged = {}
+    for metric in HEADLINE_METRICS:
+        changes = [m[metric] for m in per_repeat if metric in m]
+        if changes:
+            merged[metric] = MergedChange(metric, changes, merge_verdicts(changes))
+    return merged
+
+
+def load_rows(folder: Path, record: MatrixRecord) -> list[ConfigRow]:
+    configs = record.spec["configurations"]
+    rows = []
+    for i, config in enumerate(configs):
+        runs = sorted(
+            (r for r in record.runs if r.config == config["name"] and r.ok and r.run_dir),
+            key=lambda r: r.repeat,
+        )
+        analyses = [analyse_folder(RunFolder(folder / str(r.run_dir))) for r in runs]
+        args = runs[0].service_args if runs else []
+        rows.append(
+            ConfigRow(
+                name=config["name"],
+                description=config.get("description", ""),
+                service_args=args,
+                runs=analyses,
+                precision=record.precision.get(config["name"]),
+                is_baseline=i == 0,
+            )
+        )
+    return rows
+
+
+def attach_changes(rows: list[ConfigRow]) -> None:
+    """Compare each configuration's repeat r with the baseline's repeat r (same round, same drift)."""
+    baseline = rows[0]
+    if not baseline.runs:
+        raise RunFolderError("the baseline configuration has no completed run; nothing to compare against")
+    for row in rows[1:]:
+        per_overall: list[dict[str, MetricChange]] = []
+        per_step: dict[int, list[dict[str, MetricChange]]] = {}
+        labels: dict[int, str] = {}
+        for r, cand in enumerate(row.runs):
+            base = baseline.runs[min(r, len(baseline.runs) - 1)]
+            comparison = compare_runs(base, [cand]).candidates[0]
+            per_overall.append(comparison.overall.metrics)
+            for step in comparison.steps:
+                per_step.setdefault(step.index, []).append(step.metrics)
+                labels[step.index] = step.label
+        row.overall = _merge(per_overall)
+        row.steps = [(labels[i], _merge(per_step[i])) for i in sorted(per_step)]
+
+
+def recommend(rows: list[ConfigRow]) -> tuple[ConfigRow | None, str]:
+    """The configuration with the most QPS at the SLO among those passing precision (peak QPS if none meets it)."""
+    eligible = [r for r in rows if r.runs and r.precision_ok]
+    at_slo = [r for r in eligible if r.qps_at_slo is not None]
+    if at_slo:
+        best = max(at_slo, key=lambda r: r.qps_at_slo or 0.0)
+        return best, "slo"
+    with_peak = [r for r in eligible if r.peak_qps is not None]
+    if with_peak:
+        return max(with_peak, key=lambda r: r.peak_qps or 0.0), "peak"
+    return None, "none"
+
+
+def overlay_figure(rows: list[ConfigRow], lang: str) -> str:
+    flang = figure_lang(lang)
+    with plt.rc_context(_style(flang)):
+        fig, (ax_qps, ax_p99) = plt.subplots(1, 2, figsize=(12, 4))
+        for row in rows:
+            if not row.runs:
+                continue
+            steps = row.runs[0].summary.steps
+            x = [s.stats.load for s in steps]
+            ax_qps.plot(
+                x,
+                [s.stats.qps for s in steps],
+                marker="o",
+                label=row.name,
+                lw=2.2 if row.is_baseline else 1.4,
+            )
+            p99 = [np.nan if s.stats.latency.p99_ms is None else s.stats.latency.p99_ms for s in steps]
+            ax_p99.plot(x, p99, marker="o", label=row.name, lw=2.2 if row.is_baseline else 1.4)
+        ax_qps.set_title(t("fig_throughput", flang))
+        ax_qps.set_ylabel(t("qps", flang))
+        ax_p99.set_title("P99")
+        ax_p99.set_ylabel(t("latency_ms", flang))
+        ax_p99.set_yscale("log")
+        for ax in (ax_qps, ax_p99):
+            ax.set_xlabel(t("load", flang))
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, ncol=2)
+        return to_data_uri(fig)
+
+
+def build_matrix_report(folder: Path, lang: str = "en") -> Path:
+    check_lang(lang)
+    record = MatrixRecord.read(folder)
+    rows = load_rows(folder, record)
+    attach_changes(rows)
+    best, basis = recommend(rows)
+    failed_precision = [r.name for r in rows if not r.precision_ok]
+    baseline = rows[0]
+    slo = baseline.runs[0].summary if baseline.runs else None
+    html = render(
+        "matrix.html.j2",
+        lang,
+        record=record,
+        rows=rows,
+        best=best,
+        basis=basis,
+        failed_precision=failed_precision,
+        failed_runs=[r for r in record.runs if not r.ok],
+        slo_p99_ms=slo.slo_p99_ms if slo else None,
+        error_budget=slo.error_budget if slo else None,
+        figure=overlay_figure(rows, lang),
+        metrics=HEADLINE_METRICS,
+    )
+    path = folder / MATRIX_REPORT
+    write_html(path, html)
+    return path

@@ -1,0 +1,83 @@
+"""The matrix report over run folders with known effects: changes, verdicts, precision exclusion, recommendation."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from analysis.compare import MetricChange
+from analysis.synth import synthesize
+from study.matrix import MatrixRecord, MatrixRun
+from study.matrix_report import build_matrix_report, merge_verdicts
+
+SPEC = {
+    "scenario": "ramp",
+    "profile": "quick",
+    "configurations": [
+        {"name": "baseline", "description": "no batching"},
+        {"name": "fast", "description": "twice as fast, same numerics"},
+        {"name": "faster-but-wrong", "description": "even faster, embeddings off"},
+    ],
+}
+
+
+def _matrix(tmp_path: Path) -> Path:
+    folder = tmp_path / "matrix"
+    runs = folder / "runs"
+    scales = {"baseline": 1.0, "fast": 0.5, "faster-but-wrong": 0.3}
+    record = MatrixRecord(spec=SPEC, repeat=1, started_unix_s=time.time(), finished_unix_s=time.time())
+    for order, (name, scale) in enumerate(scales.items()):
+        synthesize(runs / name, n_requests=4000, n_devices=1, hours=0.05, seed=order, latency_scale=scale)
+        record.runs.append(
+            MatrixRun(
+                config=name,
+                repeat=0,
+                order=order,
+                run_dir=f"runs/{name}",
+                ok=True,
+                service_args=["--batching"] if name != "baseline" else ["--no-batching"],
+            )
+        )
+    record.precision = {
+        "faster-but-wrong": {
+            "passed": False,
+            "cosine_mean": 0.71,
+            "cosine_min": 0.2,
+            "topk": 10,
+            "topk_agreement_mean": 0.4,
+        },
+    }
+    folder.mkdir(exist_ok=True)
+    record.write(folder)
+    return folder
+
+
+def test_matrix_report_shows_effects_and_never_recommends_a_precision_failure(tmp_path: Path) -> None:
+    folder = _matrix(tmp_path)
+    html = build_matrix_report(folder).read_text()
+    assert "faster-but-wrong failed the precision gate and are never recommended" in html
+    recommendation = re.search(r"<h2>Recommendation</h2>\s*<p><b>(.*?)</b>", html, re.S)
+    assert recommendation is not None
+    assert recommendation.group(1).startswith("fast:") or "fast (" in recommendation.group(1)
+    assert "faster-but-wrong:" not in recommendation.group(1)
+    # The fast configuration's QPS change is a significant gain.
+    assert 'class="better"' in html
+    assert "http://" not in html and "https://" not in html
+
+
+def test_chinese_matrix_report(tmp_path: Path) -> None:
+    html = build_matrix_report(_matrix(tmp_path), lang="zh").read_text()
+    assert "优化矩阵" in html and "推荐" in html
+
+
+def _change(verdict: str) -> MetricChange:
+    return MetricChange(
+        metric="qps", base=1.0, cand=2.0, diff=1.0, rel=1.0, ci_low=0.5, ci_high=1.5, verdict=verdict
+    )
+
+
+def test_repeats_must_agree_for_a_verdict() -> None:
+    assert merge_verdicts([_change("better"), _change("better")]) == "better"
+    assert merge_verdicts([_change("better"), _change("no_sig")]) == "no_sig"
+    assert merge_verdicts([_change("worse"), _change("better")]) == "no_sig"
