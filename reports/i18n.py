@@ -257,7 +257,6 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "description": ("Description", "说明"),
     "qps_at_slo": ("QPS at the SLO", "满足 SLO 的 QPS"),
     "change_vs_baseline": ("change vs baseline", "相对基线"),
-    "peak_qps": ("Peak QPS", "峰值 QPS"),
     "precision_check": ("Precision (mean cosine vs fp32)", "精度（与 fp32 的平均余弦）"),
     "precision_reference": ("fp32 reference", "fp32 基准"),
     "recommendation": ("Recommendation", "推荐"),
