@@ -243,7 +243,7 @@ def test_overload_queue_full_concurrency_and_deadline(minilm: EmbeddingModel) ->
     async def go() -> None:
         gated = GatedModel(minilm)
         gated.gate.set()
-        settings = ServiceSettings(queue_size=4, max_batch_size=2, max_wait_ms=0, deadline_ms=1500)
+        settings = ServiceSettings(queue_size=4, max_batch_size=2, max_wait_ms=0, deadline_ms=2000)
         async with serving(settings, gated) as client:
             gated.gate.clear()
             held = [asyncio.create_task(client.post("/v1/embeddings", json={"input": ["a", "b"]}))]
@@ -290,7 +290,7 @@ def test_skipped_work_is_not_computed(minilm: EmbeddingModel) -> None:
         gated = GatedModel(minilm)
         gated.gate.set()
         async with serving(
-            ServiceSettings(max_batch_size=1, max_wait_ms=0, deadline_ms=300), gated
+            ServiceSettings(max_batch_size=1, max_wait_ms=0, deadline_ms=2000), gated
         ) as client:
             before = (await client.get("/metrics")).text
             gated.gate.clear()
