@@ -115,6 +115,7 @@ def run_matrix(
 
     folder = runs_dir / make_run_id("matrix", Path(spec.scenario).stem)
     folder.mkdir(parents=True, exist_ok=False)
+    (folder / "logs").mkdir()
     record = MatrixRecord(spec=spec.model_dump(), repeat=repeat, started_unix_s=time.time())
     record.write(folder)
     if check_precision:
@@ -132,7 +133,10 @@ def run_matrix(
         started = time.monotonic()
         run = MatrixRun(config=config.name, repeat=r, order=order, run_dir=None, ok=False, service_args=args)
         try:
-            with ServiceProcess(args, log_path=folder / f"service-{config.name}-r{r}.log") as service:
+            with (
+                ServiceProcess(args, log_path=folder / "logs" / f"service-{config.name}-r{r}.log") as service,
+                open(folder / "logs" / f"locust-{config.name}-r{r}.log", "w", encoding="utf-8") as locust_log,
+            ):
                 run_folder = run_scenario(
                     spec.scenario,
                     service.url,
@@ -140,6 +144,7 @@ def run_matrix(
                     label=f"{config.name}-r{r}",
                     profile=spec.profile,
                     overrides=overrides,
+                    echo=locust_log,
                 )
             run.run_dir = str(run_folder.root.relative_to(folder))
             run.ok = True
