@@ -101,6 +101,7 @@ class WatchStream:
         self.proc: subprocess.Popen[str] | None = None
         self.stop_event = threading.Event()
         self.restarts = 0
+        self.gap_since_mono_s: float | None = None  # when the stream stopped delivering rows
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="npu-smi-watch", daemon=True)
 
@@ -114,6 +115,8 @@ class WatchStream:
             reason = self._run_once()
             if self.stop_event.is_set():
                 return
+            if self.gap_since_mono_s is None:
+                self.gap_since_mono_s = self.last_line_mono_s
             if time.monotonic() - started > STABLE_RUN_S:
                 backoff_s = BACKOFF_START_S
             self.restarts += 1
@@ -138,6 +141,7 @@ class WatchStream:
             self.last_line_mono_s = time.monotonic()
         parser = nparse.WatchParser()
         assert proc.stdout is not None
+        waiting_since = self.gap_since_mono_s
         for line in proc.stdout:
             now = time.monotonic()
             self.last_line_mono_s = now
@@ -150,6 +154,11 @@ class WatchStream:
             mapped = nmap.metrics_from_watch_row(row)
             if mapped is not None:
                 self.latest[mapped[0]] = (now, mapped[1])
+                if waiting_since is not None:
+                    self.source.status.event(
+                        "recovered", f"npu-smi watch rows again after {now - waiting_since:.0f} s"
+                    )
+                    waiting_since = self.gap_since_mono_s = None
         rc = proc.wait()
         with self._lock:
             self.proc = None

@@ -17,7 +17,7 @@ from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError
 from embedperf.schema import TelemetrySample
 
-QUERY_TIMEOUT_S = 30.0
+QUERY_TIMEOUT_S = 8.0  # within the runner's stop budget
 # exporter metric -> (canonical metric, scale)
 NPU_EXPORTER: Mapping[str, tuple[str, float]] = {
     "npu_chip_info_utilization": ("aicore_util_pct", 1.0),

@@ -21,7 +21,8 @@ from embedperf.parts import PartsWriter
 from embedperf.schema import TELEMETRY_SCHEMA, RunFolder, TelemetrySample, compact_parts
 
 STATUS_REFRESH_S = 5.0
-JOIN_TIMEOUT_S = 20.0
+# All sources together get this long to finish after stop: the load runs wait about 15 s after SIGTERM.
+JOIN_TIMEOUT_S = 10.0
 
 
 class CollectorRunner:
@@ -57,8 +58,9 @@ class CollectorRunner:
                 break
             self.write_status()
         self.stop_event.set()
+        join_deadline = time.monotonic() + JOIN_TIMEOUT_S
         for thread in self._threads:
-            thread.join(JOIN_TIMEOUT_S)
+            thread.join(max(0.0, join_deadline - time.monotonic()))
         for thread in self._threads:
             if thread.is_alive():
                 name = thread.name.removeprefix("collector-")

@@ -50,3 +50,17 @@ def test_explicit_missing_source_is_failed(tmp_path: Path) -> None:
     )
     (source,) = build_sources(config)
     assert source.status.snapshot().status == "failed"
+
+
+def test_embedperf_collect_runs_in_process(tmp_path: Path) -> None:
+    from embedperf.cli import main
+
+    assert main(["collect", "--out", str(tmp_path), "--duration", "1.5", "--sources", "psutil"]) == 0
+    assert (tmp_path / "telemetry.parquet").is_file()
+    assert '"name": "psutil"' in (tmp_path / "collectors.json").read_text()
+
+
+def test_embedperf_collect_bad_flag_is_one_line_error(tmp_path: Path) -> None:
+    from embedperf.cli import main
+
+    assert main(["collect", "--out", str(tmp_path), "--sources", "gpu"]) == 2
