@@ -83,8 +83,14 @@ def config_from_args(argv: list[str]) -> CollectorConfig:
         if args.npu_ids:
             values["npu_ids"] = tuple(int(v) for v in args.npu_ids.split(",") if v.strip())
         return CollectorConfig.model_validate(values)
-    except (ValidationError, ValueError) as exc:
-        raise ConfigError(f"invalid collector options: {exc}") from exc
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid collector options: {problems}") from exc
+    except ValueError as exc:
+        raise ConfigError(f"invalid --npu-ids {args.npu_ids!r}: give NPU IDs such as 4,5") from exc
 
 
 def build_sources(config: CollectorConfig) -> list[Source]:
