@@ -71,6 +71,6 @@ def main(argv: list[str]) -> int:
     except (ImportError, AttributeError) as exc:
         print(f"report builder not available ({exc}); the run folder is complete: {folder.root}")
         return 0
-    report = build_report(folder.root, lang="en")
+    report = build_report(folder, lang="en")
     print(f"report: {report}")
     return 0
