@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def test_pulls_the_run_window_and_maps_exporter_names(tmp_path: Path, prometheus
     assert len(ts) >= 3 and all(abs(b - a - 1.0) < 1e-6 for a, b in zip(ts, ts[1:], strict=False))
 
     # an explicit window (--prometheus-start/--prometheus-end) is pulled as given
-    window_start = float(int(started))
+    window_start = float(math.ceil(started))  # data exists from before `started`, not before its floor
     out2 = tmp_path / "run2"
     args = ["--sources", "prometheus", "--prometheus-url", prometheus_url, "--duration", "0.5"]
     args += ["--prometheus-start", str(window_start), "--prometheus-end", str(window_start + 2)]
