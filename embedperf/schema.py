@@ -250,6 +250,11 @@ class RunFolder:
         return self.root / "collectors.json"
 
     @property
+    def precision(self) -> Path:
+        """Precision check of the configuration the run measured (embedperf precision / matrix)."""
+        return self.root / "precision.json"
+
+    @property
     def locust(self) -> Path:
         return self.root / "locust"
 

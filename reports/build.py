@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -43,7 +45,18 @@ def top_errors(analysis: RunAnalysis) -> list[tuple[str, int]]:
     return [(str(k), int(v)) for k, v in counts.items()]
 
 
-def render_run_report(analysis: RunAnalysis, lang: str) -> str:
+def read_precision(folder: RunFolder) -> dict[str, Any] | None:
+    """The precision check stored beside the run, if one was made (embedperf precision --run / matrix)."""
+    if not folder.precision.is_file():
+        return None
+    try:
+        data = json.loads(folder.precision.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any] | None = None) -> str:
     summary = analysis.summary
     labels = {s.stats.index: s.stats.label for s in summary.steps}
     duration_s = (
@@ -62,6 +75,7 @@ def render_run_report(analysis: RunAnalysis, lang: str) -> str:
         step_label=lambda index: labels.get(index, str(index)),
         finding=_finding_text(lang),
         top_errors=top_errors(analysis),
+        precision=precision,
     )
 
 
@@ -82,5 +96,5 @@ def build_report(folder: RunFolder, lang: str = "en", slo_p99_ms: float | None =
     check_lang(lang)
     analysis = analyse_folder(folder, slo_p99_ms=slo_p99_ms)
     write_analysis(folder, analysis.summary)
-    write_html(folder.report, render_run_report(analysis, lang))
+    write_html(folder.report, render_run_report(analysis, lang, read_precision(folder)))
     return folder.report

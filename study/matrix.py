@@ -148,6 +148,10 @@ def run_matrix(
                 )
             run.run_dir = str(run_folder.root.relative_to(folder))
             run.ok = True
+            if config.name in record.precision:
+                run_folder.precision.write_text(
+                    json.dumps(record.precision[config.name], indent=2), encoding="utf-8"
+                )
         except EmbedperfError as exc:
             run.error = str(exc)
             log(f"  failed: {exc}")

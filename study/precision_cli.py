@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from embedperf.errors import ConfigError, GateFailed
+from embedperf.schema import open_run_folder
 from study.corpus import load_eval_corpus
 from study.precision import (
     GATE_MIN_MEAN_COSINE,
@@ -69,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--threads", type=int, default=None, help="torch threads for local models")
     parser.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
+    parser.add_argument(
+        "--run",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="store the result in RUN_DIR/precision.json so the run's report shows it",
+    )
     return parser
 
 
@@ -129,6 +137,10 @@ def main(argv: list[str]) -> int:
     if args.out:
         write_result(result, args.out)
         print(f"result: {args.out}")
+    if args.run:
+        folder = open_run_folder(args.run)
+        write_result(result, folder.precision)
+        print(f"result: {folder.precision} (rebuild the report with: embedperf report {folder.root})")
     if not result.passed:
         raise GateFailed(
             f"mean cosine {result.cosine_mean:.6f} is below {result.gate_min_mean_cosine}: "

@@ -81,3 +81,34 @@ def test_repeats_must_agree_for_a_verdict() -> None:
     assert merge_verdicts([_change("better"), _change("better")]) == "better"
     assert merge_verdicts([_change("better"), _change("no_sig")]) == "no_sig"
     assert merge_verdicts([_change("worse"), _change("better")]) == "no_sig"
+
+
+def test_run_report_shows_a_stored_precision_check(tmp_path: Path) -> None:
+    import json
+
+    from embedperf.schema import RunFolder
+    from reports.build import build_report
+
+    folder: RunFolder = synthesize(tmp_path / "run", n_requests=500, n_devices=1, hours=0.02)
+    assert "Precision (mean cosine vs fp32)" not in build_report(folder).read_text()
+    folder.precision.write_text(
+        json.dumps(
+            {
+                "candidate": "int8 <b>build</b>",
+                "reference": "fp32",
+                "n_texts": 150,
+                "cosine_mean": 0.9957,
+                "cosine_min": 0.98,
+                "cosine_p1": 0.981,
+                "topk": 10,
+                "topk_agreement_mean": 0.93,
+                "topk_agreement_min": 0.6,
+                "profile": "standard",
+                "gate_min_mean_cosine": 0.99,
+                "passed": True,
+            }
+        )
+    )
+    html = build_report(folder).read_text()
+    assert "Precision (mean cosine vs fp32)" in html and "0.99570" in html
+    assert "int8 &lt;b&gt;build&lt;/b&gt;" in html
