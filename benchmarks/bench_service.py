@@ -1,0 +1,257 @@
+"""Service benchmark: the model's offline ceiling vs closed-loop QPS / P50 / P99 with batching off and on.
+
+Run: `python benchmarks/bench_service.py [--quick] [--threads N]` (make bench-service). The service runs as a
+subprocess on a free loopback port; the load generator is an asyncio httpx client in this process, on the same
+cores, so its own CPU is printed too. Percentiles are exact, from every request's latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psutil
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+EN = [
+    "the service batches requests",
+    "latency at the 99th percentile",
+    "embedding models on accelerators",
+    "capacity planning for search",
+    "a quick brown fox",
+    "vector databases need fresh data",
+]
+ZH = [
+    "深度学习推理性能",
+    "向量检索系统",
+    "今天天气很好",
+    "昇腾芯片上的模型部署",
+    "文本嵌入质量评估",
+    "动态批处理优化",
+]
+
+
+def corpus(n: int, seed: int = 7) -> list[str]:
+    """Short mixed Chinese/English inputs of roughly 20 tokens each."""
+    rng = random.Random(seed)
+    return [f"{rng.choice(EN)}，{rng.choice(ZH)} {rng.choice(EN)} #{i}" for i in range(n)]
+
+
+@dataclass
+class Level:
+    mode: str
+    clients: int
+    qps: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    generator_cpu_pct: float
+
+
+def offline_ceiling(texts: list[str], duration_s: float, threads: int | None) -> tuple[float, int, float]:
+    """(best inputs/s, best batch size, single-input median latency ms) of the model in this process."""
+    import torch
+
+    from service.model import load_model
+
+    model = load_model(threads=threads)
+    best = (0.0, 1)
+    for batch_size in (1, 8, 16, 32, 64):
+        model.encode(texts[:batch_size], batch_size=batch_size)
+        done, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < duration_s:
+            start = (done * 7) % (len(texts) - batch_size)
+            model.encode(texts[start : start + batch_size], batch_size=batch_size)
+            done += batch_size
+        rate = done / (time.perf_counter() - t0)
+        print(f"  offline batch {batch_size:>3}: {rate:8.1f} inputs/s")
+        best = max(best, (rate, batch_size))
+    singles = []
+    for text in texts[:200]:
+        t0 = time.perf_counter()
+        model.encode([text])
+        singles.append((time.perf_counter() - t0) * 1000)
+    del model
+    torch.set_num_threads(torch.get_num_threads())
+    return best[0], best[1], float(np.median(singles))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_service(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "service", "--port", str(port), "--log-level", "warning", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO_ROOT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise SystemExit(f"service exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    proc.kill()
+    raise SystemExit("service not ready after 150 s")
+
+
+def stop_service(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+async def closed_loop(
+    url: str, texts: list[str], clients: int, duration_s: float, max_requests: int = 0
+) -> list[tuple[int, float]]:
+    """`clients` users each sending one request after the previous answer; returns (status, latency_ms) rows."""
+    rows: list[tuple[int, float]] = []
+    stop_at = time.perf_counter() + duration_s
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+
+        async def user(index: int) -> None:
+            i = index
+            while time.perf_counter() < stop_at and not (max_requests and len(rows) >= max_requests):
+                i += clients
+                t0 = time.perf_counter()
+                try:
+                    r = await client.post(
+                        "/v1/embeddings", json={"input": texts[i % len(texts)], "model": "all-MiniLM-L6-v2"}
+                    )
+                    status = r.status_code
+                except httpx.HTTPError:
+                    status = 0
+                rows.append((status, (time.perf_counter() - t0) * 1000))
+
+        await asyncio.gather(*(user(i) for i in range(clients)))
+    return rows
+
+
+def measure(url: str, mode: str, texts: list[str], clients: int, duration_s: float) -> Level:
+    me = psutil.Process()
+    cpu0, t0 = me.cpu_times(), time.perf_counter()
+    rows = asyncio.run(closed_loop(url, texts, clients, duration_s))
+    wall_s = time.perf_counter() - t0
+    cpu1 = me.cpu_times()
+    latencies = np.array([lat for status, lat in rows if status == 200])
+    ok = len(latencies)
+    return Level(
+        mode=mode,
+        clients=clients,
+        qps=ok / wall_s,
+        p50_ms=float(np.percentile(latencies, 50)) if ok else float("nan"),
+        p99_ms=float(np.percentile(latencies, 99)) if ok else float("nan"),
+        errors=len(rows) - ok,
+        generator_cpu_pct=100 * ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / wall_s,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="short levels (3 s) and a 2,000-request RSS check"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads in the service (default: torch's)"
+    )
+    parser.add_argument(
+        "--level-s", type=float, default=None, help="seconds per load level (default 10, quick 3)"
+    )
+    args = parser.parse_args()
+    level_s = args.level_s or (3.0 if args.quick else 10.0)
+    rss_requests = 2_000 if args.quick else 10_000
+    texts = corpus(4000)
+    thread_args = ["--threads", str(args.threads)] if args.threads else []
+    print(
+        f"embedperf service benchmark: {psutil.cpu_count()} cores, {level_s:.0f} s per level, threads={args.threads or 'torch default'}"
+    )
+
+    ceiling, best_batch, single_ms = offline_ceiling(texts, 1.0 if args.quick else 3.0, args.threads)
+    print(
+        f"offline ceiling {ceiling:.1f} inputs/s at batch {best_batch}; single-input latency {single_ms:.2f} ms"
+    )
+
+    levels: list[Level] = []
+    rss_growth_pct = float("nan")
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode, flags in (("off", ["--no-batching"]), ("on", [])):
+            proc, url = start_service([*flags, *thread_args], Path(tmp) / f"service-{mode}.log")
+            try:
+                asyncio.run(closed_loop(url, texts, 10, 1.0))  # warm the connection path
+                for clients in (1, 10, 50, 100):
+                    level = measure(url, mode, texts, clients, level_s)
+                    levels.append(level)
+                    print(
+                        f"  batching {mode:<3} {clients:>3} clients: {level.qps:8.1f} QPS  P50 {level.p50_ms:7.1f} ms  "
+                        f"P99 {level.p99_ms:7.1f} ms  errors {level.errors}  generator CPU {level.generator_cpu_pct:5.1f}%"
+                    )
+                if mode == "on":
+                    service = psutil.Process(proc.pid)
+                    asyncio.run(closed_loop(url, texts, 50, 120, max_requests=rss_requests // 10))
+                    rss0 = service.memory_info().rss
+                    asyncio.run(closed_loop(url, texts, 50, 600, max_requests=rss_requests))
+                    rss1 = service.memory_info().rss
+                    rss_growth_pct = 100 * (rss1 - rss0) / rss0
+                    print(
+                        f"  RSS {rss0 / 2**20:.0f} MiB -> {rss1 / 2**20:.0f} MiB over {rss_requests} requests ({rss_growth_pct:+.1f}%)"
+                    )
+            finally:
+                stop_service(proc)
+
+    by = {(lv.mode, lv.clients): lv for lv in levels}
+    best_high = max(by[("on", 50)].qps, by[("on", 100)].qps)
+    targets = [
+        ("batching on >= 3x off at 50 clients", by[("on", 50)].qps / by[("off", 50)].qps, 3.0, ">="),
+        ("QPS at 50-100 clients >= 80% of offline ceiling", best_high / ceiling, 0.8, ">="),
+        ("P99 at 100 clients (batching on) <= 1000 ms", by[("on", 100)].p99_ms, 1000.0, "<="),
+        ("P50 at 1 client - single-input latency <= 10 ms", by[("on", 1)].p50_ms - single_ms, 10.0, "<="),
+        (f"RSS growth over {rss_requests} requests <= 10%", rss_growth_pct, 10.0, "<="),
+    ]
+    print()
+    print(f"{'mode':<5}{'clients':>8}{'QPS':>10}{'P50 ms':>10}{'P99 ms':>10}{'errors':>8}{'gen CPU%':>10}")
+    for lv in levels:
+        print(
+            f"{lv.mode:<5}{lv.clients:>8}{lv.qps:>10.1f}{lv.p50_ms:>10.1f}{lv.p99_ms:>10.1f}{lv.errors:>8}{lv.generator_cpu_pct:>10.1f}"
+        )
+    print(f"offline ceiling: {ceiling:.1f} inputs/s (batch {best_batch}); single input {single_ms:.2f} ms")
+    print()
+    failed = 0
+    for name, value, bound, op in targets:
+        ok = value >= bound if op == ">=" else value <= bound
+        failed += not ok
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {value:.2f} (target {op} {bound:g})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
