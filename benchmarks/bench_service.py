@@ -182,7 +182,11 @@ def main() -> int:
         "--quick", action="store_true", help="short levels (3 s) and a 2,000-request RSS check"
     )
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads in the service (default: torch's)"
+        "--threads",
+        type=int,
+        default=1 if (os.cpu_count() or 1) <= 2 else None,
+        help="torch threads in the service and the offline run (default: 1 on <= 2 cores, where the generator and "
+        "uvicorn share the cores and two OpenMP threads collapse under contention; else torch's)",
     )
     parser.add_argument(
         "--level-s", type=float, default=None, help="seconds per load level (default 10, quick 3)"
