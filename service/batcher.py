@@ -361,7 +361,10 @@ class Batcher:
                     chosen = self._select()
                     full = len(chosen) < len(self._pending) or len(chosen) >= self.config.max_batch_size
                     wait_s = self._pending[0].t_enqueued_s + self.config.max_wait_ms / 1000 - now_s
-                    if not self.config.batching or full or wait_s <= 0 or self._stopping:
+                    # Wait only for inputs already accepted and still being tokenised: waiting for arrivals
+                    # that may never come only adds latency (a lone client would pay max_wait on every call).
+                    more_coming = self._waiting > len(self._pending)
+                    if not self.config.batching or full or wait_s <= 0 or not more_coming or self._stopping:
                         chosen_ids = {id(item) for item in chosen}
                         self._pending = [item for item in self._pending if id(item) not in chosen_ids]
                         self._release(len(chosen))

@@ -39,7 +39,9 @@ class ServiceSettings(BaseSettings):
         8192, ge=1, description="Most padded tokens (inputs x longest) in one batch."
     )
     max_wait_ms: float = Field(
-        5.0, ge=0, description="Longest wait for a batch to fill after its first input."
+        5.0,
+        ge=0,
+        description="Longest wait for a batch to fill after its first input, while more accepted inputs are still being tokenised.",
     )
     sort_by_length: bool = Field(True, description="Group inputs of similar token length to reduce padding.")
     overlap_tokenize: bool = Field(
