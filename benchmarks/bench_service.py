@@ -221,7 +221,9 @@ def main() -> int:
                     )
                 if mode == "on":
                     service = psutil.Process(proc.pid)
-                    asyncio.run(closed_loop(url, texts, 50, 120, max_requests=rss_requests // 10))
+                    asyncio.run(
+                        closed_loop(url, texts, 50, 120, max_requests=rss_requests // 5)
+                    )  # past allocator warm-up
                     rss0 = service.memory_info().rss
                     asyncio.run(closed_loop(url, texts, 50, 600, max_requests=rss_requests))
                     rss1 = service.memory_info().rss
