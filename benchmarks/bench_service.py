@@ -1,14 +1,16 @@
 """Service benchmark: the model's offline ceiling vs closed-loop QPS / P50 / P99 with batching off and on.
 
 Run: `python benchmarks/bench_service.py [--quick] [--threads N]` (make bench-service). The service runs as a
-subprocess on a free loopback port; the load generator is an asyncio httpx client in this process, on the same
-cores, so its own CPU is printed too. Percentiles are exact, from every request's latency.
+subprocess on a free loopback port; the load generator is a lean asyncio HTTP/1.1 client in this process (one
+keep-alive connection per client, like Locust's FastHttpUser) on the same cores, so its own CPU is printed too.
+Percentiles are exact, from every request's latency.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import signal
@@ -130,30 +132,53 @@ def stop_service(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=5)
 
 
+async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, body: bytes) -> int:
+    """One HTTP/1.1 keep-alive POST; returns the status. A lean client keeps the generator's CPU low."""
+    writer.write(
+        b"POST /v1/embeddings HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    await reader.readexactly(length)
+    return status
+
+
 async def closed_loop(
     url: str, texts: list[str], clients: int, duration_s: float, max_requests: int = 0
 ) -> list[tuple[int, float]]:
-    """`clients` users each sending one request after the previous answer; returns (status, latency_ms) rows."""
+    """`clients` users, each on its own keep-alive connection, sending one request after the previous answer.
+
+    Returns (status, latency_ms) rows; status 0 is a transport error.
+    """
     rows: list[tuple[int, float]] = []
     stop_at = time.perf_counter() + duration_s
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+    host_port = url.removeprefix("http://")
+    host, port = host_port.rsplit(":", 1)
+    bodies = [json.dumps({"input": t, "model": "all-MiniLM-L6-v2"}).encode() for t in texts]
 
-        async def user(index: int) -> None:
-            i = index
+    async def user(index: int) -> None:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        i = index
+        try:
             while time.perf_counter() < stop_at and not (max_requests and len(rows) >= max_requests):
                 i += clients
                 t0 = time.perf_counter()
                 try:
-                    r = await client.post(
-                        "/v1/embeddings", json={"input": texts[i % len(texts)], "model": "all-MiniLM-L6-v2"}
-                    )
-                    status = r.status_code
-                except httpx.HTTPError:
+                    status = await _post(reader, writer, host_port, bodies[i % len(bodies)])
+                except (OSError, asyncio.IncompleteReadError, ValueError):
                     status = 0
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, int(port))
                 rows.append((status, (time.perf_counter() - t0) * 1000))
+        finally:
+            writer.close()
 
-        await asyncio.gather(*(user(i) for i in range(clients)))
+    await asyncio.gather(*(user(i) for i in range(clients)))
     return rows
 
 
