@@ -1,20 +1,30 @@
 """Recorder benchmark: generator CPU per request with the recorder vs bare Locust, and timing accuracy.
 
+Cost is measured in the steady state, from outside the generator and the same way for every
+side: the generator's CPU time (psutil) and the stub's request count are read at two marks
+after a warm-up and before the end; sides alternate over several repetitions. Start-up (imports)
+and end-of-run work (Parquet compaction, Locust's CSV/HTML) are reported apart as fixed costs.
 Prints figures and PASS/FAIL per target. `--quick` shortens every phase. Runs only on loopback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -22,50 +32,207 @@ sys.path.insert(0, str(REPO_ROOT))
 from embedperf.schema import RunFolder, latest_run_folder, read_requests_table  # noqa: E402
 from loadgen.stub_server import running_stub  # noqa: E402
 
+USERS = 8
+POLL_S = 0.05
+CORPUS = "en_short"
+# The same payload on every side: one text from the corpus per request, float embeddings.
+PAYLOAD_SETS = [
+    "--set",
+    f"payload.corpora=[{CORPUS}]",
+    "--set",
+    "payload.inputs_per_request=[{n: 1, weight: 1}]",
+]
+
 BARE_LOCUSTFILE = """
-from locust import FastHttpUser, constant, task
+import random
+from locust import FastHttpUser, constant, constant_throughput, task
+from loadgen.payloads import load_corpus
+
+TEXTS = load_corpus(%(corpus)r)
 
 class Bare(FastHttpUser):
-    wait_time = constant(0)
+    wait_time = %(wait)s
 
     @task
     def embed(self):
-        self.client.post("/v1/embeddings", json={"input": ["How do I reset my password?"], "model": "m"})
+        body = {"input": [random.choice(TEXTS)], "model": %(model)r, "encoding_format": "float"}
+        self.client.post("/v1/embeddings", json=body)
 """
-USERS = 8
+
+# embedperf's own user and answer validation, with a sink that drops every row: no recorder.
+VALIDATED_LOCUSTFILE = """
+from locust import constant, constant_throughput, events
+from loadgen import context, users
+from scenarios.loader import load_scenario
+
+class Validated(users.EmbeddingUser):
+    wait_time = %(wait)s
+
+@events.init.add_listener
+def _init(environment, **_):
+    overrides = {"payload.corpora": "[%(corpus)s]", "payload.inputs_per_request": "[{n: 1, weight: 1}]"}
+    scenario = load_scenario("smoke", overrides=overrides)
+    context.set_current(context.build_context(scenario, environment.host, lambda row: None, "local", None))
+"""
+
+# locustfiles/ramp.py with the same pacing as the other sides.
+RECORDED_LOCUSTFILE = """
+from locust import constant, constant_throughput
+from loadgen import users
+from loadgen.plugin import install
+from loadgen.shapes import ScenarioShape
+
+install(default_scenario="smoke")
+
+class Recorded(users.EmbeddingUser):
+    wait_time = %(wait)s
+"""
 
 
-def run_measured(cmd: list[str]) -> tuple[float, str]:
-    """Run a command; returns (child CPU seconds from rusage, stdout)."""
-    with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=out, stderr=subprocess.DEVNULL, text=True)
-        _, _, usage = os.wait4(proc.pid, 0)
-        proc.returncode = 0
-        out.seek(0)
-        return usage.ru_utime + usage.ru_stime, out.read()
+@dataclass
+class Sample:
+    """One generator run seen from outside: CPU seconds and requests at each mark."""
+
+    side: str
+    startup_cpu_s: float  # process start -> first request reaching the stub
+    steady_cpu_s: float  # between the two marks
+    steady_requests: int
+    steady_wall_s: float
+    tail_cpu_s: float  # last request -> process exit (compaction, reports, shutdown)
+    total_cpu_s: float
+    total_requests: int
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return 1000.0 * self.steady_cpu_s / max(self.steady_requests, 1)
 
 
-def bare_run(url: str, duration_s: float, tmp: Path) -> tuple[float, int]:
-    locustfile = tmp / "bare_locustfile.py"
-    locustfile.write_text(BARE_LOCUSTFILE)
-    prefix = tmp / f"bare{time.monotonic_ns()}"
-    cpu_s, _ = run_measured(
-        [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "--only-summary", "-u", str(USERS),
-         "-r", "1000", "-t", f"{duration_s:.0f}s", "--host", url, "--csv", str(prefix)]
-    )  # fmt: skip
-    lines = Path(f"{prefix}_stats.csv").read_text().splitlines()
-    count = int(next(line for line in lines if ",Aggregated," in line).split(",")[2])
-    return cpu_s, count
+def stub_count(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/_count", timeout=2) as resp:  # noqa: S310 - loopback stub
+        return int(json.loads(resp.read())["requests"])
 
 
-def recorded_run(
-    url: str, duration_s: float, runs: Path, extra: list[str], locustfile: str = "ramp.py"
-) -> tuple[float, RunFolder]:
-    cpu_s, out = run_measured(
-        [sys.executable, "-m", "locust", "-f", str(REPO_ROOT / "locustfiles" / locustfile), "--headless",
-         "--only-summary", "--host", url, "--runs-dir", str(runs), "--no-collectors", *extra]
-    )  # fmt: skip
-    return cpu_s, latest_run_folder(runs)
+def cpu_s(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
+def measure(side: str, cmd: list[str], url: str, warmup_s: float, window_s: float, limit_s: float) -> Sample:
+    """Run one generator; mark CPU and the stub's count after warm-up and after the window."""
+    base = stub_count(url)
+    popen = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = psutil.Process(popen.pid)
+    deadline = time.monotonic() + limit_s
+    try:
+        while stub_count(url) == base:  # start-up: imports, scenario, run folder, spawning
+            if popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{side}: generator produced no request (exit {popen.returncode})")
+            time.sleep(POLL_S)
+        startup = cpu_s(proc)
+        time.sleep(warmup_s)
+        c1, n1, t1 = cpu_s(proc), stub_count(url), time.monotonic()
+        time.sleep(window_s)
+        c2, n2, t2 = cpu_s(proc), stub_count(url), time.monotonic()
+        last_n, last_cpu = n2, c2
+        while True:  # end of the load, then the run's closing work; wait4 keeps the child's rusage
+            pid, status, usage = os.wait4(popen.pid, os.WNOHANG)
+            if pid:
+                popen.returncode = os.waitstatus_to_exitcode(status)
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{side}: generator did not stop within {limit_s:.0f} s")
+            with contextlib.suppress(psutil.NoSuchProcess):
+                cpu, n = cpu_s(proc), stub_count(url)
+                if n != last_n:
+                    last_n, last_cpu = n, cpu
+            time.sleep(POLL_S)
+    finally:
+        if popen.returncode is None:
+            popen.kill()
+            popen.wait()
+    total = usage.ru_utime + usage.ru_stime
+    return Sample(side, startup, c2 - c1, n2 - n1, t2 - t1, total - last_cpu, total, stub_count(url) - base)
+
+
+def side_commands(url: str, run_s: float, rate: float, tmp: Path) -> dict[str, list[str]]:
+    from scenarios.loader import load_scenario
+
+    model = load_scenario("smoke").target.model
+    wait = f"constant_throughput({rate / USERS})" if rate > 0 else "constant(0)"
+    files = {}
+    for side, text in (
+        ("bare", BARE_LOCUSTFILE % {"corpus": CORPUS, "model": model, "wait": wait}),
+        ("validated", VALIDATED_LOCUSTFILE % {"corpus": CORPUS, "wait": wait}),
+        ("recorded", RECORDED_LOCUSTFILE % {"wait": wait}),
+    ):
+        files[side] = tmp / f"{side}_locustfile.py"
+        files[side].write_text(text)
+    locust = [sys.executable, "-m", "locust", "--headless", "--only-summary", "--host", url]
+    timed = ["-u", str(USERS), "-r", "1000", "-t", f"{run_s:.0f}s"]
+    steps = f"steps=[{{label: u{USERS}, users: {USERS}, duration_s: {run_s:.0f}}}]"
+    return {
+        "bare": [*locust, "-f", str(files["bare"]), *timed],
+        "validated": [*locust, "-f", str(files["validated"]), *timed],
+        "recorded": [
+            *locust, "-f", str(files["recorded"]), "--runs-dir", str(tmp / "runs-cost"),
+            "--no-collectors", "--scenario", "smoke", "--set", steps, *PAYLOAD_SETS,
+        ],
+    }  # fmt: skip
+
+
+def spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):.4f} (min {min(values):.4f}, max {max(values):.4f})"
+
+
+def bench_cost(reps: int, warmup_s: float, window_s: float, rate: float, tmp: Path) -> None:
+    pacing = f"paced to {rate:.0f} req/s in all" if rate > 0 else "unpaced (as fast as each side goes)"
+    print(
+        f"== recorder cost: {USERS} closed-loop users {pacing}, zero-delay stub, {reps} alternating "
+        f"repetitions, steady window {window_s:.0f} s after {warmup_s:.0f} s warm-up =="
+    )
+    run_s = warmup_s + window_s + 4.0  # the marks land well inside the load
+    samples: dict[str, list[Sample]] = {"bare": [], "validated": [], "recorded": []}
+    with running_stub() as url:
+        commands = side_commands(url, run_s, rate, tmp)
+        for rep in range(reps):
+            order = list(commands) if rep % 2 == 0 else list(reversed(commands))
+            for side in order:
+                samples[side].append(measure(side, commands[side], url, warmup_s, window_s, run_s + 60))
+    print("CPU ms per request in the steady state (generator process, user + system):")
+    for side, label in (
+        ("bare", "bare Locust FastHttpUser (post, no body check)"),
+        ("validated", "embedperf user, answer validated, row built, not recorded"),
+        ("recorded", "embedperf user + recorder (run folder written)"),
+    ):
+        per = [s.cpu_ms_per_request for s in samples[side]]
+        achieved = [s.steady_requests / s.steady_wall_s for s in samples[side]]
+        print(f"  {side:9s} {spread(per)} ms; {statistics.median(achieved):.0f} req/s  [{label}]")
+    bare = statistics.median(s.cpu_ms_per_request for s in samples["bare"])
+    validated = statistics.median(s.cpu_ms_per_request for s in samples["validated"])
+    recorded = statistics.median(s.cpu_ms_per_request for s in samples["recorded"])
+    paired = [
+        r.cpu_ms_per_request / b.cpu_ms_per_request - 1
+        for r, b in zip(samples["recorded"], samples["bare"], strict=True)
+    ]
+    overhead = recorded / bare - 1
+    print(
+        f"  breakdown vs bare: validation and row {1000 * (validated - bare):+.1f} us/request, "
+        f"recording {1000 * (recorded - validated):+.1f} us/request"
+    )
+    print(
+        f"[{verdict(overhead <= 0.10)}] recorder + validation vs bare Locust: {overhead * 100:+.1f}% CPU per request "
+        f"(per-repetition pairs: {', '.join(f'{p * 100:+.0f}%' for p in paired)}; target <= +10%)"
+    )
+    per_core = 1000.0 / recorded
+    print(
+        f"[{verdict(per_core >= 1500)}] {per_core:.0f} recorded requests per generator CPU-second (target >= 1500)"
+    )
+    print("fixed costs per run, CPU seconds (median): start-up to first request / after the last request")
+    for side, runs in samples.items():
+        print(
+            f"  {side:9s} {statistics.median(s.startup_cpu_s for s in runs):.2f} / "
+            f"{statistics.median(s.tail_cpu_s for s in runs):.2f}"
+        )
 
 
 def verdict(ok: bool) -> str:
@@ -77,30 +244,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
 
 
-def bench_cost(duration_s: float, tmp: Path) -> None:
-    print(
-        f"== recorder cost: {USERS} closed-loop users against a zero-delay stub, {duration_s:.0f} s per run =="
-    )
-    with running_stub() as url:
-        bare, ours = [], []
-        for i in range(2):  # alternate, so drift on a shared machine hits both
-            cpu_s, n = bare_run(url, duration_s, tmp)
-            bare.append((cpu_s, n))
-            runs = tmp / f"runs-cost-{i}"
-            steps = f"steps=[{{users: {USERS}, duration_s: {duration_s}}}]"
-            cpu_r, folder = recorded_run(url, duration_s, runs, ["--scenario", "smoke", "--set", steps])
-            rows = read_requests_table(folder).num_rows
-            ours.append((cpu_r, rows))
-    bare_cpu_ms = 1000 * sum(c for c, _ in bare) / sum(n for _, n in bare)
-    ours_cpu_ms = 1000 * sum(c for c, _ in ours) / sum(n for _, n in ours)
-    overhead = ours_cpu_ms / bare_cpu_ms - 1
-    per_core = 1000 / ours_cpu_ms
-    print(f"bare Locust: {bare_cpu_ms:.3f} ms CPU/request ({sum(n for _, n in bare)} requests)")
-    print(f"recorder   : {ours_cpu_ms:.3f} ms CPU/request ({sum(n for _, n in ours)} rows)")
-    print(f"[{verdict(overhead <= 0.10)}] recorder CPU overhead {overhead * 100:+.1f}% (target <= +10%)")
-    print(
-        f"[{verdict(per_core >= 1500)}] {per_core:.0f} recorded requests per generator CPU-second (target >= 1500)"
-    )
+def recorded_run(
+    url: str, duration_s: float, runs: Path, extra: list[str], locustfile: str = "ramp.py"
+) -> RunFolder:
+    subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(REPO_ROOT / "locustfiles" / locustfile), "--headless",
+         "--only-summary", "--host", url, "--runs-dir", str(runs), "--no-collectors", *extra],
+        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+        timeout=duration_s + 120,
+    )  # fmt: skip
+    return latest_run_folder(runs)
 
 
 def bench_accuracy(duration_s: float, tmp: Path) -> None:
@@ -110,7 +263,7 @@ def bench_accuracy(duration_s: float, tmp: Path) -> None:
     )
     with running_stub("--delay-ms", str(delay_ms)) as url:
         runs = tmp / "runs-acc"
-        _, folder = recorded_run(
+        folder = recorded_run(
             url, duration_s, runs,
             ["--set", f"steps=[{{rate: {rate}, duration_s: {duration_s}}}]", "--set", "open_loop.arrival=constant"],
             locustfile="openloop.py",
@@ -152,7 +305,7 @@ def bench_stall(tmp: Path) -> None:
             window["after"] = time.time()
 
         threading.Thread(target=stall, daemon=True).start()
-        _, folder = recorded_run(
+        folder = recorded_run(
             url, 7, tmp / "runs-stall",
             ["--set", "steps=[{rate: 100, duration_s: 7}]", "--set", "open_loop.arrival=constant"],
             locustfile="openloop.py",
@@ -171,11 +324,26 @@ def bench_stall(tmp: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="shorter phases (cost 8 s, accuracy 10 s)")
+    parser.add_argument(
+        "--quick", action="store_true", help="shorter phases (cost 3 x 5 s windows, accuracy 10 s)"
+    )
+    parser.add_argument("--cost-only", action="store_true", help="run only the CPU-cost part")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=1500.0,
+        help="requests/s every side is paced to (same load, so per-request CPU compares like for like); "
+        "0 = unpaced (default 1500, the per-core target)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-recorder-") as tmp_name:
         tmp = Path(tmp_name)
-        bench_cost(8.0 if args.quick else 20.0, tmp)
+        if args.quick:
+            bench_cost(reps=3, warmup_s=2.0, window_s=5.0, rate=args.rate, tmp=tmp)
+        else:
+            bench_cost(reps=5, warmup_s=3.0, window_s=12.0, rate=args.rate, tmp=tmp)
+        if args.cost_only:
+            return 0
         bench_accuracy(10.0 if args.quick else 30.0, tmp)
         bench_stall(tmp)
     print(f"(machine: {os.cpu_count()} logical CPUs, possibly shared with other work; figures are noisy)")

@@ -33,6 +33,22 @@ def _cell(value: Any) -> Any:
     return value
 
 
+def _cells(values: Sequence[Any], isfinite: Any = math.isfinite) -> list[Any]:
+    """`_cell` over a row, inlined: flushing runs it for every value of every row."""
+    return [
+        ""
+        if v is None
+        else "true"
+        if v is True
+        else "false"
+        if v is False
+        else ""
+        if isinstance(v, float) and not isfinite(v)
+        else v
+        for v in values
+    ]
+
+
 class PartsWriter:
     """Append rows (mappings or sequences in schema order) to `<parts_dir>/<name>.csv`.
 
@@ -63,7 +79,9 @@ class PartsWriter:
             self._fh.flush()
 
     def write(self, row: Mapping[str, Any] | Sequence[Any]) -> None:
-        values = [row.get(c) for c in self.columns] if isinstance(row, Mapping) else row
+        values = (
+            row if type(row) is list or not isinstance(row, Mapping) else [row.get(c) for c in self.columns]
+        )
         with self._lock:
             self._buffer.append(values)
             due = (
@@ -79,8 +97,7 @@ class PartsWriter:
             self._last_flush = time.monotonic()
             if self._fh.closed:
                 return
-            for values in rows:
-                self._csv.writerow([_cell(v) for v in values])
+            self._csv.writerows([_cells(values) for values in rows])
             self.rows_written += len(rows)
             self._fh.flush()
             os.fsync(self._fh.fileno())

@@ -3,6 +3,8 @@
 For testing and benchmarking the load generator itself: `python -m loadgen.stub_server --port P
 --delay-ms 50`. `POST /_stall?ms=1000` makes every request that is in flight or arrives during
 the next second wait until the stall ends, like a service pausing for garbage collection.
+`GET /_count` answers how many embeddings requests arrived so far (benchmarks read it to find
+the steady state of a generator from outside it).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class StubApp:
             ms = float(parse_qs(scope.get("query_string", b"").decode()).get("ms", ["1000"])[0])
             self.stall_until = time.monotonic() + ms / 1000.0
             await _respond(send, 200, b"{}")
+        elif path == "/_count":
+            await _respond(send, 200, json.dumps({"requests": self.requests}).encode())
         elif path in ("/ready", "/health"):
             await _respond(send, 200, b'{"status":"ok"}')
         elif path == "/info" and self.info:

@@ -1,0 +1,158 @@
+"""The per-request path: the fast answer check agrees with full parsing, rows land in schema order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from embedperf.schema import REQUEST_COLUMNS, RunFolder, read_requests_table
+from loadgen.context import RunContext
+from loadgen.exchange import _check_parsed, check_body, send_embeddings
+from loadgen.headers import TIMING_VALUE_COLUMNS, parse_server_timing, timing_values
+from loadgen.payloads import RequestPayload
+from loadgen.recorder import Recorder, StageTimeline
+from scenarios.loader import load_scenario
+
+
+def _ctx(expected_dim: int | None, sink: Any = None) -> RunContext:
+    return RunContext(
+        scenario=load_scenario("smoke", environ={}),
+        host="http://x",
+        sink=sink or (lambda row: None),
+        expected_dim=expected_dim,
+        dim_source="test",
+    )
+
+
+def _answer(*dims: int, tokens: Any = 7, pretty: bool = False) -> bytes:
+    doc = {
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": [0.25] * d} for i, d in enumerate(dims)],
+        "model": "m",
+        "usage": {"prompt_tokens": tokens, "total_tokens": 0},
+    }
+    return json.dumps(doc, indent=2 if pretty else None).encode()
+
+
+ANSWERS = [
+    (_answer(4, 4), 2),
+    (_answer(4, 4, pretty=True), 2),
+    (_answer(4), 2),  # wrong count
+    (_answer(4, 4, 4), 2),
+    (_answer(4, 8), 2),  # different sizes
+    (_answer(8, 8), 2),  # wrong dimension
+    (_answer(0), 1),
+    (_answer(4, tokens=None), 1),
+    (_answer(4, tokens=2.5), 1),
+    (_answer(4)[:-5], 1),  # truncated
+    (b"<html>busy</html>", 1),
+    (b'{"data": "nope"}', 1),
+    (b'{"data": [{"index": 0}]}', 1),
+    (b'{"data": [{"embedding": [[1, 2], [3, 4]]}]}', 1),
+    (b'{"data": [{"embedding": [1, 2, 3, 4]}], "usage": {"prompt_tokens": 3}}', 1),
+    (b'{"data":[{"embedding":[1,2,3,4]}],"usage":{"prompt_tokens":12}}', 1),
+]
+
+
+@pytest.mark.parametrize(("body", "n_inputs"), ANSWERS)
+def test_fast_check_agrees_with_full_parsing(body: bytes, n_inputs: int) -> None:
+    assert check_body(body, _ctx(4), n_inputs) == _check_parsed(body, _ctx(4), n_inputs)
+
+
+def test_fast_check_accepts_the_common_answer_and_reads_tokens() -> None:
+    assert check_body(_answer(4, 4, tokens=11), _ctx(4), 2) == ("", 11)
+    assert check_body(_answer(4, 4), _ctx(5), 2)[0].startswith("wrong dimension: 4, expected 5")
+
+
+def test_timing_values_follow_the_row_tail_and_the_dict_parser() -> None:
+    assert REQUEST_COLUMNS[-len(TIMING_VALUE_COLUMNS) :] == TIMING_VALUE_COLUMNS
+    header = "queue;dur=1.5, tokenize;dur=0.25, compute;dur=5, post;dur=0.5, total;dur=7.25"
+    headers = {"Server-Timing": header, "X-Batch-Size": "8", "X-Batch-Tokens": " 120 "}
+    values = timing_values(headers.get)
+    assert values == [1.5, 0.25, 5.0, 0.5, 7.25, 8, 120]
+    parsed = parse_server_timing(header)
+    assert [parsed[c] for c in TIMING_VALUE_COLUMNS[:5]] == values[:5]
+    assert timing_values({"Server-Timing": "total; dur = \"3\";desc=x, cache;desc=hit"}.get) == [
+        None, None, None, None, 3.0, None, None,
+    ]  # fmt: skip
+    assert timing_values({}.get) == [None] * 7
+    assert timing_values({"X-Batch-Size": "many"}.get) == [None] * 7
+
+
+class _Response:
+    status_code = 200
+    error = None
+
+    def __init__(self, content: bytes, headers: dict[str, str]) -> None:
+        self.content = content
+        self.headers = headers
+        self.failed = ""
+
+    def __enter__(self) -> _Response:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def success(self) -> None:
+        return None
+
+    def failure(self, error: str) -> None:
+        self.failed = error
+
+
+class _Client:
+    def __init__(self, response: _Response) -> None:
+        self.response = response
+        self.bodies: list[dict[str, Any]] = []
+
+    def post(self, path: str, json: dict[str, Any], **_: Any) -> _Response:
+        self.bodies.append(json)
+        return self.response
+
+
+def test_send_embeddings_row_is_in_schema_order(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path / "run").create()
+    timeline = StageTimeline()
+    timeline.begin(0, "u8", 0.0, users=8)
+    recorder = Recorder(folder, timeline)
+    headers = {"Server-Timing": "queue;dur=1, total;dur=2", "X-Batch-Size": "3", "X-Batch-Tokens": "40"}
+    client = _Client(_Response(_answer(4, 4, tokens=9), headers))
+    ctx = _ctx(4, recorder.write_values)
+    row = send_embeddings(client, ctx, RequestPayload(["ab", "cde"], "/v1/embeddings"))  # type: ignore[arg-type]
+    got = dict(zip(REQUEST_COLUMNS, row, strict=True))
+    assert client.bodies[0]["input"] == ["ab", "cde"] and not client.response.failed
+    assert got["run_id"] == "run" and got["worker"] == "local"
+    assert (got["stage_index"], got["stage_label"], got["target_users"]) == (0, "u8", 8)
+    assert got["t_intended_unix_s"] == got["t_sent_unix_s"] <= got["t_done_unix_s"]
+    assert got["latency_ms"] == pytest.approx(got["latency_from_intended_ms"], abs=0.001)
+    assert (got["status_code"], got["ok"], got["error"]) == (200, True, None)
+    assert (got["n_inputs"], got["input_chars"], got["input_tokens"]) == (2, 5, 9)
+    assert got["response_bytes"] == len(client.response.content)
+    assert (got["srv_queue_ms"], got["srv_compute_ms"], got["srv_total_ms"]) == (1.0, None, 2.0)
+    assert (got["batch_size"], got["batch_tokens"]) == (3, 40)
+    open_loop = send_embeddings(
+        client,  # type: ignore[arg-type]
+        ctx,
+        RequestPayload(["x", "y"], "/v1/embeddings"),
+        t_intended_unix_s=1.0,
+        stage=(2, "r50", None, 50.0),
+    )
+    assert open_loop[2:6] == [2, "r50", None, 50.0]
+    assert recorder.close() == 2
+    table = read_requests_table(folder).to_pydict()
+    assert table["input_chars"] == [5, 2] and table["batch_tokens"] == [40, 40]
+    assert table["ok"] == [True, True] and table["error"] == [None, None]
+
+
+def test_a_failed_check_is_recorded_with_its_reason() -> None:
+    rows: list[list[Any]] = []
+    client = _Client(_Response(_answer(4), {}))
+    row = send_embeddings(client, _ctx(4, rows.append), RequestPayload(["a", "b"], "/v1/embeddings"))  # type: ignore[arg-type]
+    got = dict(zip(REQUEST_COLUMNS, row, strict=True))
+    assert got["ok"] is False and got["error"].startswith("wrong count: 1 embeddings for 2 inputs")
+    assert client.response.failed == got["error"] and rows == [row]
+    assert got["srv_total_ms"] is None and got["batch_size"] is None
