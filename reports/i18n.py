@@ -268,8 +268,14 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "No configuration met the SLO at any step. Highest peak QPS that passes the precision gate: {name} ({qps} req/s).",
         "没有配置在任何阶梯满足 SLO。通过精度门禁的最高峰值 QPS：{name}（{qps} req/s）。",
     ),
-    "recommend_none": ("No configuration completed and passed the precision gate.", "没有配置完成运行并通过精度门禁。"),
-    "precision_excluded": ("{names} failed the precision gate and are never recommended.", "{names} 未通过精度门禁，不予推荐。"),
+    "recommend_none": (
+        "No configuration completed and passed the precision gate.",
+        "没有配置完成运行并通过精度门禁。",
+    ),
+    "precision_excluded": (
+        "{names} failed the precision gate and are never recommended.",
+        "{names} 未通过精度门禁，不予推荐。",
+    ),
     "per_step_changes": ("P50 / P99 change at each load step", "各负载阶梯 P50 / P99 变化"),
     "repeat": ("repeat", "重复"),
     "repeats_note": (
