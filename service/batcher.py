@@ -22,7 +22,9 @@ import numpy as np
 from service.metrics import ServiceMetrics
 
 log = logging.getLogger("service.batcher")
-SORT_WINDOW_BATCHES = 4  # sorting looks at this many batches' worth of the oldest inputs
+SORT_WINDOW_BATCHES = (
+    2  # sorting looks at this many batches' worth of the oldest inputs (wider: more skipping, longer tails)
+)
 BUSY_WINDOW_S = 10.0
 
 
