@@ -98,7 +98,9 @@ class ServiceState:
         try:
             if self.model is None:
                 path = Path(s.model) if s.model else None
-                self.model = await asyncio.to_thread(load_model, path, s.device, s.precision, s.threads)
+                self.model = await asyncio.to_thread(
+                    load_model, path, s.device, s.precision, s.threads, None, s.int8_exclude
+                )
             self.batcher = Batcher(self.model, self.batcher_config(), self.metrics)
             self.batcher.start()
             if s.warmup:

@@ -80,6 +80,7 @@ def serve(settings: ServiceSettings) -> int:
         settings.device,
         settings.precision,
         settings.threads,
+        int8_exclude=settings.int8_exclude,
     )
     app = create_app(settings, model)
     config = uvicorn.Config(

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -164,7 +165,27 @@ class EmbeddingModel:
         return np.concatenate(parts, axis=0)
 
 
-def _apply_precision(network: torch.nn.Module, device: torch.device, precision: str) -> torch.nn.Module:
+def int8_targets(network: torch.nn.Module, exclude: str) -> set[str]:
+    """Names of the Linear modules int8 quantises: all of them but those matching `exclude`."""
+    try:
+        pattern = re.compile(exclude) if exclude else None
+    except re.error as exc:
+        raise ConfigError(f"--int8-exclude {exclude!r} is not a valid regular expression: {exc}") from exc
+    names = {
+        name
+        for name, module in network.named_modules()
+        if isinstance(module, torch.nn.Linear) and not (pattern and pattern.search(name))
+    }
+    if not names:
+        raise ConfigError(
+            f"--int8-exclude {exclude!r} excludes every Linear layer; nothing would be quantised"
+        )
+    return names
+
+
+def _apply_precision(
+    network: torch.nn.Module, device: torch.device, precision: str, int8_exclude: str = ""
+) -> torch.nn.Module:
     if precision == "int8":
         if device.type != "cpu":
             raise ConfigError(
@@ -175,8 +196,9 @@ def _apply_precision(network: torch.nn.Module, device: torch.device, precision: 
         # Per-channel weight scales: per-tensor int8 drops MiniLM's cosine to fp32 to ~0.9 on sentences.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch.ao.quantization announces its move to torchao
+            targets = int8_targets(network, int8_exclude)
             return quantize_dynamic(
-                network, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8
+                network, dict.fromkeys(targets, per_channel_dynamic_qconfig), dtype=torch.qint8
             )
     if precision not in _DTYPES:
         raise ConfigError(f"unknown precision {precision!r}; use fp32, fp16, bf16 or int8")
@@ -189,6 +211,7 @@ def load_model(
     precision: str = "fp32",
     threads: int | None = None,
     name: str | None = None,
+    int8_exclude: str = "",
 ) -> EmbeddingModel:
     """Load a local model directory offline onto device at precision; errors say what to fix."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -216,7 +239,7 @@ def load_model(
     network.eval()
     if precision != "int8":
         network = network.to(torch_device)
-    network = _apply_precision(network, torch_device, precision)
+    network = _apply_precision(network, torch_device, precision, int8_exclude)
     dimension = int(getattr(config, "hidden_size", 0) or getattr(config, "d_model", 0))
     served_name = name or (DEFAULT_MODEL_NAME if is_default else model_path.name)
     model = EmbeddingModel(

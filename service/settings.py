@@ -31,6 +31,11 @@ class ServiceSettings(BaseSettings):
     precision: Precision = Field(
         "fp32", description="Weights precision: fp32, fp16, bf16, or int8 (dynamic, CPU)."
     )
+    int8_exclude: str = Field(
+        "",
+        description="Under int8: regex of Linear module names kept in fp32 "
+        "(e.g. 'output\\.dense|intermediate' quantises only the attention projections).",
+    )
     batching: bool = Field(
         True, description="Dynamic batching across requests (off: every request runs alone)."
     )

@@ -89,7 +89,9 @@ def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, 
         model_path = Path(str(settings["model"])) if "model" in settings else None
         device = str(settings.get("device", "cpu"))
         log(f"precision: {config.name} ({precision} on {device})")
-        candidate = load_model(model_path, device=device, precision=precision).encode(texts)
+        candidate = load_model(
+            model_path, device=device, precision=precision, int8_exclude=str(settings.get("int8_exclude", ""))
+        ).encode(texts)
         result = compare_embeddings(
             reference,
             candidate,

@@ -21,6 +21,7 @@ from study.precision import (
 EPILOG = """\
 examples:
   embedperf precision --precision int8                 # int8 MiniLM vs fp32 MiniLM, on the CPU
+  embedperf precision --precision int8 --int8-exclude 'output\.dense|intermediate'   # attention-only int8
   embedperf precision --precision bf16 --profile strict
   embedperf precision --candidate-model /models/bge-m3-pruned --model /models/bge-m3
   embedperf precision --endpoint http://127.0.0.1:8086 --endpoint-model all-MiniLM-L6-v2
@@ -51,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cand.add_argument(
         "--device", default="cpu", help="device of the candidate: cpu, cuda[:N], npu[:N] (default cpu)"
+    )
+    cand.add_argument(
+        "--int8-exclude",
+        default="",
+        help="with --precision int8: regex of Linear layers kept in fp32, e.g. 'output\\.dense|intermediate'",
     )
     cand.add_argument("--candidate-model", type=Path, default=None, help="another model build (a directory)")
     cand.add_argument(
@@ -95,7 +101,12 @@ def _candidate(args: argparse.Namespace) -> tuple[str, Encoder]:
     precision = args.precision or "fp32"
     path = args.candidate_model or args.model
     name = f"{path.name if path else 'default model'} {precision} on {args.device}"
-    return name, load_model(path, device=args.device, precision=precision, threads=args.threads)
+    if precision == "int8" and args.int8_exclude:
+        name += f" (fp32 kept for /{args.int8_exclude}/)"
+    model = load_model(
+        path, device=args.device, precision=precision, threads=args.threads, int8_exclude=args.int8_exclude
+    )
+    return name, model
 
 
 def run_precision(args: argparse.Namespace) -> PrecisionResult:

@@ -23,13 +23,37 @@ def test_fp32_against_fp32_is_identical(tmp_path: Path, capsys: pytest.CaptureFi
     assert "PASS" in capsys.readouterr().out
 
 
-def test_int8_is_close_but_not_identical(tmp_path: Path) -> None:
+def test_full_int8_is_close_but_below_the_gate(tmp_path: Path) -> None:
+    # Dynamic int8 on every Linear layer moves MiniLM's embeddings measurably (mean cosine ~0.96 on
+    # the shipped corpus): close to fp32, yet below the standard gate, so it must exit 1.
     out = tmp_path / "int8.json"
-    assert cli.main(["precision", "--precision", "int8", "--out", str(out)]) == 0
+    assert cli.main(["precision", "--precision", "int8", "--out", str(out)]) == 1
+    result = json.loads(out.read_text())
+    assert 0.9 < result["cosine_mean"] < 0.99
+    assert result["passed"] is False
+
+
+def test_attention_only_int8_passes_the_gate(tmp_path: Path) -> None:
+    out = tmp_path / "int8-attn.json"
+    args = [
+        "precision",
+        "--precision",
+        "int8",
+        "--int8-exclude",
+        r"output\.dense|intermediate",
+        "--out",
+        str(out),
+    ]
+    assert cli.main(args) == 0
     result = json.loads(out.read_text())
     assert 0.99 <= result["cosine_mean"] < 0.99999
     assert result["cosine_min"] < 1.0
     assert set(result["by_group"]) >= {"en/short", "zh/long", "mixed/short"}
+
+
+def test_an_exclusion_that_matches_every_layer_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["precision", "--precision", "int8", "--int8-exclude", "."]) == 2
+    assert "nothing would be quantised" in capsys.readouterr().err
 
 
 def _broken_copy(tmp_path: Path) -> Path:
