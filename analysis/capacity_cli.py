@@ -8,15 +8,7 @@ from pathlib import Path
 from analysis.capacity import DEFAULT_ERROR_BUDGET, KNEE_MAX_QPS_GAIN, KNEE_MIN_P99_RISE, LITTLE_MISMATCH
 from analysis.summary import RunSummary, analyse_folder
 from embedperf.errors import ConfigError
-from embedperf.schema import RunFolder, latest_run_folder, open_run_folder
-
-
-def _resolve(run_dir: Path | None, latest: bool, runs_dir: Path) -> RunFolder:
-    if latest:
-        return latest_run_folder(runs_dir)
-    if run_dir is None:
-        raise ConfigError("pass a run folder (RUN_DIR) or --latest [--runs-dir DIR]")
-    return open_run_folder(run_dir)
+from embedperf.schema import resolve_run_folder
 
 
 def format_plan(summary: RunSummary) -> str:
@@ -85,7 +77,7 @@ def main(argv: list[str]) -> int:
         raise ConfigError(f"--headroom must be in [0, 1), got {args.headroom}")
     if args.target_qps is not None and args.target_qps <= 0:
         raise ConfigError(f"--target-qps must be positive, got {args.target_qps}")
-    folder = _resolve(args.run_dir, args.latest, args.runs_dir)
+    folder = resolve_run_folder(args.run_dir, args.latest, args.runs_dir)
     analysis = analyse_folder(
         folder,
         slo_p99_ms=args.slo_p99_ms,

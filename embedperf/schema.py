@@ -302,6 +302,15 @@ def latest_run_folder(runs_dir: Path) -> RunFolder:
     return RunFolder(candidates[-1])
 
 
+def resolve_run_folder(run_dir: Path | None, latest: bool, runs_dir: Path) -> RunFolder:
+    """RUN_DIR, or the newest run under runs_dir with --latest (the choice every per-run command offers)."""
+    if latest:
+        return latest_run_folder(runs_dir)
+    if run_dir is None:
+        raise RunFolderError("pass a run folder (RUN_DIR) or --latest [--runs-dir DIR]")
+    return open_run_folder(run_dir)
+
+
 # --------------------------------------------------------------------------------------------
 # Manifest I/O
 # --------------------------------------------------------------------------------------------

@@ -5,19 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embedperf.errors import ConfigError
-from embedperf.schema import RunFolder, latest_run_folder, open_run_folder
+from embedperf.schema import resolve_run_folder
 from reports.build import build_report
 from reports.i18n import LANGS
-
-
-def resolve_run(run_dir: Path | None, latest: bool, runs_dir: Path) -> RunFolder:
-    """RUN_DIR, or the newest run under --runs-dir with --latest."""
-    if latest:
-        return latest_run_folder(runs_dir)
-    if run_dir is None:
-        raise ConfigError("pass a run folder (RUN_DIR) or --latest [--runs-dir DIR]")
-    return open_run_folder(run_dir)
 
 
 def main(argv: list[str]) -> int:
@@ -36,6 +26,6 @@ def main(argv: list[str]) -> int:
         help="P99 latency SLO in ms (default: the manifest's slo.p99_ms)",
     )
     args = parser.parse_args(argv)
-    folder = resolve_run(args.run_dir, args.latest, args.runs_dir)
+    folder = resolve_run_folder(args.run_dir, args.latest, args.runs_dir)
     print(build_report(folder, lang=args.lang, slo_p99_ms=args.slo_p99_ms))
     return 0
