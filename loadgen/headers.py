@@ -53,13 +53,7 @@ def timing_columns(get_header: Callable[[str], str | None]) -> dict[str, Any]:
     return cols
 
 
-SERVER_TIMING_ORDER: tuple[str, ...] = (
-    "srv_queue_ms",
-    "srv_tokenize_ms",
-    "srv_compute_ms",
-    "srv_post_ms",
-    "srv_total_ms",
-)
+SERVER_TIMING_ORDER: tuple[str, ...] = tuple(SERVER_TIMING_COLUMNS.values())
 TIMING_VALUE_COLUMNS: tuple[str, ...] = (*SERVER_TIMING_ORDER, "batch_size", "batch_tokens")
 
 
