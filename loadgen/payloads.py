@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,10 +66,20 @@ class PayloadSampler:
         self.validation_mix = spec.validation_mix
         self.validation = validation_cases(corpora_dir) if spec.validation_mix > 0 else []
         self.endpoint = endpoint
+        self.repeat_fraction = spec.repeat_fraction
+        self._unique_prefix = f"{seed_offset}.{os.getpid()}."
+        self._unique_count = 0
         self._rng = random.Random(spec.seed + seed_offset)
+
+    def _text(self) -> str:
+        text = self._rng.choice(self.texts)
+        if self.repeat_fraction >= 1.0 or self._rng.random() < self.repeat_fraction:
+            return text
+        self._unique_count += 1
+        return f"{text} (#{self._unique_prefix}{self._unique_count})"
 
     def next(self) -> RequestPayload:
         if self.validation and self._rng.random() < self.validation_mix:
             return self._rng.choice(self.validation)
         n = self._rng.choices(self.sizes, self.weights)[0] if len(self.sizes) > 1 else self.sizes[0]
-        return RequestPayload([self._rng.choice(self.texts) for _ in range(n)], self.endpoint)
+        return RequestPayload([self._text() for _ in range(n)], self.endpoint)

@@ -58,6 +58,13 @@ class Payload(_Strict):
         description="Fraction of requests drawn from the edge cases (short Chinese phrase, 5,000-char "
         "text, empty input that must fail); recorded under a 'validation:' endpoint label.",
     )
+    repeat_fraction: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Fraction of inputs sent verbatim from the corpus (so they repeat across requests); the "
+        "rest carry a short unique tag, so a result cache on the target only hits what truly repeats.",
+    )
     seed: int = Field(0, description="Seed for payload sampling, so runs send the same texts.")
 
 

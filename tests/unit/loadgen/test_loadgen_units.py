@@ -116,3 +116,17 @@ def test_payload_sampler_weights_and_validation_cases() -> None:
     assert cases["validation:empty_must_fail"].expect_failure
     mixed = PayloadSampler(Payload(validation_mix=1.0), "/v1/embeddings")
     assert mixed.next().endpoint.startswith("validation:")
+
+
+def test_repeat_fraction_controls_how_many_inputs_repeat() -> None:
+    from loadgen.payloads import PayloadSampler
+    from scenarios.models import Payload
+
+    def distinct_share(fraction: float) -> float:
+        sampler = PayloadSampler(Payload(repeat_fraction=fraction, seed=3), "/v1/embeddings")
+        texts = [t for _ in range(2000) for t in sampler.next().inputs]
+        return len(set(texts)) / len(texts)
+
+    assert distinct_share(0.0) == 1.0  # every input unique: a cache cannot hit
+    assert distinct_share(1.0) < 0.1  # verbatim corpus texts repeat
+    assert 0.45 < distinct_share(0.5) < 0.6
