@@ -63,6 +63,18 @@ class ConfigRow:
         return float(np.median(known)) if known else None
 
     @property
+    def cache_hit_ratio(self) -> float | None:
+        """Mean hit ratio the service reported while its cache was on (absent without a cache)."""
+        values = []
+        for run in self.runs:
+            tel = run.data.telemetry
+            if len(tel) and "metric" in tel:
+                hits = tel.loc[tel["metric"] == "cache_hit_ratio", "value"]
+                if len(hits):
+                    values.append(float(hits.mean()))
+        return float(np.median(values)) if values else None
+
+    @property
     def peak_qps(self) -> float | None:
         values = [r.summary.capacity.peak_qps for r in self.runs if r.summary.capacity.peak_qps is not None]
         return float(np.median(values)) if values else None
