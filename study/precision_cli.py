@@ -21,7 +21,7 @@ from study.precision import (
 EPILOG = """\
 examples:
   embedperf precision --precision int8                 # int8 MiniLM vs fp32 MiniLM, on the CPU
-  embedperf precision --precision int8 --int8-exclude 'output\.dense|intermediate'   # attention-only int8
+  embedperf precision --precision int8 --int8-exclude 'output\\.dense|intermediate'   # attention-only int8
   embedperf precision --precision bf16 --profile strict
   embedperf precision --candidate-model /models/bge-m3-pruned --model /models/bge-m3
   embedperf precision --endpoint http://127.0.0.1:8086 --endpoint-model all-MiniLM-L6-v2
