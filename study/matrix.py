@@ -115,7 +115,7 @@ def run_matrix(
     from loadgen.runner import run_scenario
     from loadgen.service_proc import ServiceProcess
 
-    folder = runs_dir / make_run_id("matrix", Path(spec.scenario).stem)
+    folder = (runs_dir / make_run_id("matrix", Path(spec.scenario).stem)).resolve()
     folder.mkdir(parents=True, exist_ok=False)
     (folder / "logs").mkdir()
     record = MatrixRecord(spec=spec.model_dump(), repeat=repeat, started_unix_s=time.time())
