@@ -248,6 +248,29 @@ def evaluate_gate(rules: list[GateRule], comparison: CandidateComparison) -> lis
     return results
 
 
+def overall_metrics(
+    base: RunAnalysis, base_samples: dict[int, Samples], cand_samples: dict[int, Samples], n_boot: int
+) -> dict[str, MetricChange]:
+    """QPS at each run's peak, errors over all steps, latency at the baseline's peak step in both runs.
+
+    Latency pooled over all steps would mix loads: a candidate that serves more requests at the high
+    steps would look slower overall even if it were faster at every step. So the overall latency
+    change is measured at one load, the one where the baseline peaked, matched by stage index.
+    """
+    metrics = compare_samples(base_samples[OVERALL_INDEX], cand_samples[OVERALL_INDEX], n_boot, seed=0)
+    peak = max(base.summary.steps, key=lambda st: st.stats.qps, default=None)
+    if peak is None or peak.stats.index not in cand_samples:
+        for metric in LATENCY_METRICS:
+            metrics.pop(metric, None)
+        return metrics
+    index = peak.stats.index
+    at_peak = compare_samples(base_samples[index], cand_samples[index], n_boot, seed=index + 1)
+    for metric in LATENCY_METRICS:
+        if metric in at_peak:
+            metrics[metric] = at_peak[metric]
+    return metrics
+
+
 def compare_runs(
     base: RunAnalysis,
     candidates: list[RunAnalysis],
@@ -274,7 +297,7 @@ def compare_runs(
             label="overall",
             base_load=None,
             cand_load=None,
-            metrics=compare_samples(base_samples[OVERALL_INDEX], cand_samples[OVERALL_INDEX], n_boot, seed=0),
+            metrics=overall_metrics(base, base_samples, cand_samples, n_boot),
         )
         comparison = CandidateComparison(
             run_id=cand.summary.run_id,

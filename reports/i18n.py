@@ -287,9 +287,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "fig_matrix": ("Configurations overlaid", "各配置叠加对比"),
     "cache_hit_ratio": ("cache hit ratio", "缓存命中率"),
     "compare_note": (
-        "Steps are matched by stage index. Changes are candidate − baseline; percentile CIs are a seeded "
+        "Steps are matched by stage index. Overall: QPS is each run's peak, latency is measured at the step where the "
+        "baseline peaked (pooling all steps would mix loads). Changes are candidate − baseline; percentile CIs are a seeded "
         "bootstrap of the difference (2000 resamples), QPS CIs resample per-second throughput.",
-        "阶梯按序号匹配。变化量为 候选 − 基线；分位数置信区间为差值的固定种子自助法（2000 次），QPS 置信区间对每秒吞吐重采样。",
+        "阶梯按序号匹配。总体：QPS 取各自峰值，时延取基线达到峰值的阶梯（混合所有阶梯会混淆负载）。变化量为 候选 − 基线；分位数置信区间为差值的固定种子自助法（2000 次），QPS 置信区间对每秒吞吐重采样。",
     ),
 }
 

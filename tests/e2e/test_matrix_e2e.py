@@ -21,12 +21,11 @@ configurations:
 """
 
 
-def test_small_matrix_end_to_end(tmp_path: Path, capsys) -> None:
+def test_small_matrix_end_to_end(tmp_path: Path, capsys, monkeypatch) -> None:
     spec = tmp_path / "matrix.yaml"
     spec.write_text(SPEC)
-    code = cli.main(
-        ["matrix", str(spec), "--runs-dir", str(tmp_path / "runs"), "--set", "steps.duration_s=3"]
-    )
+    monkeypatch.chdir(tmp_path)  # a relative --runs-dir, as `make matrix` passes
+    code = cli.main(["matrix", str(spec), "--runs-dir", "runs", "--set", "steps.duration_s=3"])
     out = capsys.readouterr().out
     assert code == 0, out
     folders = [p for p in (tmp_path / "runs").iterdir() if (p / "matrix.json").is_file()]

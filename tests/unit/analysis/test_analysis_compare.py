@@ -60,3 +60,15 @@ def test_environment_mismatch_is_reported(analyses, tmp_path) -> None:
     other = analyse_folder(golden_copy("known_percentiles", tmp_path), n_boot=50)
     result = compare_runs(analyses["compare_base"], [other])
     assert {"host", "model", "scenario"} <= set(result.candidates[0].mismatches)
+
+
+def test_overall_latency_is_compared_at_the_baselines_peak_step(analyses) -> None:
+    base = analyses["compare_base"]
+    cand = compare_runs(base, [analyses["compare_faster"]]).candidates[0]
+    peak = max(base.summary.steps, key=lambda st: st.stats.qps).stats.index
+    at_peak = next(s for s in cand.steps if s.index == peak)
+    for metric in ("p50_ms", "p95_ms", "p99_ms"):
+        assert cand.overall.metrics[metric].base == at_peak.metrics[metric].base
+        assert cand.overall.metrics[metric].cand == at_peak.metrics[metric].cand
+    # QPS stays each run's peak, errors stay pooled over every step.
+    assert cand.overall.metrics["qps"].base == pytest.approx(max(s.stats.qps for s in base.summary.steps))
