@@ -273,8 +273,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "没有配置完成运行并通过精度门禁。",
     ),
     "precision_excluded": (
-        "{names} failed the precision gate and are never recommended.",
-        "{names} 未通过精度门禁，不予推荐。",
+        "Failed the precision gate, so never recommended: {names}.",
+        "未通过精度门禁，不予推荐：{names}。",
     ),
     "per_step_changes": ("P50 / P99 change at each load step", "各负载阶梯 P50 / P99 变化"),
     "repeat": ("repeat", "重复"),
