@@ -30,6 +30,8 @@ class TelemetryStats(BaseModel):
     generator_cpu_mean_pct: float | None = None
     generator_cpu_max_pct: float | None = None
     service_cpu_mean_pct: float | None = None
+    service_busy_mean_pct: float | None = None
+    service_busy_max_pct: float | None = None
     service_rss_max_mb: float | None = None
     queue_depth_mean: float | None = None
     queue_depth_max: float | None = None
@@ -89,6 +91,9 @@ class TelemetryIndex:
             stats.generator_cpu_max_pct = _stat(gen, np.max)
             stats.service_cpu_mean_pct = _stat(pick(SERVICE_DEVICE, "cpu_util_pct"), np.mean)
             stats.service_rss_max_mb = _stat(pick(SERVICE_DEVICE, "rss_mb"), np.max)
+            busy = value[metric == "busy_frac"] * 100.0
+            stats.service_busy_mean_pct = _stat(busy, np.mean)
+            stats.service_busy_max_pct = _stat(busy, np.max)
             queue = value[metric == "queue_depth"]
             stats.queue_depth_mean = _stat(queue, np.mean)
             stats.queue_depth_max = _stat(queue, np.max)

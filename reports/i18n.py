@@ -85,6 +85,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "mem_used": ("Device memory max (MB / %)", "设备内存最大 (MB / %)"),
     "generator_cpu": ("Generator CPU mean (%)", "压测机 CPU 均值 (%)"),
     "service_cpu": ("Service CPU mean (%)", "服务 CPU 均值 (%)"),
+    "service_busy": (
+        "Inference worker busy mean / max (%) — device utilisation as the service measures it",
+        "推理线程忙碌 均值 / 最大 (%) — 服务自测的设备利用率",
+    ),
     "open_loop": ("Open loop: latency from intended send time", "开环：自计划发送时刻起的延迟"),
     "open_loop_note": (
         "Measured from when each request was scheduled, so a generator or server stall counts against latency "

@@ -106,3 +106,24 @@ def test_summary_and_tables_are_written(tmp_path: Path) -> None:
     decomposition_csv = (out / "decomposition.csv").read_text().splitlines()
     assert decomposition_csv[0] == "index,label,component,mean_ms,pct"
     assert len(decomposition_csv) == 1 + 6
+
+
+def test_service_busy_fraction_is_reported_as_percent() -> None:
+    import pandas as pd
+
+    from analysis.telemetry import TelemetryIndex
+
+    telemetry = pd.DataFrame(
+        {
+            "ts_unix_s": [1.0, 2.0, 3.0],
+            "host": ["h"] * 3,
+            "source": ["service"] * 3,
+            "device": ["service"] * 3,
+            "metric": ["busy_frac"] * 3,
+            "value": [0.2, 0.4, 0.9],
+        }
+    )
+    stats = TelemetryIndex(telemetry).window_stats(1.5, 3.0)
+    assert stats.service_busy_mean_pct == pytest.approx(65.0)
+    assert stats.service_busy_max_pct == pytest.approx(90.0)
+    assert stats.device_util_mean_pct is None  # a service figure is not a device reading
