@@ -13,21 +13,19 @@ import asyncio
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import numpy as np
 import psutil
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+
+from loadgen.service_proc import ServiceProcess  # noqa: E402
 
 EN = [
     "the service batches requests",
@@ -90,46 +88,6 @@ def offline_ceiling(texts: list[str], duration_s: float, threads: int | None) ->
     del model
     torch.set_num_threads(torch.get_num_threads())
     return best[0], best[1], float(np.median(singles))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_service(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "service", "--port", str(port), "--log-level", "warning", *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=REPO_ROOT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        if proc.poll() is not None:
-            raise SystemExit(f"service exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.25)
-    proc.kill()
-    raise SystemExit("service not ready after 150 s")
-
-
-def stop_service(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
 
 
 async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, body: bytes) -> int:
@@ -216,6 +174,14 @@ def main() -> int:
     parser.add_argument(
         "--level-s", type=float, default=None, help="seconds per load level (default 10, quick 3)"
     )
+    parser.add_argument(
+        "--service-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra `embedperf serve` argument for both modes, repeatable (e.g. --service-arg=--max-batch-size "
+        "--service-arg=16)",
+    )
     args = parser.parse_args()
     level_s = args.level_s or (3.0 if args.quick else 10.0)
     rss_requests = 2_000 if args.quick else 10_000
@@ -234,7 +200,11 @@ def main() -> int:
     rss_growth_pct = float("nan")
     with tempfile.TemporaryDirectory() as tmp:
         for mode, flags in (("off", ["--no-batching"]), ("on", [])):
-            proc, url = start_service([*flags, *thread_args], Path(tmp) / f"service-{mode}.log")
+            service = ServiceProcess(
+                ["--log-level", "warning", *flags, *thread_args, *args.service_arg],
+                log_path=Path(tmp) / f"service-{mode}.log",
+            ).start()
+            url = service.url
             try:
                 asyncio.run(closed_loop(url, texts, 10, 1.0))  # warm the connection path
                 for clients in (1, 10, 50, 100):
@@ -245,19 +215,19 @@ def main() -> int:
                         f"P99 {level.p99_ms:7.1f} ms  errors {level.errors}  generator CPU {level.generator_cpu_pct:5.1f}%"
                     )
                 if mode == "on":
-                    service = psutil.Process(proc.pid)
+                    service_ps = psutil.Process(service.pid)
                     asyncio.run(
                         closed_loop(url, texts, 50, 120, max_requests=rss_requests // 5)
                     )  # past allocator warm-up
-                    rss0 = service.memory_info().rss
+                    rss0 = service_ps.memory_info().rss
                     asyncio.run(closed_loop(url, texts, 50, 600, max_requests=rss_requests))
-                    rss1 = service.memory_info().rss
+                    rss1 = service_ps.memory_info().rss
                     rss_growth_pct = 100 * (rss1 - rss0) / rss0
                     print(
                         f"  RSS {rss0 / 2**20:.0f} MiB -> {rss1 / 2**20:.0f} MiB over {rss_requests} requests ({rss_growth_pct:+.1f}%)"
                     )
             finally:
-                stop_service(proc)
+                service.stop()
 
     by = {(lv.mode, lv.clients): lv for lv in levels}
     best_high = max(by[("on", 50)].qps, by[("on", 100)].qps)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+
+from loadgen.service_proc import ServiceProcess
+from loadgen.service_proc import free_port as free_port  # re-exported for tests
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_ROOT.parent / "shared"
@@ -26,37 +24,11 @@ def npu_smi_fixtures() -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_service(extra_args: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
     """Start `python -m service` on a free loopback port and wait for /ready. Caller stops it."""
-    port = free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    log = open(log_path, "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port), *extra_args],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd=REPO_ROOT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + SERVICE_READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"service exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/ready", timeout=1.0).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.25)
-    stop_process(proc)
-    raise RuntimeError(f"service not ready after {SERVICE_READY_TIMEOUT_S}s: {log_path.read_text()[-2000:]}")
+    service = ServiceProcess(extra_args, log_path=log_path, ready_timeout_s=SERVICE_READY_TIMEOUT_S).start()
+    assert service.proc is not None
+    return service.proc, service.url
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
@@ -73,8 +45,5 @@ def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
 def reference_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real reference service (MiniLM on CPU, batching on), shared by the whole session."""
     log_path = tmp_path_factory.mktemp("service") / "service.log"
-    proc, url = start_service([], log_path)
-    try:
-        yield url
-    finally:
-        stop_process(proc)
+    with ServiceProcess([], log_path=log_path, ready_timeout_s=SERVICE_READY_TIMEOUT_S) as service:
+        yield service.url
