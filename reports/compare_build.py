@@ -12,7 +12,7 @@ from analysis.gate import GateRule
 from analysis.summary import RunAnalysis, analyse_folder
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
-from reports.figures import _style, figure_lang, to_data_uri
+from reports.figures import figure_lang, figure_style, to_data_uri
 from reports.i18n import t
 from reports.render import render
 
@@ -21,25 +21,35 @@ COMPARE_METRICS: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def load_curves(runs: list[RunAnalysis], lang: str) -> str:
+def load_curves(
+    runs: list[RunAnalysis], lang: str, names: list[str] | None = None, log_p99: bool = False
+) -> str:
+    """QPS and P99 against load, one line per run (the first drawn heavier: it is the baseline)."""
     flang = figure_lang(lang)
-    with plt.rc_context(_style(flang)):
+    if names is None:
+        names = [
+            (t("baseline", flang) if i == 0 else t("candidate", flang)) + f": {run.summary.run_id}"
+            for i, run in enumerate(runs)
+        ]
+    with plt.rc_context(figure_style(flang)):
         fig, (ax_qps, ax_p99) = plt.subplots(1, 2, figsize=(11, 3.6))
-        for i, run in enumerate(runs):
+        for i, (run, name) in enumerate(zip(runs, names, strict=True)):
             steps = run.summary.steps
             x = np.array([s.stats.load for s in steps])
-            name = (t("baseline", flang) if i == 0 else t("candidate", flang)) + f": {run.summary.run_id}"
-            ax_qps.plot(x, [s.stats.qps for s in steps], marker="o", label=name)
+            width = 2.2 if i == 0 else 1.4
+            ax_qps.plot(x, [s.stats.qps for s in steps], marker="o", label=name, lw=width)
             p99 = [np.nan if s.stats.latency.p99_ms is None else s.stats.latency.p99_ms for s in steps]
-            ax_p99.plot(x, p99, marker="o", label=name)
+            ax_p99.plot(x, p99, marker="o", label=name, lw=width)
         ax_qps.set_title(t("fig_throughput", flang))
         ax_qps.set_ylabel(t("qps", flang))
         ax_p99.set_title("P99")
         ax_p99.set_ylabel(t("latency_ms", flang))
+        if log_p99:
+            ax_p99.set_yscale("log")
         for ax in (ax_qps, ax_p99):
             ax.set_xlabel(t("load", flang))
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, ncol=2 if len(runs) > 4 else 1)
         return to_data_uri(fig)
 
 

@@ -57,7 +57,7 @@ def figure_lang(lang: str) -> str:
     return "zh" if lang == "zh" and cjk_font() is not None else "en"
 
 
-def _style(lang: str) -> Any:
+def figure_style(lang: str) -> Any:
     """rcParams for the figures (typed Any: matplotlib types rcParams keys as literals)."""
     font = cjk_font() if lang == "zh" else None
     families = [font, "DejaVu Sans"] if font else ["DejaVu Sans"]
@@ -272,7 +272,7 @@ def run_figures(analysis: RunAnalysis, lang: str) -> dict[str, str]:
     flang = figure_lang(lang)
     summary = analysis.summary
     out: dict[str, str | None] = {}
-    with plt.rc_context(_style(flang)):
+    with plt.rc_context(figure_style(flang)):
         if summary.steps:
             out["percentiles"] = percentiles_vs_load(summary, flang)
             out["throughput"] = throughput_vs_load(summary, flang)

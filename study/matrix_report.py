@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from analysis.compare import MetricChange, compare_runs
@@ -14,8 +13,7 @@ from analysis.summary import RunAnalysis, analyse_folder
 from embedperf.errors import RunFolderError
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
-from reports.figures import _style, figure_lang, to_data_uri
-from reports.i18n import t
+from reports.compare_build import load_curves
 from reports.render import render
 from study.matrix import MatrixRecord
 
@@ -152,33 +150,9 @@ def recommend(rows: list[ConfigRow]) -> tuple[ConfigRow | None, str]:
 
 
 def overlay_figure(rows: list[ConfigRow], lang: str) -> str:
-    flang = figure_lang(lang)
-    with plt.rc_context(_style(flang)):
-        fig, (ax_qps, ax_p99) = plt.subplots(1, 2, figsize=(12, 4))
-        for row in rows:
-            if not row.runs:
-                continue
-            steps = row.runs[0].summary.steps
-            x = [s.stats.load for s in steps]
-            ax_qps.plot(
-                x,
-                [s.stats.qps for s in steps],
-                marker="o",
-                label=row.name,
-                lw=2.2 if row.is_baseline else 1.4,
-            )
-            p99 = [np.nan if s.stats.latency.p99_ms is None else s.stats.latency.p99_ms for s in steps]
-            ax_p99.plot(x, p99, marker="o", label=row.name, lw=2.2 if row.is_baseline else 1.4)
-        ax_qps.set_title(t("fig_throughput", flang))
-        ax_qps.set_ylabel(t("qps", flang))
-        ax_p99.set_title("P99")
-        ax_p99.set_ylabel(t("latency_ms", flang))
-        ax_p99.set_yscale("log")
-        for ax in (ax_qps, ax_p99):
-            ax.set_xlabel(t("load", flang))
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7, ncol=2)
-        return to_data_uri(fig)
+    """Every configuration's first repeat on one QPS / P99 figure."""
+    shown = [row for row in rows if row.runs]
+    return load_curves([row.runs[0] for row in shown], lang, names=[row.name for row in shown], log_p99=True)
 
 
 def build_matrix_report(folder: Path, lang: str = "en") -> Path:
