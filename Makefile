@@ -14,29 +14,45 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test lint bench bench-service bench-recorder bench-collectors \
-        bench-report report compare capacity matrix precision clean
+        bench-report bench-overload fuzz report compare capacity matrix precision clean search bench-distributed
 
 help: ## show this help
 	@echo "embedperf: load testing and benchmarking for embedding inference services"
 	@echo
 	@echo "First time? 'make bench' (sets everything up, runs a quick ramp, prints the report path)"
-	@echo "and 'make test'. Variables: PROFILE=quick|full RUN=runs/<id> BASE=.. CAND=.. PORT=8086"
+	@echo "and 'make test'."
 	@echo
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n", $$1, $$2}'
+	@echo "Targets:"
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n", $$1, $$2}' \
+	  | sed -e 's|$$(HOST)|$(HOST)|g' -e 's|$$(PORT)|$(PORT)|g'
+	@echo
+	@echo "Variables (make VAR=value target; current values shown):"
+	@echo "  PROFILE=$(PROFILE)            quick|full: how long each step is held (bench, matrix)"
+	@echo "  RUNS=$(RUNS)                where run folders are written and the newest is found"
+	@echo "  RUN=runs/<id>            the run for report/capacity (default: the newest under RUNS)"
+	@echo "  HOST=$(HOST) PORT=$(PORT)  where serve and bench listen"
+	@echo "  BASE=runs/<id> CAND=runs/<id> GATE=\"p99_ms:+5%,qps:-3%\" JSON=FILE JUNIT=FILE OUT=FILE   compare"
+	@echo "  SLO_P99_MS=300 TARGET_QPS=1000 HEADROOM=0.25   capacity (SLO_P99_MS also search)"
+	@echo "  TARGET=http://$(HOST):$(PORT) SCENARIO=query   search"
+	@echo "  ROWS=10000000            bench-report"
+	@echo "  VENV=$(VENV)               the virtual environment"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m loadgen.locust_help >/dev/null  # lets `locust -f locustfiles/X.py --help` list our options
 	@touch $(STAMP)
 
 setup: $(STAMP) ## create .venv and install everything (quick when already done)
 
-system-deps: ## install Debian packages the tests need (chromium, prometheus, a CJK font) when missing
+system-deps: ## install Debian packages the tests and benchmarks need (chromium, prometheus, redis-server, wrk, a CJK font) when missing
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	test -e /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc || missing="$$missing fonts-wqy-zenhei"; \
 	command -v prometheus >/dev/null || test -x /usr/bin/prometheus || missing="$$missing prometheus"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v wrk >/dev/null || missing="$$missing wrk"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
@@ -61,21 +77,30 @@ bench: setup ## start the service, run the ramp (PROFILE=quick|full), stop it, w
 report: setup ## build report.html for the newest run (or RUN=runs/<id>)
 	$(EP) report $(if $(RUN),$(RUN),--latest --runs-dir $(RUNS))
 
-compare: setup ## compare BASE=runs/<id> with CAND=runs/<id> [GATE="p99_ms:+5%,qps:-3%"]
-	@test -n "$(BASE)" -a -n "$(CAND)" || { echo "usage: make compare BASE=runs/<id> CAND=runs/<id> [GATE=...]"; exit 2; }
-	$(EP) compare $(BASE) $(CAND) $(if $(GATE),--gate "$(GATE)")
+compare: setup ## compare BASE=runs/<id> with CAND=runs/<id> [GATE="p99_ms:+5%,qps:-3%"] [JSON=f.json] [JUNIT=f.xml] [OUT=f.html]
+	@test -n "$(BASE)" -a -n "$(CAND)" || { echo "usage: make compare BASE=runs/<id> CAND=runs/<id> [GATE=...] [JSON=FILE] [JUNIT=FILE] [OUT=FILE]"; exit 2; }
+	$(EP) compare $(BASE) $(CAND) $(if $(GATE),--gate "$(GATE)") $(if $(JSON),--json "$(JSON)") $(if $(JUNIT),--junit "$(JUNIT)") $(if $(OUT),--out "$(OUT)")
 
 capacity: setup ## capacity plan for RUN (SLO_P99_MS=300 TARGET_QPS=1000 HEADROOM=0.25)
 	$(EP) capacity $(if $(RUN),$(RUN),--latest --runs-dir $(RUNS)) --slo-p99-ms $(or $(SLO_P99_MS),300) \
 	  --target-qps $(or $(TARGET_QPS),1000) --headroom $(or $(HEADROOM),0.25)
 
+search: setup ## highest rate meeting the P99 SLO against TARGET (default http://$(HOST):$(PORT)); SLO_P99_MS=100 SCENARIO=query
+	$(EP) search $(or $(SCENARIO),query) --host $(or $(TARGET),http://$(HOST):$(PORT)) --runs-dir $(RUNS) \
+	  $(if $(SLO_P99_MS),--slo-p99-ms $(SLO_P99_MS)) --profile $(PROFILE)
+
 matrix: setup ## optimisation before/after matrix (scenarios/optimizations.yaml)
 	$(EP) matrix scenarios/optimizations.yaml --profile $(PROFILE) --runs-dir $(RUNS)
 
-precision: setup ## int8 (all layers, attention only) and bf16 embeddings against fp32; each prints PASS/FAIL
-	-$(EP) precision --precision int8
-	-$(EP) precision --precision int8 --int8-exclude 'output\.dense|intermediate'
-	-$(EP) precision --precision bf16
+precision: setup ## int8 (all layers, attention only) and bf16 against fp32; all run, exit 1 if any gate fails
+	@rc=0; keep() { c=$$?; if [ $$c -gt $$rc ]; then rc=$$c; fi; }; \
+	echo "$(EP) precision --precision int8"; \
+	$(EP) precision --precision int8 || keep; \
+	echo "$(EP) precision --precision int8 --int8-exclude 'output\.dense|intermediate'"; \
+	$(EP) precision --precision int8 --int8-exclude 'output\.dense|intermediate' || keep; \
+	echo "$(EP) precision --precision bf16"; \
+	$(EP) precision --precision bf16 || keep; \
+	exit $$rc
 
 bench-service: setup ## service benchmark: offline ceiling vs QPS/P50/P99 at 1/10/50/100 clients, batching off/on
 	$(PY) benchmarks/bench_service.py
@@ -86,8 +111,18 @@ bench-recorder: setup ## recorder cost and accuracy benchmark
 bench-collectors: setup ## collector drift, jitter and CPU benchmark
 	$(PY) benchmarks/bench_collectors.py
 
-bench-report: setup ## 1,000,000-request synthetic run -> report time and peak memory
-	$(PY) benchmarks/bench_report.py
+bench-overload: setup system-deps ## wrk at 500 and 1,000 connections: goodput vs capacity, P99, 429 latency, /health P99, 10 MB bodies and RSS
+	$(PY) benchmarks/bench_overload.py --service-arg=--threads --service-arg=1
+
+fuzz: setup ## schemathesis against the service's /openapi.json (bounded): fails on any 5xx
+	$(PY) benchmarks/fuzz_service.py
+
+bench-report: setup ## synthetic run of ROWS requests (default 10M) -> `embedperf report` wall time and peak memory
+	$(PY) benchmarks/bench_report.py --rows $(or $(ROWS),10000000)
+
+bench-distributed: setup ## embedperf run --workers 1/2/4 at 400 req/s open loop (constant, Poisson): achieved rate, rows = Locust; row forwarding rows/s
+	$(PY) benchmarks/bench_distributed.py rate
+	$(PY) benchmarks/bench_distributed.py forwarding
 
 clean: ## remove caches (keeps .venv and runs/)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -1,9 +1,11 @@
 """Seeded, vectorised bootstrap confidence intervals for percentiles, throughput and their differences.
 
 Percentiles use the exact order-statistic form of the bootstrap: the k-th smallest of n draws with
-replacement from a sorted sample is `sorted[floor(U * n)]` with U ~ Beta(k, n - k + 1), so B resampled
-percentiles cost B draws instead of B * n. This is the ordinary nonparametric bootstrap of the
-nearest-rank percentile, computed without materialising the resamples.
+replacement from a sorted sample is `sorted[floor(U * n)]` with U ~ Beta(k, n - k + 1), and the next
+one above it is `sorted[floor(V * n)]` with V = U + (1 - U) * Beta(1, n - k). Each replicate is then
+the linear-interpolated percentile of its resample (numpy's "linear", the estimator every reported
+P99 uses), so the interval is drawn around the same estimator as the figure it accompanies; B
+replicates cost 2B draws instead of B * n.
 """
 
 from __future__ import annotations
@@ -19,17 +21,40 @@ def rng_for(seed: int = DEFAULT_SEED) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+def resampled_ranks(
+    n: int, q_pct: float, n_boot: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per replicate, the two ranks (into the sorted sample) its linear q-th percentile interpolates
+    between, and the weight of the upper one (numpy's linear method on a resample of size n)."""
+    virtual = (n - 1) * (q_pct / 100.0)
+    lower = min(int(np.floor(virtual)), n - 1)
+    weight = virtual - lower if lower < n - 1 else 0.0
+    k = lower + 1  # 1-based order statistic
+    u = rng.beta(k, n - k + 1, size=n_boot)
+    lo = np.minimum((u * n).astype(np.int64), n - 1)
+    if weight == 0.0:
+        return lo, lo, 0.0
+    v = u + (1.0 - u) * rng.beta(1, n - k, size=n_boot)
+    hi = np.minimum((v * n).astype(np.int64), n - 1)
+    return lo, hi, weight
+
+
+def lerp(low: np.ndarray, high: np.ndarray, weight: float) -> np.ndarray:
+    """numpy's `_lerp`, term for term, so a replicate equals np.percentile of its resample."""
+    diff = high - low
+    return high - diff * (1.0 - weight) if weight >= 0.5 else low + diff * weight
+
+
 def resampled_percentiles(
     sorted_values: np.ndarray, q_pct: float, n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """B bootstrap replicates of the q-th percentile of an ascending sample (empty sample -> NaNs)."""
+    """B bootstrap replicates of the (linear) q-th percentile of an ascending sample (empty -> NaNs)."""
     n = len(sorted_values)
     if n == 0:
         return np.full(n_boot, np.nan)
-    k = min(max(int(np.ceil(q_pct / 100.0 * n)), 1), n)
-    u = rng.beta(k, n - k + 1, size=n_boot)
-    idx = np.minimum((u * n).astype(np.int64), n - 1)
-    return np.asarray(sorted_values[idx], dtype=np.float64)
+    lo, hi, weight = resampled_ranks(n, q_pct, n_boot, rng)
+    values = np.asarray(sorted_values, dtype=np.float64)
+    return lerp(values[lo], values[hi], weight)
 
 
 def resampled_means(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -60,3 +85,23 @@ def percentile_ci(
     sorted_values: np.ndarray, q_pct: float, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
 ) -> tuple[float | None, float | None]:
     return interval(resampled_percentiles(sorted_values, q_pct, n_boot, rng_for(seed)))
+
+
+def resampled_ratios(
+    numerators: np.ndarray, denominators: np.ndarray, n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
+    """B bootstrap replicates of sum(numerators) / sum(denominators), resampling the pairs together.
+
+    Throughput is requests per second of a window whose last second is usually partial: resampling
+    (count, width) pairs keeps the replicates centred on the point estimate n / duration.
+    """
+    n = len(numerators)
+    if n == 0:
+        return np.full(n_boot, np.nan)
+    chunk = max(1, 4_000_000 // n)
+    out = np.empty(n_boot)
+    for start in range(0, n_boot, chunk):
+        stop = min(n_boot, start + chunk)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = numerators[idx].sum(axis=1) / denominators[idx].sum(axis=1)
+    return out

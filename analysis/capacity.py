@@ -1,9 +1,14 @@
 """Capacity: the highest load meeting the SLO, the knee, a Little's-law check, devices for a target QPS.
 
+Throughput here is always goodput (successful requests per second): a step whose error rate is over
+the error budget never meets the SLO, is never the knee and never the capacity answer, however
+fast its failures came back.
+
 Knee rule: with steps ordered by offered load, the knee is the first step after which the next step
-raises throughput by less than KNEE_MAX_QPS_GAIN (10 %) while its P99 rises by more than
-KNEE_MIN_P99_RISE (20 %): more load buys little throughput and costs latency. No such step means the
-knee lies beyond the tested range.
+raises goodput by less than KNEE_MAX_QPS_GAIN (10 %) while its P99 rises by more than
+KNEE_MIN_P99_RISE (20 %): more load buys little throughput and costs latency. A step over the
+error budget may be the "next" step but never the knee. No such step means the knee lies beyond
+the tested range.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from analysis.steps import StepStats
 
 KNEE_MAX_QPS_GAIN = 0.10
 KNEE_MIN_P99_RISE = 0.20
-LITTLE_MISMATCH = 0.15
+# Little's law (users = answers/s x (latency + think time)): beyond this relative mismatch the
+# generator or the think time, not the service, set the load.
+LITTLE_MISMATCH = 0.10
 DEFAULT_ERROR_BUDGET = 0.001
 DEFAULT_HEADROOM = 0.25
+BACKOFF_ERROR_KINDS = frozenset({"connection_refused", "connection_reset", "connection_error", "timeout"})
 
 
 class LittleCheck(BaseModel):
@@ -55,16 +63,23 @@ class CapacityResult(BaseModel):
     plan: DevicePlan | None = None
 
 
+def within_error_budget(step: StepStats, error_budget: float) -> bool:
+    """True when the step has requests and its error rate is at most the budget."""
+    return step.error_rate is not None and step.error_rate <= error_budget
+
+
 def meets_slo(step: StepStats, slo_p99_ms: float | None, error_budget: float) -> bool:
-    if step.latency.p99_ms is None or step.error_rate is None:
+    if step.latency.p99_ms is None or not within_error_budget(step, error_budget):
         return False
-    latency_ok = slo_p99_ms is None or step.latency.p99_ms <= slo_p99_ms
-    return latency_ok and step.error_rate <= error_budget
+    return slo_p99_ms is None or step.latency.p99_ms <= slo_p99_ms
 
 
-def find_knee(steps: list[StepStats]) -> int | None:
+def find_knee(steps: list[StepStats], error_budget: float = DEFAULT_ERROR_BUDGET) -> int | None:
+    """The knee rule of the module doc; a step over the error budget is never the knee itself."""
     ordered = sorted((s for s in steps if s.latency.p99_ms is not None and s.qps > 0), key=lambda s: s.load)
     for here, nxt in zip(ordered, ordered[1:], strict=False):
+        if not within_error_budget(here, error_budget):
+            continue
         qps_gain = (nxt.qps - here.qps) / here.qps
         p99_rise = (nxt.latency.p99_ms or 0.0) / (here.latency.p99_ms or 1e-9) - 1.0
         if qps_gain < KNEE_MAX_QPS_GAIN and p99_rise > KNEE_MIN_P99_RISE:
@@ -90,6 +105,8 @@ def little_checks(steps: list[StepStats], think_s: float) -> list[LittleCheck]:
     for step in steps:
         if not step.users or step.n_requests == 0:
             continue
+        if any(kind in BACKOFF_ERROR_KINDS for kind in step.errors_by_kind):
+            continue  # users waited in back-off (neither latency nor think time): the law does not apply
         latencies = [x for x in (step.latency.mean_ms, step.error_latency.mean_ms) if x is not None]
         if not latencies:
             continue
@@ -97,7 +114,7 @@ def little_checks(steps: list[StepStats], think_s: float) -> list[LittleCheck]:
             (step.latency.mean_ms or 0.0) * step.n_ok
             + (step.error_latency.mean_ms or 0.0) * step.error_latency.n
         ) / max(step.n_ok + step.error_latency.n, 1)
-        expected = step.qps * (mean_ms / 1000.0 + think_s)
+        expected = step.offered_qps * (mean_ms / 1000.0 + think_s)  # every answer, failed ones too
         mismatch = abs(expected - step.users) / step.users
         checks.append(
             LittleCheck(
@@ -137,7 +154,7 @@ def capacity(
 ) -> CapacityResult:
     meeting = [s for s in steps if meets_slo(s, slo_p99_ms, error_budget)]
     best = max(meeting, key=lambda s: s.qps) if meeting else None
-    knee = find_knee(steps)
+    knee = find_knee(steps, error_budget)
     knee_step = next((s for s in steps if s.index == knee), None)
     result = CapacityResult(
         slo_p99_ms=slo_p99_ms,

@@ -6,9 +6,25 @@ import argparse
 from pathlib import Path
 
 from analysis.capacity import DEFAULT_ERROR_BUDGET, KNEE_MAX_QPS_GAIN, KNEE_MIN_P99_RISE, LITTLE_MISMATCH
+from analysis.search import plan_lines
 from analysis.summary import RunSummary, analyse_folder
 from embedperf.errors import ConfigError
 from embedperf.schema import resolve_run_folder
+
+
+def no_success_line(summary: RunSummary) -> str | None:
+    """One line for a run without a single successful request (nothing to plan from), else None."""
+    totals = summary.totals
+    if totals.n_ok > 0:
+        return None
+    if totals.n_requests == 0:
+        return f"no requests were recorded in {summary.run_id}; see the Locust output and manifest notes"
+    common = totals.most_common_error or "unknown"
+    return (
+        f"no successful requests: {totals.n_failed} of {totals.n_requests} failed, most common error: "
+        f"{common} ({totals.errors_by_kind.get(common, 0)}); the target was down or refused the requests, "
+        "so there is no capacity to plan from"
+    )
 
 
 def format_plan(summary: RunSummary) -> str:
@@ -16,14 +32,16 @@ def format_plan(summary: RunSummary) -> str:
     lines = [f"capacity plan for {summary.run_id}"]
     slo = f"P99 <= {cap.slo_p99_ms:g} ms" if cap.slo_p99_ms is not None else "no latency SLO"
     lines.append(f"  SLO: {slo}, error rate <= {cap.error_budget:.3%}")
-    lines.append("  step            load      QPS    P99 ms   errors    meets SLO")
+    lines.append("  step            load  goodput  offered    P99 ms   errors    meets SLO")
     for step in summary.steps:
         s = step.stats
         p99 = f"{s.latency.p99_ms:9.1f}" if s.latency.p99_ms is not None else "        -"
         err = f"{s.error_rate:8.3%}" if s.error_rate is not None else "       -"
         lines.append(
-            f"  {s.label:<12} {s.load:7g} {s.qps:8.1f} {p99} {err}    {'yes' if step.meets_slo else 'no'}"
+            f"  {s.label:<12} {s.load:7g} {s.goodput_qps:8.1f} {s.offered_qps:8.1f} {p99} {err}    "
+            f"{'yes' if step.meets_slo else 'no'}"
         )
+    lines.append("  (goodput: successful requests/s; offered: all requests/s, failed ones included)")
     if cap.max_qps_meeting_slo is not None:
         lines.append(
             f"  highest QPS meeting the SLO: {cap.max_qps_meeting_slo:.1f} (load {cap.max_load_meeting_slo:g})"
@@ -86,5 +104,11 @@ def main(argv: list[str]) -> int:
         headroom=args.headroom,
         n_boot=200,
     )
+    reason = no_success_line(analysis.summary)
+    if reason is not None:
+        print(f"embedperf capacity: {reason}")
+        return 1
     print(format_plan(analysis.summary))
+    for line in plan_lines(analysis.manifest, args.target_qps, args.headroom):  # runs of `embedperf search`
+        print(line)
     return 0

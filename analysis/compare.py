@@ -1,20 +1,36 @@
-"""Run comparison: per-step and overall changes with bootstrap confidence intervals and verdicts."""
+"""Run comparison: steps matched by load, per-metric changes with bootstrap confidence intervals, the gate.
+
+Steps are matched by their load (users, or arrival rate), never by position: a 3-step smoke run
+compared with a 4-step ramp must not pair users=1 with users=10. A change whose statistic the data
+cannot support (too few ok samples for the percentile, too few seconds for a throughput interval,
+a zero-width bootstrap interval) carries a warning and never a better/worse verdict.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel
 
-from analysis.bootstrap import DEFAULT_N_BOOT, interval, resampled_means, resampled_percentiles, rng_for
-from analysis.gate import GateRule
-from analysis.steps import OUTCOME_OK, PERCENTILE_METHOD
+from analysis.bootstrap import (
+    DEFAULT_N_BOOT,
+    interval,
+    resampled_means,
+    resampled_percentiles,
+    resampled_ratios,
+    rng_for,
+)
+from analysis.gate import BudgetScope, GateResult, GateRule, evaluate_gate, gate_status
+from analysis.steps import PERCENTILE_METHOD
 from analysis.summary import RunAnalysis
 from analysis.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE
+from embedperf.schema import ServiceInfo
 
 LOWER_IS_BETTER: dict[str, bool] = {
     "qps": False,
+    "tokens_per_s": False,
     "p50_ms": True,
     "p95_ms": True,
     "p99_ms": True,
@@ -24,12 +40,26 @@ LOWER_IS_BETTER: dict[str, bool] = {
     "mem_used_mb": True,
 }
 LATENCY_METRICS: dict[str, float] = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0}
+TELEMETRY_METRICS: tuple[str, ...] = ("device_util_pct", "service_cpu_pct", "mem_used_mb")
 Z_95 = 1.959963984540054
 OVERALL_INDEX = -1
+# A throughput interval resamples whole seconds: with fewer than this many the bootstrap has too few
+# distinct resamples to say anything (5 s steps gave "5.0 ... 5.0" around a change of 7.4).
+MIN_QPS_SECONDS = 10
+# A mean of 1 Hz telemetry needs a few samples before its interval means anything.
+MIN_TELEMETRY_SAMPLES = 5
+
+
+def min_samples_for(q_pct: float) -> int:
+    """Ok samples a percentile needs: at least one sample beyond it (P99: 100, P95: 20, P50: 2)."""
+    return math.ceil(100.0 / (100.0 - q_pct) - 1e-9)
 
 
 class MetricChange(BaseModel):
-    """Candidate − baseline. `ci_*` bound the absolute difference; `rel` is diff / baseline."""
+    """Candidate − baseline. `ci_*` bound the absolute difference; `rel` is diff / baseline.
+
+    `warning` says why the data cannot support a verdict (then `verdict` is "no_sig").
+    """
 
     metric: str
     base: float | None
@@ -39,6 +69,7 @@ class MetricChange(BaseModel):
     ci_low: float | None
     ci_high: float | None
     verdict: str  # "better" | "worse" | "no_sig"
+    warning: str | None = None
 
 
 class StepComparison(BaseModel):
@@ -47,14 +78,7 @@ class StepComparison(BaseModel):
     base_load: float | None
     cand_load: float | None
     metrics: dict[str, MetricChange]
-
-
-class GateResult(BaseModel):
-    rule: str
-    scope: str
-    metric: str
-    failed: bool
-    change: MetricChange
+    cand_index: int | None = None
 
 
 class CandidateComparison(BaseModel):
@@ -63,11 +87,26 @@ class CandidateComparison(BaseModel):
     steps: list[StepComparison]
     overall: StepComparison
     mismatches: list[str]
+    unmatched: list[str] = []
+    error_budget: float = 0.0
     gate: list[GateResult] = []
 
     @property
+    def status(self) -> str:
+        """One of fail, no_verdict, pass (see analysis.gate.gate_status)."""
+        return gate_status(self.gate, loads_match=not self.unmatched)
+
+    @property
     def gate_failed(self) -> bool:
-        return any(g.failed for g in self.gate)
+        return self.status == "fail"
+
+    @property
+    def warnings(self) -> list[str]:
+        """Why some changes have no verdict: unmatched loads and statistics the data cannot support."""
+        out = list(self.unmatched)
+        for scope in [*self.steps, self.overall]:
+            out += [f"{m.metric} at {scope.label}: {m.warning}" for m in scope.metrics.values() if m.warning]
+        return out
 
 
 class Comparison(BaseModel):
@@ -78,8 +117,13 @@ class Comparison(BaseModel):
     percentile_method: str = PERCENTILE_METHOD
 
     @property
+    def status(self) -> str:
+        statuses = {c.status for c in self.candidates}
+        return next((s for s in ("fail", "no_verdict") if s in statuses), "pass")
+
+    @property
     def gate_failed(self) -> bool:
-        return any(c.gate_failed for c in self.candidates)
+        return self.status == "fail"
 
 
 @dataclass
@@ -87,25 +131,43 @@ class Samples:
     """What a comparison resamples for one step (or the whole run)."""
 
     label: str
-    load: float | None
+    load_key: tuple[str, float] | None
     latency_sorted: np.ndarray
-    per_second_counts: np.ndarray
-    qps: float
+    ok_counts: np.ndarray  # ok requests per 1 s bin of the steady window
+    bin_widths_s: np.ndarray  # each bin's width; the last one may be partial
+    qps: float  # goodput: ok requests per second
     n_requests: int
     n_failed: int
     telemetry: dict[str, np.ndarray]
+    token_counts: np.ndarray | None = None  # input tokens of ok requests per 1 s bin (None: not reported)
+    exact_ms: dict[float, float | None] | None = None  # exact percentiles of every ok row (the sample may be a reservoir)
+    n_ok: int | None = None  # ok rows (latency_sorted holds all of them or a bounded reservoir)
+
+    @property
+    def load(self) -> float | None:
+        return self.load_key[1] if self.load_key else None
 
 
-def _per_second(ts: np.ndarray, start: float, end: float) -> np.ndarray:
-    n_sec = int(np.floor(end - start))
-    if n_sec < 1:
-        return np.array([])
-    offset = np.floor(ts - start)
-    offset = offset[(offset >= 0) & (offset < n_sec)].astype(np.int64)
-    return np.bincount(offset, minlength=n_sec).astype(np.float64)
+def load_key(users: int | None, rate: float | None) -> tuple[str, float]:
+    """What two steps must share to be compared: the same arrival rate, or the same number of users."""
+    if rate is not None:
+        return ("rate", round(float(rate), 6))
+    return ("users", float(users or 0))
 
 
-def _telemetry_samples(analysis: RunAnalysis, start: float, end: float) -> dict[str, np.ndarray]:
+def per_second_bins(ts: np.ndarray, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
+    """Counts of ts in 1 s bins of [start, end] and the bins' widths (the last bin holds the remainder)."""
+    duration = end - start
+    if duration <= 0:
+        return np.array([]), np.array([])
+    n_bins = max(int(np.ceil(duration - 1e-9)), 1)
+    widths = np.ones(n_bins)
+    widths[-1] = duration - (n_bins - 1)
+    offset = np.clip(np.floor(ts - start), 0, n_bins - 1).astype(np.int64)
+    return np.bincount(offset, minlength=n_bins).astype(np.float64), widths
+
+
+def telemetry_samples(analysis: RunAnalysis, start: float, end: float) -> dict[str, np.ndarray]:
     """Per-second means of each resource metric within the window."""
     index = analysis.telemetry
     out: dict[str, np.ndarray] = {}
@@ -121,51 +183,21 @@ def _telemetry_samples(analysis: RunAnalysis, start: float, end: float) -> dict[
         ts = frame["ts_unix_s"].to_numpy()
         lo, hi = np.searchsorted(ts, start, side="left"), np.searchsorted(ts, end, side="right")
         sub = frame.iloc[lo:hi]
-        mask = sub["metric"].astype(str).to_numpy() == metric
+        mask = (sub["metric"] == metric).to_numpy()  # labels compared as codes, no string per row
         if device is not None:
-            mask &= sub["device"].astype(str).to_numpy() == device
+            mask = mask & (sub["device"] == device).to_numpy()
         sub = sub[mask]
         if len(sub):
             out[name] = sub.groupby(np.floor(sub["ts_unix_s"].to_numpy()))["value"].mean().to_numpy()
     return out
 
 
-def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
-    """Samples per stage index, plus OVERALL_INDEX for all steady rows together."""
-    prepared, out = analysis.prepared, {}
-    rows = prepared.rows
-    counted_all = ~rows["probe"].to_numpy()
-    for step in analysis.summary.steps:
-        s = step.stats
-        sub = rows.iloc[prepared.slices[s.index]]
-        counted = ~sub["probe"].to_numpy()
-        ok = (sub["outcome"].to_numpy() == OUTCOME_OK) & counted
-        out[s.index] = Samples(
-            label=s.label,
-            load=s.load,
-            latency_sorted=np.sort(sub["latency_ms"].to_numpy()[ok]),
-            per_second_counts=_per_second(
-                sub["t_sent_unix_s"].to_numpy()[counted], s.steady_start_unix_s, s.steady_end_unix_s
-            ),
-            qps=s.qps,
-            n_requests=s.n_requests,
-            n_failed=s.n_error + s.n_timeout,
-            telemetry=_telemetry_samples(analysis, s.steady_start_unix_s, s.steady_end_unix_s),
-        )
-    ok_all = (rows["outcome"].to_numpy() == OUTCOME_OK) & counted_all
-    peak = max(analysis.summary.steps, key=lambda st: st.stats.qps, default=None)
-    peak_samples = out.get(peak.stats.index) if peak is not None else None
-    out[OVERALL_INDEX] = Samples(
-        label="overall",
-        load=None,
-        latency_sorted=np.sort(rows["latency_ms"].to_numpy()[ok_all]),
-        per_second_counts=peak_samples.per_second_counts if peak_samples else np.array([]),
-        qps=peak_samples.qps if peak_samples else 0.0,
-        n_requests=int(counted_all.sum()),
-        n_failed=int((counted_all & ~ok_all).sum()),
-        telemetry=peak_samples.telemetry if peak_samples else {},
-    )
-    return out
+def _point(samples: Samples, q: float) -> float | None:
+    """The exact percentile when known, else the sample's own (every ok row)."""
+    if samples.exact_ms is not None and q in samples.exact_ms:
+        return samples.exact_ms[q]
+    values = samples.latency_sorted
+    return float(np.percentile(values, q, method=PERCENTILE_METHOD)) if len(values) else None
 
 
 def _verdict(metric: str, low: float | None, high: float | None) -> str:
@@ -176,95 +208,133 @@ def _verdict(metric: str, low: float | None, high: float | None) -> str:
 
 
 def _change(
-    metric: str, base: float | None, cand: float | None, ci: tuple[float | None, float | None]
+    metric: str,
+    base: float | None,
+    cand: float | None,
+    ci: tuple[float | None, float | None],
+    warning: str | None = None,
 ) -> MetricChange:
     diff = cand - base if base is not None and cand is not None else None
     rel = diff / base if diff is not None and base else None
+    if warning is None and ci[0] is not None and ci[0] == ci[1] and diff:
+        warning = "zero-width 95% interval: the data cannot resolve this change"
     return MetricChange(
         metric=metric, base=base, cand=cand, diff=diff, rel=rel, ci_low=ci[0], ci_high=ci[1],
-        verdict=_verdict(metric, *ci),
+        verdict="no_sig" if warning else _verdict(metric, *ci), warning=warning,
     )  # fmt: skip
+
+
+def _short(what: str, have: int, need: int) -> str | None:
+    return f"{have} {what} < {need} needed" if have < need else None
 
 
 def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dict[str, MetricChange]:
     rng = rng_for(seed)
     changes: dict[str, MetricChange] = {}
-    b_mean = resampled_means(base.per_second_counts, n_boot, rng)
-    c_mean = resampled_means(cand.per_second_counts, n_boot, rng)
-    changes["qps"] = _change("qps", base.qps, cand.qps, interval(c_mean - b_mean))
+    seconds = min(len(base.ok_counts), len(cand.ok_counts))
+    b_qps = resampled_ratios(base.ok_counts, base.bin_widths_s, n_boot, rng)
+    c_qps = resampled_ratios(cand.ok_counts, cand.bin_widths_s, n_boot, rng)
+    changes["qps"] = _change(
+        "qps", base.qps, cand.qps, interval(c_qps - b_qps),
+        _short("s of steady state", seconds, MIN_QPS_SECONDS),
+    )  # fmt: skip
     for metric, q in LATENCY_METRICS.items():
         b, c = base.latency_sorted, cand.latency_sorted
-        point_b = float(np.percentile(b, q, method=PERCENTILE_METHOD)) if len(b) else None
-        point_c = float(np.percentile(c, q, method=PERCENTILE_METHOD)) if len(c) else None
+        point_b, point_c = _point(base, q), _point(cand, q)
         boot = resampled_percentiles(c, q, n_boot, rng) - resampled_percentiles(b, q, n_boot, rng)
-        changes[metric] = _change(metric, point_b, point_c, interval(boot))
+        n_b = base.n_ok if base.n_ok is not None else len(b)
+        n_c = cand.n_ok if cand.n_ok is not None else len(c)
+        warning = _short(f"ok samples for P{q:g}", min(n_b, n_c), min_samples_for(q))
+        changes[metric] = _change(metric, point_b, point_c, interval(boot), warning)
+    if base.token_counts is not None and cand.token_counts is not None:
+        b_tok = resampled_ratios(base.token_counts, base.bin_widths_s, n_boot, rng)
+        c_tok = resampled_ratios(cand.token_counts, cand.bin_widths_s, n_boot, rng)
+        changes["tokens_per_s"] = _change(
+            "tokens_per_s",
+            float(base.token_counts.sum() / base.bin_widths_s.sum()),
+            float(cand.token_counts.sum() / cand.bin_widths_s.sum()),
+            interval(c_tok - b_tok),
+            _short("s of steady state", seconds, MIN_QPS_SECONDS),
+        )
     changes["error_rate"] = _error_rate_change(base, cand)
-    for metric in ("device_util_pct", "service_cpu_pct", "mem_used_mb"):
+    for metric in TELEMETRY_METRICS:
         b_vals, c_vals = base.telemetry.get(metric), cand.telemetry.get(metric)
         if b_vals is None or c_vals is None or not len(b_vals) or not len(c_vals):
             continue
         boot = resampled_means(c_vals, n_boot, rng) - resampled_means(b_vals, n_boot, rng)
-        changes[metric] = _change(metric, float(b_vals.mean()), float(c_vals.mean()), interval(boot))
+        warning = _short("telemetry seconds", min(len(b_vals), len(c_vals)), MIN_TELEMETRY_SAMPLES)
+        changes[metric] = _change(metric, float(b_vals.mean()), float(c_vals.mean()), interval(boot), warning)
     return changes
 
 
 def _error_rate_change(base: Samples, cand: Samples) -> MetricChange:
-    """Two-proportion normal interval on the difference of error rates."""
+    """Agresti-Caffo interval on the difference of error rates (one failure and one success added to
+    each run), so 0% vs 100% over thousands of requests is not a zero-width, verdict-less interval."""
     if not base.n_requests or not cand.n_requests:
-        return _change("error_rate", None, None, (None, None))
+        return _change("error_rate", None, None, (None, None), "no requests in one of the runs")
     pb, pc = base.n_failed / base.n_requests, cand.n_failed / cand.n_requests
-    se = float(np.sqrt(pb * (1 - pb) / base.n_requests + pc * (1 - pc) / cand.n_requests))
-    ci = (pc - pb - Z_95 * se, pc - pb + Z_95 * se) if se > 0 else (0.0, 0.0)
-    return _change("error_rate", pb, pc, ci)
+    ab, ac = (base.n_failed + 1) / (base.n_requests + 2), (cand.n_failed + 1) / (cand.n_requests + 2)
+    se = float(np.sqrt(ab * (1 - ab) / (base.n_requests + 2) + ac * (1 - ac) / (cand.n_requests + 2)))
+    return _change("error_rate", pb, pc, (ac - ab - Z_95 * se, ac - ab + Z_95 * se))
+
+
+def match_steps(
+    base: dict[int, Samples], cand: dict[int, Samples]
+) -> tuple[list[tuple[int, int]], list[str]]:
+    """Pairs (base index, cand index) of steps at the same load, and a line per step left unpaired."""
+    free = {i: s for i, s in cand.items() if i != OVERALL_INDEX}
+    pairs, unmatched = [], []
+    for index, b in sorted(base.items()):
+        if index == OVERALL_INDEX:
+            continue
+        match = next((i for i, c in sorted(free.items()) if c.load_key == b.load_key), None)
+        if match is None:
+            unmatched.append(f"baseline step {b.label} has no candidate step at the same load")
+            continue
+        pairs.append((index, match))
+        del free[match]
+    unmatched += [f"candidate step {c.label} has no baseline step at the same load" for c in free.values()]
+    return pairs, unmatched
 
 
 def environment_mismatches(base: RunAnalysis, cand: RunAnalysis) -> list[str]:
     """Names of what differs between the runs (host, model, device, precision, scenario)."""
     b, c = base.summary, cand.summary
-    b_info, c_info = b.service_info or {}, c.service_info or {}
+    b_info, c_info = b.service_info or ServiceInfo(), c.service_info or ServiceInfo()
     checks = {
-        "host": (b.host.get("hostname"), b.host.get("cpu")) != (c.host.get("hostname"), c.host.get("cpu")),
-        "model": b_info.get("model") != c_info.get("model"),
-        "device": b_info.get("device") != c_info.get("device"),
-        "scenario": (b.scenario.get("name"), [s.stats.load for s in b.steps])
-        != (c.scenario.get("name"), [s.stats.load for s in c.steps]),
+        "host": (b.host.hostname, b.host.cpu_model) != (c.host.hostname, c.host.cpu_model),
+        "model": b_info.model != c_info.model,
+        "device": b_info.device != c_info.device,
+        "precision": b_info.precision != c_info.precision,
+        "scenario": (b.scenario.name, [s.stats.load for s in b.steps])
+        != (c.scenario.name, [s.stats.load for s in c.steps]),
     }
     return [name for name, differs in checks.items() if differs]
 
 
-def evaluate_gate(rules: list[GateRule], comparison: CandidateComparison) -> list[GateResult]:
-    results = []
-    for scope in [*comparison.steps, comparison.overall]:
-        for rule in rules:
-            change = scope.metrics.get(rule.metric)
-            if change is None:
-                continue
-            failed = rule.crossed(change.diff, change.rel) and change.verdict != "no_sig"
-            results.append(
-                GateResult(
-                    rule=rule.text, scope=scope.label, metric=rule.metric, failed=failed, change=change
-                )
-            )
-    return results
-
-
 def overall_metrics(
-    base: RunAnalysis, base_samples: dict[int, Samples], cand_samples: dict[int, Samples], n_boot: int
+    base: RunAnalysis,
+    base_samples: dict[int, Samples],
+    cand_samples: dict[int, Samples],
+    pairs: list[tuple[int, int]],
+    n_boot: int,
 ) -> dict[str, MetricChange]:
     """QPS at each run's peak, errors over all steps, latency at the baseline's peak step in both runs.
 
     Latency pooled over all steps would mix loads: a candidate that serves more requests at the high
     steps would look slower overall even if it were faster at every step. So the overall latency
-    change is measured at one load, the one where the baseline peaked, matched by stage index.
+    change is measured at one load, the one where the baseline peaked, matched by load.
     """
     metrics = compare_samples(base_samples[OVERALL_INDEX], cand_samples[OVERALL_INDEX], n_boot, seed=0)
-    peak = max(base.summary.steps, key=lambda st: st.stats.qps, default=None)
-    if peak is None or peak.stats.index not in cand_samples:
+    peak = max(
+        (i for i in base_samples if i != OVERALL_INDEX), key=lambda i: base_samples[i].qps, default=None
+    )
+    cand_index = dict(pairs).get(peak) if peak is not None else None
+    if peak is None or cand_index is None:
         for metric in LATENCY_METRICS:
             metrics.pop(metric, None)
         return metrics
-    index = peak.stats.index
-    at_peak = compare_samples(base_samples[index], cand_samples[index], n_boot, seed=index + 1)
+    at_peak = compare_samples(base_samples[peak], cand_samples[cand_index], n_boot, seed=peak + 1)
     for metric in LATENCY_METRICS:
         if metric in at_peak:
             metrics[metric] = at_peak[metric]
@@ -276,37 +346,48 @@ def compare_runs(
     candidates: list[RunAnalysis],
     rules: list[GateRule] | None = None,
     n_boot: int = DEFAULT_N_BOOT,
+    error_budget: float | None = None,
 ) -> Comparison:
+    """Compare each candidate with the baseline; the gate always holds the candidate's error budget."""
+    from analysis.ooc_samples import step_samples  # reads the runs out of core; it imports this module
+
     base_samples = step_samples(base)
     results = []
     for cand in candidates:
         cand_samples = step_samples(cand)
-        steps = []
-        for index, b in base_samples.items():
-            c = cand_samples.get(index)
-            if c is None or index == OVERALL_INDEX:
-                continue
-            steps.append(
-                StepComparison(
-                    index=index, label=b.label, base_load=b.load, cand_load=c.load,
-                    metrics=compare_samples(b, c, n_boot, seed=index + 1),
-                )
-            )  # fmt: skip
+        pairs, unmatched = match_steps(base_samples, cand_samples)
+        steps = [
+            StepComparison(
+                index=b_index, label=base_samples[b_index].label, base_load=base_samples[b_index].load,
+                cand_load=cand_samples[c_index].load, cand_index=c_index,
+                metrics=compare_samples(base_samples[b_index], cand_samples[c_index], n_boot, seed=b_index + 1),
+            )
+            for b_index, c_index in pairs
+        ]  # fmt: skip
         overall = StepComparison(
             index=OVERALL_INDEX,
             label="overall",
             base_load=None,
             cand_load=None,
-            metrics=overall_metrics(base, base_samples, cand_samples, n_boot),
+            metrics=overall_metrics(base, base_samples, cand_samples, pairs, n_boot),
         )
+        budget = error_budget if error_budget is not None else cand.summary.error_budget
         comparison = CandidateComparison(
             run_id=cand.summary.run_id,
             label=cand.summary.run_id,
             steps=steps,
             overall=overall,
             mismatches=environment_mismatches(base, cand),
+            unmatched=unmatched,
+            error_budget=budget,
         )
-        comparison.gate = evaluate_gate(rules or [], comparison)
+        budget_scopes = [
+            BudgetScope(label=s.label, n_requests=s.n_requests, n_failed=s.n_failed)
+            for i, s in sorted(cand_samples.items(), key=lambda kv: (kv[0] == OVERALL_INDEX, kv[0]))
+        ]
+        comparison.gate = evaluate_gate(
+            rules or [], [*steps, overall], budget_scopes, budget, bool(unmatched)
+        )
         results.append(comparison)
     return Comparison(
         base_run_id=base.summary.run_id,

@@ -8,15 +8,32 @@
 
 A rule fails at a step (or overall) when the point estimate of the change crosses the threshold AND
 the change's 95% confidence interval excludes zero: noise alone never fails a build.
+
+The error budget is always a rule, whatever --gate says: a candidate step (or the candidate overall)
+whose error rate is above the budget fails, however fast it was; being above the baseline's rate by
+more than the budget is covered by it. A rule whose change the data cannot support (too few samples,
+steps too short, loads that do not match) gets no verdict; the candidate then has no verdict either
+unless some rule failed.
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
 from embedperf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from analysis.compare import StepComparison
+
+GateStatus = Literal["pass", "fail", "no_verdict"]
+ERROR_BUDGET_METRIC = "error_rate"
+METRIC_UNITS: dict[str, str] = {
+    "qps": "req/s", "p50_ms": "ms", "p95_ms": "ms", "p99_ms": "ms", "error_rate": "%",
+    "device_util_pct": "%", "service_cpu_pct": "%", "mem_used_mb": "MB",
+}  # fmt: skip
 
 GATE_METRICS: dict[str, str] = {
     "qps": "requests per second",
@@ -73,3 +90,154 @@ def parse_gate(spec: str) -> list[GateRule]:
     if not rules:
         raise ConfigError("--gate is empty; give rules such as 'p99_ms:+5%,qps:-3%'")
     return rules
+
+
+class BudgetScope(BaseModel):
+    """The candidate's own request counts at one step (or overall), for the error-budget rule."""
+
+    label: str
+    n_requests: int
+    n_failed: int
+
+
+class GateResult(BaseModel):
+    """One rule at one scope (a step, or "overall"): its status and a one-line reason with the numbers."""
+
+    rule: str
+    scope: str
+    metric: str
+    status: GateStatus
+    reason: str
+    change: StepChange | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+    @property
+    def line(self) -> str:
+        return f"{self.rule} at {self.scope}: {self.reason}"
+
+
+class StepChange(BaseModel):
+    """The figures of a change a gate result quotes (a copy, so results serialise on their own)."""
+
+    base: float | None
+    cand: float | None
+    diff: float | None
+    rel: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+GateResult.model_rebuild()
+
+
+def fmt_value(metric: str, value: float | None, signed: bool = False) -> str:
+    """A metric value in its unit; error rates as percentages."""
+    if value is None:
+        return "n/a"
+    unit = METRIC_UNITS.get(metric, "")
+    scaled = value * 100.0 if metric == ERROR_BUDGET_METRIC else value
+    digits = 3 if metric == ERROR_BUDGET_METRIC else 1
+    text = f"{scaled:+,.{digits}f}" if signed else f"{scaled:,.{digits}f}"
+    return f"{text}%" if unit == "%" else f"{text} {unit}"
+
+
+def describe_change(
+    metric: str,
+    base: float | None,
+    cand: float | None,
+    rel: float | None,
+    ci: tuple[float | None, float | None],
+) -> str:
+    """Like: baseline 120.0 ms, candidate 140.0 ms, change +16.7% (95% CI of the difference ...)."""
+    if metric == ERROR_BUDGET_METRIC and base is not None and cand is not None:
+        change = f"{(cand - base) * 100.0:+.3f} pp"
+    else:
+        change = f"{rel * 100.0:+.1f}%" if rel is not None else "n/a"
+    interval = f"{fmt_value(metric, ci[0], True)} … {fmt_value(metric, ci[1], True)}"
+    return (
+        f"baseline {fmt_value(metric, base)}, candidate {fmt_value(metric, cand)}, change {change} "
+        f"(95% CI of the difference {interval})"
+    )
+
+
+def _speed_result(rule: GateRule, scope: StepComparison, loads_differ: bool) -> GateResult:
+    change = scope.metrics.get(rule.metric)
+    figures = None
+    if change is not None:
+        figures = StepChange(
+            base=change.base, cand=change.cand, diff=change.diff, rel=change.rel,
+            ci_low=change.ci_low, ci_high=change.ci_high,
+        )  # fmt: skip
+
+    def result(status: GateStatus, reason: str) -> GateResult:
+        return GateResult(
+            rule=rule.text,
+            scope=scope.label,
+            metric=rule.metric,
+            status=status,
+            reason=reason,
+            change=figures,
+        )
+
+    if scope.label == "overall" and loads_differ:
+        return result("no_verdict", "no verdict: the runs' loads differ (steps are matched by users/rate)")
+    if change is None:
+        return result("no_verdict", f"no verdict: {rule.metric} was not measured in both runs")
+    text = describe_change(rule.metric, change.base, change.cand, change.rel, (change.ci_low, change.ci_high))
+    if change.warning:
+        return result("no_verdict", f"no verdict ({change.warning}): {text}")
+    if rule.crossed(change.diff, change.rel):
+        if change.verdict != "no_sig":
+            return result("fail", f"{text}, rule {rule.text}")
+        return result("pass", f"{text}: crosses {rule.text} but the interval includes zero (noise)")
+    return result("pass", text)
+
+
+def budget_rule_text(budget: float) -> str:
+    return f"error_budget:{budget * 100.0:g}%"
+
+
+def _budget_result(scope: BudgetScope, budget: float) -> GateResult:
+    rule = budget_rule_text(budget)
+
+    def result(status: GateStatus, reason: str) -> GateResult:
+        return GateResult(
+            rule=rule, scope=scope.label, metric=ERROR_BUDGET_METRIC, status=status, reason=reason
+        )
+
+    if scope.n_requests == 0:
+        return result("no_verdict", "no verdict: the candidate has no requests here")
+    rate = scope.n_failed / scope.n_requests
+    text = (
+        f"candidate error rate {fmt_value(ERROR_BUDGET_METRIC, rate)} "
+        f"({scope.n_failed:,} of {scope.n_requests:,} requests failed)"
+    )
+    if rate > budget:
+        return result("fail", f"{text} > budget {fmt_value(ERROR_BUDGET_METRIC, budget)}, whatever its speed")
+    return result("pass", f"{text} <= budget {fmt_value(ERROR_BUDGET_METRIC, budget)}")
+
+
+def evaluate_gate(
+    rules: list[GateRule],
+    scopes: list[StepComparison],
+    budget_scopes: list[BudgetScope],
+    error_budget: float,
+    loads_differ: bool,
+) -> list[GateResult]:
+    """Every rule at every matched step and overall, then the error budget at every candidate step."""
+    results = [_speed_result(rule, scope, loads_differ) for scope in scopes for rule in rules]
+    return results + [_budget_result(scope, error_budget) for scope in budget_scopes]
+
+
+def gate_status(results: list[GateResult], loads_match: bool) -> GateStatus:
+    """fail if any rule failed; no verdict if speed rules were asked for but the loads differ or an
+    overall result has no verdict; pass otherwise (step-level gaps stay warnings)."""
+    if any(r.failed for r in results):
+        return "fail"
+    speed = [r for r in results if not r.rule.startswith("error_budget:")]
+    if speed and (not loads_match or any(r.status == "no_verdict" and r.scope == "overall" for r in speed)):
+        return "no_verdict"
+    return "pass"

@@ -34,10 +34,13 @@ REQUEST_ANALYSIS_COLUMNS: tuple[str, ...] = (
     "srv_post_ms",
     "srv_total_ms",
     "batch_size",
+    "n_inputs",
+    "input_tokens",
+    "probe_cosine",
 )
-TELEMETRY_ANALYSIS_COLUMNS: tuple[str, ...] = ("ts_unix_s", "source", "device", "metric", "value")
+TELEMETRY_ANALYSIS_COLUMNS: tuple[str, ...] = ("ts_unix_s", "host", "source", "device", "metric", "value")
 
-_STRING_COLUMNS = frozenset({"endpoint", "error", "source", "device", "metric"})
+_STRING_COLUMNS = frozenset({"endpoint", "error", "host", "source", "device", "metric"})
 
 
 @dataclass(frozen=True)
@@ -50,13 +53,14 @@ class RunData:
     telemetry: pd.DataFrame
 
 
-def _to_frame(table: pa.Table) -> pd.DataFrame:
+def to_frame(table: pa.Table) -> pd.DataFrame:
     """Strings become categoricals (1M rows of repeated labels stay small); nullable ints become float."""
     columns: dict[str, object] = {}
     for name in table.column_names:
         column = table.column(name)
         if name in _STRING_COLUMNS:
-            columns[name] = column.dictionary_encode().to_pandas()
+            encoded = column if pa.types.is_dictionary(column.type) else column.dictionary_encode()
+            columns[name] = encoded.to_pandas()
         elif name == "ok":
             columns[name] = column.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
         elif pa.types.is_integer(column.type):
@@ -67,13 +71,13 @@ def _to_frame(table: pa.Table) -> pd.DataFrame:
 
 
 def load_requests(folder: RunFolder) -> pd.DataFrame:
-    return _to_frame(read_requests_table(folder, REQUEST_ANALYSIS_COLUMNS))
+    return to_frame(read_requests_table(folder, REQUEST_ANALYSIS_COLUMNS))
 
 
 def load_telemetry(folder: RunFolder) -> pd.DataFrame:
     table = read_telemetry_table(folder, TELEMETRY_ANALYSIS_COLUMNS)
     table = table.filter(pc.invert(pc.is_null(table.column("value"))))
-    frame = _to_frame(table)
+    frame = to_frame(table)
     frame["value"] = frame["value"].astype(np.float64)
     return frame
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from analysis.steps import PreparedRequests, StepStats
+from analysis.steps import StepStats
 from embedperf.schema import Manifest
 
 TELEMETRY_GAP_WARN_FRACTION = 0.05
@@ -23,7 +23,7 @@ class Finding(BaseModel):
 
 def findings(
     manifest: Manifest,
-    prepared: PreparedRequests,
+    dropped: dict[str, int],
     steps: list[StepStats],
     gaps: dict[str, int],
     run_seconds: float,
@@ -80,7 +80,7 @@ def findings(
                     code="telemetry_gap", severity="warn", params={"source": source, "missing_s": missing}
                 )
             )
-    for reason, count in prepared.dropped.items():
+    for reason, count in dropped.items():
         if count:
             out.append(Finding(code=f"dropped_{reason}", severity="warn", params={"n": count}))
     return out

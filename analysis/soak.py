@@ -35,8 +35,7 @@ class SoakResult(BaseModel):
 
 
 def is_soak(manifest: Manifest) -> bool:
-    kind = str(manifest.scenario.get("kind", "")).lower()
-    if kind == "soak":
+    if manifest.scenario.kind == "soak":
         return True
     if len(manifest.stages) == 1:
         stage = manifest.stages[0]
@@ -52,8 +51,23 @@ def _slope_per_h(t_s: np.ndarray, y: np.ndarray) -> float | None:
     return float(np.polyfit(t_s[keep], y[keep], 1)[0] * 3600.0)
 
 
-def soak_trends(rows: pd.DataFrame, rss_t_s: np.ndarray, rss_mb: np.ndarray) -> SoakResult:
-    """rows: steady, non-probe request rows with an `outcome` column."""
+class SoakInputs(BaseModel):
+    """What the soak trends need from the request rows: per-minute figures and the error rate of each half.
+
+    Computed from rows here (soak_inputs) or out of core (analysis.ooc_tables.soak_inputs).
+    """
+
+    t0_unix_s: float
+    minutes: list[int]  # minutes from t0 that have ok requests
+    p50_ms: list[float]
+    p99_ms: list[float]
+    error_rate: dict[int, float]  # every minute with requests
+    error_rate_first_half: float | None
+    error_rate_second_half: float | None
+
+
+def soak_inputs(rows: pd.DataFrame) -> SoakInputs:
+    """rows: steady, non-probe request rows with an `outcome` column, sorted by stage and send time."""
     t_s = rows["t_sent_unix_s"].to_numpy()
     t0 = float(np.nanmin(t_s)) if len(t_s) else 0.0
     minute = np.floor((t_s - t0) / MINUTE_S)
@@ -65,14 +79,33 @@ def soak_trends(rows: pd.DataFrame, rss_t_s: np.ndarray, rss_mb: np.ndarray) -> 
     p50 = grouped.quantile(0.5, interpolation=PERCENTILE_METHOD)
     p99 = grouped.quantile(0.99, interpolation=PERCENTILE_METHOD)
     err = 1.0 - frame.groupby("minute")["ok"].mean()
-    minutes_s = p99.index.to_numpy() * MINUTE_S
-    p50_slope = _slope_per_h(minutes_s, p50.to_numpy())
-    p99_slope = _slope_per_h(minutes_s, p99.to_numpy())
-    p99_median = float(np.median(p99.to_numpy())) if len(p99) else None
     outcome = rows["outcome"].to_numpy()
     half = len(outcome) // 2
-    err_first = float((outcome[:half] != OUTCOME_OK).mean()) if half else None
-    err_second = float((outcome[half:] != OUTCOME_OK).mean()) if half else None
+    return SoakInputs(
+        t0_unix_s=t0,
+        minutes=[int(m) for m in p99.index],
+        p50_ms=[float(v) for v in p50.to_numpy()],
+        p99_ms=[float(v) for v in p99.to_numpy()],
+        error_rate={int(m): float(v) for m, v in err.items()},
+        error_rate_first_half=float((outcome[:half] != OUTCOME_OK).mean()) if half else None,
+        error_rate_second_half=float((outcome[half:] != OUTCOME_OK).mean()) if half else None,
+    )
+
+
+def soak_trends(rows: pd.DataFrame, rss_t_s: np.ndarray, rss_mb: np.ndarray) -> SoakResult:
+    """rows: steady, non-probe request rows with an `outcome` column."""
+    return soak_result(soak_inputs(rows), rss_t_s, rss_mb)
+
+
+def soak_result(inputs: SoakInputs, rss_t_s: np.ndarray, rss_mb: np.ndarray) -> SoakResult:
+    t0 = inputs.t0_unix_s
+    minutes_s = np.array(inputs.minutes, dtype=np.float64) * MINUTE_S
+    p50 = np.array(inputs.p50_ms, dtype=np.float64)
+    p99 = np.array(inputs.p99_ms, dtype=np.float64)
+    p50_slope = _slope_per_h(minutes_s, p50)
+    p99_slope = _slope_per_h(minutes_s, p99)
+    p99_median = float(np.median(p99)) if len(p99) else None
+    err_first, err_second = inputs.error_rate_first_half, inputs.error_rate_second_half
     rss_slope = _slope_per_h(rss_t_s - t0, rss_mb) if len(rss_mb) else None
     rss_mean = float(np.mean(rss_mb)) if len(rss_mb) else None
     drift = bool(
@@ -85,13 +118,8 @@ def soak_trends(rows: pd.DataFrame, rss_t_s: np.ndarray, rss_mb: np.ndarray) -> 
     )
     error_rise = bool(err_first is not None and err_second is not None and err_second > 2 * err_first + 0.001)
     per_minute = [
-        {
-            "minute": int(m),
-            "p50_ms": float(p50[m]),
-            "p99_ms": float(p99[m]),
-            "error_rate": float(err.get(m, 0.0)),
-        }
-        for m in p99.index
+        {"minute": m, "p50_ms": lo, "p99_ms": hi, "error_rate": inputs.error_rate.get(m, 0.0)}
+        for m, lo, hi in zip(inputs.minutes, inputs.p50_ms, inputs.p99_ms, strict=True)
     ]
     return SoakResult(
         minutes=len(per_minute),

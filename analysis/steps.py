@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from analysis.bootstrap import DEFAULT_N_BOOT, percentile_ci
 from embedperf.schema import StageRecord
+from scenarios.models import OpenLoop
 
 # numpy.percentile method; "linear" is numpy's default (Hyndman & Fan type 7). The report states it.
 PERCENTILE_METHOD: Final = "linear"
 PERCENTILES_PCT: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 MIN_SAMPLES_P99 = 100
 MIN_SAMPLES_P999 = 1000
-LATE_THRESHOLD_MS = 10.0
 TIMEOUT_STATUS_CODES = frozenset({408, 504})
 VALIDATION_ENDPOINT_PREFIX = "validation"
 
@@ -76,15 +76,27 @@ class StepStats(BaseModel):
     n_timeout: int
     n_probe: int
     n_warmup_trimmed: int
-    qps: float
-    ok_qps: float
+    qps: float = Field(description="Goodput: successful requests per second (same as goodput_qps).")
+    ok_qps: float = Field(description="Successful requests per second (kept for older readers).")
     error_rate: float | None
+    goodput_qps: float = Field(0.0, description="Successful requests per second of the steady window.")
+    offered_qps: float = Field(0.0, description="All counted requests per second, failed ones included.")
+    errors_by_kind: dict[str, int] = Field(
+        default_factory=dict,
+        description="Failed requests by kind: connection_refused, connection_reset, timeout, http_<code>, ...",
+    )
     latency: LatencyStats
     p99_ci_ms: tuple[float | None, float | None] = (None, None)
     error_latency: LatencyStats = LatencyStats()
     server: ServerStats = ServerStats()
     open_loop: OpenLoopStats | None = None
     warnings: list[str] = []
+    tokens_per_s: float | None = Field(
+        None, description="Input tokens of successful requests per second (None when the target reports none)."
+    )
+    n_quality_probes: int = Field(0, description="Answered quality probes (payload.quality_probes).")
+    quality_cosine_mean: float | None = Field(None, description="Mean cosine of probe answers to fp32.")
+    quality_cosine_min: float | None = Field(None, description="Lowest cosine of a probe answer to fp32.")
 
     @property
     def load(self) -> float:
@@ -119,6 +131,44 @@ def classify_outcomes(requests: pd.DataFrame) -> np.ndarray:
         timeout |= (codes >= 0) & np.asarray(timeout_cat)[np.maximum(codes, 0)]
     outcome[(~ok) & timeout] = OUTCOME_TIMEOUT
     return outcome
+
+
+def error_kind(status_code: float | None, error: str | None) -> str:
+    """One failed request's kind: connection_refused / connection_reset / timeout / http_<code> / ...
+
+    Rows without a status never got an HTTP answer; their error text (the exception's name and
+    message, as the exchange records it) tells refused from reset from timed out.
+    """
+    text = (error or "").lower()
+    if status_code is not None and status_code == status_code and status_code > 0:
+        code = int(status_code)
+        return f"http_{code}" if code != 200 else "invalid_answer"
+    if "refused" in text:
+        return "connection_refused"
+    if "reset" in text or "broken pipe" in text or "remotedisconnected" in text:
+        return "connection_reset"
+    if "timeout" in text or "timed out" in text:
+        return "timeout"
+    if text.startswith("dropped"):
+        return "dropped"
+    return "connection_error" if text else "unknown"
+
+
+def errors_by_kind(failed: pd.DataFrame) -> dict[str, int]:
+    """Counts of failed rows by kind, most frequent first (see error_kind)."""
+    if not len(failed):
+        return {}
+    keys = pd.DataFrame(
+        {
+            "status": failed["status_code"].to_numpy(dtype=np.float64),
+            "error": failed["error"].astype(object).where(failed["error"].notna(), ""),
+        }
+    )
+    counts: dict[str, int] = {}
+    for (code, text), n in keys.value_counts(dropna=False).items():  # classify each distinct pair once
+        kind = error_kind(code, str(text))
+        counts[kind] = counts.get(kind, 0) + int(n)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def probe_mask(requests: pd.DataFrame) -> np.ndarray:
@@ -229,21 +279,26 @@ def server_stats(ok_rows: pd.DataFrame) -> ServerStats:
     )
 
 
-def open_loop_stats(rows: pd.DataFrame) -> OpenLoopStats:
+def open_loop_stats(rows: pd.DataFrame, lateness_tolerance_ms: float) -> OpenLoopStats:
+    """A request sent more than the scenario's `open_loop.lateness_tolerance_ms` after its slot is late."""
     ok = rows["outcome"].to_numpy() == OUTCOME_OK
     from_intended = rows["latency_from_intended_ms"].to_numpy(dtype=np.float64)[ok]
     lateness_ms = (rows["t_sent_unix_s"].to_numpy() - rows["t_intended_unix_s"].to_numpy()) * 1000.0
     finite = lateness_ms[np.isfinite(lateness_ms)]
     return OpenLoopStats(
         from_intended=latency_stats(from_intended),
-        n_late=int((finite > LATE_THRESHOLD_MS).sum()),
+        n_late=int((finite > lateness_tolerance_ms).sum()),
         lateness_p99_ms=float(np.percentile(finite, 99.0, method=PERCENTILE_METHOD)) if len(finite) else None,
         n_dropped=int(rows["t_sent_unix_s"].isna().sum()),
     )
 
 
 def step_stats(
-    prepared: PreparedRequests, stage: StageRecord, open_loop: bool, n_boot: int = DEFAULT_N_BOOT
+    prepared: PreparedRequests,
+    stage: StageRecord,
+    open_loop: bool,
+    n_boot: int = DEFAULT_N_BOOT,
+    lateness_tolerance_ms: float = OpenLoop.model_fields["lateness_tolerance_ms"].default,
 ) -> StepStats:
     rows = prepared.rows.iloc[prepared.slices[stage.index]]
     start, end = prepared.windows[stage.index]
@@ -265,6 +320,7 @@ def step_stats(
     n_error = int((outcome == OUTCOME_ERROR).sum())
     n_timeout = int((outcome == OUTCOME_TIMEOUT).sum())
     not_ok = counted[outcome != OUTCOME_OK]
+    goodput_qps = latency.n / duration_s
     return StepStats(
         index=stage.index,
         label=stage.label,
@@ -279,13 +335,36 @@ def step_stats(
         n_timeout=n_timeout,
         n_probe=int(probe.sum()),
         n_warmup_trimmed=prepared.warmup_trimmed.get(stage.index, 0),
-        qps=n_requests / duration_s,
-        ok_qps=latency.n / duration_s,
+        qps=goodput_qps,
+        ok_qps=goodput_qps,
         error_rate=(n_error + n_timeout) / n_requests if n_requests else None,
+        goodput_qps=goodput_qps,
+        offered_qps=n_requests / duration_s,
+        errors_by_kind=errors_by_kind(not_ok),
         latency=latency,
         p99_ci_ms=percentile_ci(ok_latency, 99.0, n_boot=n_boot, seed=stage.index),
         error_latency=latency_stats(not_ok["latency_ms"].to_numpy(dtype=np.float64)),
         server=server_stats(ok_rows),
-        open_loop=open_loop_stats(counted) if open_loop else None,
+        open_loop=open_loop_stats(counted, lateness_tolerance_ms) if open_loop else None,
         warnings=warnings,
+        tokens_per_s=_tokens_per_s(ok_rows, duration_s),
+        **_quality(ok_rows),
     )
+
+
+def _quality(ok_rows: pd.DataFrame) -> dict[str, Any]:
+    cos = ok_rows["probe_cosine"].to_numpy(dtype=np.float64) if "probe_cosine" in ok_rows else np.array([])
+    cos = cos[~np.isnan(cos)]
+    if not len(cos):
+        return {}
+    return {
+        "n_quality_probes": len(cos),
+        "quality_cosine_mean": float(cos.mean()),
+        "quality_cosine_min": float(cos.min()),
+    }
+
+
+def _tokens_per_s(ok_rows: pd.DataFrame, duration_s: float) -> float | None:
+    tokens = ok_rows["input_tokens"].to_numpy(dtype=np.float64) if "input_tokens" in ok_rows else np.array([])
+    known = tokens[~np.isnan(tokens)]
+    return float(known.sum() / duration_s) if len(known) else None

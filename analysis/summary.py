@@ -11,22 +11,23 @@ import numpy as np
 from pydantic import BaseModel
 
 from analysis.bootstrap import DEFAULT_N_BOOT
-from analysis.capacity import DEFAULT_ERROR_BUDGET, CapacityResult, capacity, meets_slo, think_time_s
-from analysis.decomposition import Decomposition, decompose
-from analysis.health import HealthCheck, step_health, thresholds_from_scenario
+from analysis.capacity import CapacityResult, capacity, meets_slo
+from analysis.decomposition import Decomposition
+from analysis.devices import DeviceRow, ServingResult, deployment_findings, serving_devices
+from analysis.health import HealthCheck, step_health
 from analysis.load import RunData, load_run
+from analysis.minute_series import SoakFindings
+from analysis.ooc_figures import ReportFigures
+from analysis.outage import OutageWindow
 from analysis.quality import Finding, findings
-from analysis.soak import SoakResult, is_soak, soak_trends
-from analysis.steps import (
-    OUTCOME_OK,
-    PERCENTILE_METHOD,
-    PreparedRequests,
-    StepStats,
-    prepare_requests,
-    step_stats,
-)
+from analysis.row_figures import RequestTotals, RowFigures, row_figures
+from analysis.soak import SoakResult, is_soak, soak_result
+from analysis.steps import PERCENTILE_METHOD, StepStats
 from analysis.telemetry import TelemetryIndex, TelemetryStats, telemetry_gaps
-from embedperf.schema import CollectorStatus, GeneratorCpu, RunFolder
+from embedperf.schema import CollectorStatus, GeneratorCpu, HostInfo, Manifest, RunFolder, ServiceInfo
+from scenarios.models import Scenario, Slo
+
+__all__ = ["RequestTotals", "RunAnalysis", "RunSummary", "analyse", "analyse_folder", "write_analysis"]
 
 
 class StepReport(BaseModel):
@@ -44,11 +45,11 @@ class RunSummary(BaseModel):
     kind: str
     open_loop: bool
     complete: bool
-    scenario: dict[str, Any]
+    scenario: Scenario
     target_url: str
     label: str
-    service_info: dict[str, Any] | None
-    host: dict[str, Any]
+    service_info: ServiceInfo | None
+    host: HostInfo
     versions: dict[str, str]
     git: dict[str, Any]
     start_unix_s: float | None
@@ -67,25 +68,47 @@ class RunSummary(BaseModel):
     dropped_rows: dict[str, int]
     warmup_trimmed_rows: int
     notes: list[str]
+    totals: RequestTotals = RequestTotals()
+    outage_windows: list[OutageWindow] = []
+    connection_backoffs: dict[str, int] | None = None  # per stage index, from the manifest
+    serving_rule: str = "none"  # explicit | service_info | busy | none (see analysis.devices)
+    serving_devices: list[str] = []
+    device_table: list[DeviceRow] = []
+    soak_minutes: SoakFindings | None = None  # per-minute soak findings, thermal throttling included
 
 
 @dataclass
 class RunAnalysis:
-    """The summary plus the in-memory rows the figures need (never serialised)."""
+    """The summary plus what the figures draw (aggregates, never the request rows; never serialised)."""
 
     summary: RunSummary
-    data: RunData
-    prepared: PreparedRequests
+    manifest: Manifest
+    folder: RunFolder
     telemetry: TelemetryIndex
+    figures: ReportFigures
 
 
-def _slo_from_manifest(slo: dict[str, Any]) -> tuple[float | None, float]:
-    p99 = slo.get("p99_ms")
-    budget = slo.get("error_budget")
-    return (
-        float(p99) if p99 is not None else None,
-        float(budget) if budget is not None else DEFAULT_ERROR_BUDGET,
-    )
+@dataclass(frozen=True)
+class Settings:
+    """The analysis options every entry point takes (SLO and plan overrides, bootstrap size)."""
+
+    slo_p99_ms: float | None = None
+    error_budget: float | None = None
+    target_qps: float | None = None
+    headroom: float = 0.25
+    n_boot: int = DEFAULT_N_BOOT
+
+
+def _slo_from_manifest(slo: Slo) -> tuple[float | None, float]:
+    """P99 SLO and error budget as a fraction (the scenario's `error_budget_pct` is a percentage)."""
+    return slo.p99_ms, slo.error_budget_pct / 100.0
+
+
+def _backoffs(manifest: Manifest) -> dict[str, int] | None:
+    raw = getattr(manifest, "connection_backoffs", None)
+    if not isinstance(raw, dict):
+        return None
+    return {str(k): int(v) for k, v in raw.items() if isinstance(v, int | float)}
 
 
 def _slo_verdict(meeting: list[bool], slo_p99_ms: float | None) -> str:
@@ -96,69 +119,88 @@ def _slo_verdict(meeting: list[bool], slo_p99_ms: float | None) -> str:
     return "partial" if any(meeting) else "fail"
 
 
-def _devices_in_run(index: TelemetryIndex, service_info: dict[str, Any] | None) -> int:
+def _devices_in_run(index: TelemetryIndex, serving: ServingResult) -> int:
+    """Serving devices: those in the telemetry, else the indices the run was told (no device telemetry)."""
     if index.devices:
         return len(index.devices)
-    if service_info and isinstance(service_info.get("devices"), list):
-        return max(len(service_info["devices"]), 1)
-    return 1
+    return max(len(serving.indices), 1)
 
 
-def analyse(
-    data: RunData,
-    slo_p99_ms: float | None = None,
-    error_budget: float | None = None,
-    target_qps: float | None = None,
-    headroom: float = 0.25,
-    n_boot: int = DEFAULT_N_BOOT,
-) -> RunAnalysis:
-    manifest = data.manifest
-    manifest_p99, manifest_budget = _slo_from_manifest(manifest.slo)
-    slo_p99_ms = slo_p99_ms if slo_p99_ms is not None else manifest_p99
-    error_budget = error_budget if error_budget is not None else manifest_budget
-    open_loop = manifest.kind == "open_loop" or any(s.rate is not None for s in manifest.stages)
-    prepared = prepare_requests(data.requests, manifest.stages)
-    index = TelemetryIndex(data.telemetry)
-    limits = thresholds_from_scenario(manifest.scenario)
+def _serving(manifest: Manifest, index: TelemetryIndex, stats: list[StepStats]) -> ServingResult:
+    windows = [(s.steady_start_unix_s, s.steady_end_unix_s) for s in stats]
+    stages = manifest.stages
+    span = (
+        (min(s.start_unix_s for s in stages), max(s.end_unix_s or s.start_unix_s for s in stages))
+        if stages
+        else None
+    )
+    result = serving_devices(index.all_accelerator, manifest.serving_devices, windows, span)
+    if result.rule != "none":
+        index.serve(result.devices)
+    return result
+
+
+def is_open_loop(manifest: Manifest) -> bool:
+    return manifest.kind == "open_loop" or any(s.rate is not None for s in manifest.stages)
+
+
+def run_window(manifest: Manifest, t_done_max_unix_s: float | None) -> tuple[float | None, float | None]:
     stages = sorted(manifest.stages, key=lambda s: s.index)
-    stats = [step_stats(prepared, stage, open_loop, n_boot=n_boot) for stage in stages]
+    t0 = (
+        manifest.start_unix_s
+        if manifest.start_unix_s is not None
+        else (stages[0].start_unix_s if stages else None)
+    )
+    t1 = manifest.end_unix_s if manifest.end_unix_s is not None else t_done_max_unix_s
+    return t0, t1
+
+
+def summarise(
+    manifest: Manifest,
+    rows: RowFigures,
+    index: TelemetryIndex,
+    gaps: dict[str, int],
+    sources: set[str],
+    settings: Settings = Settings(),
+) -> tuple[RunSummary, ServingResult]:
+    """The summary from the row figures and the telemetry, however each was read."""
+    manifest_p99, manifest_budget = _slo_from_manifest(manifest.slo)
+    slo_p99_ms = settings.slo_p99_ms if settings.slo_p99_ms is not None else manifest_p99
+    error_budget = settings.error_budget if settings.error_budget is not None else manifest_budget
+    stats = rows.stats
+    serving = _serving(manifest, index, stats)
     steps: list[StepReport] = []
     for stage_stats in stats:
-        rows = prepared.rows.iloc[prepared.slices[stage_stats.index]]
-        ok_rows = rows[(rows["outcome"].to_numpy() == OUTCOME_OK) & ~rows["probe"].to_numpy()]
         tel = index.window_stats(stage_stats.steady_start_unix_s, stage_stats.steady_end_unix_s)
         steps.append(
             StepReport(
                 stats=stage_stats,
                 telemetry=tel,
-                decomposition=decompose(ok_rows),
-                health=step_health(stage_stats, tel, limits),
+                decomposition=rows.decomposition.get(stage_stats.index),
+                health=step_health(stage_stats, tel, manifest.health),
                 meets_slo=meets_slo(stage_stats, slo_p99_ms, error_budget),
             )
         )
-    devices = _devices_in_run(index, manifest.service_info)
+    devices = _devices_in_run(index, serving)
     cap = capacity(
         stats,
         slo_p99_ms,
         error_budget,
-        think_s=think_time_s(manifest.scenario),
+        think_s=0.0,  # users send back to back (loadgen.users); no scenario has think time
         devices_in_run=devices,
-        target_qps=target_qps,
-        headroom=headroom,
+        target_qps=settings.target_qps,
+        headroom=settings.headroom,
     )
-    run_t0, run_t1 = _run_window(data, stages)
-    gaps = telemetry_gaps(data.telemetry, run_t0, run_t1)
-    sources = set(data.telemetry["source"].astype(str).unique()) if len(data.telemetry) else set()
+    run_t0, run_t1 = run_window(manifest, rows.t_done_max_unix_s)
     run_seconds = (run_t1 - run_t0) if run_t0 is not None and run_t1 is not None else 0.0
     soak = None
-    if is_soak(manifest) and len(prepared.rows):
-        steady = prepared.rows[~prepared.rows["probe"].to_numpy()]
+    if is_soak(manifest) and rows.soak is not None:
         rss_t, rss = index.service_rss_series()
-        soak = soak_trends(steady, rss_t, rss)
+        soak = soak_result(rows.soak, rss_t, rss)
     summary = RunSummary(
         run_id=manifest.run_id,
         kind=manifest.kind,
-        open_loop=open_loop,
+        open_loop=is_open_loop(manifest),
         complete=manifest.complete,
         scenario=manifest.scenario,
         target_url=manifest.target_url,
@@ -179,12 +221,31 @@ def analyse(
         steps=steps,
         capacity=cap,
         soak=soak,
-        findings=findings(manifest, prepared, stats, gaps, run_seconds, sources, _generator_cpu(steps)),
-        dropped_rows=prepared.dropped,
-        warmup_trimmed_rows=sum(prepared.warmup_trimmed.values()),
+        findings=[
+            *findings(manifest, rows.dropped, stats, gaps, run_seconds, sources, _generator_cpu(steps)),
+            *deployment_findings(serving, manifest.agents),
+        ],
+        dropped_rows=rows.dropped,
+        warmup_trimmed_rows=sum(rows.warmup_trimmed.values()),
         notes=manifest.notes,
+        totals=rows.totals,
+        outage_windows=rows.outage_windows,
+        connection_backoffs=_backoffs(manifest),
+        serving_rule=serving.rule,
+        serving_devices=serving.devices,
+        device_table=serving.table,
     )
-    return RunAnalysis(summary=summary, data=data, prepared=prepared, telemetry=index)
+    return summary, serving
+
+
+def analyse(data: RunData, settings: Settings = Settings()) -> RunSummary:
+    """The in-memory reference: the summary from rows loaded with pandas (see analysis/row_figures.py)."""
+    rows = row_figures(data, is_open_loop(data.manifest), n_boot=settings.n_boot)
+    index = TelemetryIndex(data.telemetry)
+    t0, t1 = run_window(data.manifest, rows.t_done_max_unix_s)
+    gaps = telemetry_gaps(data.telemetry, t0, t1)
+    sources = set(data.telemetry["source"].astype(str).unique()) if len(data.telemetry) else set()
+    return summarise(data.manifest, rows, index, gaps, sources, settings)[0]
 
 
 def _generator_cpu(steps: list[StepReport]) -> float | None:
@@ -194,22 +255,16 @@ def _generator_cpu(steps: list[StepReport]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _run_window(data: RunData, stages: list[Any]) -> tuple[float | None, float | None]:
-    manifest = data.manifest
-    t0 = (
-        manifest.start_unix_s
-        if manifest.start_unix_s is not None
-        else (stages[0].start_unix_s if stages else None)
-    )
-    t1 = manifest.end_unix_s
-    if t1 is None and len(data.requests):
-        done = data.requests["t_done_unix_s"].to_numpy()
-        t1 = float(np.nanmax(done)) if np.isfinite(done).any() else None
-    return t0, t1
-
-
 def analyse_folder(folder: RunFolder, slo_p99_ms: float | None = None, **kwargs: Any) -> RunAnalysis:
-    return analyse(load_run(folder), slo_p99_ms=slo_p99_ms, **kwargs)
+    """The run analysed out of core (DuckDB over the Parquet files): memory bounded whatever its length."""
+    from analysis.ooc_run import analyse_run  # the engine imports this module's models
+
+    return analyse_run(folder, Settings(slo_p99_ms=slo_p99_ms, **kwargs))
+
+
+def load_and_analyse(folder: RunFolder, settings: Settings = Settings()) -> RunSummary:
+    """The reference summary of a run folder (rows in memory): small runs and the equality tests."""
+    return analyse(load_run(folder), settings)
 
 
 STEP_COLUMNS: tuple[str, ...] = (
@@ -217,7 +272,9 @@ STEP_COLUMNS: tuple[str, ...] = (
     "qps", "error_rate", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_ci_low_ms",
     "p99_ci_high_ms", "p999_ms", "max_ms", "device_util_mean_pct", "mem_bw_util_mean_pct",
     "temp_max_c", "power_mean_w", "generator_cpu_mean_pct", "meets_slo",
+    "goodput_qps", "offered_qps", "errors_by_kind",
 )  # fmt: skip
+# qps is goodput (successful requests per second); offered_qps counts failed requests too.
 
 
 def step_row(step: StepReport) -> dict[str, Any]:
@@ -231,6 +288,8 @@ def step_row(step: StepReport) -> dict[str, Any]:
         "device_util_mean_pct": tel.device_util_mean_pct, "mem_bw_util_mean_pct": tel.mem_bw_util_mean_pct,
         "temp_max_c": tel.temp_max_c, "power_mean_w": tel.power_mean_w,
         "generator_cpu_mean_pct": tel.generator_cpu_mean_pct, "meets_slo": step.meets_slo,
+        "goodput_qps": s.goodput_qps, "offered_qps": s.offered_qps,
+        "errors_by_kind": ";".join(f"{kind}:{n}" for kind, n in s.errors_by_kind.items()),
     }  # fmt: skip
 
 

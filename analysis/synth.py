@@ -9,22 +9,27 @@ with every canonical device metric, plus psutil host/process rows and service ro
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from embedperf.errors import ConfigError
+from embedperf.parts import ROW_GROUP_ROWS
 from embedperf.schema import (
+    REQUEST_SCHEMA,
+    TELEMETRY_SCHEMA,
     CollectorStatus,
     GeneratorCpu,
-    Manifest,
+    HostInfo,
     RunFolder,
     StageRecord,
+    new_manifest,
     write_manifest,
-    write_requests_parquet,
-    write_telemetry_parquet,
 )
+from scenarios.models import Scenario
 
 STEP_USERS: tuple[int, ...] = (1, 10, 50, 100)
 STEP_QPS_WEIGHTS: tuple[float, ...] = (0.1, 0.6, 1.0, 1.05)
@@ -36,6 +41,8 @@ DEFAULT_START_UNIX_S = 1_780_000_000.0
 WARMUP_FRACTION = 0.05
 WARMUP_MAX_S = 30.0
 SERVICE_RSS_MB = 1800.0
+CHUNK_ROWS = 1_000_000  # request rows generated and written at a time
+CHUNK_SECONDS = 3600  # telemetry seconds generated and written at a time
 
 
 def _strings(values: list[str], codes: np.ndarray) -> pa.Array:
@@ -46,105 +53,113 @@ def _masked(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array
     return pa.array(values, type=typ, mask=~valid)
 
 
-def synth_requests(
-    rng: np.random.Generator, run_id: str, stages: list[StageRecord], n_requests: int, latency_scale: float
-) -> pa.Table:
+def _stage_counts(n_requests: int) -> np.ndarray:
     weights = np.array(STEP_QPS_WEIGHTS)
     counts = np.floor(n_requests * weights / weights.sum()).astype(np.int64)
     counts[-1] += n_requests - counts.sum()
-    cols: dict[str, list[np.ndarray]] = {}
+    return counts
 
-    def add(name: str, values: np.ndarray) -> None:
-        cols.setdefault(name, []).append(values)
 
-    for k, stage in enumerate(stages):
-        n = int(counts[k])
+def synth_request_chunks(
+    rng: np.random.Generator, run_id: str, stages: list[StageRecord], n_requests: int, latency_scale: float
+) -> Iterator[pa.Table]:
+    """Request rows in time order, at most CHUNK_ROWS at a time (each stage cut into equal time slices)."""
+    for k, (stage, n) in enumerate(zip(stages, _stage_counts(n_requests).tolist(), strict=True)):
         start, end = stage.start_unix_s, float(stage.end_unix_s or stage.start_unix_s)
-        duration_s = end - start
-        mean_latency_ms = (stage.users or 1) / (n / duration_s) * 1000.0
-        sigma = 0.3 + 0.1 * k
-        latency = rng.lognormal(np.log(mean_latency_ms) - sigma**2 / 2, sigma, n)
-        sent = np.sort(rng.uniform(start, end - mean_latency_ms / 1000.0, n))
-        latency = np.where(sent < start + stage.warmup_s, latency * 1.5, latency)
-        failed = rng.random(n) < STEP_ERROR_RATES[k]
-        timeout = failed & (rng.random(n) < 0.3)
-        ok = ~failed
-        net = np.minimum(0.8 + rng.exponential(0.7, n), 0.3 * latency)
-        srv_total = latency - net
-        shares = np.stack(
-            [
-                STEP_QUEUE_SHARE[k] * rng.uniform(0.5, 1.5, n),
-                0.05 * rng.uniform(0.5, 1.5, n),
-                (0.88 - STEP_QUEUE_SHARE[k]) * rng.uniform(0.8, 1.2, n),
-                0.03 * rng.uniform(0.5, 1.5, n),
-                np.full(n, 0.02),
-            ]
-        )
-        shares /= shares.sum(axis=0)
-        batch = np.minimum(rng.poisson(STEP_BATCH_LAMBDA[k], n) + 1, 32)
-        add("stage_index", np.full(n, stage.index))
-        add("target_users", np.full(n, stage.users or 0))
-        add("t_sent_unix_s", sent)
-        add("t_done_unix_s", sent + latency / 1000.0)
-        add("latency_ms", latency)
-        add("status_code", np.where(timeout, 504, np.where(failed, 503, 200)))
-        add("ok", ok)
-        add("error_code", np.where(timeout, 1, np.where(failed, 2, 0)))
-        add("worker_code", rng.integers(0, 4, n))
-        add("input_tokens", rng.integers(16, 128, n))
-        for j, name in enumerate(("srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms")):
-            add(name, srv_total * shares[j])
-        add("srv_total_ms", srv_total)
-        add("batch_size", batch)
-    c = {name: np.concatenate(parts) for name, parts in cols.items()}
-    n_all = len(c["latency_ms"])
-    ok = c["ok"]
-    stage_labels = [s.label for s in stages]
+        mean_latency_ms = (stage.users or 1) / (n / (end - start)) * 1000.0
+        n_chunks = max(1, -(-n // CHUNK_ROWS))
+        span_s = (end - mean_latency_ms / 1000.0 - start) / n_chunks
+        for j in range(n_chunks):
+            n_chunk = n // n_chunks + (1 if j < n % n_chunks else 0)
+            lo = start + j * span_s
+            yield _request_chunk(rng, run_id, stages, k, n_chunk, (lo, lo + span_s), mean_latency_ms)
+
+
+def _request_chunk(
+    rng: np.random.Generator,
+    run_id: str,
+    stages: list[StageRecord],
+    k: int,
+    n: int,
+    sent_window: tuple[float, float],
+    mean_latency_ms: float,
+) -> pa.Table:
+    stage = stages[k]
+    sigma = 0.3 + 0.1 * k
+    latency = rng.lognormal(np.log(mean_latency_ms) - sigma**2 / 2, sigma, n)
+    sent = np.sort(rng.uniform(sent_window[0], sent_window[1], n))
+    latency = np.where(sent < stage.start_unix_s + stage.warmup_s, latency * 1.5, latency)
+    failed = rng.random(n) < STEP_ERROR_RATES[k]
+    timeout = failed & (rng.random(n) < 0.3)
+    ok = ~failed
+    net = np.minimum(0.8 + rng.exponential(0.7, n), 0.3 * latency)
+    srv_total = latency - net
+    shares = np.stack(
+        [
+            STEP_QUEUE_SHARE[k] * rng.uniform(0.5, 1.5, n),
+            0.05 * rng.uniform(0.5, 1.5, n),
+            (0.88 - STEP_QUEUE_SHARE[k]) * rng.uniform(0.8, 1.2, n),
+            0.03 * rng.uniform(0.5, 1.5, n),
+            np.full(n, 0.02),
+        ]
+    )
+    shares /= shares.sum(axis=0)
+    batch = np.minimum(rng.poisson(STEP_BATCH_LAMBDA[k], n) + 1, 32)
+    worker_code = rng.integers(0, 4, n)
+    input_tokens = rng.integers(16, 128, n)
+    error_code = np.where(timeout, 1, np.where(failed, 2, 0))
+    srv = {
+        name: srv_total * shares[j]
+        for j, name in enumerate(("srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms"))
+    }
+    srv["srv_total_ms"] = srv_total
     return pa.table(
         {
-            "run_id": _strings([run_id], np.zeros(n_all, np.int32)),
-            "worker": _strings(["w0", "w1", "w2", "w3"], c["worker_code"]),
-            "stage_index": pa.array(c["stage_index"], pa.int32()),
-            "stage_label": _strings(stage_labels, c["stage_index"]),
-            "target_users": pa.array(c["target_users"], pa.int32()),
-            "target_rate": pa.nulls(n_all, pa.float64()),
-            "t_intended_unix_s": pa.array(c["t_sent_unix_s"]),
-            "t_sent_unix_s": pa.array(c["t_sent_unix_s"]),
-            "t_done_unix_s": pa.array(c["t_done_unix_s"]),
-            "latency_ms": pa.array(c["latency_ms"]),
-            "latency_from_intended_ms": pa.array(c["latency_ms"]),
-            "endpoint": _strings(["embeddings"], np.zeros(n_all, np.int32)),
-            "status_code": pa.array(c["status_code"], pa.int32()),
+            "run_id": _strings([run_id], np.zeros(n, np.int32)),
+            "worker": _strings(["w0", "w1", "w2", "w3"], worker_code),
+            "stage_index": pa.array(np.full(n, stage.index), pa.int32()),
+            "stage_label": _strings([stage.label], np.zeros(n, np.int32)),
+            "target_users": pa.array(np.full(n, stage.users or 0), pa.int32()),
+            "target_rate": pa.nulls(n, pa.float64()),
+            "t_intended_unix_s": pa.array(sent),
+            "t_sent_unix_s": pa.array(sent),
+            "t_done_unix_s": pa.array(sent + latency / 1000.0),
+            "latency_ms": pa.array(latency),
+            "latency_from_intended_ms": pa.array(latency),
+            "endpoint": _strings(["embeddings"], np.zeros(n, np.int32)),
+            "status_code": pa.array(np.where(timeout, 504, np.where(failed, 503, 200)), pa.int32()),
             "ok": pa.array(ok),
             "error": pa.array(
                 np.array([None, "timeout: no response within 30 s", "503 Service Unavailable: queue full"])[
-                    c["error_code"]
+                    error_code
                 ],
                 pa.string(),
             ),
-            "n_inputs": pa.array(np.ones(n_all, np.int32)),
-            "input_chars": pa.array(c["input_tokens"] * 4),
-            "input_tokens": pa.array(c["input_tokens"]),
-            "response_bytes": _masked(np.full(n_all, 2100), ok, pa.int64()),
-            **{
-                name: _masked(c[name], ok, pa.float64())
-                for name in (
-                    "srv_queue_ms",
-                    "srv_tokenize_ms",
-                    "srv_compute_ms",
-                    "srv_post_ms",
-                    "srv_total_ms",
-                )
-            },
-            "batch_size": _masked(c["batch_size"], ok, pa.int32()),
-            "batch_tokens": _masked(c["batch_size"] * 64, ok, pa.int64()),
+            "n_inputs": pa.array(np.ones(n, np.int32)),
+            "input_chars": pa.array(input_tokens * 4),
+            "input_tokens": pa.array(input_tokens),
+            "response_bytes": _masked(np.full(n, 2100), ok, pa.int64()),
+            **{name: _masked(values, ok, pa.float64()) for name, values in srv.items()},
+            "batch_size": _masked(batch, ok, pa.int32()),
+            "batch_tokens": _masked(batch * 64, ok, pa.int64()),
+            "probe_cosine": pa.nulls(n, pa.float64()),
         }
-    )
+    ).cast(REQUEST_SCHEMA)
 
 
-def synth_telemetry(rng: np.random.Generator, stages: list[StageRecord], n_devices: int) -> pa.Table:
+def synth_telemetry_chunks(
+    rng: np.random.Generator, stages: list[StageRecord], n_devices: int
+) -> Iterator[pa.Table]:
+    """1 Hz telemetry, CHUNK_SECONDS of samples at a time."""
     t0, t1 = stages[0].start_unix_s, float(stages[-1].end_unix_s or stages[-1].start_unix_s)
-    ts = np.arange(np.floor(t0), np.ceil(t1) + 1.0)
+    all_ts = np.arange(np.floor(t0), np.ceil(t1) + 1.0)
+    for lo in range(0, len(all_ts), CHUNK_SECONDS):
+        yield _telemetry_chunk(rng, stages, n_devices, all_ts[lo : lo + CHUNK_SECONDS])
+
+
+def _telemetry_chunk(
+    rng: np.random.Generator, stages: list[StageRecord], n_devices: int, ts: np.ndarray
+) -> pa.Table:
     starts = np.array([s.start_unix_s for s in stages])
     step = np.clip(np.searchsorted(starts, ts, side="right") - 1, 0, len(stages) - 1)
     util_base = np.array(STEP_DEVICE_UTIL_PCT)[step]
@@ -201,7 +216,14 @@ def synth_telemetry(rng: np.random.Generator, stages: list[StageRecord], n_devic
             "metric": _strings(metrics, np.concatenate(met_parts)),
             "value": pa.array(np.concatenate(val_parts)),
         }
-    )
+    ).cast(TELEMETRY_SCHEMA)
+
+
+def _write_chunks(path: Path, schema: pa.Schema, chunks: Iterator[pa.Table]) -> None:
+    """Chunk by chunk into one Parquet file: memory holds one chunk, whatever the run's size."""
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for chunk in chunks:
+            writer.write_table(chunk, row_group_size=ROW_GROUP_ROWS)
 
 
 def synthesize(
@@ -232,13 +254,23 @@ def synthesize(
         for i, u in enumerate(STEP_USERS)
     ]
     n_total = int(round(n_requests / latency_scale))
-    write_requests_parquet(folder, synth_requests(rng, folder.run_id, stages, n_total, latency_scale))
-    write_telemetry_parquet(folder, synth_telemetry(rng, stages, n_devices))
-    manifest = Manifest(
-        run_id=folder.run_id,
+    _write_chunks(
+        folder.requests, REQUEST_SCHEMA, synth_request_chunks(rng, folder.run_id, stages, n_total, latency_scale)
+    )
+    _write_chunks(folder.telemetry, TELEMETRY_SCHEMA, synth_telemetry_chunks(rng, stages, n_devices))
+    scenario = Scenario.model_validate(
+        {
+            "name": "synthetic-ramp",
+            "kind": "ramp",
+            "steps": [{"label": s.label, "users": s.users, "duration_s": step_s, "warmup_s": warmup_s} for s in stages],
+            "slo": {"p99_ms": 300.0, "error_budget_pct": 0.1},
+        }
+    )
+    manifest = new_manifest(
+        folder.run_id,
+        scenario,
+        "http://127.0.0.1:8086",
         kind="synthetic",
-        scenario={"name": "synthetic-ramp", "kind": "ramp", "users": list(STEP_USERS), "think_time_s": 0.0},
-        target_url="http://127.0.0.1:8086/v1/embeddings",
         label="synthetic",
         service_info={
             "model": "all-MiniLM-L6-v2",
@@ -248,7 +280,7 @@ def synthesize(
             "config": {"batching": True, "max_batch_size": 32, "max_wait_ms": 5},
             "versions": {"torch": "synthetic"},
         },
-        host={"hostname": "synthetic-host", "cpu": "synthetic", "cores": 64, "memory_gb": 512},
+        host=HostInfo(hostname="synthetic-host", cpu_model="synthetic", cpu_cores_logical=64, mem_total_mb=524288),
         versions={"embedperf": "synthetic"},
         git={"commit": "0" * 40, "dirty": False},
         start_unix_s=start_unix_s,
@@ -260,7 +292,6 @@ def synthesize(
             CollectorStatus(name="service", status="ok"),
         ],
         generator_cpu=GeneratorCpu(mean_pct=26.0, max_pct=45.0, p95_pct=40.0, saturated=False),
-        slo={"p99_ms": 300.0, "error_budget": 0.001},
         complete=True,
         notes=["synthetic run written by `embedperf synth`; not a measurement"],
     )

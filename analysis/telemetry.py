@@ -38,16 +38,42 @@ class TelemetryStats(BaseModel):
 
 
 class TelemetryIndex:
-    """Telemetry split once by role, so each step window is a cheap time filter."""
+    """Telemetry split once by role, so each step window is a cheap time filter.
+
+    Device figures cover the serving devices only (`serve`, see analysis.devices); every
+    accelerator row stays in `all_accelerator` for the per-device table.
+    """
 
     def __init__(self, telemetry: pd.DataFrame) -> None:
         source = telemetry["source"].astype(str) if len(telemetry) else pd.Series([], dtype=str)
         is_accel = source.isin(list(ACCELERATOR_SOURCES)).to_numpy()
-        self.accelerator = self._sorted(telemetry[is_accel])
-        self.other = self._sorted(telemetry[~is_accel])
+        self._split(self._sorted(telemetry[is_accel]), self._sorted(telemetry[~is_accel]))
+
+    @classmethod
+    def of_sorted(cls, accelerator: pd.DataFrame, other: pd.DataFrame) -> TelemetryIndex:
+        """From frames already split by role and sorted by time (the out-of-core reader): no copies."""
+        index = cls.__new__(cls)
+        index._split(accelerator, other)
+        return index
+
+    def _split(self, accelerator: pd.DataFrame, other: pd.DataFrame) -> None:
+        self.all_accelerator = _with_device_keys(accelerator)
+        self.accelerator = self.all_accelerator
+        self.other = other
         self.other_device = self.other["device"].astype(str).to_numpy() if len(self.other) else np.array([])
-        self.devices = sorted(set(self.accelerator["device"].astype(str))) if len(self.accelerator) else []
-        self.telemetry = telemetry
+        self.devices = _distinct(self.accelerator["device"]) if len(self.accelerator) else []
+
+    def serve(self, devices: list[str]) -> None:
+        """Restrict every device figure to these devices (names as analysis.devices gives them); none of
+        them in the telemetry leaves no device figures rather than the figures of the wrong devices."""
+        if not len(self.all_accelerator):
+            return
+        keep = self.all_accelerator["device"].isin(set(devices)).to_numpy()
+        # every device serving (the common case): the same rows, not a copy of them
+        self.accelerator = (
+            self.all_accelerator if keep.all() else self.all_accelerator[keep].reset_index(drop=True)
+        )
+        self.devices = _distinct(self.accelerator["device"])
 
     @staticmethod
     def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
@@ -63,7 +89,7 @@ class TelemetryIndex:
         other = self._window(self.other, t0, t1)
         stats = TelemetryStats(n_samples=len(accel) + len(other))
         if len(accel):
-            by_metric = {str(k): g for k, g in accel.groupby("metric", observed=True)}
+            by_metric = MetricRows(accel)
             stats.n_devices = int(accel["device"].nunique())
             stats.device_util_mean_pct, stats.device_util_max_pct = _mean_max(
                 by_metric.get("device_util_pct")
@@ -100,29 +126,31 @@ class TelemetryIndex:
         return stats
 
     def per_second_series(self, max_points: int = 1500) -> pd.DataFrame:
-        """Figures' time series: device metrics averaged over devices (temp max, power summed)."""
-        frames = []
+        """Figures' time series: device metrics averaged over devices (temp max, power summed).
+
+        One metric at a time over boolean masks of the label codes: no copy of the whole telemetry.
+        """
+        columns: dict[str, pd.Series] = {}
         for frame in (self.accelerator, self.other):
             if not len(frame):
                 continue
-            sub = frame[frame["metric"].astype(str).isin(list(SERIES_METRICS))]
-            if not len(sub):
-                continue
-            sec = np.floor(sub["ts_unix_s"].to_numpy())
-            grouped = sub.assign(sec=sec, metric=sub["metric"].astype(str)).groupby(["sec", "metric"])[
-                "value"
-            ]
-            agg = pd.DataFrame({"mean": grouped.mean(), "max": grouped.max(), "sum": grouped.sum()})
-            frames.append(agg)
-        if not frames:
+            metric, ts, value = frame["metric"], frame["ts_unix_s"].to_numpy(), frame["value"].to_numpy()
+            for name in SERIES_METRICS:
+                mask = (metric == name).to_numpy()
+                if not mask.any():
+                    continue
+                grouped = pd.Series(value[mask]).groupby(np.floor(ts[mask]))
+                agg = (
+                    grouped.max()
+                    if name == "temp_c"
+                    else grouped.sum()
+                    if name == "power_w"
+                    else grouped.mean()
+                )
+                columns[name] = columns[name].combine_first(agg) if name in columns else agg
+        if not columns:
             return pd.DataFrame()
-        agg = pd.concat(frames)
-        agg = agg[~agg.index.duplicated(keep="first")]
-        wide = agg["mean"].unstack("metric")
-        if "temp_c" in wide:
-            wide["temp_c"] = agg["max"].unstack("metric")["temp_c"]
-        if "power_w" in wide:
-            wide["power_w"] = agg["sum"].unstack("metric")["power_w"]
+        wide = pd.DataFrame(columns).sort_index()
         if len(wide) > max_points:
             bucket = np.floor((wide.index.to_numpy() - wide.index[0]) / (len(wide) / max_points))
             wide = wide.groupby(bucket).mean().set_index(wide.index.to_series().groupby(bucket).first())
@@ -138,6 +166,38 @@ class TelemetryIndex:
         return sub["ts_unix_s"].to_numpy(), sub["value"].to_numpy()
 
 
+def _distinct(labels: pd.Series) -> list[str]:
+    """Sorted distinct labels, without a string per row (a categorical of 12M rows stays codes)."""
+    return sorted({str(v) for v in labels.unique() if v is not None and v == v})
+
+
+def _labels(labels: pd.Series) -> pd.Series:
+    """A label column as a categorical of its observed values (groupby keys, no string per row)."""
+    if isinstance(labels.dtype, pd.CategoricalDtype):
+        return labels.cat.remove_unused_categories()
+    return labels.astype(str).astype("category")
+
+
+class MetricRows:
+    """One metric's rows of a window, selected when asked for: never every metric's copy at once."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+        self.metric = frame["metric"]
+
+    def get(self, name: str) -> pd.DataFrame | None:
+        mask = (self.metric == name).to_numpy()
+        return self.frame[mask] if mask.any() else None
+
+
+def _with_device_keys(accelerator: pd.DataFrame) -> pd.DataFrame:
+    """With several accelerator hosts (agents), a device is `host/device`: npu0 on two hosts are two devices."""
+    if not len(accelerator) or "host" not in accelerator or accelerator["host"].nunique() <= 1:
+        return accelerator
+    keys = accelerator["host"].astype(str) + "/" + accelerator["device"].astype(str)
+    return accelerator.assign(device=keys.astype("category"))
+
+
 def _stat(values: np.ndarray, fn: object) -> float | None:
     if not len(values):
         return None
@@ -151,9 +211,10 @@ def _mean_max(group: pd.DataFrame | None) -> tuple[float | None, float | None]:
     return float(values.mean()), float(values.max())
 
 
-def _mem_pct_max(by_metric: dict[str, pd.DataFrame]) -> float | None:
-    if "mem_util_pct" in by_metric:
-        return float(by_metric["mem_util_pct"]["value"].max())
+def _mem_pct_max(by_metric: MetricRows) -> float | None:
+    util = by_metric.get("mem_util_pct")
+    if util is not None:
+        return float(util["value"].max())
     used, total = by_metric.get("mem_used_mb"), by_metric.get("mem_total_mb")
     if used is None or total is None:
         return None

@@ -14,10 +14,12 @@ from collectors.config import SOURCE_NAMES, CollectorConfig
 from collectors.runner import CollectorRunner
 from embedperf.errors import ConfigError, EmbedperfError
 
+LOCAL_DEVICE_SOURCES = frozenset({"npu_smi", "nvml"})
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m collectors",
+        prog="embedperf collect",
         description="Sample device, host and service telemetry every interval into RUN_DIR (telemetry.parquet, "
         "collectors.json) until --duration ends or SIGINT/SIGTERM arrives.",
     )
@@ -55,6 +57,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prometheus-start", type=float, default=None, metavar="UNIX_S", help="window start")
     p.add_argument("--prometheus-end", type=float, default=None, metavar="UNIX_S", help="window end")
     p.add_argument("--host-label", default=None, help="value of the host column (default: this hostname)")
+    p.add_argument(
+        "--local-devices",
+        action="store_true",
+        help="sample this host's npu-smi/NVML even when --service-url is another host",
+    )
+    p.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="pull the samples of an `embedperf agent` (http://host:9187) for this window; repeatable",
+    )
     return p
 
 
@@ -74,6 +88,8 @@ def config_from_args(argv: list[str]) -> CollectorConfig:
         "prometheus_url": args.prometheus_url,
         "prometheus_start_unix_s": args.prometheus_start,
         "prometheus_end_unix_s": args.prometheus_end,
+        "local_devices": args.local_devices,
+        "agents": tuple(args.agent),
     }
     if args.npu_smi:
         values["npu_smi"] = args.npu_smi
@@ -108,14 +124,29 @@ def build_sources(config: CollectorConfig) -> list[Source]:
         ServiceMetricsSource(config),
         PrometheusSource(config),
     ]
-    sources = []
+    sources: list[Source] = []
     for source in candidates:
         if not config.wants(source.name):
             continue
         reason = source.probe()
+        remote = config.remote_target
+        if (
+            source.name in LOCAL_DEVICE_SOURCES
+            and config.sources == "auto"
+            and remote
+            and not config.local_devices
+        ):
+            reason = (
+                f"the target {remote} is another host: its devices are not this host's; run `embedperf agent` "
+                "there and pass --agent URL (or --local-devices to sample this host anyway)"
+            )
         if reason is not None:
             source.status.set("skipped" if config.sources == "auto" else "failed", reason)
         sources.append(source)
+    if config.agents:
+        from collectors.agent_pull import AgentSource
+
+        sources += [AgentSource(config, url) for url in config.agents]
     return sources
 
 

@@ -6,6 +6,7 @@ import os
 import socket
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -46,6 +47,12 @@ class CollectorConfig(BaseModel):
     prometheus_start_unix_s: float | None = None
     prometheus_end_unix_s: float | None = None
     host_label: str = Field(default_factory=socket.gethostname, description="Value of the `host` column.")
+    local_devices: bool = Field(
+        False,
+        description="Sample this host's npu-smi/NVML even when service_url is on another host (in auto mode "
+        "they are used only for a local target).",
+    )
+    agents: tuple[str, ...] = Field((), description="`embedperf agent` URLs to pull the run's samples from.")
 
     @field_validator("sources", mode="before")
     @classmethod
@@ -81,3 +88,11 @@ class CollectorConfig(BaseModel):
 
     def wants(self, source: str) -> bool:
         return self.sources == "auto" or source in self.sources
+
+    @property
+    def remote_target(self) -> str | None:
+        """The target's host name when it is not this machine (its devices are not ours to sample)."""
+        from collectors.host import is_local_host
+
+        host = urlsplit(self.service_url).hostname if self.service_url else None
+        return host if host and not is_local_host(host) else None

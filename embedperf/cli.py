@@ -12,6 +12,7 @@ from embedperf.errors import EmbedperfError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("service.cli", "start the reference embedding service (FastAPI, dynamic batching)"),
     "collect": ("collectors.cli", "sample npu-smi / NVML / host / service telemetry into a run folder"),
+    "agent": ("collectors.agent", "serve this host's npu-smi / NVML / host telemetry to runs on other hosts"),
     "run": ("loadgen.cli", "run a load scenario with Locust and write a run folder"),
     "bench": ("loadgen.bench", "start the service, run the ramp, stop it, write the report (make bench)"),
     "report": ("reports.cli", "build RUN_DIR/report.html from a run folder"),
@@ -20,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "synth": ("analysis.synth", "write a synthetic run folder (scale tests, demos)"),
     "matrix": ("study.matrix_cli", "run the optimisation before/after matrix"),
     "precision": ("study.precision_cli", "check embeddings of a configuration against fp32"),
+    "search": ("loadgen.search_cli", "find the highest open-loop rate that meets the P99 SLO (capacity search)"),
 }
 
 

@@ -37,3 +37,7 @@ class GateFailed(EmbedperfError):
     """A comparison or precision gate failed (exit code 1, for CI pipelines)."""
 
     exit_code = 1
+
+
+class GateInconclusive(EmbedperfError):
+    """A comparison cannot give a verdict (steps too short, loads that differ): exit code 2, never a pass."""

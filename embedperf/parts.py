@@ -1,59 +1,61 @@
-"""Incremental, crash-tolerant row writer: buffered rows appended to a CSV part every few seconds.
+"""Incremental, crash-tolerant row parts: rows appended as Arrow IPC stream batches every few seconds.
 
-Used for request rows (recorder) and telemetry rows (collectors). `schema.compact_parts` merges the
-parts into Parquet at the end of a run; readers also read parts left behind by a crash.
+Used for request rows (recorder) and telemetry rows (collectors). One stream file per writer, one
+record batch per flush (fsynced), so a killed writer leaves a file that reads back up to its last
+complete batch. `schema.compact_parts` streams the parts into Parquet at the end of a run; readers
+also read parts left behind by a crash, and CSV parts written by older versions.
 """
 
 from __future__ import annotations
 
-import csv
-import math
 import os
+import shutil
 import threading
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from embedperf.errors import RunFolderError
 
 FLUSH_INTERVAL_S = 2.0
 FLUSH_MAX_ROWS = 20_000
+PART_SUFFIX = ".arrows"
+LEGACY_PART_SUFFIX = ".csv"
 
 
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, float) and not math.isfinite(value):
-        return ""
-    return value
+def columns_to_batch(schema: pa.Schema, rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
+    """Rows (sequences in schema order) -> one record batch, built column by column.
 
-
-def _cells(values: Sequence[Any], isfinite: Any = math.isfinite) -> list[Any]:
-    """`_cell` over a row, inlined: flushing runs it for every value of every row."""
-    return [
-        ""
-        if v is None
-        else "true"
-        if v is True
-        else "false"
-        if v is False
-        else ""
-        if isinstance(v, float) and not isfinite(v)
-        else v
-        for v in values
-    ]
+    Non-finite floats become null, as a value a source did not report is absent, never NaN.
+    """
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    arrays = []
+    for field, values in zip(schema, columns, strict=True):
+        if pa.types.is_floating(field.type):
+            # NaN and inf in one vectorised pass: from_pandas=True would test every value for NaN
+            # in Python-object conversion, the dearest part of building a batch of request rows.
+            array = pa.array(values, type=field.type)
+            if array.null_count < len(array):
+                finite = pc.is_finite(array)
+                if not pc.all(finite).as_py():
+                    array = pc.if_else(finite, array, pa.scalar(None, field.type))
+        else:
+            array = pa.array(values, type=field.type, from_pandas=True)
+        arrays.append(array)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 class PartsWriter:
-    """Append rows (mappings or sequences in schema order) to `<parts_dir>/<name>.csv`.
+    """Append rows (mappings or sequences in schema order) to `<parts_dir>/<name>.arrows`.
 
-    Rows are buffered and written when `FLUSH_INTERVAL_S` has passed or `FLUSH_MAX_ROWS` are
-    waiting, so a crash loses at most a few seconds. Thread-safe.
+    `write` only appends to a list: a background thread writes the buffered rows as one record
+    batch every `flush_interval_s` (and `write` does when `FLUSH_MAX_ROWS` are waiting), so a
+    crash loses at most a few seconds and the request path pays no encoding. Thread-safe.
     """
 
     def __init__(
@@ -63,53 +65,175 @@ class PartsWriter:
         name: str,
         flush_interval_s: float = FLUSH_INTERVAL_S,
     ) -> None:
+        self.schema = schema
         self.columns: tuple[str, ...] = tuple(schema.names)
-        self.path = parts_dir / f"{name}.csv"
+        parts_dir.mkdir(parents=True, exist_ok=True)
+        self.path = _fresh_path(parts_dir, name)
         self.flush_interval_s = flush_interval_s
         self._buffer: list[Sequence[Any]] = []
         self._lock = threading.Lock()
-        self._last_flush = time.monotonic()
         self.rows_written = 0
-        parts_dir.mkdir(parents=True, exist_ok=True)
-        new_file = not self.path.exists() or self.path.stat().st_size == 0
-        self._fh = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115 - long-lived
-        self._csv = csv.writer(self._fh, lineterminator="\n")
-        if new_file:
-            self._csv.writerow(self.columns)
-            self._fh.flush()
+        self._sink = pa.OSFile(str(self.path), "wb")
+        self._stream = pa.ipc.new_stream(self._sink, schema)
+        self._sink.flush()
+        self._closed = False
+        self._stop = threading.Event()
+        self._flusher = threading.Thread(target=self._flush_loop, name=f"parts-{name}", daemon=True)
+        self._flusher.start()
 
     def write(self, row: Mapping[str, Any] | Sequence[Any]) -> None:
-        values = (
-            row if type(row) is list or not isinstance(row, Mapping) else [row.get(c) for c in self.columns]
-        )
-        with self._lock:
-            self._buffer.append(values)
-            due = (
-                len(self._buffer) >= FLUSH_MAX_ROWS
-                or time.monotonic() - self._last_flush >= self.flush_interval_s
-            )
-        if due:
+        self.write_values(row if not isinstance(row, Mapping) else [row.get(c) for c in self.columns])
+
+    def write_values(self, values: Sequence[Any]) -> None:
+        """A row already in schema order: the per-request path (no type checks, no conversion)."""
+        buffer = self._buffer
+        buffer.append(values)
+        if len(buffer) >= FLUSH_MAX_ROWS:
+            self.flush()
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(self.flush_interval_s):
             self.flush()
 
     def flush(self) -> None:
         with self._lock:
             rows, self._buffer = self._buffer, []
-            self._last_flush = time.monotonic()
-            if self._fh.closed:
+            if self._closed or not rows:
                 return
-            self._csv.writerows([_cells(values) for values in rows])
+            self._stream.write_batch(columns_to_batch(self.schema, rows))
+            self._sink.flush()
+            os.fsync(self._sink.fileno())
             self.rows_written += len(rows)
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
 
     def close(self) -> None:
+        self._stop.set()
         self.flush()
         with self._lock:
-            if not self._fh.closed:
-                self._fh.close()
+            if not self._closed:
+                self._closed = True
+                self._stream.close()
+                self._sink.close()
 
     def __enter__(self) -> PartsWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _fresh_path(parts_dir: Path, name: str) -> Path:
+    """A stream file cannot be reopened for append: a second writer of the same name gets `name-2`."""
+    path = parts_dir / f"{name}{PART_SUFFIX}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = parts_dir / f"{name}-{n}{PART_SUFFIX}"
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Reading parts back (one batch at a time)
+# --------------------------------------------------------------------------------------------
+def part_files(parts_dir: Path) -> list[Path]:
+    if not parts_dir.is_dir():
+        return []
+    return sorted(p for p in parts_dir.iterdir() if p.suffix in (PART_SUFFIX, LEGACY_PART_SUFFIX))
+
+
+def iter_part_batches(parts_dir: Path, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Every complete batch of every part, in schema order; a torn tail (crash mid-write) ends a part."""
+    for part in part_files(parts_dir):
+        if part.suffix == PART_SUFFIX:
+            yield from _stream_batches(part, schema)
+        else:
+            yield from read_csv_part(part, schema).to_batches()
+
+
+def _stream_batches(part: Path, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    with pa.OSFile(str(part), "rb") as source:
+        try:
+            reader = pa.ipc.open_stream(source)
+        except (pa.ArrowInvalid, OSError):
+            return  # killed before the schema reached the disk: nothing was recorded
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except (pa.ArrowInvalid, OSError):
+                return  # torn final batch
+            yield batch.select(schema.names).cast(schema) if batch.schema != schema else batch
+
+
+def read_csv_part(part: Path, schema: pa.Schema) -> pa.Table:
+    """A CSV part of an older run folder; a torn last line is dropped, not fatal."""
+    data = part.read_bytes()
+    if not data.strip():
+        return schema.empty_table()
+    if not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]  # torn final row
+    try:
+        return pacsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pacsv.ReadOptions(column_names=None),
+            convert_options=pacsv.ConvertOptions(
+                column_types={f.name: f.type for f in schema},
+                null_values=[""],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+                true_values=["true", "True", "1"],
+                false_values=["false", "False", "0"],
+            ),
+        ).select(schema.names)
+    except (pa.ArrowInvalid, KeyError) as exc:
+        raise RunFolderError(f"{part} is not a valid parts file: {exc}") from exc
+
+
+def remove_parts(parts_dir: Path) -> None:
+    for part in part_files(parts_dir):
+        part.unlink()
+    if parts_dir.is_dir() and not any(parts_dir.iterdir()):
+        parts_dir.rmdir()
+
+
+# --------------------------------------------------------------------------------------------
+# Finalising: parts -> one sorted Parquet file, streamed
+# --------------------------------------------------------------------------------------------
+ROW_GROUP_ROWS = 262_144  # a step or a minute of a long run spans few row groups
+FINALISE_MEMORY_LIMIT = "512MB"
+
+
+def finalise_parts(parts_dir: Path, target: Path, schema: pa.Schema, sort_keys: Sequence[str]) -> int:
+    """Stream every part (and an existing target) through DuckDB's external sort into target.
+
+    The sort spills to a temporary folder beside the target, so memory is bounded by
+    FINALISE_MEMORY_LIMIT, not by the run's length; row groups come out ordered by sort_keys, so
+    their min/max statistics let a reader skip to one step or one time window.
+    """
+    import duckdb  # the finaliser alone needs it; the recording path stays light
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        if target.is_file():
+            parquet = pq.ParquetFile(target)
+            for batch in parquet.iter_batches(batch_size=ROW_GROUP_ROWS):
+                yield batch.select(schema.names).cast(schema)
+        yield from iter_part_batches(parts_dir, schema)
+
+    reader = pa.RecordBatchReader.from_batches(schema, (b for b in batches() if b.num_rows))
+    tmp = target.with_suffix(".parquet.tmp")
+    spill = target.parent / f".{target.stem}.spill"
+    order = ", ".join(f'"{key}" NULLS LAST' for key in sort_keys)
+    con = duckdb.connect(config={"memory_limit": FINALISE_MEMORY_LIMIT, "threads": 2})
+    try:
+        con.execute(f"SET temp_directory = '{spill}'")
+        con.register("parts", reader)
+        con.execute(
+            f"COPY (SELECT * FROM parts ORDER BY {order}) TO '{tmp}' "
+            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+        )
+        rows = int(pq.ParquetFile(tmp).metadata.num_rows)
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+    os.replace(tmp, target)
+    return rows

@@ -13,6 +13,8 @@ from typing import Any
 
 import psutil
 
+from embedperf.schema import HostInfo
+
 TRACKED_PACKAGES = (
     "embedperf",
     "torch",
@@ -48,18 +50,18 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def host_info() -> dict[str, Any]:
+def host_info() -> HostInfo:
     """What machine this is; comparing runs from different hosts warns on these fields."""
-    return {
-        "hostname": socket.gethostname(),
-        "os": f"{platform.system()} {platform.release()}",
-        "machine": platform.machine(),
-        "cpu_model": _cpu_model(),
-        "cpu_cores_logical": psutil.cpu_count(logical=True),
-        "cpu_cores_physical": psutil.cpu_count(logical=False),
-        "mem_total_mb": round(psutil.virtual_memory().total / 2**20),
-        "accelerators": accelerators(),
-    }
+    return HostInfo(
+        hostname=socket.gethostname(),
+        os=f"{platform.system()} {platform.release()}",
+        machine=platform.machine(),
+        cpu_model=_cpu_model(),
+        cpu_cores_logical=psutil.cpu_count(logical=True),
+        cpu_cores_physical=psutil.cpu_count(logical=False),
+        mem_total_mb=round(psutil.virtual_memory().total / 2**20),
+        accelerators=accelerators(),
+    )
 
 
 def accelerators() -> list[str]:

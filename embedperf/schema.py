@@ -13,15 +13,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from embedperf.errors import RunFolderError
+from embedperf.parts import finalise_parts, iter_part_batches, remove_parts
+from scenarios.models import SCENARIO_KINDS, Health, Scenario, Slo, Target
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # --------------------------------------------------------------------------------------------
 # Request rows: one per request, kept raw; durations are derived in analysis/.
@@ -54,6 +56,8 @@ REQUEST_SCHEMA = pa.schema(
         ("srv_total_ms", pa.float64()),
         ("batch_size", pa.int32()),
         ("batch_tokens", pa.int64()),
+        # quality probes (payload.quality_probes): cosine of the answer to the stored fp32 reference
+        ("probe_cosine", pa.float64()),
     ]
 )
 REQUEST_COLUMNS: tuple[str, ...] = tuple(REQUEST_SCHEMA.names)
@@ -168,19 +172,200 @@ class GeneratorCpu(BaseModel):
     note: str = ""
 
 
+class GeneratorWorker(BaseModel):
+    """One worker of a distributed load generator, as the master saw it (loadgen.worker_book)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    worker: str = Field(description="The worker's name in the request rows' `worker` column.")
+    rows: int = Field(0, description="Request rows it forwarded.")
+    first_seen_unix_s: float | None = None
+    last_seen_unix_s: float | None = None
+    final_rows: bool = Field(False, description="It sent its last rows when the run ended.")
+    missing_s: float = Field(0.0, description="Seconds of the run's stages it was missing (no batch for 3 s).")
+    missing: list[tuple[float, float]] = Field(
+        default_factory=list, description="[from, to] unix seconds of each silence (to: when it came back or the end)."
+    )
+
+
+class HostInfo(BaseModel):
+    """The machine that generated the load; comparisons warn when it differs between runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hostname: str = ""
+    os: str = ""
+    machine: str = ""
+    cpu_model: str = ""
+    cpu_cores_logical: int | None = None
+    cpu_cores_physical: int | None = None
+    mem_total_mb: int | None = None
+    accelerators: list[str] = Field(default_factory=list, description="Visible accelerator tools.")
+
+
+class ServiceDevice(BaseModel):
+    """One device the target runs inference on, as its /info lists it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: Literal["npu", "cuda", "cpu"]
+    index: int = 0
+    name: str = ""
+
+
+class ServiceInfo(BaseModel):
+    """The target's /info: the fields embedperf reads are typed, anything else a target says is kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    dimension: int | None = None
+    device: str | None = None
+    precision: str | None = None
+    config: dict[str, Any] | None = None
+    devices: list[ServiceDevice] = Field(default_factory=list)
+
+    @field_validator("devices", mode="before")
+    @classmethod
+    def _known_devices(cls, value: object) -> object:
+        """Any target may answer /info: entries embedperf cannot read are left out, never fatal."""
+        if not isinstance(value, list):
+            return []
+        return [d for d in value if isinstance(d, dict) and d.get("kind") in ("npu", "cuda", "cpu")]
+
+    def accelerator_indices(self) -> list[int]:
+        return sorted({d.index for d in self.devices if d.kind in ("npu", "cuda")})
+
+
+ServingRule = Literal["explicit", "service_info", "busy", "none"]
+
+
+class ServingDevices(BaseModel):
+    """Which accelerator indices serve the target and by which rule (explicit > /info > busy under load)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: ServingRule = "none"
+    indices: list[int] = Field(
+        default_factory=list, description="NPU/GPU indices as npu-smi / NVML number them."
+    )
+
+
+class AgentRecord(BaseModel):
+    """One `embedperf agent` the run pulled telemetry from, with the clock offset to it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    host: str = ""
+    status: Literal["ok", "partial", "failed"] = "ok"
+    reason: str = ""
+    samples: int = 0
+    offset_s: float | None = Field(
+        None, description="Agent clock minus generator clock (mean of start and end estimates)."
+    )
+    offset_uncertainty_s: float | None = Field(
+        None, description="Half the round trip of the best probe, plus the drift between start and end."
+    )
+    missing_s: list[int] = Field(
+        default_factory=list, description="Whole seconds of the run (unix, generator clock) without samples."
+    )
+
+
+def _v1_scenario(raw: dict[str, Any], stages: list[Any], kind: str | None) -> dict[str, Any]:
+    """A version-1 scenario that does not validate (hand-built, synthetic) rebuilt from its name and stages."""
+    try:
+        return Scenario.model_validate(raw).model_dump(mode="json")
+    except ValidationError:
+        pass
+    scenario_kind = raw.get("kind") if raw.get("kind") in SCENARIO_KINDS else None
+    if scenario_kind is None:
+        scenario_kind = "openloop" if kind == "open_loop" else "ramp"
+    steps = []
+    for stage in stages:
+        st = dict(stage) if isinstance(stage, dict) else stage.model_dump()
+        end = st.get("end_unix_s")
+        duration_s = max(float(end) - float(st["start_unix_s"]), 1.0) if end is not None else 1.0
+        step: dict[str, Any] = {"label": st.get("label", ""), "duration_s": duration_s}
+        step["warmup_s"] = min(float(st.get("warmup_s") or 0.0), duration_s / 2)
+        if scenario_kind == "openloop":
+            step["rate"] = st.get("rate") or 1.0
+        else:
+            step["users"] = st.get("users") or 1
+        steps.append(step)
+    if not steps:
+        steps = [
+            {"duration_s": 1.0, "rate": 1.0}
+            if scenario_kind == "openloop"
+            else {"duration_s": 1.0, "users": 1}
+        ]
+    return {"name": str(raw.get("name") or "unknown"), "kind": scenario_kind, "steps": steps}
+
+
+_V1_HEALTH_KEYS: dict[str, tuple[str, float]] = {
+    "temp_max_c": ("max_device_temp_c", 1.0),
+    "mem_max_pct": ("max_device_mem_pct", 1.0),
+    "error_rate_max": ("max_error_rate_pct", 100.0),
+    "mean_latency_max_ms": ("max_mean_latency_ms", 1.0),
+}
+_V1_HOST_KEYS: dict[str, tuple[str, float]] = {
+    "cpu": ("cpu_model", 1.0),
+    "cores": ("cpu_cores_logical", 1.0),
+    "memory_gb": ("mem_total_mb", 1024.0),
+}
+
+
+def _renamed(
+    raw: dict[str, Any], renames: dict[str, tuple[str, float]], model: type[BaseModel]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in renames:
+            new_key, factor = renames[key]
+            out.setdefault(
+                new_key, value * factor if isinstance(value, int | float) and factor != 1.0 else value
+            )
+        elif key in model.model_fields:
+            out[key] = value
+    return out
+
+
+def upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version-1 manifest -> version 2: typed scenario/slo/health/host/target, the reader-side names mapped."""
+    data = dict(raw)
+    scenario_raw: dict[str, Any] = data["scenario"] if isinstance(data.get("scenario"), dict) else {}
+    scenario = _v1_scenario(scenario_raw, list(data.get("stages") or []), data.get("kind"))
+    slo = dict(data.get("slo") or scenario.get("slo") or {})
+    if "error_budget" in slo:  # v1 readers' name: a fraction, not a percentage
+        slo.setdefault("error_budget_pct", float(slo.pop("error_budget")) * 100.0)
+    health = data.get("health") or scenario.get("health") or {}
+    scenario["slo"] = {k: v for k, v in slo.items() if k in Slo.model_fields}
+    scenario["health"] = _renamed(dict(health), _V1_HEALTH_KEYS, Health)
+    data["scenario"] = scenario
+    data["slo"], data["health"] = scenario["slo"], scenario["health"]
+    data["host"] = _renamed(dict(data.get("host") or {}), _V1_HOST_KEYS, HostInfo)
+    data["schema_version"] = SCHEMA_VERSION
+    return data
+
+
 class Manifest(BaseModel):
-    """manifest.json. Unknown keys are kept (extra="allow") so older readers tolerate newer writers."""
+    """manifest.json. Unknown keys are kept (extra="allow") so older readers tolerate newer writers.
+
+    scenario, target, slo, health, host and service_info are the typed models the writer used, so a
+    reader gets back exactly what was written. Build new manifests with `new_manifest`.
+    """
 
     model_config = ConfigDict(extra="allow")
 
     schema_version: int = SCHEMA_VERSION
     run_id: str
     kind: Literal["closed_loop", "open_loop", "synthetic"] = "closed_loop"
-    scenario: dict[str, Any] = Field(default_factory=dict)
+    scenario: Scenario
+    target: Target = Field(description="The scenario's target with base_url the host actually loaded.")
     target_url: str = ""
     label: str = ""
-    service_info: dict[str, Any] | None = None
-    host: dict[str, Any] = Field(default_factory=dict)
+    service_info: ServiceInfo | None = None
+    host: HostInfo = Field(default_factory=HostInfo)
     versions: dict[str, str] = Field(default_factory=dict)
     git: dict[str, Any] = Field(default_factory=dict)
     start_unix_s: float | None = None
@@ -188,9 +373,69 @@ class Manifest(BaseModel):
     stages: list[StageRecord] = Field(default_factory=list)
     collectors: list[CollectorStatus] = Field(default_factory=list)
     generator_cpu: GeneratorCpu = Field(default_factory=GeneratorCpu)
-    slo: dict[str, Any] = Field(default_factory=dict)
+    slo: Slo
+    health: Health
+    serving_devices: ServingDevices = Field(default_factory=ServingDevices)
+    agents: list[AgentRecord] = Field(default_factory=list)
     complete: bool = Field(False, description="False while running or after a crash.")
     notes: list[str] = Field(default_factory=list)
+    workers: list[GeneratorWorker] = Field(
+        default_factory=list, description="Distributed runs: every load-generator worker, its rows and missing time."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if int(data.get("schema_version", SCHEMA_VERSION)) < 2:
+            data = upgrade_v1(data)
+        if (
+            isinstance(data.get("scenario"), dict | Scenario)
+            and not {"target", "slo", "health"} <= data.keys()
+        ):
+            scenario = Scenario.model_validate(data["scenario"])
+            data = {"slo": scenario.slo, "health": scenario.health, **data}
+        if "target" not in data and isinstance(data.get("scenario"), dict | Scenario):
+            scenario = Scenario.model_validate(data["scenario"])
+            base_url, path = _split_target_url(str(data.get("target_url") or ""), scenario.target)
+            data = {**data, "target": scenario.target.model_copy(update={"base_url": base_url, "path": path})}
+        return data
+
+
+def _split_target_url(url: str, target: Target) -> tuple[str, str]:
+    if not url:
+        return target.base_url, target.path
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}", parts.path or target.path
+
+
+def new_manifest(
+    run_id: str,
+    scenario: Scenario,
+    base_url: str,
+    *,
+    service_info: dict[str, Any] | ServiceInfo | None = None,
+    host: HostInfo | None = None,
+    serving_devices: ServingDevices | None = None,
+    **fields: Any,
+) -> Manifest:
+    """The writer's one way to start a manifest: slo, health and target come from the scenario itself."""
+    base = base_url.rstrip("/")
+    info = ServiceInfo.model_validate(service_info) if isinstance(service_info, dict) else service_info
+    return Manifest(
+        run_id=run_id,
+        kind=fields.pop("kind", "open_loop" if scenario.is_open_loop else "closed_loop"),
+        scenario=scenario,
+        target=scenario.target.model_copy(update={"base_url": base}),
+        target_url=base + scenario.target.path,
+        service_info=info,
+        host=host or HostInfo(),
+        slo=scenario.slo,
+        health=scenario.health,
+        serving_devices=serving_devices or ServingDevices(),
+        **fields,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,7 +478,7 @@ class RunFolder:
 
     @property
     def requests_parts(self) -> Path:
-        """Incremental CSV parts, one file per writer; compacted into requests.parquet at the end."""
+        """Incremental Arrow stream parts, one file per writer; compacted into requests.parquet at the end."""
         return self.root / "requests.parts"
 
     @property
@@ -248,6 +493,11 @@ class RunFolder:
     def collectors_status(self) -> Path:
         """Written by `python -m collectors`; merged into the manifest by the load run."""
         return self.root / "collectors.json"
+
+    @property
+    def agents_status(self) -> Path:
+        """Written by the collectors' agent pulls (clock offsets, missing seconds); merged into the manifest."""
+        return self.root / "agents.json"
 
     @property
     def precision(self) -> Path:
@@ -338,61 +588,30 @@ def read_manifest(folder: RunFolder) -> Manifest:
 
 
 # --------------------------------------------------------------------------------------------
-# Row tables: incremental CSV parts -> one Parquet file
+# Row tables: incremental Arrow parts -> one Parquet file, sorted so a step or a window reads alone
 # --------------------------------------------------------------------------------------------
-def _csv_convert_options(schema: pa.Schema) -> pacsv.ConvertOptions:
-    return pacsv.ConvertOptions(
-        column_types={f.name: f.type for f in schema},
-        null_values=[""],
-        strings_can_be_null=True,
-        quoted_strings_can_be_null=False,
-        true_values=["true", "True", "1"],
-        false_values=["false", "False", "0"],
-    )
+REQUEST_SORT_KEYS: tuple[str, ...] = ("stage_index", "t_sent_unix_s")
+TELEMETRY_SORT_KEYS: tuple[str, ...] = ("ts_unix_s",)
 
 
-def read_csv_parts(parts_dir: Path, schema: pa.Schema) -> pa.Table:
-    """Read every *.csv part; a torn last line (crash mid-write) is dropped, not fatal."""
-    tables = []
-    for part in sorted(parts_dir.glob("*.csv")):
-        tables.append(_read_one_part(part, schema))
-    if not tables:
-        return schema.empty_table()
-    return pa.concat_tables(tables)
+def _sort_keys(schema: pa.Schema) -> tuple[str, ...]:
+    return REQUEST_SORT_KEYS if schema.equals(REQUEST_SCHEMA) else TELEMETRY_SORT_KEYS
 
 
-def _read_one_part(part: Path, schema: pa.Schema) -> pa.Table:
-    data = part.read_bytes()
-    if not data.strip():
-        return schema.empty_table()
-    if not data.endswith(b"\n"):
-        data = data[: data.rfind(b"\n") + 1]  # torn final row
-    try:
-        return pacsv.read_csv(
-            pa.BufferReader(data),
-            read_options=pacsv.ReadOptions(column_names=None),
-            convert_options=_csv_convert_options(schema),
-        ).select(schema.names)
-    except (pa.ArrowInvalid, KeyError) as exc:
-        raise RunFolderError(f"{part} is not a valid parts file: {exc}") from exc
+def read_parts(parts_dir: Path, schema: pa.Schema) -> pa.Table:
+    """Every complete row of every part (Arrow streams, or CSV parts of older runs)."""
+    batches = list(iter_part_batches(parts_dir, schema))
+    return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
 
 
 def compact_parts(parts_dir: Path, target: Path, schema: pa.Schema) -> int:
-    """Merge parts (and an existing target) into target Parquet, then delete the parts. Returns rows."""
-    tables = []
-    if target.is_file():
-        tables.append(pq.read_table(target, schema=schema))
-    if parts_dir.is_dir():
-        tables.append(read_csv_parts(parts_dir, schema))
-    table = pa.concat_tables(tables) if tables else schema.empty_table()
-    tmp = target.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, target)
-    if parts_dir.is_dir():
-        for part in parts_dir.glob("*.csv"):
-            part.unlink()
-        parts_dir.rmdir()
-    return table.num_rows
+    """Stream parts (and an existing target) into target Parquet, sorted; then delete the parts. Returns rows.
+
+    Memory stays bounded by one batch plus the sort's spill budget, whatever the run's length.
+    """
+    rows = finalise_parts(parts_dir, target, schema, _sort_keys(schema))
+    remove_parts(parts_dir)
+    return rows
 
 
 def _read_table(parquet: Path, parts_dir: Path, schema: pa.Schema, columns: Iterable[str] | None) -> pa.Table:
@@ -400,13 +619,13 @@ def _read_table(parquet: Path, parts_dir: Path, schema: pa.Schema, columns: Iter
     if parquet.is_file():
         tables.append(pq.read_table(parquet, schema=schema))
     if parts_dir.is_dir():
-        tables.append(read_csv_parts(parts_dir, schema))
+        tables.append(read_parts(parts_dir, schema))
     table = pa.concat_tables(tables) if tables else schema.empty_table()
     return table.select(list(columns)) if columns is not None else table
 
 
 def read_requests_table(folder: RunFolder, columns: Iterable[str] | None = None) -> pa.Table:
-    """All request rows: the compacted Parquet plus any parts left by an interrupted run."""
+    """All request rows in memory (small runs, tests): the Parquet plus parts left by an interrupted run."""
     return _read_table(folder.requests, folder.requests_parts, REQUEST_SCHEMA, columns)
 
 

@@ -8,7 +8,8 @@ import shutil
 import time
 from pathlib import Path
 
-from loadgen.runner import run_scenario
+from collectors.options import DeviceOptions, add_device_options
+from loadgen.runner import run_scenario_outcome
 from loadgen.service_proc import ServiceProcess
 from scenarios.loader import PROFILES, parse_overrides
 
@@ -21,9 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile", choices=PROFILES, default="quick", help="quick (~1 min) or full (4 x 60 s)"
     )
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    parser.add_argument(
+        "--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder (default runs/)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address the service listens on")
-    parser.add_argument("--port", type=int, default=8086)
+    parser.add_argument("--port", type=int, default=8086, help="port the service listens on (default 8086)")
     parser.add_argument("--scenario", default="ramp", help="scenario to run (default ramp)")
     parser.add_argument(
         "--service-arg",
@@ -31,10 +34,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="extra argument for `python -m service` (repeatable)",
     )
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--label", default="")
-    parser.add_argument("--no-collectors", action="store_true")
-    parser.add_argument("--ready-timeout-s", type=float, default=300.0)
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario field, e.g. steps.duration_s=5 (repeatable)",
+    )
+    parser.add_argument("--label", default="", help="label appended to the run id")
+    parser.add_argument("--no-collectors", action="store_true", help="do not sample telemetry during the run")
+    parser.add_argument(
+        "--ready-timeout-s",
+        type=float,
+        default=300.0,
+        help="how long to wait for the service to load the model and answer /ready (default 300)",
+    )
+    add_device_options(parser)
     return parser
 
 
@@ -55,7 +71,7 @@ def main(argv: list[str]) -> int:
             f"service ready at {service.url} (pid {service.pid}); running {args.scenario} ({args.profile})",
             flush=True,
         )
-        folder = run_scenario(
+        outcome = run_scenario_outcome(
             args.scenario,
             host=service.url,
             runs_dir=runs_dir,
@@ -63,14 +79,19 @@ def main(argv: list[str]) -> int:
             profile=args.profile,
             overrides=parse_overrides(args.overrides),
             collectors=not args.no_collectors,
+            extra_args=DeviceOptions.from_namespace(args).command_args(),
         )
+    folder = outcome.folder
+    if folder is None:
+        print(f"locust exited with {outcome.exit_code} without a run folder; service log: {log_path}")
+        return outcome.exit_code
     shutil.move(str(log_path), str(folder.root / "service.log"))
     print(f"run folder: {folder.root}", flush=True)
     try:
         build_report = importlib.import_module("reports.build").build_report
     except (ImportError, AttributeError) as exc:
         print(f"report builder not available ({exc}); the run folder is complete: {folder.root}")
-        return 0
+        return outcome.exit_code
     report = build_report(folder, lang="en")
     print(f"report: {report}")
-    return 0
+    return outcome.exit_code

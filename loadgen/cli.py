@@ -1,11 +1,18 @@
-"""`embedperf run SCENARIO`: run a load scenario with Locust and print the run folder."""
+"""`embedperf run SCENARIO`: run a load scenario with Locust and print the run folder.
+
+Exit codes: 0 ok; 1 the run is complete but its error rate exceeds the scenario's error budget;
+2 usage or pre-flight error (nothing measured); 3 the run is incomplete (stopped or killed).
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from loadgen.runner import run_scenario
+from collectors.options import DeviceOptions, add_device_options
+from loadgen.local_workers import LocalWorkers
+from loadgen.runner import run_scenario_outcome
+from loadgen.verdict import EXIT_INCOMPLETE
 from scenarios.loader import OVERRIDE_HELP, PROFILES, parse_overrides, shipped_scenarios
 
 
@@ -31,6 +38,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-collectors", action="store_true", help="do not sample telemetry during the run")
     parser.add_argument("--timeout-s", type=float, default=None, help="stop the run after this many seconds")
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help="API key sent as a Bearer token (default: the environment variable named by target.api_key_env, "
+        "EMBEDPERF_TARGET_API_KEY)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run Locust distributed on this host: a master plus N worker processes (about one core each), "
+        "all stopped at the end; one run folder (default 0: a single process)",
+    )
+    add_device_options(parser)
     return parser
 
 
@@ -42,15 +64,25 @@ def main(argv: list[str]) -> int:
         from scenarios.loader import load_scenario
 
         host = load_scenario(args.scenario, profile=args.profile, overrides=overrides).target.base_url
-    folder = run_scenario(
-        args.scenario,
-        host=host,
-        runs_dir=args.runs_dir,
-        label=args.label,
-        profile=args.profile,
-        overrides=overrides,
-        collectors=not args.no_collectors,
-        timeout_s=args.timeout_s,
-    )
-    print(f"run folder: {folder.root}")
-    return 0
+    with LocalWorkers.for_scenario(args.workers, args.scenario, args.profile, overrides) as workers:
+        outcome = run_scenario_outcome(
+            args.scenario,
+            host=host,
+            runs_dir=args.runs_dir,
+            label=args.label,
+            profile=args.profile,
+            overrides=overrides,
+            collectors=not args.no_collectors,
+            timeout_s=args.timeout_s,
+            api_key=args.api_key,
+            extra_args=DeviceOptions.from_namespace(args).command_args() + workers.master_args(),
+        )
+    if outcome.folder is None:
+        print(
+            f"embedperf run: locust exited with {outcome.exit_code} without a run folder; see its output above"
+        )
+        return outcome.exit_code
+    if outcome.exit_code == EXIT_INCOMPLETE:
+        print(f"embedperf run: the run is incomplete (exit {EXIT_INCOMPLETE}); its folder is kept")
+    print(f"run folder: {outcome.folder.root}")
+    return outcome.exit_code

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.shares import ScheduleShare
 from scenarios.models import Scenario
 
 RowSink = Callable[[list[Any]], None]  # receives one row as values in REQUEST_COLUMNS order
@@ -28,6 +29,18 @@ class RunContext:
     service_info: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     open_loop_stats: dict[str, float] = field(default_factory=dict)
+    connection_backoffs: dict[int, int] = field(default_factory=dict)  # per stage index (loadgen.users)
+    search: dict[str, Any] | None = None  # the capacity search's record (loadgen.search), when one ran
+    schedule_share: ScheduleShare | None = None  # open loop: this process's arrivals (loadgen.shares)
+    share_claimed: bool = False
+
+    def claim_share(self) -> ScheduleShare | None:
+        """The share to dispatch, once per run: a second dispatcher in this process (Locust rebalancing
+        users after a worker died) must not send the same arrivals again."""
+        if self.share_claimed:
+            return None
+        self.share_claimed = True
+        return self.schedule_share or ScheduleShare()
 
     def learn_dim(self, dim: int) -> None:
         """The first good answer fixes the expected dimension when neither /info nor the scenario did."""
@@ -42,6 +55,10 @@ _current: RunContext | None = None
 def current() -> RunContext:
     if _current is None:
         raise RuntimeError("no load run is active in this process (the test has not started)")
+    return _current
+
+
+def current_or_none() -> RunContext | None:
     return _current
 
 

@@ -12,13 +12,14 @@ from embedperf.schema import REQUEST_COLUMNS
 from loadgen.context import RunContext
 from loadgen.headers import TIMING_VALUE_COLUMNS, timing_values
 from loadgen.payloads import RequestPayload
+from loadgen.quality import answer_cosine
 
 if TYPE_CHECKING:  # importing locust monkey-patches the process; only its users need that
     from locust.contrib.fasthttp import FastHttpSession
 
 _COL = {name: i for i, name in enumerate(REQUEST_COLUMNS)}
 _NO_TIMING: list[Any] = [None] * len(TIMING_VALUE_COLUMNS)
-_EMBEDDING_LIST = re.compile(rb"\s*:\s*\[")
+_EMBEDDING_LIST = re.compile(rb'"embedding"\s*:\s*\[')  # `"object": "embedding"` does not match
 _PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)\s*[,}]')
 
 
@@ -35,30 +36,36 @@ def _embedding_dim(item: Any, encoding_format: str) -> int | None:
     return None
 
 
-def _scan_float_dims(body: bytes) -> list[int] | None:
-    """Length of each `"embedding": [...]` list, by scanning bytes instead of parsing every float.
+def _count_float_lists(body: bytes, dim: int) -> int:
+    """How many `"embedding": [...]` lists the body holds, when every one has `dim` items; else -1.
 
-    None when the body does not look like a plain JSON object of flat lists (then the caller
-    parses it properly).
+    A byte scan instead of parsing every float: -1 also when the body does not look like a
+    plain JSON object of flat lists (then the caller parses it properly). Runs once per
+    request, so it stays in C calls: one regex search per list, no copies of the body.
     """
-    stripped = body.strip()
-    if not (stripped.startswith(b"{") and stripped.endswith(b"}")) or b'"data"' not in body:
-        return None
-    dims: list[int] = []
+    if body[:1] != b"{" or body[-1:] != b"}":
+        stripped = body.strip()
+        if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
+            return -1
+    if b'"data"' not in body:
+        return -1
+    search = _EMBEDDING_LIST.search
     find = body.find
+    count = 0
     pos = 0
-    while (at := find(b'"embedding"', pos)) >= 0:
-        match = _EMBEDDING_LIST.match(body, at + 11)
-        if match is None:  # `"object": "embedding"` and the like
-            pos = at + 11
-            continue
+    while (match := search(body, pos)) is not None:
         start = match.end()
         end = find(b"]", start)
         if end < 0 or find(b"[", start, end) >= 0:
-            return None
-        dims.append(body.count(b",", start, end) + 1 if body[start:end].strip() else 0)
+            return -1
+        items = body.count(b",", start, end) + 1
+        if items == 1 and not body[start:end].strip():
+            items = 0
+        if items != dim:
+            return -1
+        count += 1
         pos = end + 1
-    return dims
+    return count
 
 
 def check_body(body: bytes, ctx: RunContext, n_inputs: int) -> tuple[str, int | None]:
@@ -68,11 +75,17 @@ def check_body(body: bytes, ctx: RunContext, n_inputs: int) -> tuple[str, int | 
     costs a few microseconds where parsing every float costs ~100 us at 384 dimensions; any
     answer the scan does not accept outright is parsed with `json` for the exact reason.
     """
-    if ctx.expected_dim is not None and ctx.scenario.target.encoding_format == "float":
-        dims = _scan_float_dims(body)
-        if dims is not None and len(dims) == n_inputs and all(d == ctx.expected_dim for d in dims):
+    expected_dim = ctx.expected_dim
+    if (
+        expected_dim is not None
+        and ctx.scenario.target.encoding_format == "float"
+        and _count_float_lists(body, expected_dim) == n_inputs
+    ):
+        at = body.rfind(b'"prompt_tokens"')  # usage comes last: look there first
+        match = _PROMPT_TOKENS.match(body, at) if at >= 0 else None
+        if match is None and at >= 0:
             match = _PROMPT_TOKENS.search(body)
-            return "", int(match.group(1)) if match else None
+        return "", int(match.group(1)) if match else None
     return _check_parsed(body, ctx, n_inputs)
 
 
@@ -161,6 +174,7 @@ def send_embeddings(
         tokens,
         len(content),
         *(timing_values(headers.get) if headers is not None else _NO_TIMING),
+        answer_cosine(content, payload.reference) if payload.reference is not None and not error else None,
     ]
     ctx.sink(row)
     return row
@@ -214,4 +228,6 @@ assert REQUEST_COLUMNS[6:19] == (
     "input_tokens",
     "response_bytes",
 ), "send_embeddings builds rows in REQUEST_COLUMNS order"
-assert REQUEST_COLUMNS[19:] == TIMING_VALUE_COLUMNS, "send_embeddings builds rows in REQUEST_COLUMNS order"
+assert REQUEST_COLUMNS[19:] == (*TIMING_VALUE_COLUMNS, "probe_cosine"), (
+    "send_embeddings builds rows in REQUEST_COLUMNS order"
+)

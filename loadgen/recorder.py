@@ -2,8 +2,8 @@
 
 Rows reach the recorder from local users or, in distributed mode, in batches forwarded by
 workers; either way the process that owns the run folder tags each row with the stage whose
-real boundaries contain its intended start, then appends it to a CSV part (PartsWriter).
-`close()` compacts the parts into requests.parquet.
+real boundaries contain its intended start, then appends it to an Arrow stream part (PartsWriter,
+written off the request path). `close()` streams the parts into requests.parquet.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from embedperf.schema import REQUEST_COLUMNS, REQUEST_SCHEMA, RunFolder, StageRe
 STAGE_INDEX_POS = REQUEST_COLUMNS.index("stage_index")
 T_INTENDED_POS = REQUEST_COLUMNS.index("t_intended_unix_s")
 RUN_ID_POS = REQUEST_COLUMNS.index("run_id")
+StageTag = tuple[int, str, int | None, float | None]  # stage_index, stage_label, target_users, target_rate
 
 
 class StageTimeline:
@@ -27,6 +28,7 @@ class StageTimeline:
     def __init__(self) -> None:
         self.stages: list[StageRecord] = []
         self._starts: list[float] = []
+        self._tags: list[StageTag] = []  # per stage, the values of a row's stage columns
         self._lock = threading.Lock()
 
     def begin(
@@ -47,6 +49,7 @@ class StageTimeline:
                 )
             )
             self._starts.append(t_unix_s)
+            self._tags.append((index, label, users, rate))
 
     def end(self, t_unix_s: float) -> None:
         with self._lock:
@@ -64,15 +67,25 @@ class StageTimeline:
         i = bisect.bisect_right(self._starts, t_unix_s) - 1
         return self.stages[max(i, 0)]
 
+    def tag(self, t_unix_s: float | None) -> StageTag | None:
+        """Stage columns for a row intended at t (None: the current stage); once per row, so kept flat."""
+        tags = self._tags
+        if not tags:
+            return None
+        if t_unix_s is None or t_unix_s >= self._starts[-1]:
+            return tags[-1]
+        return tags[max(bisect.bisect_right(self._starts, t_unix_s) - 1, 0)]
+
 
 class Recorder:
-    """Owns requests.parts/<worker>.csv for one run; thread- and greenlet-safe."""
+    """Owns requests.parts/<worker>.arrows for one run; thread- and greenlet-safe."""
 
     def __init__(self, folder: RunFolder, timeline: StageTimeline, part_name: str = "requests") -> None:
         self.folder = folder
         self.run_id = folder.run_id
         self.timeline = timeline
         self._writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, part_name)
+        self._append = self._writer.write_values
         self._closed = False
         self.rows_received = 0
 
@@ -81,20 +94,16 @@ class Recorder:
         self.write_values([row.get(c) for c in REQUEST_COLUMNS])
 
     def write_values(self, values: list[Any]) -> None:
-        """Write a row given as values in REQUEST_COLUMNS order (the forwarded form)."""
+        """Write a row given as values in REQUEST_COLUMNS order (the forwarded form); runs once per request."""
         if self._closed:
             return
         values[RUN_ID_POS] = self.run_id
         if values[STAGE_INDEX_POS] is None:
-            t = values[T_INTENDED_POS]
-            stage = self.timeline.lookup(t) if t is not None else self.timeline.current
-            if stage is not None:
-                values[STAGE_INDEX_POS] = stage.index
-                values[STAGE_INDEX_POS + 1] = stage.label
-                values[STAGE_INDEX_POS + 2] = stage.users
-                values[STAGE_INDEX_POS + 3] = stage.rate
+            tag = self.timeline.tag(values[T_INTENDED_POS])
+            if tag is not None:
+                values[STAGE_INDEX_POS : STAGE_INDEX_POS + 4] = tag
         self.rows_received += 1
-        self._writer.write(values)
+        self._append(values)
 
     def write_many(self, rows: Iterable[Sequence[Any]]) -> None:
         for values in rows:

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,22 @@ from typing import Any
 from locust.env import Environment
 
 from embedperf.provenance import git_info, host_info, package_versions
-from embedperf.schema import CollectorStatus, Manifest, RunFolder, new_run_folder, write_manifest
-from loadgen import context
-from loadgen.collectors_proc import CollectorsProcess, collectors_available
+from embedperf.schema import (
+    CollectorStatus,
+    Manifest,
+    RunFolder,
+    ServiceInfo,
+    ServingDevices,
+    new_manifest,
+    new_run_folder,
+    write_manifest,
+)
+from loadgen import context, payloads
+from loadgen.collectors_proc import CollectorsProcess, collectors_available, read_agent_records
 from loadgen.locust_report import write_locust_reports
-from loadgen.monitor import CpuMonitor, summarise
+from loadgen.monitor import CpuMonitor, settle_heap, summarise
 from loadgen.recorder import Recorder, StageTimeline
-from scenarios.loader import scenario_for_manifest
+from loadgen.worker_book import WorkerBook
 from scenarios.models import Scenario
 
 log = logging.getLogger("embedperf.loadgen")
@@ -38,6 +48,9 @@ class RunOptions:
     runs_dir: Path
     label: str = ""
     collectors: bool = True
+    devices: list[int] = field(default_factory=list)
+    agents: list[str] = field(default_factory=list)
+    collector_args: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -57,45 +70,49 @@ class RunSession:
     collectors: CollectorsProcess | None = None
     shape_completed: bool = False
     finalised: bool = False
-    final_batches: set[str] = field(default_factory=set)
+    stop_reason: str = ""
+    workers: WorkerBook | None = None  # distributed runs: the master's book of its workers
 
     def start(self) -> None:
         self.folder = new_run_folder(self.options.runs_dir, self.scenario.name, self.options.label)
         service_info = context.fetch_service_info(self.host, self.scenario)
-        self.manifest = Manifest(
-            run_id=self.folder.run_id,
-            kind="open_loop" if self.scenario.is_open_loop else "closed_loop",
-            scenario=scenario_for_manifest(self.scenario),
-            target_url=self.host.rstrip("/") + self.scenario.target.path,
-            label=self.options.label,
-            service_info=service_info,
+        info = _typed_info(service_info)
+        self.manifest = new_manifest(
+            self.folder.run_id,
+            self.scenario,
+            self.host,
+            service_info=info,
             host=host_info(),
+            serving_devices=serving_devices(self.options.devices or self.scenario.target.devices, info),
+            label=self.options.label,
             versions=package_versions(),
             git=git_info(REPO_ROOT),
             start_unix_s=time.time(),
-            slo=self.scenario.slo.model_dump(),
             complete=False,
         )
-        extra: dict[str, Any] = {
-            "health": self.scenario.health.model_dump(),
-            "profile": self.scenario.profile,
-            "locust_command": sys.argv,
-        }
-        for key, value in extra.items():
-            setattr(self.manifest, key, value)
+        self.manifest.locust_command = sys.argv  # type: ignore[attr-defined]  # kept as an extra key
+        self.manifest.generator_pid = os.getpid()  # type: ignore[attr-defined]  # finds the folder after a crash
         write_manifest(self.folder, self.manifest)
         self.recorder = Recorder(self.folder, self.timeline)
         self.cpu = CpuMonitor(worker="master" if self._is_master else "local")
         self.cpu.start()
         if self.options.collectors and collectors_available():
-            self.collectors = CollectorsProcess(self.folder, self.host, os.getpid())
+            self.collectors = CollectorsProcess(
+                self.folder,
+                self.host,
+                os.getpid(),
+                extra_args=self.options.collector_args,
+                agents=self.options.agents or self.scenario.target.agents,
+            )
             self.collectors.start()
         if not self._is_master:
             ctx = context.build_context(
                 self.scenario, self.host, self.recorder.write_values, "local", service_info
             )
             context.set_current(ctx)
+            payloads.prepare(self.scenario.payload, service_info)  # tokenizer loads before the first step
         log.info("embedperf: writing run folder %s", self.folder.root)
+        settle_heap()  # last thing before the load: what exists now lives for the whole run
 
     @property
     def _is_master(self) -> bool:
@@ -111,6 +128,7 @@ class RunSession:
         if self.finalised:
             return self.folder
         self.finalised = True
+        self.stop_reason = reason
         end = time.time()
         self.timeline.end(end)
         self.cpu.stop()
@@ -136,6 +154,7 @@ class RunSession:
         m.end_unix_s = end
         m.stages = self.timeline.stages
         m.collectors = statuses
+        m.agents = read_agent_records(self.folder)
         samples = self.cpu.samples + self.cpu_samples
         m.generator_cpu = summarise(samples)
         extras: dict[str, Any] = {  # Manifest keeps extra keys (extra="allow")
@@ -147,8 +166,14 @@ class RunSession:
             extras["expected_dimension"] = {"value": ctx.expected_dim, "source": ctx.dim_source}
         if ctx is not None and ctx.open_loop_stats:
             extras["open_loop"] = ctx.open_loop_stats
+        if ctx is not None:
+            extras["connection_backoffs"] = {str(k): v for k, v in sorted(ctx.connection_backoffs.items())}
+        if ctx is not None and ctx.search is not None:
+            extras["search"] = ctx.search  # analysis.search.SearchRecord
         for key, value in extras.items():
             setattr(m, key, value)
+        if self.workers is not None:
+            self.workers.finish(m, end)
         if not self.shape_completed:
             m.notes.append(f"run stopped before the scenario's last stage ended ({reason})")
         m.complete = True
@@ -158,16 +183,45 @@ class RunSession:
         return self.folder
 
 
+def _typed_info(raw: dict[str, Any] | None) -> ServiceInfo | None:
+    """Any target may answer /info; one that does not fit the typed fields is recorded without them."""
+    if raw is None:
+        return None
+    try:
+        return ServiceInfo.model_validate(raw)
+    except ValueError:
+        return ServiceInfo.model_validate({k: v for k, v in raw.items() if k not in ServiceInfo.model_fields})
+
+
+def serving_devices(explicit: list[int], info: ServiceInfo | None) -> ServingDevices:
+    """Rules 1 and 2: explicit indices, else the accelerators the target's /info lists.
+
+    Rule 3 (devices busy under load) needs the telemetry and is applied by the analysis.
+    """
+    if explicit:
+        return ServingDevices(rule="explicit", indices=sorted(set(explicit)))
+    if info is not None and info.accelerator_indices():
+        return ServingDevices(rule="service_info", indices=info.accelerator_indices())
+    return ServingDevices()
+
+
 _active: RunSession | None = None
 _environment: Environment | None = None
 _options: RunOptions | None = None
 _scenario: Scenario | None = None
+_resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None
 
 
-def bind(environment: Environment, scenario: Scenario, options: RunOptions) -> None:
-    """Called once at Locust's init on the local or master process."""
-    global _environment, _options, _scenario
-    _environment, _options, _scenario = environment, options, scenario
+def bind(
+    environment: Environment,
+    scenario: Scenario,
+    options: RunOptions,
+    resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None,
+) -> None:
+    """Called once at Locust's init on the local or master process. `resolve` re-reads the scenario
+    and options before each new run (the web UI's start form changes them between runs)."""
+    global _environment, _options, _scenario, _resolve
+    _environment, _options, _scenario, _resolve = environment, options, scenario, resolve
 
 
 def active() -> RunSession | None:
@@ -177,6 +231,8 @@ def active() -> RunSession | None:
         return _active
     if _environment is None or _options is None or _scenario is None:
         return None
+    if _resolve is not None:  # the options as they stand now: the web UI's form may have changed them
+        bind(_environment, *_resolve(), resolve=_resolve)
     host = _environment.host or _scenario.target.base_url
     _active = RunSession(_environment, _scenario, _options, host)
     _active.start()
@@ -185,6 +241,11 @@ def active() -> RunSession | None:
 
 def current_session() -> RunSession | None:
     return _active if _active is not None and not _active.finalised else None
+
+
+def last_session() -> RunSession | None:
+    """The run this process wrote or is writing, finalised or not (the exit code is decided after)."""
+    return _active
 
 
 def finalise(reason: str) -> RunFolder | None:

@@ -4,7 +4,11 @@ For testing and benchmarking the load generator itself: `python -m loadgen.stub_
 --delay-ms 50`. `POST /_stall?ms=1000` makes every request that is in flight or arrives during
 the next second wait until the stall ends, like a service pausing for garbage collection.
 `GET /_count` answers how many embeddings requests arrived so far (benchmarks read it to find
-the steady state of a generator from outside it).
+the steady state of a generator from outside it). `--workers K` serves at most K requests at a
+time, each taking the fixed delay, so its capacity is exactly K / delay (a known limit for the
+capacity search to find). `--corrupt-above N` answers each text with its own vector (seeded by
+the text) and scrambles it when it arrives with more than N requests in flight, like a batching bug that
+only shows under load (quality probes must catch it).
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ import argparse
 import asyncio
 import contextlib
 import json
+import random
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,9 +40,23 @@ class StubApp:
     """ASGI app; kept free of frameworks so it answers thousands of requests per second."""
 
     def __init__(
-        self, delay_ms: float = 0.0, dim: int = 8, timing_headers: bool = True, info: bool = True
+        self,
+        delay_ms: float = 0.0,
+        dim: int = 8,
+        timing_headers: bool = True,
+        info: bool = True,
+        workers: int = 0,
+        fail_every: int = 0,
+        info_devices: tuple[int, ...] = (),
+        corrupt_above: int = 0,
     ) -> None:
+        self.corrupt_above = corrupt_above
+        self.in_flight = 0
+        self.fail_every = fail_every
+        self.info_devices = info_devices
         self.delay_s = delay_ms / 1000.0
+        self.workers = workers
+        self._slots: asyncio.Semaphore | None = None
         self.dim = dim
         self.timing_headers = timing_headers
         self.info = info
@@ -64,11 +84,16 @@ class StubApp:
         elif path in ("/ready", "/health"):
             await _respond(send, 200, b'{"status":"ok"}')
         elif path == "/info" and self.info:
-            await _respond(
-                send, 200, json.dumps({"model": "stub", "dimension": self.dim, "device": "cpu"}).encode()
-            )
+            await _respond(send, 200, json.dumps(self._info()).encode())
         else:
             await _respond(send, 404, b'{"error":"not found"}')
+
+    def _info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"model": "stub", "dimension": self.dim, "device": "cpu"}
+        if self.info_devices:
+            info["device"] = ",".join(f"npu:{i}" for i in self.info_devices)
+            info["devices"] = [{"kind": "npu", "index": i, "name": f"npu:{i}"} for i in self.info_devices]
+        return info
 
     async def _embeddings(self, body: bytes, send: Send) -> None:
         t0 = time.perf_counter()
@@ -83,15 +108,31 @@ class StubApp:
         if not inputs or any(not isinstance(t, str) or not t for t in inputs):
             await _respond(send, 400, b'{"error":"empty input"}')
             return
-        deadline = t0 + self.delay_s
-        while (remaining_s := deadline - time.perf_counter()) > 0:  # event-loop timers may fire early
-            await asyncio.sleep(remaining_s)
+        if self.fail_every and self.requests % self.fail_every == 0:
+            await _respond(send, 503, b'{"error":"injected failure (--fail-every)"}')
+            return
+        self.in_flight += 1
+        corrupt = 0 < self.corrupt_above < self.in_flight
+        try:
+            if self.workers > 0:
+                if self._slots is None:  # created inside the server's event loop
+                    self._slots = asyncio.Semaphore(self.workers)
+                async with self._slots:  # FIFO: waiters are woken in arrival order
+                    await _sleep_until(time.perf_counter() + self.delay_s)
+            else:
+                await _sleep_until(t0 + self.delay_s)
+        finally:
+            self.in_flight -= 1
         while (stall_s := self.stall_until - time.monotonic()) > 0:
             await asyncio.sleep(stall_s)
-        vector = [0.1] * self.dim
+        vectors = (
+            [text_vector(t, self.dim, scrambled=corrupt) for t in inputs]
+            if self.corrupt_above > 0
+            else [[0.1] * self.dim] * len(inputs)
+        )
         out = {
             "object": "list",
-            "data": [{"object": "embedding", "index": i, "embedding": vector} for i in range(len(inputs))],
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
             "model": doc.get("model", "stub"),
             "usage": {"prompt_tokens": sum(len(t.split()) for t in inputs), "total_tokens": 0},
         }
@@ -105,6 +146,18 @@ class StubApp:
                 (b"x-batch-tokens", str(len(inputs) * 7).encode()),
             ]
         await _respond(send, 200, json.dumps(out).encode(), headers)
+
+
+def text_vector(text: str, dim: int, scrambled: bool = False) -> list[float]:
+    """The stub's embedding of a text: a fixed pseudo-random vector per text (reversed when scrambled)."""
+    rng = random.Random(zlib.crc32(text.encode("utf-8")))
+    vector = [rng.gauss(0.0, 1.0) for _ in range(dim)]
+    return vector[::-1] if scrambled else vector
+
+
+async def _sleep_until(deadline: float) -> None:
+    while (remaining_s := deadline - time.perf_counter()) > 0:  # event-loop timers may fire early
+        await asyncio.sleep(remaining_s)
 
 
 async def _respond(
@@ -128,8 +181,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=8)
     parser.add_argument("--no-timing-headers", action="store_true")
     parser.add_argument("--no-info", action="store_true")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="serve at most this many requests at once (0: unlimited)"
+    )
+    parser.add_argument(
+        "--fail-every", type=int, default=0, help="answer every Nth embeddings request with 503 (0: never)"
+    )
+    parser.add_argument(
+        "--info-devices", default="", metavar="3,5", help="NPU indices /info lists as the serving devices"
+    )
+    parser.add_argument(
+        "--corrupt-above", type=int, default=0, help="per-text vectors, scrambled above this many in flight"
+    )
     args = parser.parse_args(argv)
-    app = StubApp(args.delay_ms, args.dim, not args.no_timing_headers, not args.no_info)
+    devices = tuple(int(v) for v in args.info_devices.split(",") if v.strip())
+    app = StubApp(
+        args.delay_ms,
+        args.dim,
+        not args.no_timing_headers,
+        not args.no_info,
+        args.workers,
+        args.fail_every,
+        devices,
+        args.corrupt_above,
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
 

@@ -9,12 +9,23 @@ from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 from locust.env import Environment
 
-from loadgen import context
+from embedperf.schema import REQUEST_COLUMNS
+from loadgen import context, session
+from loadgen.backoff import Backoff
 from loadgen.exchange import send_embeddings
 from loadgen.openloop import run_schedule
 from loadgen.payloads import PayloadSampler
 
 _user_seq = itertools.count()
+_STATUS_COL = REQUEST_COLUMNS.index("status_code")
+
+
+def _count_backoff(ctx: context.RunContext) -> None:
+    """Per stage index (-1 where this process does not see the stages, e.g. a distributed worker)."""
+    run = session.current_session()
+    stages = run.timeline.stages if run is not None else []
+    index = stages[-1].index if stages else -1
+    ctx.connection_backoffs[index] = ctx.connection_backoffs.get(index, 0) + 1
 
 
 class _EmbeddingClient(FastHttpUser):
@@ -29,7 +40,13 @@ class _EmbeddingClient(FastHttpUser):
         self.connection_timeout = min(target.timeout_s, 10.0)
         self._configure()
         super().__init__(environment)
-        self.payloads = PayloadSampler(self.ctx.scenario.payload, target.path, seed_offset=next(_user_seq))
+        self.backoff = Backoff()
+        self.payloads = PayloadSampler(
+            self.ctx.scenario.payload,
+            target.path,
+            seed_offset=next(_user_seq),
+            service_info=self.ctx.service_info,  # payload.tokens uses the target's tokenizer when local
+        )
 
     def _configure(self) -> None:
         """Subclasses adjust connection settings before the client is built."""
@@ -42,7 +59,12 @@ class EmbeddingUser(_EmbeddingClient):
 
     @task
     def embed(self) -> None:
-        send_embeddings(self.client, self.ctx, self.payloads.next())
+        row = send_embeddings(self.client, self.ctx, self.payloads.next())
+        delay_s = self.backoff.after(row)
+        if delay_s:
+            if row[_STATUS_COL] is None:  # no answer at all: counted for the outage analysis
+                _count_backoff(self.ctx)
+            gevent.sleep(delay_s)
 
 
 class OpenLoopUser(_EmbeddingClient):

@@ -7,42 +7,44 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
+from analysis.capacity import DEFAULT_HEADROOM, LITTLE_MISMATCH, device_plan
 from analysis.decomposition import COMPONENTS
+from analysis.health import HealthCheck
 from analysis.quality import Finding
-from analysis.steps import OUTCOME_OK
+from analysis.quality_gate import quality_gate
 from analysis.summary import RunAnalysis, analyse_folder, write_analysis
 from embedperf.errors import ConfigError
-from embedperf.schema import RunFolder
+from embedperf.schema import RunFolder, ServiceInfo
 from reports.figures import run_figures
-from reports.i18n import LANGS, t
-from reports.render import num, render
+from reports.i18n import LANGS, error_kind_text, reason_text, t
+from reports.render import num, pct, render
+from reports.search_section import search_section
+from reports.view import bottlenecks, energy, field, goodput, headline, target_plan
 
 TOP_ERRORS = 10
+PLAN_REFERENCE_QPS = 1000.0
+# Step warning code -> the mark shown beside the step (explained in the table's legend).
+WARNING_MARKS: dict[str, str] = {"no_samples": "0", "few_samples_p99": "1", "few_samples_p999": "2"}
 
 
 def _finding_text(lang: str) -> object:
     def text(finding: Finding) -> str:
         params = {k: (num(v, 1) if isinstance(v, float) else v) for k, v in finding.params.items()}
+        if "reason" in params:
+            params["reason"] = reason_text(str(params["reason"]), lang)
+        if "status" in params:
+            params["status"] = t(f"src_{params['status']}", lang)
         return t(f"f_{finding.code}", lang, **params)
 
     return text
 
 
-def top_errors(analysis: RunAnalysis) -> list[tuple[str, int]]:
-    rows = analysis.prepared.rows
-    failed = rows[(rows["outcome"].to_numpy() != OUTCOME_OK) & ~rows["probe"].to_numpy()]
-    if not len(failed):
-        return []
-    labels = failed["error"].astype(object).where(failed["error"].notna(), None)
-    codes = failed["status_code"].to_numpy()
-    text = pd.Series(
-        [f"{'' if np.isnan(c) else int(c)} {e or ''}".strip() for c, e in zip(codes, labels, strict=True)]
-    )
-    counts = text.value_counts().head(TOP_ERRORS)
-    return [(str(k), int(v)) for k, v in counts.items()]
+def _health_limit(check: HealthCheck) -> str:
+    return pct(check.limit, 3) if check.name == "error_rate" else num(check.limit, 0)
+
+
+def _health_value(check: HealthCheck) -> str:
+    return pct(check.value, 3) if check.name == "error_rate" else num(check.value, 1)
 
 
 def read_precision(folder: RunFolder) -> dict[str, Any] | None:
@@ -56,9 +58,29 @@ def read_precision(folder: RunFolder) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _marks(analysis: RunAnalysis) -> dict[str, str]:
+    """The warning marks that occur in this report, for its legend."""
+    seen = {w for s in analysis.summary.steps for w in s.stats.warnings}
+    return {w: m for w, m in WARNING_MARKS.items() if w in seen} | {
+        w: str(len(WARNING_MARKS) + i) for i, w in enumerate(sorted(seen - WARNING_MARKS.keys()))
+    }
+
+
 def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any] | None = None) -> str:
     summary = analysis.summary
     labels = {s.stats.index: s.stats.label for s in summary.steps}
+    steps_bottlenecks = bottlenecks(summary)
+    cap = summary.capacity
+    per_1k = (
+        device_plan(cap.max_qps_meeting_slo, summary.devices_in_run, PLAN_REFERENCE_QPS, DEFAULT_HEADROOM)
+        if cap.max_qps_meeting_slo
+        else None
+    )
+    plan = target_plan(summary)
+    extras = {
+        "tokens": any(field(s.stats, "tokens_per_s") is not None for s in summary.steps),
+        "cosine": any(field(s.stats, "quality_cosine_mean") is not None for s in summary.steps),
+    }
     duration_s = (
         summary.end_unix_s - summary.start_unix_s
         if summary.end_unix_s is not None and summary.start_unix_s is not None
@@ -68,13 +90,30 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
         "report.html.j2",
         lang,
         summary=summary,
-        info=summary.service_info or {},
+        info=summary.service_info or ServiceInfo(),
+        headline=headline(summary, steps_bottlenecks),
+        bottlenecks=steps_bottlenecks,
+        energy=energy(analysis),
+        plan=plan,
+        per_1k=per_1k,
+        extras=extras,
+        marks=_marks(analysis),
+        error_kind=lambda kind: error_kind_text(kind, lang),
+        little_tol=LITTLE_MISMATCH,
+        health_limit=_health_limit,
+        health_value=_health_value,
+        reason=lambda text: reason_text(text, lang),
+        goodput=goodput,
+        manifest_extra=analysis.manifest,
         figures=run_figures(analysis, lang),
+        search=search_section(analysis, lang),
+        lengths=analysis.figures.lengths,
+        quality=quality_gate(summary, analysis.manifest),
         components=COMPONENTS,
         duration_s=duration_s,
         step_label=lambda index: labels.get(index, str(index)),
         finding=_finding_text(lang),
-        top_errors=top_errors(analysis),
+        top_errors=analysis.figures.top_errors[:TOP_ERRORS],
         precision=precision,
     )
 
@@ -91,10 +130,21 @@ def write_html(path: Path, html: str) -> None:
     os.replace(tmp, path)
 
 
-def build_report(folder: RunFolder, lang: str = "en", slo_p99_ms: float | None = None) -> Path:
-    """Write RUN_DIR/report.html and RUN_DIR/analysis/*; return the report path."""
+def default_report_path(folder: RunFolder, lang: str) -> Path:
+    """RUN_DIR/report.html in English, RUN_DIR/report.<lang>.html beside it otherwise (never over it)."""
+    return folder.report if lang == "en" else folder.root / f"report.{lang}.html"
+
+
+def build_report(
+    folder: RunFolder, lang: str = "en", slo_p99_ms: float | None = None, out: Path | None = None
+) -> Path:
+    """Write the report (default RUN_DIR/report[.lang].html) and RUN_DIR/analysis/*; return the report path."""
     check_lang(lang)
     analysis = analyse_folder(folder, slo_p99_ms=slo_p99_ms)
     write_analysis(folder, analysis.summary)
-    write_html(folder.report, render_run_report(analysis, lang, read_precision(folder)))
-    return folder.report
+    path = out if out is not None else default_report_path(folder, lang)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; pass a file path such as {path / 'report.html'}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_html(path, render_run_report(analysis, lang, read_precision(folder)))
+    return path

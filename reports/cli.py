@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from embedperf.schema import resolve_run_folder
@@ -13,10 +14,15 @@ from reports.i18n import LANGS
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="embedperf report",
-        description="Build RUN_DIR/report.html (self-contained) and RUN_DIR/analysis/* from a run folder.",
+        description=(
+            "Build RUN_DIR/report.html (self-contained; report.zh.html with --lang zh) and RUN_DIR/analysis/* "
+            "from a run folder."
+        ),
     )
-    parser.add_argument("run_dir", nargs="?", type=Path, help="run folder (runs/<run_id>)")
-    parser.add_argument("--latest", action="store_true", help="use the newest run under --runs-dir")
+    parser.add_argument(
+        "run_dir", nargs="?", type=Path, help="run folder (runs/<run_id>; default: the newest run under --runs-dir)"
+    )
+    parser.add_argument("--latest", action="store_true", help="use the newest run under --runs-dir (the default)")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs live (default runs)")
     parser.add_argument("--lang", choices=LANGS, default="en", help="report language (default en)")
     parser.add_argument(
@@ -25,7 +31,16 @@ def main(argv: list[str]) -> int:
         default=None,
         help="P99 latency SLO in ms (default: the manifest's slo.p99_ms)",
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="report file (default RUN_DIR/report.html; with --lang zh RUN_DIR/report.zh.html beside it)",
+    )
     args = parser.parse_args(argv)
-    folder = resolve_run_folder(args.run_dir, args.latest, args.runs_dir)
-    print(build_report(folder, lang=args.lang, slo_p99_ms=args.slo_p99_ms))
+    folder = resolve_run_folder(args.run_dir, args.latest or args.run_dir is None, args.runs_dir)
+    if args.run_dir is None:
+        print(f"embedperf report: no RUN_DIR given, using the newest run: {folder.root}", file=sys.stderr)
+    print(build_report(folder, lang=args.lang, slo_p99_ms=args.slo_p99_ms, out=args.out))
     return 0

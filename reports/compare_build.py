@@ -15,9 +15,11 @@ from reports.build import check_lang, write_html
 from reports.figures import figure_lang, figure_style, to_data_uri
 from reports.i18n import t
 from reports.render import render
+from reports.view import goodput
 
 COMPARE_METRICS: tuple[str, ...] = (
-    "qps", "p50_ms", "p95_ms", "p99_ms", "error_rate", "device_util_pct", "service_cpu_pct", "mem_used_mb",
+    "qps", "tokens_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "device_util_pct", "service_cpu_pct",
+    "mem_used_mb",
 )  # fmt: skip
 
 
@@ -37,7 +39,7 @@ def load_curves(
             steps = run.summary.steps
             x = np.array([s.stats.load for s in steps])
             width = 2.2 if i == 0 else 1.4
-            ax_qps.plot(x, [s.stats.qps for s in steps], marker="o", label=name, lw=width)
+            ax_qps.plot(x, [goodput(s.stats) for s in steps], marker="o", label=name, lw=width)
             p99 = [np.nan if s.stats.latency.p99_ms is None else s.stats.latency.p99_ms for s in steps]
             ax_p99.plot(x, p99, marker="o", label=name, lw=width)
         ax_qps.set_title(t("fig_throughput", flang))
@@ -74,12 +76,13 @@ def build_comparison(
     rules: list[GateRule] | None = None,
     lang: str = "en",
     out: Path | None = None,
+    error_budget: float | None = None,
 ) -> tuple[Path, Comparison]:
     """Write the comparison HTML (default CAND/compare-<base_id>.html); return its path and the comparison."""
     check_lang(lang)
     base_analysis = analyse_folder(base)
     cand_analyses = [analyse_folder(c) for c in candidates]
-    comparison = compare_runs(base_analysis, cand_analyses, rules)
+    comparison = compare_runs(base_analysis, cand_analyses, rules, error_budget=error_budget)
     path = out or default_compare_path(base, candidates[0])
     path.parent.mkdir(parents=True, exist_ok=True)
     write_html(path, render_comparison(comparison, [base_analysis, *cand_analyses], lang))

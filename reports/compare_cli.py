@@ -1,13 +1,19 @@
-"""`embedperf compare`: baseline vs candidate runs -> comparison HTML, exit 1 when the gate fails."""
+"""`embedperf compare`: baseline vs candidate runs -> comparison HTML (+ JSON / JUnit for CI).
+
+Exit codes: 0 every candidate passes; 1 a gate rule (or the error budget) failed; 2 no verdict
+(steps too short for the statistic, or loads that do not match) or a usage error.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from analysis.gate import GATE_METRICS, parse_gate
-from embedperf.errors import GateFailed
+from embedperf.errors import ConfigError, GateFailed, GateInconclusive
 from embedperf.schema import open_run_folder
+from reports.ci_outputs import write_json, write_junit
 from reports.compare_build import build_comparison
 from reports.i18n import LANGS
 
@@ -15,34 +21,93 @@ GATE_HELP = (
     "comma-separated rules METRIC:+N%% | METRIC:-N%% | METRIC:+N | METRIC:-N. '+' fails when the candidate "
     "rises by more than N, '-' when it falls by more than N; with %% N is relative to the baseline, without "
     "it N is absolute in the metric's unit (error_rate: percentage points). Example: "
-    "'p99_ms:+5%%,qps:-3%%,error_rate:+0.1' fails if P99 rises more than 5%%, QPS drops more than 3%%, or "
-    "the error rate rises more than 0.1 percentage points, at any matched step or overall. A rule fails only "
-    "when the point estimate crosses the threshold AND the 95%% bootstrap confidence interval of the change "
-    "excludes zero. Metrics: " + ", ".join(GATE_METRICS)
+    "'p99_ms:+5%%,qps:-3%%,error_rate:+0.1' fails if P99 rises more than 5%%, goodput drops more than 3%%, or "
+    "the error rate rises more than 0.1 percentage points, at any step matched by load or overall. A rule "
+    "fails only when the point estimate crosses the threshold AND the 95%% bootstrap confidence interval of "
+    "the change excludes zero. The error budget is always checked, with or without --gate. Metrics: "
+    + ", ".join(GATE_METRICS)
 )
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of percent (e.g. 0.1)") from exc
+    if not 0.0 <= value <= 100.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a percentage between 0 and 100")
+    return value / 100.0
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="embedperf compare",
-        description="Compare candidate runs against a baseline run; exit code 1 when --gate fails.",
+        description=(
+            "Compare candidate runs against a baseline run. Exit codes: 0 pass; 1 a gate rule or the error "
+            "budget failed; 2 no verdict (steps too short for the statistic, loads that do not match) or a "
+            "usage error."
+        ),
     )
     parser.add_argument("base_run", type=Path, help="baseline run folder")
     parser.add_argument("cand_runs", type=Path, nargs="+", help="candidate run folder(s)")
     parser.add_argument("--gate", default=None, help=GATE_HELP)
     parser.add_argument(
+        "--error-budget-pct",
+        type=_budget,
+        default=None,
+        metavar="PCT",
+        help="error budget in percent for the always-on error rule (default: each candidate's slo.error_budget)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=None, help="output HTML (default CAND/compare-<base_id>.html)"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="FILE", help="also write the verdict as JSON"
+    )
+    parser.add_argument(
+        "--junit",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write JUnit XML (one test case per rule and step)",
     )
     parser.add_argument("--lang", choices=LANGS, default="en", help="report language (default en)")
     args = parser.parse_args(argv)
     rules = parse_gate(args.gate) if args.gate else None
     base = open_run_folder(args.base_run)
     candidates = [open_run_folder(p) for p in args.cand_runs]
-    path, comparison = build_comparison(base, candidates, rules, lang=args.lang, out=args.out)
+    for path in (args.json, args.junit):
+        if path is not None and path.is_dir():
+            raise ConfigError(f"{path} is a directory; pass a file path for --json / --junit")
+    path, comparison = build_comparison(
+        base, candidates, rules, lang=args.lang, out=args.out, error_budget=args.error_budget_pct
+    )
     print(path)
-    if comparison.gate_failed:
+    if args.json is not None:
+        print(write_json(args.json, comparison, path))
+    if args.junit is not None:
+        print(write_junit(args.junit, comparison))
+    for cand in comparison.candidates:
+        for warning in cand.warnings:
+            print(f"embedperf compare: warning: {cand.label}: {warning}", file=sys.stderr)
+    if comparison.status == "fail":
+        # The error budget first: a run that failed its requests is wrong before it is slow.
         failed = [
-            f"{c.label}: {g.rule} at {g.scope}" for c in comparison.candidates for g in c.gate if g.failed
+            f"{c.label}: {g.line}"
+            for c in comparison.candidates
+            for g in sorted(
+                c.gate, key=lambda g: g.metric != "error_rate" or not g.rule.startswith("error_budget")
+            )
+            if g.failed
         ]
-        raise GateFailed("gate failed: " + "; ".join(failed) + f" (see {path})")
+        for line in failed[1:]:
+            print(f"embedperf compare: gate failed: {line}", file=sys.stderr)
+        raise GateFailed(
+            f"gate failed: {failed[0]}" + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
+        )
+    if comparison.status == "no_verdict":
+        raise GateInconclusive(
+            "no verdict: the runs cannot support the gate (see the warnings above); "
+            "hold each step longer (e.g. --set steps.duration_s=30) and compare runs of the same loads"
+        )
     return 0

@@ -21,7 +21,6 @@ from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from analysis.decomposition import COMPONENTS  # noqa: E402
-from analysis.steps import OUTCOME_OK, PERCENTILE_METHOD  # noqa: E402
 from analysis.summary import RunAnalysis, RunSummary  # noqa: E402
 from reports.i18n import t  # noqa: E402
 
@@ -33,7 +32,6 @@ CJK_FONT_NAMES: tuple[str, ...] = (
 )
 CJK_FONT_FILES: tuple[str, ...] = ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",)
 MAX_SERIES_POINTS = 1500
-CDF_POINTS = 400
 DPI = 90
 logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
 STEP_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
@@ -108,7 +106,12 @@ def throughput_vs_load(summary: RunSummary, lang: str) -> str:
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     x, xkey = _loads(summary)
     qps = np.array([s.stats.qps for s in summary.steps])
-    ax.plot(x, qps, marker="o", color="C0", label=t("qps", lang))
+    ax.plot(x, qps, marker="o", color="C0", label=t("goodput", lang))
+    offered = [getattr(s.stats, "offered_qps", None) for s in summary.steps]
+    if any(v is not None and v > 0 for v in offered):
+        ax.plot(
+            x, [np.nan if v is None else v for v in offered], ls="--", color="C7", label=t("offered", lang)
+        )
     knee = summary.capacity.knee_index
     for xi, step in zip(x, summary.steps, strict=True):
         if step.stats.index == knee:
@@ -123,30 +126,26 @@ def throughput_vs_load(summary: RunSummary, lang: str) -> str:
     return to_data_uri(fig)
 
 
-def _request_series(analysis: RunAnalysis, t0: float) -> pd.DataFrame:
-    rows = analysis.data.requests
-    done = rows["t_done_unix_s"].to_numpy()
-    keep = np.isfinite(done)
-    span = float(np.nanmax(done) - t0) if keep.any() else 0.0
-    bucket_s = max(1.0, np.ceil(span / MAX_SERIES_POINTS))
-    bucket = np.floor((done[keep] - t0) / bucket_s) * bucket_s
-    frame = pd.DataFrame({"bucket": bucket, "latency_ms": rows["latency_ms"].to_numpy()[keep]})
-    ok = rows["ok"].to_numpy()[keep]
-    grouped_all = frame.groupby("bucket")["latency_ms"]
-    grouped_ok = frame[ok].groupby("bucket")["latency_ms"]
+def _request_series(analysis: RunAnalysis) -> pd.DataFrame:
+    """Goodput and ok-latency P50/P99 per time bucket (seconds from the run start), out of core."""
+    series = analysis.figures.request_series
+    if series is None:
+        return pd.DataFrame({"qps": [], "p50": [], "p99": []})
+    nan = float("nan")
     return pd.DataFrame(
         {
-            "qps": grouped_all.size() / bucket_s,
-            "p50": grouped_ok.quantile(0.5, interpolation=PERCENTILE_METHOD),
-            "p99": grouped_ok.quantile(0.99, interpolation=PERCENTILE_METHOD),
-        }
+            "qps": series.qps,
+            "p50": [nan if v is None else v for v in series.p50_ms],
+            "p99": [nan if v is None else v for v in series.p99_ms],
+        },
+        index=pd.Index(series.t_s, dtype=np.float64),
     )
 
 
 def time_series(analysis: RunAnalysis, lang: str) -> str:
     summary = analysis.summary
     t0 = summary.start_unix_s or 0.0
-    req = _request_series(analysis, t0)
+    req = _request_series(analysis)
     tel = analysis.telemetry.per_second_series(MAX_SERIES_POINTS)
     panels: list[tuple[str, list[tuple[pd.Series, str]]]] = [
         (t("qps", lang), [(req["qps"], "QPS")]),
@@ -184,13 +183,15 @@ def time_series(analysis: RunAnalysis, lang: str) -> str:
 
 def latency_cdf(analysis: RunAnalysis, lang: str) -> str:
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    rows, q = analysis.prepared.rows, np.linspace(0.0, 1.0, CDF_POINTS)
     for i, step in enumerate(analysis.summary.steps):
-        sub = rows.iloc[analysis.prepared.slices[step.stats.index]]
-        ok = (sub["outcome"].to_numpy() == OUTCOME_OK) & ~sub["probe"].to_numpy()
-        lat = sub["latency_ms"].to_numpy()[ok]
-        if len(lat):
-            ax.plot(np.quantile(lat, q), q, color=STEP_COLOURS[i % 8], label=step.stats.label)
+        quantiles = analysis.figures.cdf_ms.get(step.stats.index)
+        if quantiles:
+            ax.plot(
+                quantiles,
+                np.linspace(0.0, 1.0, len(quantiles)),
+                color=STEP_COLOURS[i % 8],
+                label=step.stats.label,
+            )
     ax.set_xscale("log")
     ax.set_xlabel(t("latency_ms", lang))
     ax.set_ylabel(t("ax_cdf", lang))
@@ -201,26 +202,17 @@ def latency_cdf(analysis: RunAnalysis, lang: str) -> str:
 
 
 def batch_distribution(analysis: RunAnalysis, lang: str) -> str | None:
-    rows = analysis.prepared.rows
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     plotted = False
     n_steps = max(len(analysis.summary.steps), 1)
     width = 0.8 / n_steps
     for i, step in enumerate(analysis.summary.steps):
-        sub = rows.iloc[analysis.prepared.slices[step.stats.index]]
-        batch = sub["batch_size"].to_numpy(dtype=np.float64)
-        batch = batch[np.isfinite(batch)].astype(np.int64)
-        if not len(batch):
+        counts = analysis.figures.batch_sizes.get(step.stats.index)
+        if not counts:
             continue
-        counts = np.bincount(batch)
-        sizes = np.nonzero(counts)[0]
-        ax.bar(
-            sizes + i * width,
-            counts[sizes] / len(batch),
-            width=width,
-            color=STEP_COLOURS[i % 8],
-            label=step.stats.label,
-        )
+        sizes = np.array(sorted(counts), dtype=np.float64)
+        n = np.array([counts[int(size)] for size in sizes], dtype=np.float64)
+        ax.bar(sizes + i * width, n / n.sum(), width=width, color=STEP_COLOURS[i % 8], label=step.stats.label)
         plotted = True
     if not plotted:
         plt.close(fig)
@@ -279,7 +271,7 @@ def run_figures(analysis: RunAnalysis, lang: str) -> dict[str, str]:
             out["cdf"] = latency_cdf(analysis, flang)
             out["batch"] = batch_distribution(analysis, flang)
             out["decomposition"] = decomposition_bars(summary, flang)
-        if len(analysis.data.requests):
+        if analysis.figures.request_series is not None and analysis.figures.request_series.t_s:
             out["timeseries"] = time_series(analysis, flang)
         out["soak"] = soak_figure(summary, flang)
     return {k: v for k, v in out.items() if v is not None}

@@ -39,7 +39,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "rate": ("Rate (req/s)", "速率 (req/s)"),
     "load": ("Load", "负载"),
     "requests": ("Requests", "请求数"),
-    "qps": ("QPS", "QPS"),
+    "qps": ("Goodput (req/s)", "有效吞吐 (req/s)"),
     "error_rate": ("Error rate", "错误率"),
     "errors": ("Errors", "错误"),
     "timeouts": ("Timeouts", "超时"),
@@ -113,9 +113,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "peak_qps": ("Peak QPS", "峰值 QPS"),
     "little": ("Little's law check (closed loop)", "Little 定律校验（闭环）"),
     "little_note": (
-        "users ≈ QPS × (mean latency + think time); a mismatch above 15% suggests the load generator, not the "
-        "service, limited the load.",
-        "用户数 ≈ QPS ×（平均延迟 + 思考时间）；偏差超过 15% 说明压测机而非服务限制了负载。",
+        "users ≈ answers per second × (mean latency + think time); a mismatch above {tol} suggests the load "
+        "generator (or the think time), not the service, limited the load.",
+        "用户数 ≈ 每秒应答数 ×（平均延迟 + 思考时间）；偏差超过 {tol} 说明压测机（或思考时间）而非服务限制了负载。",
     ),
     "expected_users": ("QPS × latency", "QPS × 延迟"),
     "mismatch": ("Mismatch", "偏差"),
@@ -153,6 +153,34 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "f_incomplete_run": (
         "The run is incomplete (manifest complete = false).",
         "运行不完整（manifest complete = false）。",
+    ),
+    "f_serving_busy": (
+        "Serving devices found by their load (no --devices, and the target's /info lists none): {devices}; "
+        "{idle} other device(s) stayed idle. Device figures and the capacity plan count the serving devices.",
+        "按负载识别的服务设备（未指定 --devices，目标 /info 也未列出）：{devices}；其余 {idle} 个设备空闲。"
+        "设备指标与容量规划只统计服务设备。",
+    ),
+    "f_serving_not_seen": (
+        "The serving devices ({indices}) are not in the telemetry, which has {seen}: no device figures are "
+        "shown. Check --devices (indices as npu-smi / NVML print them) or --npu-ids.",
+        "服务设备（{indices}）不在遥测数据中（遥测只有 {seen}）：不显示设备指标。请检查 --devices"
+        "（按 npu-smi / NVML 的编号）或 --npu-ids。",
+    ),
+    "f_serving_unknown": (
+        "Which of the {n} devices serve the target is unknown (none busier than the others under load): "
+        "device figures cover all of them. Pass --devices to name the serving ones.",
+        "无法确定 {n} 个设备中哪些在服务目标（负载下没有设备明显更忙）：设备指标按全部设备统计。"
+        "请用 --devices 指定服务设备。",
+    ),
+    "f_agent_clock_offset": (
+        "The clock of agent {host} is {offset_ms} ms off this host's (± {uncertainty_ms} ms); its samples "
+        "were shifted onto this host's clock, but check NTP on both hosts.",
+        "代理 {host} 的时钟与本机相差 {offset_ms} ms（± {uncertainty_ms} ms）；其样本已换算到本机时钟，"
+        "但请检查两台主机的 NTP。",
+    ),
+    "f_agent_gap": (
+        "Agent {host} sent no samples for {missing_s} s of the run (unix seconds {seconds}).",
+        "代理 {host} 在运行中有 {missing_s} 秒没有样本（unix 秒 {seconds}）。",
     ),
     "f_generator_saturated": (
         "The load generator was CPU-saturated (max {max_pct}% ≥ {threshold_pct}%): latency and QPS may be "
@@ -269,12 +297,13 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "{name}：在通过精度门禁的配置中，满足 SLO 时 QPS 最高（{qps} req/s）。",
     ),
     "recommend_peak_text": (
-        "No configuration met the SLO at any step. Highest peak QPS that passes the precision gate: {name} ({qps} req/s).",
-        "没有配置在任何阶梯满足 SLO。通过精度门禁的最高峰值 QPS：{name}（{qps} req/s）。",
+        "No configuration met the SLO at any step. Most QPS at a step within the error budget, among the "
+        "configurations that passed the precision gate: {name} ({qps} req/s).",
+        "没有配置在任何阶梯满足 SLO。通过精度门禁的配置中，错误率在预算内的阶梯最高 QPS：{name}（{qps} req/s）。",
     ),
     "recommend_none": (
-        "No configuration completed and passed the precision gate.",
-        "没有配置完成运行并通过精度门禁。",
+        "No configuration completed, passed the precision gate and kept a step within the error budget.",
+        "没有配置完成运行、通过精度门禁并有阶梯的错误率在预算内。",
     ),
     "precision_excluded": (
         "Failed the precision gate, so never recommended: {names}.",
@@ -291,12 +320,231 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "fig_matrix": ("Configurations overlaid", "各配置叠加对比"),
     "cache_hit_ratio": ("cache hit ratio", "缓存命中率"),
     "compare_note": (
-        "Steps are matched by stage index. Overall: QPS is each run's peak, latency is measured at the step where the "
+        "Steps are matched by load (users or rate), never by position. Overall: goodput is each run's peak, latency is measured at the step where the "
         "baseline peaked (pooling all steps would mix loads). Changes are candidate − baseline; percentile CIs are a seeded "
-        "bootstrap of the difference (2000 resamples), QPS CIs resample per-second throughput.",
-        "阶梯按序号匹配。总体：QPS 取各自峰值，时延取基线达到峰值的阶梯（混合所有阶梯会混淆负载）。变化量为 候选 − 基线；分位数置信区间为差值的固定种子自助法（2000 次），QPS 置信区间对每秒吞吐重采样。",
+        "bootstrap of the difference (2000 resamples), goodput CIs resample whole seconds of successful requests.",
+        "阶梯按负载（用户数或速率）匹配，而非按位置。总体：有效吞吐取各自峰值，时延取基线达到峰值的阶梯（混合所有阶梯会混淆负载）。变化量为 候选 − 基线；分位数置信区间为差值的固定种子自助法（2000 次），有效吞吐置信区间对每秒成功请求数重采样。",
+    ),
+    # headline and reviewer-facing additions
+    "kind_closed_loop": ("closed loop", "闭环"),
+    "kind_open_loop": ("open loop", "开环"),
+    "kind_synthetic": ("synthetic", "合成数据"),
+    "headline": ("Headline", "结论摘要"),
+    "capacity_answer": (
+        "{qps} req/s at P99 ≤ {p99} ms on {n} device(s)",
+        "{n} 个设备上 P99 ≤ {p99} ms 时可承载 {qps} req/s",
+    ),
+    "measured_p99": (
+        "measured P99 at that step: {p99} ms; goodput, successful requests only",
+        "该阶梯实测 P99：{p99} ms；按有效吞吐（仅成功请求）计",
+    ),
+    "capacity_none": (
+        "No step meets P99 ≤ {p99} ms within the error budget (peak goodput {qps} req/s at P99 {peak_p99} ms).",
+        "没有阶梯在错误预算内满足 P99 ≤ {p99} ms（峰值有效吞吐 {qps} req/s，P99 {peak_p99} ms）。",
+    ),
+    "capacity_no_slo": (
+        "Peak goodput {qps} req/s at P99 {peak_p99} ms on {n} device(s) (no SLO given: pass --slo-p99-ms).",
+        "{n} 个设备上峰值有效吞吐 {qps} req/s，P99 {peak_p99} ms（未设定 SLO：可用 --slo-p99-ms 指定）。",
+    ),
+    "serving_devices": ("Serving devices", "服务设备"),
+    "devices_count": ("{n} device(s) counted for capacity", "容量按 {n} 个设备计算"),
+    "serving_rule_explicit": ("named with --devices", "由 --devices 指定"),
+    "serving_rule_service_info": ("from the target's /info", "来自目标服务 /info"),
+    "serving_rule_busy": ("the devices busy under load", "负载下繁忙的设备"),
+    "serving_rule_none": ("not determined", "未确定"),
+    "generator_bottleneck": ("Load generator a bottleneck?", "压测机是否成为瓶颈？"),
+    "generator_bound_yes": (
+        "yes (generator CPU max {max}%): figures may understate the target",
+        "是（压测机 CPU 最高 {max}%）：数据可能低估目标服务的能力",
+    ),
+    "generator_bound_no": ("no (generator CPU max {max}%)", "否（压测机 CPU 最高 {max}%）"),
+    "requests_ok": ("{ok} successful of {n} requests", "共 {n} 个请求，成功 {ok} 个"),
+    "run_details": ("Run details", "运行详情"),
+    "saturated": ("saturated", "饱和"),
+    "goodput": ("Goodput (req/s)", "有效吞吐 (req/s)"),
+    "offered": ("Offered (req/s)", "发送速率 (req/s)"),
+    "error_rate_pct": ("Error rate (%)", "错误率 (%)"),
+    "errors_by_kind": ("Errors by kind", "错误类型"),
+    "ek_connection_refused": ("connection refused", "连接被拒绝"),
+    "ek_connection_reset": ("connection reset", "连接被重置"),
+    "ek_connection_error": ("connection error", "连接错误"),
+    "ek_timeout": ("timeout", "超时"),
+    "ek_dropped": ("never sent", "未发送"),
+    "ek_invalid_answer": ("invalid answer", "无效应答"),
+    "ek_unknown": ("unknown", "未知"),
+    "ek_http": ("HTTP {code}", "HTTP {code}"),
+    "bottleneck": ("Bottleneck", "瓶颈"),
+    "warn_no_samples": ("no requests in this step", "该阶梯没有请求"),
+    "warn_few_samples_p99": ("fewer than 100 ok samples: P99 is unstable", "成功样本少于 100：P99 不稳定"),
+    "warn_few_samples_p999": (
+        "fewer than 1000 ok samples: P99.9 is unstable",
+        "成功样本少于 1000：P99.9 不稳定",
+    ),
+    "legend": ("Legend", "图例"),
+    "goodput_note": (
+        "Goodput counts successful requests only; offered counts every request sent, failed ones included.",
+        "有效吞吐只计成功请求；发送速率计入所有已发送请求（含失败）。",
+    ),
+    "error_rate_note": (
+        "Error rates are percentages of counted requests; red above the error budget ({budget}).",
+        "错误率为占计入请求的百分比；超过错误预算（{budget}）时标红。",
+    ),
+    "legend_slo": ("meets / misses the SLO", "满足 / 未满足 SLO"),
+    "outages": ("Outage windows (target unreachable)", "中断时间窗（目标不可达）"),
+    "from_utc": ("From (UTC)", "开始 (UTC)"),
+    "to_utc": ("To (UTC)", "结束 (UTC)"),
+    "duration_s": ("Duration (s)", "时长 (s)"),
+    "connection_errors": ("Connection errors", "连接错误数"),
+    "outage_note": (
+        "Seconds in which requests failed to connect (refused or reset) and none succeeded.",
+        "请求连接失败（拒绝或重置）且没有成功请求的秒数。",
+    ),
+    "bottlenecks": ("Bottleneck per step (derived from the measurements)", "各阶梯瓶颈（由测量数据推导）"),
+    "evidence": ("Evidence", "依据"),
+    "bn_generator": ("load generator CPU", "压测机 CPU"),
+    "bn_device": ("device busy (compute-bound)", "设备繁忙（计算瓶颈）"),
+    "bn_queue_idle": ("queueing while the device idles", "设备空闲但请求排队"),
+    "bn_tokenise": ("tokenisation", "分词"),
+    "bn_service_cpu": ("service CPU", "服务 CPU"),
+    "bn_client_network": ("client and network", "客户端与网络"),
+    "bn_none": ("none reached (not saturated)", "未达到瓶颈（未饱和）"),
+    "bn_no_data": ("no data (no successful request)", "无数据（没有成功请求）"),
+    "ev_generator_cpu_pct": ("generator CPU", "压测机 CPU"),
+    "ev_device_busy_pct": ("device busy", "设备繁忙"),
+    "ev_service_cpu_pct": ("service CPU", "服务 CPU"),
+    "ev_host_cpu_pct": ("host CPU", "主机 CPU"),
+    "ev_queue_share_pct": ("queue share of latency", "排队占延迟"),
+    "ev_tokenise_share_pct": ("tokenisation share of latency", "分词占延迟"),
+    "ev_compute_share_pct": ("compute share of latency", "计算占延迟"),
+    "ev_client_network_share_pct": ("client/network share of latency", "客户端/网络占延迟"),
+    "bottleneck_rules": (
+        "Rules, first match wins: generator CPU ≥ 90%; device (or inference worker) busy ≥ 90%; queue ≥ 30% of "
+        "latency while the device is busy < 50%; tokenisation ≥ 30% of latency; service CPU ≥ 90% of the host's "
+        "cores (or host CPU ≥ 90%); client and network ≥ 50% of latency; otherwise none reached.",
+        "规则（先匹配者优先）：压测机 CPU ≥ 90%；设备（或推理线程）繁忙 ≥ 90%；设备繁忙 < 50% 而排队 ≥ 延迟的 30%；"
+        "分词 ≥ 延迟的 30%；服务 CPU ≥ 主机核数的 90%（或主机 CPU ≥ 90%）；客户端与网络 ≥ 延迟的 50%；否则未达瓶颈。",
+    ),
+    "tokens_per_s": ("Input tokens/s", "输入 token/s"),
+    "quality_cosine": ("Quality probe cosine", "质量探针余弦"),
+    "power_total": ("Power, serving devices total (W)", "服务设备总功耗 (W)"),
+    "telemetry_note": (
+        "Device figures cover the serving devices only; other devices appear in the per-device table.",
+        "设备指标仅统计服务设备；其他设备见各设备表。",
+    ),
+    "per_device": ("Per device", "各设备"),
+    "serving": ("Serving", "服务中"),
+    "util_idle": ("Util. idle (%)", "空闲利用率 (%)"),
+    "util_load": ("Util. under load mean / max (%)", "负载下利用率 均值/最大 (%)"),
+    "mem_used_mb": ("Memory max (MB)", "内存最大 (MB)"),
+    "per_device_note": (
+        "Devices not serving the target are shown in grey; they do not count toward capacity.",
+        "未服务目标的设备以灰色显示，不计入容量。",
+    ),
+    "sources": ("Telemetry sources", "遥测源"),
+    "source": ("Source", "来源"),
+    "status": ("Status", "状态"),
+    "samples": ("Samples", "样本数"),
+    "reason": ("Reason", "原因"),
+    "src_ok": ("ok", "正常"),
+    "src_skipped": ("skipped", "已跳过"),
+    "src_partial": ("partial", "部分"),
+    "src_failed": ("failed", "失败"),
+    "src_skipped_note": (
+        "not available on this host (expected, e.g. no accelerator), not an error",
+        "本主机不可用（预期情况，例如没有加速卡），并非错误",
+    ),
+    "no_sources": ("No telemetry source ran.", "没有运行任何遥测源。"),
+    "clock_offset": ("clock offset {offset} s", "时钟偏移 {offset} s"),
+    "missing_seconds": ("{n} s missing", "缺失 {n} 秒"),
+    "energy": ("Energy (serving devices)", "能耗（服务设备）"),
+    "embeddings_per_s": ("Embeddings/s", "向量/s"),
+    "j_per_1k": ("J per 1,000 embeddings", "每 1000 个向量耗能 (J)"),
+    "j_per_1m_tokens": ("J per million input tokens", "每百万输入 token 耗能 (J)"),
+    "energy_note": (
+        "Mean total power of the serving devices divided by the step's successful embeddings (or input tokens) "
+        "per second.",
+        "服务设备平均总功耗除以该阶梯每秒成功生成的向量数（或输入 token 数）。",
+    ),
+    "no_figures": ("No figures: the run recorded no request.", "无图表：本次运行没有记录请求。"),
+    "plan_per_1k": (
+        "{devices} device(s) per 1,000 req/s with {headroom} headroom ({usable} usable req/s per replica); "
+        "set slo.target_qps in the scenario for a plan at your target.",
+        "每 1000 req/s 需 {devices} 个设备（预留 {headroom} 余量，每副本可用 {usable} req/s）；"
+        "在场景中设置 slo.target_qps 可得到目标负载下的规划。",
+    ),
+    "plan_unavailable": (
+        "no step meets the SLO, so no device count can be derived",
+        "没有阶梯满足 SLO，无法推算设备数",
+    ),
+    "mismatch_tol": ("Mismatch (tolerance {tol})", "偏差（容差 {tol}）"),
+    "little_within": ("within {tol}", "在 {tol} 以内"),
+    "little_off": ("off by more than {tol}: generator or think time?", "偏差超过 {tol}：压测机或思考时间？"),
+    # comparison: column names, gate status, warnings
+    "m_qps": ("Goodput (req/s)", "有效吞吐 (req/s)"),
+    "m_tokens_per_s": ("Input tokens/s", "输入 token/s"),
+    "m_p50_ms": ("P50 (ms)", "P50 (ms)"),
+    "m_p95_ms": ("P95 (ms)", "P95 (ms)"),
+    "m_p99_ms": ("P99 (ms)", "P99 (ms)"),
+    "m_error_rate": ("Error rate (%)", "错误率 (%)"),
+    "m_device_util_pct": ("Device util. (%)", "设备利用率 (%)"),
+    "m_service_cpu_pct": ("Service CPU (%)", "服务 CPU (%)"),
+    "m_mem_used_mb": ("Device memory (MB)", "设备内存 (MB)"),
+    "gate_no_verdict": ("NO VERDICT", "无结论"),
+    "no_verdict_mark": (
+        "no verdict: the data cannot support this change (hover for why)",
+        "无结论：数据不足以支持该变化（悬停查看原因）",
+    ),
+    "incomplete": ("incomplete", "不完整"),
+    "reason_col": ("Reason (numbers)", "原因（数值）"),
+    "compare_warnings": ("Warnings: changes without a verdict", "警告：无法给出结论的变化"),
+    "unmatched_steps": ("Steps without a match at the same load", "未能按相同负载匹配的阶梯"),
+    "no_verdict_note": (
+        "No verdict is given where the data cannot support one: fewer ok samples than the percentile needs "
+        "(P99: 100, P95: 20), fewer than 10 s of steady state for a goodput interval, a zero-width interval, or "
+        "loads that do not match. Hold steps longer and compare runs of the same loads.",
+        "数据不足时不给结论：成功样本少于分位数所需（P99：100，P95：20）、稳态不足 10 秒无法估计吞吐区间、"
+        "区间宽度为零，或负载不匹配。请延长阶梯时长，并对比相同负载的运行。",
+    ),
+    "error_budget_rule": (
+        "The error budget ({budget}) is always a gate rule: a candidate step over it fails, whatever its speed.",
+        "错误预算（{budget}）始终是门禁规则：候选运行任一阶梯超出预算即失败，无论其速度如何。",
     ),
 }
+
+# Collector and agent reasons are written by the sources in English; these known phrases are
+# translated, the technical rest (paths, URLs, exception text) is kept as is.
+REASON_PHRASES: dict[str, str] = {
+    "not found on PATH": "未在 PATH 中找到",
+    "pass --npu-smi PATH (or set EMBEDPERF_NPU_SMI)": "请传入 --npu-smi PATH（或设置 EMBEDPERF_NPU_SMI）",
+    "nvidia-ml-py is not installed": "未安装 nvidia-ml-py",
+    "no NVIDIA driver": "没有 NVIDIA 驱动",
+    "no --prometheus-url given": "未提供 --prometheus-url",
+    "disabled with --no-collectors": "已用 --no-collectors 禁用",
+    "collectors package not installed": "未安装 collectors 包",
+    "no samples were collected": "未采集到样本",
+    "incomplete": "不完整",
+    "see events": "见事件",
+    "lists no NPUs": "未列出任何 NPU",
+    "not started": "未启动",
+    "exited with": "退出码",
+    "check --prometheus-url": "请检查 --prometheus-url",
+}
+
+
+def reason_text(reason: str, lang: str) -> str:
+    """A source's reason in lang: known phrases translated, paths and error text kept."""
+    if lang != "zh":
+        return reason
+    for phrase, zh in REASON_PHRASES.items():
+        reason = reason.replace(phrase, zh)
+    return reason
+
+
+def error_kind_text(kind: str, lang: str) -> str:
+    """connection_refused -> "connection refused"; http_503 -> "HTTP 503"."""
+    if kind.startswith("http_"):
+        return t("ek_http", lang, code=kind[5:])
+    return t(f"ek_{kind}", lang) if f"ek_{kind}" in CATALOGUE else kind
 
 
 def t(key: str, lang: str = "en", **params: Any) -> str:

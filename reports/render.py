@@ -7,8 +7,10 @@ from functools import partial
 from typing import Any
 
 import jinja2
+from pydantic import BaseModel
 
 from reports.i18n import t
+from reports.view import field
 
 MISSING = "—"
 
@@ -46,8 +48,14 @@ def utc(ts: float | None) -> str:
 
 def kv(mapping: Any) -> str:
     """A flat, readable rendering of a small dict (autoescaped by the template)."""
+    if isinstance(mapping, BaseModel):
+        mapping = mapping.model_dump(exclude_none=True, exclude_defaults=True)
     if not mapping:
         return MISSING
+    if hasattr(mapping, "model_dump"):
+        mapping = {k: v for k, v in mapping.model_dump().items() if v not in (None, "", [], {})}
+        if not mapping:
+            return MISSING
     if not isinstance(mapping, dict):
         return str(mapping)
     return ", ".join(f"{k}={kv(v) if isinstance(v, dict) else v}" for k, v in mapping.items())
@@ -61,7 +69,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(num=num, pct=pct, signed_pct=signed_pct, utc=utc, kv=kv)
+    env.globals.update(num=num, pct=pct, signed_pct=signed_pct, utc=utc, kv=kv, get=field)
     return env
 
 

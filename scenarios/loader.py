@@ -19,7 +19,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from embedperf.errors import ConfigError
-from scenarios.models import Scenario
+from scenarios.datasets import load_dataset
+from scenarios.models import CHECK_FILES, Scenario
 
 SCENARIOS_DIR = Path(__file__).resolve().parent
 CORPORA_DIR = SCENARIOS_DIR / "corpora"
@@ -105,9 +106,31 @@ def load_scenario(
     raw = apply_overrides(raw, env_overrides(environ), path, origin="environment")
     raw = apply_overrides(raw, dict(overrides or {}), path, origin="--set")
     try:
-        return Scenario.model_validate(raw)
+        scenario = Scenario.model_validate(raw, context={CHECK_FILES: True})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(path, exc)) from None
+    dataset = scenario.payload.dataset
+    if dataset is not None:  # fail before any load: missing file, missing field, empty dataset
+        dataset.path = str(_dataset_path(dataset.path, path))
+        load_dataset(dataset)
+    probes = scenario.payload.quality_probes
+    if probes is not None:
+        probes.reference = str(_dataset_path(probes.reference, path))
+        if not Path(probes.reference).is_file():
+            raise ConfigError(
+                f"{path}: payload.quality_probes.reference {probes.reference} does not exist; write one with "
+                "`embedperf precision --write-reference PATH`"
+            )
+    return scenario
+
+
+def _dataset_path(given: str, scenario_file: Path) -> Path:
+    """A relative dataset path names a file beside the scenario file, else one under the working directory."""
+    candidate = Path(given).expanduser()
+    if candidate.is_absolute():
+        return candidate
+    beside = scenario_file.parent / candidate
+    return beside.resolve() if beside.is_file() else candidate.resolve()
 
 
 def apply_overrides(

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import difflib
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 ScenarioKind = Literal["ramp", "openloop", "soak", "spike"]
 SCENARIO_KINDS: tuple[str, ...] = ("ramp", "openloop", "soak", "spike")
 CLOSED_LOOP_KINDS: frozenset[str] = frozenset({"ramp", "soak", "spike"})
+CORPORA_DIR = Path(__file__).resolve().parent / "corpora"
+# Validation context key: check that named files exist (set when a scenario is loaded for a run, not
+# when a stored manifest is read back on another machine).
+CHECK_FILES = "check_files"
 
 
 class _Strict(BaseModel):
@@ -31,6 +37,15 @@ class Target(_Strict):
     )
     info_path: str = Field("/info", description="Service description endpoint; absent targets are fine.")
     encoding_format: Literal["float", "base64"] = "float"
+    devices: list[int] = Field(
+        default_factory=list,
+        description="NPU/GPU indices (as npu-smi / NVML number them) that serve the target; empty: "
+        "learnt from the target's /info, else from which devices are busy under load.",
+    )
+    agents: list[str] = Field(
+        default_factory=list,
+        description="`embedperf agent` URLs on the service hosts (http://host:9187) to pull telemetry from.",
+    )
 
 
 class InputsWeight(_Strict):
@@ -38,6 +53,55 @@ class InputsWeight(_Strict):
 
     n: int = Field(..., ge=1, le=4096)
     weight: float = Field(1.0, gt=0)
+
+
+class Dataset(_Strict):
+    """The user's own texts: a .jsonl (field), .csv (column), .parquet (column) or .txt (one per line)."""
+
+    path: str = Field(
+        ...,
+        description="File with the texts; a relative path is looked up beside the scenario file, then in the working directory.",
+    )
+    field: str = Field("text", description="JSON field (.jsonl) or column (.csv, .parquet) holding the text.")
+
+
+class TokenLengths(_Strict):
+    """Synthetic texts whose token counts follow a distribution (per input)."""
+
+    distribution: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    mean: float = Field(128.0, gt=0, description="Mean tokens per input (fixed: the length).")
+    std: float = Field(0.0, ge=0, description="Standard deviation in tokens (normal, lognormal).")
+    min: int = Field(1, ge=1, description="Shortest input in tokens (also the low end of uniform).")
+    max: int = Field(512, ge=1, description="Longest input in tokens (also the high end of uniform).")
+    tokenizer: str = Field(
+        "auto",
+        description="auto: the target's own tokenizer when /info names a local model directory, else the "
+        "approximation; approx: always the approximation (WORDS_PER_TOKEN words per token); or a path "
+        "to a local tokenizer directory.",
+    )
+
+    @model_validator(mode="after")
+    def _range(self) -> TokenLengths:
+        if self.min > self.max:
+            raise ValueError(f"tokens.min ({self.min}) must not exceed tokens.max ({self.max})")
+        return self
+
+
+class QualityProbes(_Strict):
+    """A fraction of requests sends reference texts; their answers' cosine to fp32 is kept per row."""
+
+    fraction: float = Field(0.05, ge=0.0, le=1.0, description="Fraction of requests that are quality probes.")
+    reference: str = Field(
+        ...,
+        description="Reference set (Parquet: text, embedding) written by `embedperf precision --write-reference`; "
+        "a relative path is looked up beside the scenario file, then in the working directory.",
+    )
+    min_cosine: float = Field(
+        0.99,
+        gt=0.0,
+        le=1.0,
+        description="Precision gate: a step whose mean probe cosine is below it is flagged.",
+    )
 
 
 class Payload(_Strict):
@@ -66,6 +130,35 @@ class Payload(_Strict):
         "rest carry a short unique tag, so a result cache on the target only hits what truly repeats.",
     )
     seed: int = Field(0, description="Seed for payload sampling, so runs send the same texts.")
+    dataset: Dataset | None = Field(
+        None, description="Send the user's own texts (sampled with the seed) instead of the corpora."
+    )
+    tokens: TokenLengths | None = Field(
+        None, description="Send synthetic texts with this token-length distribution instead of the corpora."
+    )
+    quality_probes: QualityProbes | None = Field(
+        None, description="Mix in reference texts and record each answer's cosine to its fp32 embedding."
+    )
+
+    @field_validator("corpora")
+    @classmethod
+    def _corpora_exist(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        """A misspelt corpus fails when the scenario is loaded, not in every user at run time."""
+        if not (info.context or {}).get(CHECK_FILES):
+            return names
+        available = sorted(p.stem for p in CORPORA_DIR.glob("*.txt"))
+        for name in names:
+            if name not in available:
+                close = difflib.get_close_matches(name, available, n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown corpus {name!r}{hint}; available: {', '.join(available)}")
+        return names
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Payload:
+        if self.dataset is not None and self.tokens is not None:
+            raise ValueError("payload.dataset and payload.tokens are exclusive; choose one text source")
+        return self
 
 
 class Step(_Strict):
@@ -77,6 +170,12 @@ class Step(_Strict):
     users: int | None = Field(None, ge=1, description="Concurrent users (closed loop).")
     spawn_rate: float | None = Field(None, gt=0, description="Users started per second; default all at once.")
     rate: float | None = Field(None, gt=0, description="Requests per second (open loop).")
+    ramp_s: float = Field(
+        0.0,
+        ge=0,
+        description="Open loop: ramp the rate linearly from the previous step's rate (0 for the first) "
+        "to `rate` over the step's first ramp_s seconds.",
+    )
 
     @model_validator(mode="after")
     def _warmup_fits(self) -> Step:
@@ -99,6 +198,49 @@ class OpenLoop(_Strict):
         "send",
         description="send: send late requests anyway (latency_from_intended_ms shows it); drop: record as dropped.",
     )
+    overflow: Literal["drop", "queue"] = Field(
+        "drop",
+        description="When max_in_flight requests are out: drop records the new one as dropped; queue makes it "
+        "wait on the client, its latency from the intended start including the wait (as wrk2 does).",
+    )
+
+
+class Search(_Strict):
+    """`embedperf search`: probe open-loop rates for the highest one that meets the SLO."""
+
+    enabled: bool = Field(False, description="Run the search instead of the scenario's steps.")
+    start_rate: float = Field(10.0, gt=0, description="First probe's rate (requests per second).")
+    min_rate: float = Field(0.5, gt=0, description="Stop bracketing downwards below this rate.")
+    max_rate: float = Field(100_000.0, gt=0, description="Stop bracketing upwards above this rate.")
+    growth: float = Field(2.0, gt=1, description="Bracketing multiplies (divides) the rate by this.")
+    precision: float = Field(0.05, gt=0, lt=1, description="Stop when (high - low) / high is within this.")
+    min_ok_requests: int = Field(1000, ge=10, description="Ok requests a probe aims for (stable P99).")
+    min_probe_s: float = Field(5.0, gt=0, description="Shortest probe.")
+    max_probe_s: float = Field(60.0, gt=0, description="Longest probe (the time bound at low rates).")
+    warmup_s: float = Field(
+        1.0, ge=0, description="Seconds at the start of each probe left out of its verdict."
+    )
+    confirm_factor: float = Field(2.0, ge=1, description="The confirming probe is this many times longer.")
+    confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence of the P99 interval.")
+    goodput_tolerance: float = Field(
+        0.05,
+        ge=0,
+        lt=1,
+        description="A probe fails when its goodput falls this far short of the offered rate.",
+    )
+    max_duration_s: float = Field(
+        600.0, gt=0, description="Stop the search (with its current answer) after this."
+    )
+
+    @model_validator(mode="after")
+    def _rates(self) -> Search:
+        if not self.min_rate <= self.start_rate <= self.max_rate:
+            raise ValueError("search needs min_rate <= start_rate <= max_rate")
+        if self.min_probe_s > self.max_probe_s:
+            raise ValueError("search.min_probe_s must not exceed search.max_probe_s")
+        if self.warmup_s >= self.min_probe_s:
+            raise ValueError("search.warmup_s must be shorter than search.min_probe_s")
+        return self
 
 
 class Slo(_Strict):
@@ -106,6 +248,11 @@ class Slo(_Strict):
 
     p99_ms: float = Field(300.0, gt=0)
     error_budget_pct: float = Field(0.1, ge=0, le=100)
+    target_qps: float | None = Field(
+        None,
+        gt=0,
+        description="Load the deployment must serve; the report plans devices for it (20-30% headroom).",
+    )
 
 
 class Health(_Strict):
@@ -127,6 +274,7 @@ class Scenario(_Strict):
     payload: Payload = Field(default_factory=lambda: Payload.model_validate({}))
     steps: list[Step] = Field(..., min_length=1)
     open_loop: OpenLoop = Field(default_factory=lambda: OpenLoop.model_validate({}))
+    search: Search = Field(default_factory=lambda: Search.model_validate({}))
     slo: Slo = Field(default_factory=lambda: Slo.model_validate({}))
     health: Health = Field(default_factory=lambda: Health.model_validate({}))
     drain_s: float = Field(2.0, ge=0, description="Open loop: seconds to let in-flight requests finish.")
@@ -147,6 +295,10 @@ class Scenario(_Strict):
                 )
             if not self.is_open_loop and step.users is None:
                 raise ValueError(f"steps.{i}: closed-loop scenarios ({self.kind}) need `users` on every step")
+            if step.ramp_s >= step.duration_s:
+                raise ValueError(f"steps.{i}: ramp_s ({step.ramp_s}) must be shorter than duration_s")
+        if self.search.enabled and not self.is_open_loop:
+            raise ValueError(f"search runs open-loop probes; scenario kind {self.kind!r} is closed loop")
         return self
 
     @property

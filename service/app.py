@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import hmac
 import json
 import logging
@@ -17,21 +19,20 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.admission import ShedMiddleware, api_error
 from service.batcher import (
     Batcher,
     BatcherConfig,
-    BatcherStopped,
+    BatcherError,
     BatchResult,
-    ComputeFailed,
-    DeadlineExceeded,
-    InputTooLong,
-    QueueFull,
 )
-from service.cache import EmbeddingCache
+from service.cache import EmbeddingCache, ResultCache
+from service.cache_redis import RedisCache
 from service.devices import version_matrix
 from service.limits import ConcurrencyLimit, RateLimit
 from service.metrics import STAGES, ServiceMetrics
@@ -42,12 +43,17 @@ from service.openai_api import (
     encode_vector,
     error_body,
     parse_embedding_request,
+    request_body_schema,
     server_timing,
     shorten,
 )
-from service.settings import ServiceSettings
+from service.request_io import limit_chars, read_body, unless_disconnected
+from service.settings import DEFAULT_MODEL_NAME, ServiceSettings
+from service.workers import WorkerPool, build_pool, primary_device
 
 log = logging.getLogger("service.app")
+DEFAULT_MODEL_ALIASES = ("sentence-transformers/all-MiniLM-L6-v2",)  # the Hugging Face id of the default
+PARSE_OFF_LOOP_BYTES = 64 * 1024  # bodies above this are parsed on a thread so the event loop stays free
 WARMUP_TEXTS = ["warm-up: the quick brown fox jumps over the lazy dog", "预热：深度学习模型推理性能测试"]
 
 
@@ -59,6 +65,7 @@ class ServiceState:
     model: EmbeddingModel | None
     metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
     batcher: Batcher | None = None
+    pool: WorkerPool | None = None
     ready: bool = False
     failure: str | None = None
     started_unix_s: float = field(default_factory=time.time)
@@ -66,7 +73,7 @@ class ServiceState:
 
     def __post_init__(self) -> None:
         s = self.settings
-        self.cache = EmbeddingCache(s.cache_size)
+        self.cache = ResultCache(EmbeddingCache(s.cache_size), None, self.metrics)  # Redis joins in prepare
         self.concurrency = ConcurrencyLimit(s.max_concurrency)
         self.rate = RateLimit(s.rate_limit_qps)
         self.api_keys = [key.encode() for key in s.api_key_list()]
@@ -82,26 +89,51 @@ class ServiceState:
             overlap_tokenize=s.overlap_tokenize,
             queue_size=s.queue_size,
             long_input=s.long_input,
+            admit_wait_share=s.admit_wait_share,
+            workers=len(s.device_specs()),
         )
 
     def served_names(self) -> set[str]:
+        """The model id clients may name: the served name, the loaded model's name, and documented aliases."""
         names = {self.settings.model_name}
         if self.model is not None:
-            names |= {self.model.name, self.model.path.name}
+            names.add(self.model.name)
         if self.settings.model:
             names.add(Path(self.settings.model).name)
+        if DEFAULT_MODEL_NAME in names and not self.settings.model:
+            names |= set(DEFAULT_MODEL_ALIASES)
         return names
+
+    def device_healthy(self) -> bool:
+        return self.batcher is None or self.batcher.health.healthy()
 
     async def prepare(self) -> None:
         """Load (if not given), start the batcher, run a warm-up batch, then report ready."""
         s = self.settings
+        if self.api_keys:
+            log.info("auth: on (%d API key(s)); POST /v1/embeddings needs a Bearer key", len(self.api_keys))
+        else:
+            log.info("auth: off (no API keys set); anyone who can reach the port can call /v1/embeddings")
         try:
             if self.model is None:
                 path = Path(s.model) if s.model else None
                 self.model = await asyncio.to_thread(
-                    load_model, path, s.device, s.precision, s.threads, None, s.int8_exclude
+                    load_model, path, primary_device(s), s.precision, s.threads, None, s.int8_exclude
                 )
-            self.batcher = Batcher(self.model, self.batcher_config(), self.metrics)
+            self.pool = await asyncio.to_thread(build_pool, s, self.model, self.metrics)
+            if s.warmup and len(self.pool) > 1:  # the batcher's warm-up below reaches only one worker
+                await asyncio.to_thread(self.pool.warm_up, WARMUP_TEXTS)
+            if s.cache:
+                self.cache.shared = RedisCache(
+                    s.cache,
+                    _cache_namespace(s),
+                    self.model.dimension,
+                    s.cache_ttl_s,
+                    s.cache_retry_max_s,
+                    self.metrics,
+                )
+                await self.cache.shared.connect()
+            self.batcher = Batcher(self.pool, self.batcher_config(), self.metrics, self.pool.bind_thread)
             self.batcher.start()
             if s.warmup:
                 warmup_texts = (WARMUP_TEXTS * s.max_batch_size)[: min(s.queue_size, s.max_batch_size)]
@@ -132,15 +164,45 @@ def create_app(settings: ServiceSettings, model: EmbeddingModel | None = None) -
                 task.cancel()
             if state.batcher is not None:  # uvicorn stopped accepting and waited for requests: drain the rest
                 await asyncio.to_thread(state.batcher.stop)
+            if state.cache.shared is not None:
+                await state.cache.shared.close()
             state.metrics.ready.set(0)
 
     app = FastAPI(title="embedperf reference embedding service", lifespan=lifespan)
+    app.add_middleware(ShedMiddleware, state=state)
     app.state.service = state
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _json(exc.status_code, error_body(str(exc.detail), "invalid_request_error", code))
+        body = error_body(str(exc.detail), "invalid_request_error", code)
+        return _json(exc.status_code, body, dict(exc.headers or {}))  # keeps Allow on 405
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, exc: Exception) -> Response:
+        log.error("unexpected error on %s %s: %r", request.method, request.url.path, exc)
+        return _json(500, error_body("internal error; see the service log", "server_error", "internal_error"))
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document plus the request-body schema of the raw-body embeddings route."""
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        document = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        dimension = state.model.dimension if state.model is not None else 4096
+        s = state.settings
+        document["paths"]["/v1/embeddings"]["post"]["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": request_body_schema(s.max_inputs, dimension, s.max_input_chars)
+                }
+            },
+        }
+        if state.model is not None:  # the dimension is known: the document is final
+            app.openapi_schema = document
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
@@ -148,22 +210,43 @@ def create_app(settings: ServiceSettings, model: EmbeddingModel | None = None) -
             400, error_body(f"invalid request: {exc.errors()}", "invalid_request_error", "invalid_request")
         )
 
+    # /health and /ready read in-memory state only: they never wait on the queue, tokeniser or model threads.
     @app.get("/health")
     async def health() -> dict[str, Any]:
+        batcher = state.batcher
         return {
             "status": "ok",
-            "ready": state.ready,
+            "ready": state.ready and state.device_healthy(),
             "model": state.settings.model_name,
             "device": state.settings.device,
-            "busy_frac": round(state.batcher.busy_fraction(), 4) if state.batcher else 0.0,
+            "busy_frac": round(batcher.busy_fraction(), 4) if batcher else 0.0,
+            "device_busy_frac": state.pool.busy_fractions() if state.pool else {},
+            **({"cache": state.cache.shared.status()} if state.cache.shared else {}),
+            "queue_depth": batcher.queue_depth if batcher else 0,
+            "estimated_wait_ms": round(batcher.estimated_wait_s() * 1000, 1) if batcher else 0.0,
+            **(batcher.health.snapshot() if batcher else {}),
         }
 
     @app.get("/ready")
     async def ready() -> Response:
-        if state.ready:
+        if state.ready and state.device_healthy():
             return _json(200, {"status": "ready"})
+        if state.ready and state.batcher is not None:
+            errors = state.batcher.health.recent_errors()
+            return _json(
+                503,
+                {"status": "degraded", "reason": f"{errors} device errors in the last minute"},
+                {"Retry-After": str(state.batcher.health.retry_after_s())},
+            )
         status = "failed" if state.failure else "loading"
-        return _json(503, {"status": status, "reason": state.failure or "model loading or warming up"})
+        return _json(
+            503,
+            {"status": status, "reason": state.failure or "model loading or warming up"},
+            {"Retry-After": "5"},
+        )
+
+    for path, endpoint in (("/health", health), ("/ready", ready)):  # probes may use HEAD
+        app.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -183,6 +266,7 @@ def create_app(settings: ServiceSettings, model: EmbeddingModel | None = None) -
                 "max_tokens": m.max_tokens if m else None,
                 "pooling": m.pooling if m else None,
                 "device": str(m.device) if m else state.settings.device,
+                "devices": [spec.as_info() for spec in state.settings.device_specs()],
                 "precision": state.settings.precision,
                 "config": state.settings.public_config(),
                 "weights_sha256": state.weights or {},
@@ -193,7 +277,7 @@ def create_app(settings: ServiceSettings, model: EmbeddingModel | None = None) -
             },
         )
 
-    @app.post("/v1/embeddings")
+    @app.post("/v1/embeddings", summary="Create embeddings (OpenAI-compatible)")
     async def embeddings(request: Request) -> Response:
         t_start_s = time.perf_counter()
         state.metrics.inflight.inc()
@@ -238,6 +322,10 @@ async def _embed(state: ServiceState, request: Request, t_start_s: float) -> Res
             "server_error",
             headers={"Retry-After": "1"},
         )
+    s = state.settings
+    # The body is read before any slot is taken, under a size limit and a deadline: a slow or huge upload
+    # costs its own connection only.
+    raw_body = await read_body(request, s.max_body_bytes, s.body_timeout_s)
     admitted, retry_after_s = state.rate.try_acquire()
     if not admitted:
         raise ApiError(
@@ -256,24 +344,21 @@ async def _embed(state: ServiceState, request: Request, t_start_s: float) -> Res
             headers={"Retry-After": "1"},
         )
     try:
-        body = parse_embedding_request(
-            request.headers.get("content-type", ""),
-            await request.body(),
-            state.settings.max_inputs,
-            state.model.dimension,
-        )
-        if (
-            body.model is not None
-            and body.model not in state.served_names()
-            and body.model.rsplit("/", 1)[-1] not in state.served_names()
-        ):
+        parse_args = (request.headers.get("content-type", ""), raw_body, s.max_inputs, state.model.dimension)
+        if len(raw_body) > PARSE_OFF_LOOP_BYTES:
+            body = await asyncio.to_thread(parse_embedding_request, *parse_args)
+        else:
+            body = parse_embedding_request(*parse_args)
+        if body.model is not None and body.model not in state.served_names():
             raise ApiError(
                 404,
-                f"the model '{body.model}' does not exist; this service serves '{state.settings.model_name}'",
+                f"The model '{body.model}' does not exist; this service serves '{s.model_name}'",
                 "model_not_found",
                 param="model",
             )
-        return await _compute_and_respond(state, body, t_start_s)
+        texts = limit_chars(body.texts, s.max_input_chars, s.long_input, state.model.max_tokens)
+        body = dataclasses.replace(body, texts=texts)
+        return await unless_disconnected(request, _compute_and_respond(state, body, t_start_s))
     finally:
         state.concurrency.release()
 
@@ -283,22 +368,17 @@ async def _compute_and_respond(state: ServiceState, body: EmbeddingRequest, t_st
     n = len(body.texts)
     vectors = np.empty((n, state.model.dimension), dtype=np.float32)
     tokens = [0] * n
-    missing: list[int] = []
-    for index, text in enumerate(body.texts):
-        hit = state.cache.get(text)
-        if hit is None:
-            missing.append(index)
-        else:
-            vectors[index], tokens[index] = hit.vector, hit.tokens
-    if state.cache.enabled:
-        state.metrics.cache_hits.inc(n - len(missing))
-        state.metrics.cache_misses.inc(len(missing))
+    cached = await state.cache.lookup(body.texts)
+    missing = cached.missing
+    for index, entry in enumerate(cached.entries):
+        if entry is not None:
+            vectors[index], tokens[index] = entry.vector, entry.tokens
     result = BatchResult(np.empty((0, 0)), [], 0.0, 0.0, 0.0, 0, 0)
     if missing:
         result = await _submit(state, [body.texts[i] for i in missing], missing)
         for row, index in enumerate(missing):
             vectors[index], tokens[index] = result.embeddings[row], result.token_counts[row]
-            state.cache.put(body.texts[index], result.embeddings[row], result.token_counts[row])
+        await state.cache.store([(body.texts[i], vectors[i], tokens[i]) for i in missing])
     t_post_s = time.perf_counter()
     shortened = shorten(vectors, body.dimensions)
     usage = sum(tokens)
@@ -333,30 +413,23 @@ async def _compute_and_respond(state: ServiceState, body: EmbeddingRequest, t_st
         "X-Batch-Size": str(result.batch_size),
         "X-Batch-Tokens": str(result.batch_tokens),
     }
+    if state.cache.enabled:
+        headers["X-Cache"] = cached.header()
     return Response(content, media_type="application/json", headers=headers)
 
 
 async def _submit(state: ServiceState, texts: list[str], positions: list[int]) -> BatchResult:
     assert state.batcher is not None
+    batcher = state.batcher
     try:
-        return await state.batcher.submit(texts, state.settings.deadline_ms)
-    except QueueFull as exc:
-        raise ApiError(
-            429, str(exc), "queue_full", "rate_limit_error", headers={"Retry-After": "1"}
-        ) from None
-    except DeadlineExceeded as exc:
-        raise ApiError(503, str(exc), "deadline_exceeded", "server_error") from None
-    except InputTooLong as exc:
-        index = positions[exc.index]
-        limit = state.model.max_tokens if state.model else 0
-        raise ApiError(
-            413,
-            f"input[{index}] is longer than the model's limit of {limit} tokens; shorten it "
-            "or run the service with --long-input truncate",
-            "input_too_long",
-            param="input",
-        ) from None
-    except BatcherStopped as exc:
-        raise ApiError(503, str(exc), "shutting_down", "server_error", headers={"Retry-After": "1"}) from None
-    except ComputeFailed as exc:
-        raise ApiError(500, str(exc), "inference_failed", "server_error") from None
+        return await batcher.submit(texts, state.settings.deadline_ms)
+    except BatcherError as exc:
+        raise api_error(state, exc, positions) from None
+
+
+def _cache_namespace(settings: ServiceSettings) -> str:
+    """Shared-cache keys differ whenever the vectors would: model, precision and the int8 layer choice."""
+    variant: str = settings.precision
+    if settings.precision == "int8" and settings.int8_exclude:
+        variant += "-x" + hashlib.sha256(settings.int8_exclude.encode()).hexdigest()[:8]
+    return f"embedperf:{settings.model or settings.model_name}:{variant}"

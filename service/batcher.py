@@ -12,13 +12,18 @@ import collections
 import contextlib
 import itertools
 import logging
+import math
+import os
+import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import numpy as np
 
+from service.degrade import DeviceHealth, is_out_of_memory
 from service.metrics import ServiceMetrics
 
 log = logging.getLogger("service.batcher")
@@ -26,6 +31,17 @@ SORT_WINDOW_BATCHES = (
     2  # sorting looks at this many batches' worth of the oldest inputs (wider: more skipping, longer tails)
 )
 BUSY_WINDOW_S = 10.0
+SERVICE_TIME_SMOOTHING = 0.2  # weight of the newest batch in the per-input service time estimate
+COMPUTE_NICE = 5  # niceness of the tokeniser and inference threads, relative to the event loop's 0
+BACK_TO_BACK_S = 0.05  # a batch starting within this of the previous one's end means the worker had a backlog
+
+
+def yield_cpu_to_event_loop() -> None:
+    """Lower the calling thread's CPU priority (Linux: nice is per thread, inherited by threads it starts, such
+    as torch's intra-op pool). When the host is short of CPU, the event loop then still answers /health,
+    /ready and 429s at once, instead of queueing behind compute. A no-op where not permitted."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), COMPUTE_NICE)
 
 
 class Encoder(Protocol):
@@ -58,6 +74,24 @@ class InputTooLong(BatcherError):
         super().__init__(f"input[{index}] is longer than the model's limit of {max_tokens} tokens")
 
 
+class Overloaded(BatcherError):
+    """Admission refused: the estimated queue wait would not leave the request time to finish."""
+
+    def __init__(self, estimated_wait_s: float, limit_s: float) -> None:
+        self.estimated_wait_s = estimated_wait_s
+        # By then the queue seen now has drained; a random extra of up to as much again spreads the retries
+        # of clients refused together, so they do not come back as one wave.
+        self.retry_after_s = max(1, math.ceil(estimated_wait_s * (1 + random.random())))
+        super().__init__(
+            f"overloaded: the estimated queue wait is {estimated_wait_s * 1000:.0f} ms, over the "
+            f"{limit_s * 1000:.0f} ms this service admits; retry after {self.retry_after_s} s"
+        )
+
+
+class InvalidInput(BatcherError):
+    """The tokeniser refused this request's text (the other requests tokenised with it are unaffected)."""
+
+
 class BatcherStopped(BatcherError):
     def __init__(self) -> None:
         super().__init__("the service is shutting down and accepts no new work")
@@ -77,6 +111,8 @@ class BatcherConfig:
     overlap_tokenize: bool = True
     queue_size: int = 1024
     long_input: Literal["truncate", "reject"] = "truncate"
+    admit_wait_share: float = 1.0  # admit while the estimated wait <= this share of the request's deadline
+    workers: int = 1  # inference threads taking batches from the one queue (one per serving device)
 
 
 @dataclass
@@ -130,12 +166,17 @@ class _Item:
 
 
 class Batcher:
-    """Queue + batching worker for one device. start() before submitting; stop() drains what was accepted."""
+    """Queue + batching workers (config.workers, one per serving device). start() before submitting; stop() drains."""
 
     def __init__(
-        self, encoder: Encoder, config: BatcherConfig, metrics: ServiceMetrics | None = None
+        self,
+        encoder: Encoder,
+        config: BatcherConfig,
+        metrics: ServiceMetrics | None = None,
+        on_worker_start: Callable[[int], None] | None = None,
     ) -> None:
         self.encoder = encoder
+        self.on_worker_start = on_worker_start  # runs first in worker thread i (e.g. binds its device)
         self.config = config
         self.metrics = metrics or ServiceMetrics()
         self._cond = threading.Condition()
@@ -146,12 +187,22 @@ class Batcher:
         self._stopping = False
         self._seq = itertools.count()
         self._busy: collections.deque[tuple[float, float]] = collections.deque()
+        self.health = DeviceHealth(config.max_batch_size)
+        self._per_input_s = 0.0  # smoothed worker seconds per input (0 until the first batch)
+        self._worker_clock = threading.local()  # per worker thread: when its previous batch ended
+        self.metrics.batch_limit.set(config.max_batch_size)
         self._threads: list[threading.Thread] = []
+        self._results_lock = threading.Lock()
 
     # ---- public API ----------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._threads = [threading.Thread(target=self._worker_loop, name="embed-worker", daemon=True)]
+        workers = self.config.workers
+        names = [f"embed-worker-{i}" for i in range(workers)] if workers > 1 else ["embed-worker"]
+        self._threads = [
+            threading.Thread(target=self._worker_loop, args=(i,), name=name, daemon=True)
+            for i, name in enumerate(names)
+        ]
         if self.config.overlap_tokenize:
             self._threads.append(
                 threading.Thread(target=self._tokenizer_loop, name="embed-tokenizer", daemon=True)
@@ -172,7 +223,7 @@ class Batcher:
         return self._waiting
 
     def busy_fraction(self, window_s: float = BUSY_WINDOW_S) -> float:
-        """Share of the last window_s the worker spent computing (device utilisation for any device)."""
+        """Share of the last window_s the workers spent computing, averaged over workers (any device)."""
         now_s = time.perf_counter()
         start_s = now_s - window_s
         with self._cond:
@@ -180,10 +231,27 @@ class Batcher:
         busy_s = sum(
             max(0.0, end_s - max(start_s, end_s - dur_s)) for end_s, dur_s in spans if end_s > start_s
         )
-        return min(1.0, busy_s / window_s)
+        return min(1.0, busy_s / (window_s * self.config.workers))
+
+    def estimated_wait_s(self, extra_inputs: int = 0) -> float:
+        """Queue wait a request of extra_inputs would see: inputs ahead of it x recent per-input compute time."""
+        return (self._waiting + extra_inputs) * self._per_input_s / max(1, self.config.workers)
+
+    def check_admission(self, n_inputs: int, deadline_ms: float) -> None:
+        """Raise QueueFull or Overloaded when n_inputs should be shed now. submit() calls it under the lock;
+        the app also calls it before reading a body, so shedding costs no body read or parse."""
+        if self._waiting + n_inputs > self.config.queue_size:
+            self.metrics.shed.labels(reason="queue_full").inc()
+            raise QueueFull(self._waiting, self.config.queue_size)
+        wait_s = self.estimated_wait_s(n_inputs)
+        limit_s = deadline_ms / 1000 * self.config.admit_wait_share
+        if self._waiting and wait_s > limit_s:  # an empty queue always admits: there is no one to yield to
+            self.metrics.shed.labels(reason="estimated_wait").inc()
+            raise Overloaded(wait_s, limit_s)
 
     async def submit(self, texts: list[str], deadline_ms: float) -> BatchResult:
-        """Embed texts; raises QueueFull, DeadlineExceeded, InputTooLong, BatcherStopped or ComputeFailed."""
+        """Embed texts; raises Overloaded, QueueFull, DeadlineExceeded, InputTooLong, InvalidInput,
+        BatcherStopped or ComputeFailed. A cancelled caller (client gone) abandons its queued work."""
         loop = asyncio.get_running_loop()
         job = _Job(
             texts=texts,
@@ -195,8 +263,7 @@ class Batcher:
         with self._cond:
             if self._stopping:
                 raise BatcherStopped()
-            if self._waiting + len(texts) > self.config.queue_size:
-                raise QueueFull(self._waiting, self.config.queue_size)
+            self.check_admission(len(texts), deadline_ms)
             self._waiting += len(texts)
             self._tok_jobs.append(job)
             self._cond.notify_all()
@@ -205,7 +272,12 @@ class Batcher:
             return await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
         except TimeoutError:
             self._abandon(job)
+            self.metrics.abandoned.labels(reason="deadline").inc()
             raise DeadlineExceeded(deadline_ms) from None
+        except asyncio.CancelledError:
+            self._abandon(job)
+            self.metrics.abandoned.labels(reason="cancelled").inc()
+            raise
 
     def _abandon(self, job: _Job) -> None:
         """The caller gave up: take its queued inputs out now, so they neither run nor hold queue space."""
@@ -246,6 +318,7 @@ class Batcher:
     # ---- tokenisation --------------------------------------------------------------------------------------
 
     def _tokenizer_loop(self) -> None:
+        yield_cpu_to_event_loop()
         while True:
             with self._cond:
                 while not self._tok_jobs and not self._stopping:
@@ -278,11 +351,18 @@ class Batcher:
         limit = max_tokens if self.config.long_input == "truncate" else max_tokens + 1
         try:
             all_ids = self.encoder.tokenize([text for job in live for text in job.texts], limit)
-        except Exception as exc:  # a tokenizer failure fails these requests, never the thread
-            log.exception("tokenisation failed")
+        except Exception:  # one request's bad text must fail only that request: retry them one by one
+            all_ids = []
+            survivors = []
             for job in live:
-                self._fail_unqueued(job, ComputeFailed(f"tokenisation failed: {exc}"))
-            return
+                try:
+                    all_ids += self.encoder.tokenize(job.texts, limit)
+                    survivors.append(job)
+                except Exception as exc:
+                    log.warning("tokenisation of one request failed: %s", exc)
+                    error = InvalidInput(f"the tokeniser could not process the input: {exc}")
+                    self._fail_unqueued(job, error)
+            live = survivors
         t_end_s = time.perf_counter()
         offset = 0
         items: list[_Item] = []
@@ -337,8 +417,9 @@ class Batcher:
             candidates = self._pending
         chosen: list[_Item] = []
         longest = 0
+        batch_limit = self.health.batch_limit()
         for item in candidates:
-            if len(chosen) >= cfg.max_batch_size:
+            if len(chosen) >= batch_limit:
                 break
             new_longest = max(longest, item.length)
             if chosen and new_longest * (len(chosen) + 1) > cfg.max_batch_tokens:
@@ -361,7 +442,7 @@ class Batcher:
                 self._purge_expired(now_s)
                 if self._pending:
                     chosen = self._select()
-                    full = len(chosen) < len(self._pending) or len(chosen) >= self.config.max_batch_size
+                    full = len(chosen) < len(self._pending) or len(chosen) >= self.health.batch_limit()
                     wait_s = self._pending[0].t_enqueued_s + self.config.max_wait_ms / 1000 - now_s
                     # Wait only for inputs already accepted and still being tokenised: waiting for arrivals
                     # that may never come only adds latency (a lone client would pay max_wait on every call).
@@ -377,7 +458,10 @@ class Batcher:
                 else:
                     self._cond.wait(timeout=1.0)
 
-    def _worker_loop(self) -> None:
+    def _worker_loop(self, worker_index: int = 0) -> None:
+        yield_cpu_to_event_loop()
+        if self.on_worker_start is not None:
+            self.on_worker_start(worker_index)
         while True:
             work = self._next_batch()
             if work is None:
@@ -388,6 +472,9 @@ class Batcher:
                 self._compute(work)  # type: ignore[arg-type]
 
     def _compute(self, batch: list[_Item]) -> None:
+        batch = [item for item in batch if not item.job.finished]  # callers that gave up cost nothing
+        if not batch:
+            return
         if self.config.sort_by_length:
             batch.sort(key=lambda item: item.length)
         longest = max(item.length for item in batch)
@@ -396,13 +483,25 @@ class Batcher:
         try:
             vectors = self.encoder.embed_token_ids([item.ids for item in batch])
         except Exception as exc:  # one bad batch fails its requests, never the worker
-            log.exception("batch of %d inputs failed", len(batch))
-            self._fail_batch(batch, ComputeFailed(f"inference failed: {exc}"))
+            self._device_error(batch, exc)
             return
         t_end_s = time.perf_counter()
         compute_s = t_end_s - t_start_s
+        # Back to back with the previous batch, the whole cycle counts (batch assembly, GIL and CPU contention
+        # included): that is the rate the queue really drains at. After idle time, only the compute does.
+        t_prev_end_s = getattr(self._worker_clock, "t_end_s", 0.0)
+        cycle_s = t_end_s - t_prev_end_s if t_start_s - t_prev_end_s < BACK_TO_BACK_S else compute_s
+        self._worker_clock.t_end_s = t_end_s
+        per_input_s = cycle_s / len(batch)
+        self._per_input_s = (
+            per_input_s
+            if not self._per_input_s
+            else self._per_input_s + SERVICE_TIME_SMOOTHING * (per_input_s - self._per_input_s)
+        )
         m = self.metrics
-        m.compute_seconds.inc(compute_s)
+        m.batch_limit.set(self.health.batch_limit())
+        m.estimated_wait.set(self.estimated_wait_s())
+        m.compute_seconds.inc(compute_s / self.config.workers)  # its rate stays a 0..1 busy fraction
         m.batch_size.observe(len(batch))
         m.batch_tokens.observe(padded_tokens)
         m.inputs.inc(len(batch))
@@ -411,33 +510,54 @@ class Batcher:
             self._busy.append((t_end_s, compute_s))
             while self._busy and self._busy[0][0] < t_end_s - BUSY_WINDOW_S:
                 self._busy.popleft()
-        jobs: dict[int, _Job] = {}
-        for item, vector in zip(batch, vectors, strict=True):
-            job = item.job
-            if job.finished:
-                continue
-            if job.results is None:
-                job.results = np.empty((len(job.texts), vectors.shape[1]), dtype=np.float32)
-            job.results[item.index] = vector
-            job.remaining -= 1
-            jobs[id(job)] = job
-        for job in jobs.values():
-            job.compute_s += compute_s
-            if len(batch) > job.batch_size:
-                job.batch_size, job.batch_tokens = len(batch), padded_tokens
-            if job.remaining == 0 and job.results is not None:
-                tokenize_s = job.t_tok_end_s - job.t_tok_start_s
-                queue_s = max(0.0, (t_end_s - job.t_submit_s) - tokenize_s - job.compute_s)
-                result = BatchResult(
-                    embeddings=job.results,
-                    token_counts=job.token_counts,
-                    queue_ms=queue_s * 1000,
-                    tokenize_ms=tokenize_s * 1000,
-                    compute_ms=job.compute_s * 1000,
-                    batch_size=job.batch_size,
-                    batch_tokens=job.batch_tokens,
-                )
-                self._resolve(job, result, None)
+        with self._results_lock:  # with several workers, one request's inputs can finish on two threads
+            jobs: dict[int, _Job] = {}
+            for item, vector in zip(batch, vectors, strict=True):
+                job = item.job
+                if job.finished:
+                    continue
+                if job.results is None:
+                    job.results = np.empty((len(job.texts), vectors.shape[1]), dtype=np.float32)
+                job.results[item.index] = vector
+                job.remaining -= 1
+                jobs[id(job)] = job
+            for job in jobs.values():
+                job.compute_s += compute_s
+                if len(batch) > job.batch_size:
+                    job.batch_size, job.batch_tokens = len(batch), padded_tokens
+                if job.remaining == 0 and job.results is not None:
+                    tokenize_s = job.t_tok_end_s - job.t_tok_start_s
+                    queue_s = max(0.0, (t_end_s - job.t_submit_s) - tokenize_s - job.compute_s)
+                    result = BatchResult(
+                        embeddings=job.results,
+                        token_counts=job.token_counts,
+                        queue_ms=queue_s * 1000,
+                        tokenize_ms=tokenize_s * 1000,
+                        compute_ms=job.compute_s * 1000,
+                        batch_size=job.batch_size,
+                        batch_tokens=job.batch_tokens,
+                    )
+                    self._resolve(job, result, None)
+
+    def _device_error(self, batch: list[_Item], exc: Exception) -> None:
+        """Out of memory: split the batch and retry the halves (and keep batches small for a while).
+        Any other error, or OOM on a single input, fails only this batch's requests and counts towards /ready."""
+        if is_out_of_memory(exc) and len(batch) > 1:
+            log.warning("batch of %d inputs ran out of device memory; retrying it in halves", len(batch))
+            self.health.record_oom(len(batch))
+            self.metrics.oom_splits.inc()
+            self.metrics.batch_limit.set(self.health.batch_limit())
+            half = len(batch) // 2
+            self._compute(batch[:half])
+            self._compute(batch[half:])
+            return
+        if is_out_of_memory(exc):
+            self.health.record_oom(1)
+        else:
+            self.health.record_error()
+        self.metrics.device_errors.inc()
+        log.error("batch of %d inputs failed: %s: %s", len(batch), type(exc).__name__, exc)
+        self._fail_batch(batch, ComputeFailed(f"inference failed: {type(exc).__name__}: {exc}"))
 
     def _fail_batch(self, batch: list[_Item], error: BatcherError) -> None:
         failed = {id(item.job): item.job for item in batch if not item.job.finished}

@@ -1,12 +1,18 @@
-"""In-process LRU cache of embeddings keyed by input text (one model per process, so text is the key)."""
+"""Result caches: the in-process LRU keyed by input text (one model per process), and the pair LRU + Redis."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+
+from service.metrics import ServiceMetrics
+
+if TYPE_CHECKING:
+    from service.cache_redis import RedisCache
 
 
 class CachedEmbedding(NamedTuple):
@@ -46,3 +52,64 @@ class EmbeddingCache:
             self._entries.move_to_end(text)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
+
+
+@dataclass
+class CacheLookup:
+    """What the caches hold for one request's inputs; `shared_down` when Redis could not be asked."""
+
+    entries: list[CachedEmbedding | None]
+    shared_down: bool = False
+
+    @property
+    def missing(self) -> list[int]:
+        return [i for i, entry in enumerate(self.entries) if entry is None]
+
+    def header(self) -> str:
+        """X-Cache: hit (every input cached), partial (some), miss (none), bypass (Redis down, not all hit).
+
+        A multi-input request is a hit only when every input was; partial says the request still waited
+        for the device, so a client timing it knows it was not a pure cache answer.
+        """
+        found = len(self.entries) - len(self.missing)
+        if found == len(self.entries):
+            return "hit"
+        if self.shared_down:
+            return "bypass"
+        return "partial" if found else "miss"
+
+
+class ResultCache:
+    """The in-process LRU, then the shared Redis cache; counts hits and misses per input."""
+
+    def __init__(self, local: EmbeddingCache, shared: RedisCache | None, metrics: ServiceMetrics) -> None:
+        self.local = local
+        self.shared = shared
+        self.metrics = metrics
+
+    @property
+    def enabled(self) -> bool:
+        return self.local.enabled or self.shared is not None
+
+    async def lookup(self, texts: list[str]) -> CacheLookup:
+        result = CacheLookup([self.local.get(text) for text in texts])
+        if self.shared is not None and result.missing:
+            missing = result.missing
+            shared = await self.shared.get_many([texts[i] for i in missing])
+            if shared is None:
+                result.shared_down = True
+            else:
+                for index, entry in zip(missing, shared, strict=True):
+                    if entry is not None:
+                        result.entries[index] = entry
+                        self.local.put(texts[index], entry.vector, entry.tokens)
+        if self.enabled:
+            self.metrics.cache_hits.inc(len(texts) - len(result.missing))
+            self.metrics.cache_misses.inc(len(result.missing))
+        return result
+
+    async def store(self, entries: list[tuple[str, np.ndarray, int]]) -> None:
+        for text, vector, tokens in entries:
+            self.local.put(text, vector, tokens)
+        if self.shared is not None:
+            await self.shared.put_many(entries)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
+import socket
 import sys
 import types
 import typing
@@ -52,20 +54,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _problem(loc: tuple[int | str, ...], message: str) -> str:
+    message = message.removeprefix("Value error, ")
+    return f"{'.'.join(map(str, loc))}: {message}" if loc else message
+
+
 def settings_from_args(argv: list[str]) -> ServiceSettings:
     args = build_parser().parse_args(argv)
     try:
         return ServiceSettings(**vars(args))
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in exc.errors())
         raise ConfigError(f"invalid service settings: {problems}") from None
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a busy port in a second, before the model loads (uvicorn would fail only after loading)."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is free
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"port {port} on {host} is in use; pass --port N") from None
+            raise ConfigError(
+                f"cannot listen on {host}:{port} ({exc.strerror}); pass --host/--port"
+            ) from None
 
 
 def serve(settings: ServiceSettings) -> int:
     import uvicorn
 
+    check_port_free(settings.host, settings.port)
+
     from service.app import create_app
     from service.model import load_model
+    from service.workers import primary_device
 
     logging.basicConfig(
         level=settings.log_level.upper(),
@@ -77,7 +104,7 @@ def serve(settings: ServiceSettings) -> int:
     # /ready stays 503 until the warm-up batch has run.
     model = load_model(
         Path(settings.model) if settings.model else None,
-        settings.device,
+        primary_device(settings),
         settings.precision,
         settings.threads,
         int8_exclude=settings.int8_exclude,
@@ -90,6 +117,7 @@ def serve(settings: ServiceSettings) -> int:
         log_level=settings.log_level,
         lifespan="on",
         access_log=False,
+        timeout_keep_alive=max(1, round(settings.keep_alive_timeout_s)),
     )
     uvicorn.Server(config).run()
     return 0

@@ -63,7 +63,24 @@ class ServiceMetrics:
         )
         self.compute_seconds = Counter(
             "embedperf_compute_seconds_total",
-            "Seconds the inference worker spent computing; its rate is the device busy fraction.",
+            "Seconds the inference workers spent computing, divided by the number of workers: its rate is "
+            "the overall busy fraction (per device: embedperf_device_compute_seconds_total).",
+            registry=r,
+        )
+        self.workers = Gauge("embedperf_workers", "Inference workers (one per serving device).", registry=r)
+        self.device_busy = Gauge(
+            "embedperf_device_busy_fraction",
+            "Share of the last 10 s each serving device's worker spent computing.",
+            ["device"],
+            registry=r,
+        )
+        self.device_batches = Counter(
+            "embedperf_device_batches_total", "Batches computed per serving device.", ["device"], registry=r
+        )
+        self.device_compute_seconds = Counter(
+            "embedperf_device_compute_seconds_total",
+            "Seconds each serving device's worker spent computing.",
+            ["device"],
             registry=r,
         )
         self.tokens = Counter("embedperf_tokens_total", "Real (unpadded) tokens computed.", registry=r)
@@ -72,7 +89,41 @@ class ServiceMetrics:
         self.cache_misses = Counter(
             "embedperf_cache_misses_total", "Inputs not found in the cache.", registry=r
         )
+        self.cache_up = Gauge(
+            "embedperf_cache_up",
+            "1 while the shared (Redis) cache is reachable, 0 while the service runs without it.",
+            registry=r,
+        )
+        self.cache_errors = Counter(
+            "embedperf_cache_errors_total",
+            "Shared-cache operations that failed (the request was served without the cache).",
+            registry=r,
+        )
         self.ready = Gauge("embedperf_ready", "1 once the model is loaded and warmed up.", registry=r)
+        self.shed = Counter(
+            "embedperf_shed_total",
+            "Requests refused with 429 at admission, by reason (estimated_wait, queue_full, ...).",
+            ["reason"],
+            registry=r,
+        )
+        self.abandoned = Counter(
+            "embedperf_abandoned_total",
+            "Requests whose work was dropped before compute (client gone or deadline passed).",
+            ["reason"],
+            registry=r,
+        )
+        self.oom_splits = Counter(
+            "embedperf_oom_splits_total", "Batches that ran out of device memory and were split.", registry=r
+        )
+        self.device_errors = Counter(
+            "embedperf_device_errors_total", "Batches that failed with a device error.", registry=r
+        )
+        self.batch_limit = Gauge(
+            "embedperf_batch_limit", "Effective batch size limit (lowered after out-of-memory).", registry=r
+        )
+        self.estimated_wait = Gauge(
+            "embedperf_estimated_wait_seconds", "Estimated queue wait a new request would see.", registry=r
+        )
         for stage in STAGES:
             self.stage_duration.labels(stage=stage)
 

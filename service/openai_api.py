@@ -76,6 +76,10 @@ def parse_embedding_request(
         payload = json.loads(raw_body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise _bad(f"request body is not valid JSON: {exc}", "invalid_json") from None
+    except RecursionError:
+        raise _bad(
+            'request body is nested too deeply; send a flat object {"input": ...}', "invalid_json"
+        ) from None
     if not isinstance(payload, dict):
         raise _bad("request body must be a JSON object with an 'input' field", "invalid_request")
     if "input" not in payload:
@@ -110,6 +114,7 @@ def _parse_input(value: Any, max_inputs: int) -> tuple[list[str], bool]:
     if isinstance(value, str):
         if not value:
             raise _bad("'input' must not be an empty string", "empty_input", "input")
+        _check_unicode(value, "input")
         return [value], True
     if not isinstance(value, list):
         raise _bad(
@@ -138,7 +143,43 @@ def _parse_input(value: Any, max_inputs: int) -> tuple[list[str], bool]:
             )
         if not item:
             raise _bad(f"input[{index}] must not be an empty string", "empty_input", "input")
+    for index, item in enumerate(value):
+        _check_unicode(item, f"input[{index}]")
     return list(value), False
+
+
+def _check_unicode(text: str, where: str) -> None:
+    """JSON escapes can carry lone surrogates ("\\ud800") that no tokeniser can encode: refuse them here."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _bad(
+            f"{where} is not valid Unicode (unpaired surrogate at character {exc.start}); send UTF-8 text",
+            "invalid_unicode",
+            "input",
+        ) from None
+
+
+def request_body_schema(max_inputs: int, dimension: int, max_input_chars: int) -> dict[str, Any]:
+    """The JSON schema of a POST /v1/embeddings body, for the OpenAPI document (the route reads raw bytes)."""
+    text = {"type": "string", "minLength": 1, "maxLength": max_input_chars}
+    return {
+        "title": "EmbeddingRequest",
+        "type": "object",
+        "required": ["input"],
+        "properties": {
+            "input": {
+                "description": "Text to embed: a string or a list of strings.",
+                "anyOf": [text, {"type": "array", "items": text, "minItems": 1, "maxItems": max_inputs}],
+            },
+            "model": {"type": "string", "description": "The served model id (or one of its aliases)."},
+            "encoding_format": {"type": "string", "enum": ["float", "base64"], "default": "float"},
+            "dimensions": {"type": "integer", "minimum": 1, "maximum": dimension},
+            "user": {"type": "string"},
+        },
+    }
 
 
 def encode_vector(vector: np.ndarray, encoding_format: EncodingFormat) -> list[float] | str:

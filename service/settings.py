@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.device_list import DeviceSpec, parse_device_list, serving_devices
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 Precision = Literal["fp32", "fp16", "bf16", "int8"]
@@ -27,7 +29,11 @@ class ServiceSettings(BaseSettings):
     model_name: str = Field(
         DEFAULT_MODEL_NAME, description="Model name served to clients; requests naming another model get 404."
     )
-    device: str = Field("cpu", description="Inference device: cpu, cuda[:N] or npu[:N].")
+    device: str = Field(
+        "cpu",
+        description="Inference device(s): cpu, cuda[:N] or npu[:N]; a list such as npu:0,npu:1 runs one "
+        "worker (and model replica) per device, requests balanced across them.",
+    )
     precision: Precision = Field(
         "fp32", description="Weights precision: fp32, fp16, bf16, or int8 (dynamic, CPU)."
     )
@@ -57,10 +63,36 @@ class ServiceSettings(BaseSettings):
         None, ge=1, description="torch intra-op threads (default: torch's own choice)."
     )
     queue_size: int = Field(
-        1024, ge=1, description="Most inputs waiting for a batch; beyond it requests get 429."
+        4096,
+        ge=1,
+        description="Most inputs waiting for a batch; beyond it requests get 429 (must be >= max_inputs).",
     )
     deadline_ms: float = Field(
         30000.0, gt=0, description="Requests not done within this get 503; their queued work is skipped."
+    )
+    admit_wait_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Load shedding: a request whose estimated queue wait exceeds this share of deadline_ms "
+        "gets an immediate 429 with Retry-After, so admitted requests finish within the deadline.",
+    )
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body; larger ones get 413 before (Content-Length) or while being read.",
+    )
+    max_input_chars: int = Field(
+        100_000,
+        ge=1,
+        description="Longest input in characters, checked before tokenising: over it, reject mode answers 413 "
+        "and truncate mode cuts the text (truncate mode also cuts to a margin above the token limit first).",
+    )
+    body_timeout_s: float = Field(
+        10.0, gt=0, description="Longest time to receive a request body; slower clients get 408."
+    )
+    keep_alive_timeout_s: float = Field(
+        5.0, gt=0, description="Idle keep-alive connections are closed after this many seconds."
     )
     max_concurrency: int = Field(
         0, ge=0, description="Most embedding requests in flight (0 = no limit); else 429."
@@ -78,13 +110,31 @@ class ServiceSettings(BaseSettings):
         "",
         description="Comma-separated API keys; when set, POST /v1/embeddings needs 'Authorization: Bearer KEY'.",
     )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Inference worker threads on CPU, each computing whole batches from the one queue "
+        "(on cuda/npu list devices in --device instead: one worker per device).",
+    )
+    cpu_worker_replicas: bool = Field(
+        False,
+        description="With --workers N on CPU: every worker gets its own model copy instead of sharing one.",
+    )
+    cache: str = Field(
+        "",
+        description="Shared result cache redis://HOST:PORT/DB (empty = off); while Redis is down the "
+        "service computes everything and says so in /health and /metrics.",
+    )
+    cache_ttl_s: int = Field(86400, ge=0, description="Expiry of Redis cache entries in seconds (0 = none).")
+    cache_retry_max_s: float = Field(
+        5.0, gt=0, description="Longest wait between reconnection attempts while Redis is down."
+    )
 
     @field_validator("device")
     @classmethod
     def _device_kind(cls, value: str) -> str:
-        kind, _, index = value.partition(":")
-        if kind not in ("cpu", "cuda", "npu") or (index and not index.isdigit()):
-            raise ValueError(f"device {value!r} is not one of cpu, cuda[:N], npu[:N]")
+        parse_device_list(value)
         return value
 
     @field_validator("log_level", mode="before")
@@ -92,11 +142,47 @@ class ServiceSettings(BaseSettings):
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
+    @model_validator(mode="after")
+    def _devices_and_cache(self) -> ServiceSettings:
+        self.device_specs()
+        if self.cache and not self.cache.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"cache {self.cache!r} is not a Redis URL; write redis://HOST:PORT/DB")
+        return self
+
+    def device_specs(self) -> list[DeviceSpec]:
+        """One spec per inference worker (see service.device_list)."""
+        return serving_devices(self.device, self.workers)
+
+    @model_validator(mode="after")
+    def _consistent_limits(self) -> ServiceSettings:
+        if self.max_inputs > self.queue_size:
+            raise ValueError(
+                f"max_inputs ({self.max_inputs}) exceeds queue_size ({self.queue_size}): a request that large "
+                "could never be admitted; raise --queue-size or lower --max-inputs"
+            )
+        if self.api_keys.strip() and not self.api_key_list():
+            raise ValueError(
+                "api_keys holds only commas or whitespace, which would switch authentication off; "
+                "give at least one key (KEY1,KEY2) or leave it unset to run without auth"
+            )
+        return self
+
     def api_key_list(self) -> list[str]:
         return [key.strip() for key in self.api_keys.split(",") if key.strip()]
 
     def public_config(self) -> dict[str, Any]:
         """The effective configuration shown in /info: everything except secrets."""
         config = self.model_dump(exclude={"api_keys"})
+        config["cache"] = redact_url(self.cache)
         config["auth_enabled"] = bool(self.api_key_list())
         return config
+
+
+def redact_url(url: str) -> str:
+    """A URL without its password, for /info and logs."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user + ':' if user else ':'}***@{host}"

@@ -6,6 +6,7 @@ machine spreads over all configurations instead of masquerading as an effect of 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -69,6 +70,11 @@ def precision_of(settings: dict[str, Any]) -> str:
     return str(settings.get("precision", REFERENCE_PRECISION))
 
 
+def changes_numerics(settings: dict[str, Any]) -> bool:
+    """A configuration whose embeddings may differ from the fp32 reference: it needs a precision check."""
+    return precision_of(settings) != REFERENCE_PRECISION or "model" in settings
+
+
 def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     """Precision figures for every configuration that changes numerics (fp16, bf16, int8)."""
     from service.model import load_model
@@ -82,7 +88,7 @@ def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, 
     for config in spec.configurations:
         settings = spec.service_settings(config)
         precision = precision_of(settings)
-        if precision == REFERENCE_PRECISION and "model" not in settings:
+        if not changes_numerics(settings):
             continue
         if reference is None:
             reference = load_model(None, device="cpu", precision=REFERENCE_PRECISION).encode(texts)
@@ -112,6 +118,7 @@ def run_matrix(
     log: Callable[[str], None] = print,
 ) -> Path:
     """Run every configuration `repeat` times; returns the matrix folder (holding matrix.json)."""
+    from loadgen.redis_proc import RedisServer
     from loadgen.runner import run_scenario
     from loadgen.service_proc import ServiceProcess
 
@@ -135,10 +142,19 @@ def run_matrix(
         started = time.monotonic()
         run = MatrixRun(config=config.name, repeat=r, order=order, run_dir=None, ok=False, service_args=args)
         try:
-            with (
-                ServiceProcess(args, log_path=folder / "logs" / f"service-{config.name}-r{r}.log") as service,
-                open(folder / "logs" / f"locust-{config.name}-r{r}.log", "w", encoding="utf-8") as locust_log,
-            ):
+            with contextlib.ExitStack() as stack:
+                # A private cache per run: no entry survives from one configuration to the next.
+                if config.redis:
+                    redis = stack.enter_context(RedisServer(folder / "redis" / f"{config.name}-r{r}"))
+                    args = [*args, "--cache", redis.url]
+                    run.service_args = args
+                    log(f"  shared cache: a private redis-server at {redis.url}")
+                service = stack.enter_context(
+                    ServiceProcess(args, log_path=folder / "logs" / f"service-{config.name}-r{r}.log")
+                )
+                locust_log = stack.enter_context(
+                    open(folder / "logs" / f"locust-{config.name}-r{r}.log", "w", encoding="utf-8")
+                )
                 run_folder = run_scenario(
                     spec.scenario,
                     service.url,

@@ -15,10 +15,13 @@ from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
 from reports.compare_build import load_curves
 from reports.render import render
-from study.matrix import MatrixRecord
+from study.matrix import MatrixRecord, changes_numerics
+from study.matrix_spec import MatrixSpec
 
 MATRIX_REPORT = "matrix.html"
-HEADLINE_METRICS = ("qps", "p50_ms", "p99_ms", "device_util_pct", "service_cpu_pct", "mem_used_mb")
+HEADLINE_METRICS = (
+    "qps", "tokens_per_s", "p50_ms", "p99_ms", "device_util_pct", "service_cpu_pct", "mem_used_mb",
+)  # fmt: skip
 
 
 @dataclass
@@ -47,12 +50,31 @@ class ConfigRow:
     runs: list[RunAnalysis]
     precision: dict[str, Any] | None
     is_baseline: bool
+    needs_precision_check: bool = False
     overall: dict[str, MergedChange] = field(default_factory=dict)
     steps: list[tuple[str, dict[str, MergedChange]]] = field(default_factory=list)
 
     @property
     def precision_ok(self) -> bool:
-        return self.precision is None or bool(self.precision.get("passed"))
+        """Passed the check; a configuration that changes numerics and was not checked has not passed."""
+        if self.precision is not None:
+            return bool(self.precision.get("passed"))
+        return not self.needs_precision_check
+
+    @property
+    def qps_within_budget(self) -> float | None:
+        """Most QPS of a step whose error rate is within the run's budget, whatever its latency (median of repeats)."""
+        values = []
+        for run in self.runs:
+            budget = run.summary.error_budget
+            ok = [
+                s.stats.qps
+                for s in run.summary.steps
+                if s.stats.error_rate is not None and s.stats.error_rate <= budget and s.stats.qps > 0
+            ]
+            if ok:
+                values.append(max(ok))
+        return float(np.median(values)) if len(values) == len(self.runs) and values else None
 
     @property
     def qps_at_slo(self) -> float | None:
@@ -65,7 +87,7 @@ class ConfigRow:
         """Mean hit ratio the service reported while its cache was on (absent without a cache)."""
         values = []
         for run in self.runs:
-            tel = run.data.telemetry
+            tel = run.telemetry.other
             if len(tel) and "metric" in tel:
                 hits = tel.loc[tel["metric"] == "cache_hit_ratio", "value"]
                 if len(hits):
@@ -95,6 +117,7 @@ def _merge(per_repeat: list[dict[str, MetricChange]]) -> dict[str, MergedChange]
 
 def load_rows(folder: Path, record: MatrixRecord) -> list[ConfigRow]:
     configs = record.spec["configurations"]
+    spec = MatrixSpec.model_validate(record.spec)
     rows = []
     for i, config in enumerate(configs):
         runs = sorted(
@@ -111,6 +134,7 @@ def load_rows(folder: Path, record: MatrixRecord) -> list[ConfigRow]:
                 runs=analyses,
                 precision=record.precision.get(config["name"]),
                 is_baseline=i == 0,
+                needs_precision_check=changes_numerics(spec.service_settings(spec.configurations[i])),
             )
         )
     return rows
@@ -137,15 +161,17 @@ def attach_changes(rows: list[ConfigRow]) -> None:
 
 
 def recommend(rows: list[ConfigRow]) -> tuple[ConfigRow | None, str]:
-    """The configuration with the most QPS at the SLO among those passing precision (peak QPS if none meets it)."""
+    """The configuration with the most QPS at the SLO among those whose precision was checked and passed
+    (or that keep fp32 numerics); when none meets the SLO, the most QPS of a step within the error
+    budget, so a configuration is never recommended at a load where it fails too many requests."""
     eligible = [r for r in rows if r.runs and r.precision_ok]
-    at_slo = [r for r in eligible if r.qps_at_slo is not None]
+    at_slo = [r for r in eligible if r.qps_at_slo is not None]  # meets_slo includes the error budget
     if at_slo:
         best = max(at_slo, key=lambda r: r.qps_at_slo or 0.0)
         return best, "slo"
-    with_peak = [r for r in eligible if r.peak_qps is not None]
-    if with_peak:
-        return max(with_peak, key=lambda r: r.peak_qps or 0.0), "peak"
+    in_budget = [r for r in eligible if r.qps_within_budget is not None]
+    if in_budget:
+        return max(in_budget, key=lambda r: r.qps_within_budget or 0.0), "peak"
     return None, "none"
 
 

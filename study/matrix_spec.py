@@ -29,6 +29,11 @@ class Configuration(BaseModel):
         default_factory=dict,
         description="Scenario overrides for this configuration only (e.g. a repeating payload mix).",
     )
+    redis: bool = Field(
+        False,
+        description="Start a private redis-server for this configuration and pass it to the service as "
+        "--cache (skipped, with the reason, where redis-server is not installed).",
+    )
 
     @field_validator("name")
     @classmethod

@@ -77,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=None, help="torch threads for local models")
     parser.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     parser.add_argument(
+        "--write-reference",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also store the corpus texts and their fp32 embeddings as a quality-probe reference set "
+        "(Parquet) for a scenario's payload.quality_probes.reference",
+    )
+    parser.add_argument(
         "--run",
         type=Path,
         default=None,
@@ -117,6 +125,11 @@ def run_precision(args: argparse.Namespace) -> PrecisionResult:
     name, candidate = _candidate(args)
     reference = load_model(args.model, device="cpu", precision="fp32", threads=args.threads)
     ref_vectors = reference.encode(texts)
+    if args.write_reference is not None:
+        from loadgen.quality import write_reference_set
+
+        model_name = str(args.model) if args.model else "default model"
+        print(f"reference set: {write_reference_set(args.write_reference, texts, ref_vectors, model_name)}")
     cand_vectors = candidate.encode(texts)
     return compare_embeddings(
         ref_vectors,

@@ -1,4 +1,4 @@
-"""Fixtures shared by every test package: the shared npu-smi samples and a real reference service."""
+"""Fixtures for every test package: the npu-smi samples (tests/fixtures) and a real reference service."""
 
 from __future__ import annotations
 
@@ -13,15 +13,14 @@ from loadgen.service_proc import ServiceProcess
 from loadgen.service_proc import free_port as free_port  # re-exported for tests
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPO_ROOT.parent / "shared"
+NPU_SMI_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "npu-smi"
 SERVICE_READY_TIMEOUT_S = 180.0
 
 
 @pytest.fixture(scope="session")
 def npu_smi_fixtures() -> Path:
-    path = SHARED_DIR / "fixtures" / "npu-smi"
-    assert path.is_dir(), f"shared fixtures missing at {path}; ../shared must sit beside the repository"
-    return path
+    assert NPU_SMI_FIXTURES.is_dir(), f"npu-smi samples missing at {NPU_SMI_FIXTURES}"
+    return NPU_SMI_FIXTURES
 
 
 def start_service(extra_args: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], str]:

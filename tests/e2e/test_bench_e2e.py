@@ -29,7 +29,7 @@ def test_bench_quick_profile_writes_a_complete_run_and_report(tmp_path: Path) ->
     manifest = read_manifest(folder)
     assert manifest.complete
     assert [s.users for s in manifest.stages] == [1, 10, 50, 100]
-    assert manifest.service_info and manifest.service_info["model"] == "all-MiniLM-L6-v2"
+    assert manifest.service_info and manifest.service_info.model == "all-MiniLM-L6-v2"
     statuses = {c.name: c.status for c in manifest.collectors}
     assert statuses["psutil"] == "ok" and statuses["service"] == "ok"
     assert statuses["npu_smi"] == "skipped"

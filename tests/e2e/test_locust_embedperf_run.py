@@ -64,7 +64,7 @@ def test_smoke_against_reference_service(reference_service: str, tmp_path: Path)
         timeout_s=120,
     )
     manifest = read_manifest(folder)
-    assert manifest.complete and manifest.service_info and manifest.service_info.get("dimension") == 384
+    assert manifest.complete and manifest.service_info and manifest.service_info.dimension == 384
     rows = read_requests_table(folder).to_pylist()
     normal = [r for r in rows if r["endpoint"] == "/v1/embeddings"]
     assert normal and all(r["ok"] for r in normal), {r["error"] for r in normal}

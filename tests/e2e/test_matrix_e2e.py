@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from embedperf import cli
@@ -39,7 +40,8 @@ def test_small_matrix_end_to_end(tmp_path: Path, capsys, monkeypatch) -> None:
         run_folder = open_run_folder(folders[0] / str(run.run_dir))
         manifest = read_manifest(run_folder)
         assert manifest.complete
-        config = (manifest.service_info or {})["config"]
+        assert manifest.service_info is not None and manifest.service_info.config is not None
+        config = manifest.service_info.config
         assert config["batching"] is (run.config != "baseline")
         assert read_requests_table(run_folder).num_rows > 0
     # The int8 configuration was checked for precision; fp32 is the reference and is not.
@@ -47,3 +49,8 @@ def test_small_matrix_end_to_end(tmp_path: Path, capsys, monkeypatch) -> None:
     assert 0.9 < record.precision["int8-batched"]["cosine_mean"] < 1.0
     html = (folders[0] / "matrix.html").read_text()
     assert "int8-batched" in html and "Recommendation" in html
+    # int8 on every Linear layer of MiniLM is below the 0.99 gate: shown, never recommended.
+    assert record.precision["int8-batched"]["passed"] is False
+    recommendation = re.search(r"<h2>Recommendation</h2>\s*<p><b>(.*?)</b>", html, re.S)
+    assert recommendation is not None and "int8-batched" not in recommendation.group(1)
+    assert "Failed the precision gate, so never recommended: int8-batched." in html

@@ -8,6 +8,8 @@ Controlled by environment variables (all optional):
   FAKE_NPU_HANG_WATCH_AFTER_S=S the first watch goes silent (hangs) after S seconds
   FAKE_NPU_LOST_ID=N, FAKE_NPU_LOST_AFTER_S=S  card N disappears S seconds after the first call
                                 (watch stops printing it; `-i N` prints `Invalid card id.` and exits 0)
+  FAKE_NPU_BUSY_IDS=3,5         only these NPUs work: AI core 60 + 2 x ID %, 72 + ID C; others 1 %, 40 + ID C;
+                                power 90 + ID + util/10 W (watch)
   FAKE_NPU_FAIL=1               every command prints an error and exits 1
   FAKE_NPU_HANG=1               every command hangs
 Only the standard library: it must run anywhere.
@@ -25,6 +27,13 @@ CHIPS = int(os.environ.get("FAKE_NPU_CHIPS", "1"))
 INTERVAL_S = float(os.environ.get("FAKE_NPU_WATCH_INTERVAL_S", "1"))
 FORMAT = os.environ.get("FAKE_NPU_WATCH_FORMAT", "910")
 STATE = Path(os.environ["FAKE_NPU_STATE_DIR"]) if os.environ.get("FAKE_NPU_STATE_DIR") else None
+BUSY = (
+    {int(v) for v in os.environ["FAKE_NPU_BUSY_IDS"].split(",") if v.strip()}
+    if "FAKE_NPU_BUSY_IDS" in os.environ
+    else None
+)
+BUSY_UTIL_BASE = 60  # a busy NPU reports 60 + 2 x its ID (%), an idle one IDLE_UTIL
+IDLE_UTIL = 1
 
 
 def first_start_s() -> float:
@@ -54,7 +63,14 @@ def present(npu_id: int, t0: float) -> bool:
 
 
 def util(npu_id: int, chip: int) -> int:
+    if BUSY is not None:  # a host where only the serving NPUs work: steady, known figures
+        return BUSY_UTIL_BASE + 2 * npu_id if npu_id in BUSY else IDLE_UTIL
     return (npu_id * 7 + chip * 3 + int(time.time())) % 100
+
+
+def temp_c(npu_id: int) -> int:
+    """A busy NPU runs warm (72 + ID C), between the default 85 C limit and a 70 C override."""
+    return 72 + npu_id if BUSY is not None and npu_id in BUSY else 40 + npu_id
 
 
 def kv(lines: list[tuple[str, object]]) -> str:
@@ -97,7 +113,7 @@ def cmd_type(kind: str, npu: int) -> str:
         elif kind == "power":
             out += [("NPU Real-time Power(W)", f"{90 + npu + u / 10:.1f}")]
         elif kind == "temp":
-            out += [("NPU Temperature (C)", 40 + npu)]
+            out += [("NPU Temperature (C)", temp_c(npu))]
         out += [("Chip ID", chip), ("", "")]
     return kv(out)
 
@@ -119,7 +135,7 @@ def cmd_table(t0: float) -> str:
         for chip in range(CHIPS):
             used = 16000 + npu * 100 + chip
             lines.append(
-                f"| {npu:<5} 910B3               | OK            | {90.0 + npu:<11.1f} {40 + npu:<17} 0    / 0             |"
+                f"| {npu:<5} 910B3               | OK            | {90.0 + npu:<11.1f} {temp_c(npu):<17} 0    / 0             |"
             )
             lines.append(
                 f"| {chip:<25} | 0000:C1:00.0  | {util(npu, chip):<11} 0    / 0          {used}/ 65536         |"
@@ -170,9 +186,9 @@ def watch(t0: float) -> None:
             for chip in range(CHIPS):
                 u = util(npu, chip)
                 if FORMAT == "950":
-                    row = [npu, "NA", 40 + npu, u, 1, 3, 25, u // 3, min(100, u + 5), 0]
+                    row = [npu, "NA", temp_c(npu), u, 1, 3, 25, u // 3, min(100, u + 5), 0]
                 else:
-                    row = [npu, chip, f"{90 + npu + u / 10:.1f}", 40 + npu, u, 1, 3, 25, u // 3]
+                    row = [npu, chip, f"{90 + npu + u / 10:.1f}", temp_c(npu), u, 1, 3, 25, u // 3]
                 sys.stdout.write("".join(f"{str(v):<12}" for v in row) + "\n")
         sys.stdout.flush()
         next_s += INTERVAL_S

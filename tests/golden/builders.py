@@ -12,13 +12,15 @@ from embedperf.schema import (
     REQUEST_SCHEMA,
     TELEMETRY_SCHEMA,
     CollectorStatus,
-    Manifest,
+    HostInfo,
     RunFolder,
     StageRecord,
+    new_manifest,
     write_manifest,
     write_requests_parquet,
     write_telemetry_parquet,
 )
+from scenarios.models import Scenario
 
 T0_UNIX_S = 1_780_000_000.0
 SCRIPT_ERROR = '<script>alert("x")</script> upstream said no'
@@ -71,32 +73,46 @@ def ok_row(stage: int, t_sent: float, latency_ms: float, users: int = 10, **extr
     return row
 
 
+def scenario_for_stages(
+    stages: list[StageRecord], name: str = "golden", kind: str = "ramp", **fields: Any
+) -> Scenario:
+    """The scenario a run with these stages was driven by (what the load run would have resolved)."""
+    steps = []
+    for stage in stages:
+        duration_s = (stage.end_unix_s or stage.start_unix_s + 1.0) - stage.start_unix_s
+        step: dict[str, Any] = {"label": stage.label, "duration_s": duration_s, "warmup_s": stage.warmup_s}
+        step["rate" if kind == "openloop" else "users"] = stage.rate if kind == "openloop" else stage.users
+        steps.append(step)
+    return Scenario.model_validate({"name": name, "kind": kind, "steps": steps, **fields})
+
+
 def write_run(
     root: Path,
     requests: list[dict[str, Any]],
     telemetry: list[tuple[float, str, str, str, float]],
     stages: list[StageRecord],
+    scenario: Scenario | None = None,
     **manifest: Any,
 ) -> RunFolder:
+    """A run folder through the writers: new_manifest (as the load run), then the row tables."""
     folder = RunFolder(root).create()
     write_requests_parquet(folder, request_table(requests))
     if telemetry:
         write_telemetry_parquet(folder, telemetry_table(telemetry))
+    if scenario is None:
+        kind = "openloop" if manifest.get("kind") == "open_loop" else "ramp"
+        scenario = scenario_for_stages(stages, kind=kind, slo={"p99_ms": 995.0, "error_budget_pct": 1.0})
     fields: dict[str, Any] = {
-        "run_id": root.name,
-        "scenario": {"name": "golden", "kind": "ramp"},
-        "target_url": "http://127.0.0.1:8086/v1/embeddings",
         "service_info": {"model": "golden-model", "device": "cpu", "precision": "fp32"},
-        "host": {"hostname": "golden-host", "cpu": "golden-cpu"},
+        "host": HostInfo(hostname="golden-host", cpu_model="golden-cpu"),
         "start_unix_s": stages[0].start_unix_s,
         "end_unix_s": stages[-1].end_unix_s,
         "stages": stages,
         "collectors": [CollectorStatus(name="psutil", status="ok")],
-        "slo": {"p99_ms": 995.0, "error_budget": 0.01},
         "complete": True,
     }
     fields.update(manifest)
-    write_manifest(folder, Manifest(**fields))
+    write_manifest(folder, new_manifest(root.name, scenario, "http://127.0.0.1:8086", **fields))
     return folder
 
 
@@ -147,3 +163,50 @@ def known_percentiles(root: Path) -> RunFolder:
             (ts, "psutil", "proc:service", "rss_mb", 900.0),
         ]
     return write_run(root, rows, telemetry, [stage])
+
+
+REFUSED = "ConnectionRefusedError: [Errno 111] Connection refused"
+
+
+def stepped_run(
+    root: Path,
+    users: list[int],
+    step_s: float,
+    qps_per_user: float = 10.0,
+    latency_ms: float = 20.0,
+    refused: bool = False,
+    seed: int = 0,
+    slo: dict[str, Any] | None = None,
+    **manifest: Any,
+) -> RunFolder:
+    """A closed-loop run, one step per entry of users, each step_s long with 1 s warm-up.
+
+    Requests arrive uniformly at random at qps_per_user x users per second on average; latencies
+    scatter around latency_ms.
+    refused=True models a dead target: every request fails with connection refused in ~1 ms.
+    """
+    rng = np.random.default_rng(seed)
+    stages, rows = [], []
+    for i, u in enumerate(users):
+        start = T0_UNIX_S + i * step_s
+        stages.append(
+            StageRecord(
+                index=i,
+                label=f"users={u}",
+                users=u,
+                start_unix_s=start,
+                end_unix_s=start + step_s,
+                warmup_s=1.0,
+            )
+        )
+        n = int(qps_per_user * u * step_s)
+        for t in np.sort(rng.uniform(start, start + step_s, n)):
+            if refused:
+                failed = dict.fromkeys(("srv_total_ms", "srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms"))
+                failed |= {"srv_post_ms": None, "batch_size": None, "status_code": None}
+                rows.append(ok_row(i, float(t), 1.0, users=u, ok=False, error=REFUSED, **failed))
+            else:
+                rows.append(ok_row(i, float(t), float(latency_ms * rng.uniform(0.8, 1.2)), users=u))
+    if slo is not None:
+        manifest["scenario"] = scenario_for_stages(stages, slo=slo)
+    return write_run(root, rows, [], stages, **manifest)

@@ -10,6 +10,7 @@ import pytest
 
 from reports.build import build_report
 from reports.compare_build import build_comparison
+from tests.golden.builders import stepped_run
 from tests.golden.fixtures import golden_copy
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -32,11 +33,14 @@ def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]
 
 
 def assert_renders(html: Path, tmp_path: Path) -> None:
-    dom = chromium(["--dump-dom", html.as_uri()], tmp_path / "profile-dom")
+    dom = chromium(["--dump-dom", "--window-size=1400,1000", html.as_uri()], tmp_path / "profile-dom")
     match = re.search(r'id="render-check"[^>]*', dom.stdout)
     assert match, f"render check missing from the DOM: {dom.stderr[-2000:]}"
     assert 'data-status="ok"' in match.group(0), match.group(0)
     assert 'data-errors="0"' in match.group(0)
+    assert 'data-overflow-px="0"' in match.group(0), (
+        f"the page scrolls sideways at 1,400 px: {match.group(0)}"
+    )
     shot = tmp_path / f"{html.stem}.png"
     chromium([f"--screenshot={shot}", "--window-size=1400,4000", html.as_uri()], tmp_path / "profile-shot")
     assert shot.is_file() and shot.stat().st_size > 50_000
@@ -46,6 +50,12 @@ def assert_renders(html: Path, tmp_path: Path) -> None:
 def test_run_report_renders(tmp_path) -> None:
     folder = golden_copy("compare_base", tmp_path)
     assert_renders(build_report(folder, lang="zh"), tmp_path)
+
+
+@pytest.mark.browser
+def test_dead_target_report_renders(tmp_path) -> None:
+    folder = stepped_run(tmp_path / "dead", [1, 5], 8.0, qps_per_user=50.0, refused=True)
+    assert_renders(build_report(folder), tmp_path)
 
 
 @pytest.mark.browser

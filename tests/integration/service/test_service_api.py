@@ -243,7 +243,9 @@ def test_overload_queue_full_concurrency_and_deadline(minilm: EmbeddingModel) ->
     async def go() -> None:
         gated = GatedModel(minilm)
         gated.gate.set()
-        settings = ServiceSettings(queue_size=4, max_batch_size=2, max_wait_ms=0, deadline_ms=2000)
+        settings = ServiceSettings(
+            queue_size=4, max_inputs=4, max_batch_size=2, max_wait_ms=0, deadline_ms=2000
+        )
         async with serving(settings, gated) as client:
             gated.gate.clear()
             held = [asyncio.create_task(client.post("/v1/embeddings", json={"input": ["a", "b"]}))]
@@ -296,6 +298,8 @@ def test_skipped_work_is_not_computed(minilm: EmbeddingModel) -> None:
             gated.gate.clear()
             held = asyncio.create_task(client.post("/v1/embeddings", json={"input": "held"}))
             await asyncio.sleep(0.05)
+            while (await client.get("/health")).json()["queue_depth"]:  # "held" is at the gate, queue empty
+                await asyncio.sleep(0.02)
             late = await client.post("/v1/embeddings", json={"input": ["late 1", "late 2", "late 3"]})
             assert late.status_code == 503
             gated.gate.set()

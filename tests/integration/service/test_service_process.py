@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -62,26 +64,56 @@ def test_int8_is_close_to_fp32_but_not_identical() -> None:
     assert cosines.mean() > 0.95, cosines
 
 
-def test_graceful_shutdown_finishes_accepted_work(tmp_path: Path) -> None:
+def test_graceful_shutdown_finishes_requests_in_flight(tmp_path: Path) -> None:
     proc, url = start_service(
-        ["--max-wait-ms", "1500", "--max-batch-size", "64", "--no-warmup"], tmp_path / "svc.log"
+        ["--max-batch-size", "8", "--no-warmup", "--deadline-ms", "120000"], tmp_path / "svc.log"
     )
+    long_inputs = ["request {i} " + "shutdown drains accepted work " * 60 for _ in range(16)]
     try:
 
-        def post(i: int) -> int:
-            return httpx.post(f"{url}/v1/embeddings", json={"input": f"request {i}"}, timeout=30).status_code
+        def post(i: int) -> tuple[int, float]:
+            body = {"input": [text.format(i=i) for text in long_inputs]}
+            status = httpx.post(f"{url}/v1/embeddings", json=body, timeout=120).status_code
+            return status, time.monotonic()
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
             futures = [pool.submit(post, i) for i in range(6)]
-            time.sleep(0.6)  # accepted and waiting for the batch to fill
+            inflight = 0.0
+            while inflight < 6 and not any(f.done() for f in futures):
+                metrics = httpx.get(f"{url}/metrics", timeout=10).text
+                inflight = float(re.search(r"^embedperf_inflight_requests (\S+)$", metrics, re.M).group(1))  # type: ignore[union-attr]
+            t_sigterm_s = time.monotonic()
             proc.send_signal(signal.SIGTERM)
-            codes = [f.result(timeout=30) for f in futures]
-        assert codes == [200] * 6
+            outcomes = [f.result(timeout=120) for f in futures]
+        assert inflight >= 1  # requests were in flight when the signal came
+        assert [status for status, _ in outcomes] == [200] * 6
+        assert any(t_done_s > t_sigterm_s for _, t_done_s in outcomes)  # and were finished after it
         # uvicorn re-raises the captured SIGTERM after its graceful shutdown
-        assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
+        assert proc.wait(timeout=60) in (0, -signal.SIGTERM)
         assert "Application shutdown complete" in (tmp_path / "svc.log").read_text()
     finally:
         stop_process(proc)
+
+
+def test_huge_bodies_get_413_and_the_service_keeps_serving(reference_service: str) -> None:
+    huge = b'{"input": "' + b"x" * (10 * 1024 * 1024) + b'"}'
+
+    def chunked() -> Iterator[bytes]:
+        for start in range(0, len(huge), 1024 * 1024):
+            yield huge[start : start + 1024 * 1024]
+
+    def post(content: bytes | Iterator[bytes]) -> int:
+        headers = {"content-type": "application/json"}
+        return httpx.post(
+            f"{reference_service}/v1/embeddings", content=content, headers=headers, timeout=60
+        ).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        for round_index in range(5):
+            bodies = [huge] * 4 if round_index % 2 == 0 else [chunked() for _ in range(4)]
+            assert list(pool.map(post, bodies)) == [413] * 4, round_index
+    ok = httpx.post(f"{reference_service}/v1/embeddings", json={"input": "still serving"}, timeout=30)
+    assert ok.status_code == 200
 
 
 def test_missing_npu_runtime_exits_with_install_hint() -> None:
@@ -95,3 +127,37 @@ def test_missing_npu_runtime_exits_with_install_hint() -> None:
     assert result.returncode == 2
     assert "pip install 'embedperf[npu]'" in result.stderr and "set_env.sh" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_clients_that_give_up_are_not_computed(reference_service: str) -> None:
+    def metric(text: str, name: str) -> float:
+        match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+        return float(match.group(1)) if match else 0.0
+
+    before = httpx.get(f"{reference_service}/metrics", timeout=30).text
+    texts = [f"input {i} " + "clients that gave up cost nothing " * 40 for i in range(64)]
+
+    def give_up(i: int) -> str:
+        try:
+            httpx.post(
+                f"{reference_service}/v1/embeddings", json={"input": [f"{i}{t}" for t in texts]}, timeout=0.5
+            )
+        except httpx.TimeoutException:
+            return "gave up"
+        return "answered"
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=10) as pool:
+        outcomes = list(pool.map(give_up, range(10)))
+    assert "gave up" in outcomes
+    for _ in range(600):  # the service notices the disconnects and empties its queue
+        if httpx.get(f"{reference_service}/health", timeout=30).json()["queue_depth"] == 0:
+            break
+        time.sleep(0.1)
+    after = httpx.get(f"{reference_service}/metrics", timeout=30).text
+    computed = metric(after, "embedperf_inputs_total") - metric(before, "embedperf_inputs_total")
+    abandoned = metric(after, 'embedperf_abandoned_total{reason="cancelled"}') - metric(
+        before, 'embedperf_abandoned_total{reason="cancelled"}'
+    )
+    assert abandoned >= 1 and computed < 10 * 64
+    ok = httpx.post(f"{reference_service}/v1/embeddings", json={"input": "still serving"}, timeout=30)
+    assert ok.status_code == 200

@@ -7,9 +7,11 @@ import time
 from pathlib import Path
 
 from analysis.compare import MetricChange
+from analysis.summary import analyse_folder
 from analysis.synth import synthesize
+from embedperf.schema import RunFolder
 from study.matrix import MatrixRecord, MatrixRun
-from study.matrix_report import build_matrix_report, merge_verdicts
+from study.matrix_report import build_matrix_report, merge_verdicts, recommend
 
 SPEC = {
     "scenario": "ramp",
@@ -86,7 +88,6 @@ def test_repeats_must_agree_for_a_verdict() -> None:
 def test_run_report_shows_a_stored_precision_check(tmp_path: Path) -> None:
     import json
 
-    from embedperf.schema import RunFolder
     from reports.build import build_report
 
     folder: RunFolder = synthesize(tmp_path / "run", n_requests=500, n_devices=1, hours=0.02)
@@ -112,3 +113,40 @@ def test_run_report_shows_a_stored_precision_check(tmp_path: Path) -> None:
     html = build_report(folder).read_text()
     assert "Precision (mean cosine vs fp32)" in html and "0.99570" in html
     assert "int8 &lt;b&gt;build&lt;/b&gt;" in html
+
+
+def _row(name: str, folder: Path, precision: dict[str, object] | None, needs_check: bool, **analysis: float):
+    from study.matrix_report import ConfigRow
+
+    return ConfigRow(
+        name=name,
+        description="",
+        service_args=[],
+        runs=[analyse_folder(RunFolder(folder), n_boot=50, **analysis)],
+        precision=precision,
+        is_baseline=False,
+        needs_precision_check=needs_check,
+    )
+
+
+def test_recommendation_needs_a_passed_check_and_the_error_budget(tmp_path: Path) -> None:
+    """An unchecked int8 is not 'passed'; with no configuration at the SLO the fallback still keeps
+    the error budget (with a zero budget, every step of the fast run is over it)."""
+    slow = synthesize(tmp_path / "slow", n_requests=4000, n_devices=1, hours=0.05, seed=1).root
+    fast = synthesize(
+        tmp_path / "fast", n_requests=20_000, n_devices=1, hours=0.05, seed=2, latency_scale=0.5
+    ).root
+    never_meets = {"slo_p99_ms": 0.001}
+    unchecked = _row("int8-unchecked", fast, None, True, error_budget=0.01, **never_meets)
+    checked = _row("int8-checked", fast, {"passed": True}, True, error_budget=0.01, **never_meets)
+    fp32 = _row("fp32", slow, None, False, error_budget=0.01, **never_meets)
+    assert not unchecked.precision_ok and checked.precision_ok and fp32.precision_ok
+    assert recommend([fp32, unchecked])[0] is fp32
+    assert recommend([fp32, checked])[0] is checked
+    # seed 2: every step of the fast run fails at least one request, so a zero budget excludes them all
+    over_budget = _row("fast-but-failing", fast, None, False, error_budget=0.0, **never_meets)
+    assert over_budget.peak_qps is not None and fp32.peak_qps is not None
+    assert over_budget.peak_qps > fp32.peak_qps and over_budget.qps_within_budget is None
+    best, basis = recommend([fp32, over_budget])
+    assert best is fp32 and basis == "peak"
+    assert recommend([over_budget]) == (None, "none")

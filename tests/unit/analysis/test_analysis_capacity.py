@@ -15,8 +15,8 @@ def step(index: int, users: int, qps: float, p99: float, mean: float, error_rate
     return StepStats(
         index=index, label=f"u{users}", users=users, steady_start_unix_s=0.0, steady_end_unix_s=60.0,
         duration_s=60.0, n_requests=n, n_ok=n, n_error=int(n * error_rate), n_timeout=0, n_probe=0,
-        n_warmup_trimmed=0, qps=qps, ok_qps=qps, error_rate=error_rate,
-        latency=LatencyStats(n=n, mean_ms=mean, p50_ms=mean, p99_ms=p99),
+        n_warmup_trimmed=0, qps=qps, ok_qps=qps, error_rate=error_rate, goodput_qps=qps,
+        offered_qps=qps / (1.0 - error_rate), latency=LatencyStats(n=n, mean_ms=mean, p50_ms=mean, p99_ms=p99),
     )  # fmt: skip
 
 

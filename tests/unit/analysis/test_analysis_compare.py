@@ -21,7 +21,10 @@ def analyses(tmp_path_factory: pytest.TempPathFactory):
 
 def test_known_effect_is_significant(analyses) -> None:
     result = compare_runs(
-        analyses["compare_base"], [analyses["compare_faster"]], parse_gate("p99_ms:+5%,qps:-3%")
+        analyses["compare_base"],
+        [analyses["compare_faster"]],
+        parse_gate("p99_ms:+5%,qps:-3%"),
+        error_budget=0.01,
     )
     cand = result.candidates[0]
     assert [s.index for s in cand.steps] == [0, 1, 2, 3]
@@ -38,7 +41,10 @@ def test_known_effect_is_significant(analyses) -> None:
 
 def test_no_effect_gives_no_significant_difference(analyses) -> None:
     result = compare_runs(
-        analyses["compare_base"], [analyses["compare_same"]], parse_gate("p99_ms:+5%,qps:-3%")
+        analyses["compare_base"],
+        [analyses["compare_same"]],
+        parse_gate("p99_ms:+5%,qps:-3%"),
+        error_budget=0.01,
     )
     overall = result.candidates[0].overall.metrics
     assert overall["qps"].verdict == "no_sig"

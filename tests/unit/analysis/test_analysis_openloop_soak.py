@@ -8,7 +8,7 @@ import pytest
 from analysis.summary import analyse_folder
 from embedperf.schema import StageRecord
 from reports.build import build_report
-from tests.golden.builders import T0_UNIX_S, ok_row, write_run
+from tests.golden.builders import T0_UNIX_S, ok_row, scenario_for_stages, write_run
 
 
 def test_open_loop_from_intended_and_lateness(tmp_path) -> None:
@@ -57,7 +57,8 @@ def test_soak_run_gets_a_verdict_in_the_report(tmp_path) -> None:
     telemetry = [
         (T0_UNIX_S + s, "psutil", "proc:service", "rss_mb", 900.0 + s / 10.0) for s in range(int(duration_s))
     ]
-    folder = write_run(tmp_path / "soak", rows, telemetry, [stage], scenario={"name": "soak", "kind": "soak"})
+    scenario = scenario_for_stages([stage], name="soak", kind="soak")
+    folder = write_run(tmp_path / "soak", rows, telemetry, [stage], scenario=scenario)
     summary = analyse_folder(folder, n_boot=50).summary
     assert summary.soak is not None
     assert summary.soak.memory_leak  # +360 MB/h

@@ -40,11 +40,11 @@ def test_incomplete_run_without_telemetry(tmp_path) -> None:
 
 
 def test_telemetry_gaps_per_source() -> None:
-    from analysis.load import _to_frame
+    from analysis.load import to_frame
 
     seconds = [s for s in range(100) if not 40 <= s < 60]
     table = telemetry_table([(T0_UNIX_S + s, "psutil", "cpu", "cpu_util_pct", 1.0) for s in seconds])
-    frame = _to_frame(table)
+    frame = to_frame(table)
     gaps = telemetry_gaps(frame, T0_UNIX_S, T0_UNIX_S + 99)
     assert gaps == {"psutil": 20}
     assert np.isfinite(frame["value"]).all()

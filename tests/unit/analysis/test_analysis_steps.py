@@ -42,7 +42,10 @@ def test_outcomes_probes_warmup_and_dropped_rows_are_counted(golden_summary) -> 
     assert stats.n_warmup_trimmed == 50
     assert golden_summary.dropped_rows["outside_stage"] == 4
     assert stats.duration_s == pytest.approx(100.0)
-    assert stats.qps == pytest.approx(10.07)
+    assert stats.qps == pytest.approx(10.0)  # goodput: the 1000 ok requests over 100 s
+    assert stats.goodput_qps == stats.ok_qps == stats.qps
+    assert stats.offered_qps == pytest.approx(10.07)  # failed requests counted too
+    assert stats.errors_by_kind == {"http_503": 5, "http_504": 2}
 
 
 def test_p99_confidence_interval_brackets_the_estimate(golden_summary) -> None:

@@ -1,4 +1,4 @@
-"""Golden tests: every shared npu-smi sample parses to exactly the stored result."""
+"""Golden tests: every npu-smi sample under tests/fixtures parses to exactly the stored result."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import npu_golden_lib as golden  # noqa: E402
 
-FIXTURES = sorted(
-    (Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "npu-smi").glob("*.txt")
-)
+FIXTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "npu-smi").glob("*.txt"))
 
 
 def test_every_fixture_has_a_golden_file(npu_smi_fixtures: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import pytest
 from embedperf import schema
 from embedperf.errors import RunFolderError
 from embedperf.parts import PartsWriter
+from scenarios.loader import load_scenario
+from scenarios.models import Scenario
+from tests.golden.fixtures import GOLDEN_DIR
 
 
 def test_run_id_format_and_uniqueness(tmp_path: Path) -> None:
@@ -22,10 +26,16 @@ def test_run_id_format_and_uniqueness(tmp_path: Path) -> None:
     assert first.root != second.root and first.root.is_dir() and second.root.is_dir()
 
 
+def _scenario(**fields: object) -> Scenario:
+    return load_scenario("smoke", overrides={k: str(v) for k, v in fields.items()})
+
+
 def test_manifest_round_trip_keeps_unknown_keys(tmp_path: Path) -> None:
     folder = schema.RunFolder(tmp_path / "r").create()
-    manifest = schema.Manifest(
-        run_id=folder.run_id,
+    manifest = schema.new_manifest(
+        folder.run_id,
+        _scenario(),
+        "http://127.0.0.1:9",
         stages=[schema.StageRecord(index=0, label="u1", users=1, start_unix_s=10.0, end_unix_s=20.0)],
     )
     schema.write_manifest(folder, manifest)
@@ -35,6 +45,47 @@ def test_manifest_round_trip_keeps_unknown_keys(tmp_path: Path) -> None:
     back = schema.read_manifest(folder)
     assert back.stages[0].users == 1 and back.stages[0].end_unix_s == 20.0
     assert back.model_extra == {"future_field": {"x": 1}}
+
+
+def test_typed_sections_survive_the_round_trip(tmp_path: Path) -> None:
+    """What the writer puts in (overrides included) the reader gets back as the same typed models."""
+    folder = schema.RunFolder(tmp_path / "r").create()
+    scenario = _scenario(
+        **{"slo.error_budget_pct": 5, "health.max_device_temp_c": 70, "target.devices": "[3,5]"}
+    )
+    info = {"model": "m", "devices": [{"kind": "npu", "index": 3, "name": "npu:3"}], "weights_sha256": "ab"}
+    manifest = schema.new_manifest(folder.run_id, scenario, "http://10.0.0.7:8086/", service_info=info)
+    schema.write_manifest(folder, manifest)
+    back = schema.read_manifest(folder)
+    assert back.schema_version == 2
+    assert back.slo.error_budget_pct == 5.0 and back.health.max_device_temp_c == 70.0
+    assert back.scenario == scenario and back.target.devices == [3, 5]
+    assert (
+        back.target.base_url == "http://10.0.0.7:8086"
+        and back.target_url == "http://10.0.0.7:8086/v1/embeddings"
+    )
+    assert back.service_info is not None and back.service_info.accelerator_indices() == [3]
+    assert back.service_info.model_extra == {"weights_sha256": "ab"}
+
+
+def test_version_1_manifest_is_upgraded_with_the_reader_names_mapped(tmp_path: Path) -> None:
+    """Version-1 folders (the golden runs are such files) load: error_budget (a fraction), temp_max_c, cpu."""
+    folder = schema.RunFolder(tmp_path / "v1").create()
+    shutil.copy(GOLDEN_DIR / "known_percentiles" / "manifest.json", folder.manifest)
+    raw = json.loads(folder.manifest.read_text())
+    assert raw["schema_version"] == 1 and raw["slo"] == {"p99_ms": 995.0, "error_budget": 0.01}
+    raw["health"] = {"temp_max_c": 70.0, "error_rate_max": 0.002}
+    folder.manifest.write_text(json.dumps(raw))
+    back = schema.read_manifest(folder)
+    assert back.schema_version == schema.SCHEMA_VERSION
+    assert back.slo.error_budget_pct == 1.0
+    assert back.health.max_device_temp_c == 70.0 and back.health.max_error_rate_pct == 0.2
+    assert back.host.hostname == "golden-host" and back.host.cpu_model == "golden-cpu"
+    assert back.scenario.name == "golden" and back.scenario.steps[0].users == 10
+    assert (
+        back.target_url == "http://127.0.0.1:8086/v1/embeddings"
+        and back.target.base_url == "http://127.0.0.1:8086"
+    )
 
 
 def test_manifest_from_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -78,16 +129,16 @@ def test_parts_compact_to_parquet_with_nulls_and_quoting(tmp_path: Path) -> None
     assert frame["srv_total_ms"].isna().all()  # absent, never 0
 
 
-def test_torn_last_row_is_dropped_not_fatal(tmp_path: Path) -> None:
+def test_legacy_csv_part_with_torn_last_row_still_reads(tmp_path: Path) -> None:
     folder = schema.RunFolder(tmp_path / "r").create()
-    writer = PartsWriter(folder.telemetry_parts, schema.TELEMETRY_SCHEMA, "psutil")
-    writer.write([1.0, "h", "psutil", "cpu", "cpu_util_pct", 12.5])
-    writer.close()
-    with open(writer.path, "a") as fh:
-        fh.write("2.0,h,psutil,cpu,cpu_ut")  # crash mid-row
+    folder.telemetry_parts.mkdir()
+    (folder.telemetry_parts / "psutil.csv").write_text(
+        ",".join(schema.TELEMETRY_COLUMNS) + "\n1.0,h,psutil,cpu,cpu_util_pct,12.5\n2.0,h,psutil,cpu,cpu_ut"
+    )  # a CSV part of an older run, its writer killed mid-row
     table = schema.read_telemetry_table(folder)
-    assert table.num_rows == 1
     assert table.column("value").to_pylist() == [12.5]
+    assert schema.compact_parts(folder.telemetry_parts, folder.telemetry, schema.TELEMETRY_SCHEMA) == 1
+    assert not folder.telemetry_parts.exists()
 
 
 def test_reader_merges_parquet_and_leftover_parts(tmp_path: Path) -> None:

@@ -68,7 +68,9 @@ def test_fast_check_accepts_the_common_answer_and_reads_tokens() -> None:
 
 
 def test_timing_values_follow_the_row_tail_and_the_dict_parser() -> None:
-    assert REQUEST_COLUMNS[-len(TIMING_VALUE_COLUMNS) :] == TIMING_VALUE_COLUMNS
+    start = REQUEST_COLUMNS.index(TIMING_VALUE_COLUMNS[0])
+    assert REQUEST_COLUMNS[start : start + len(TIMING_VALUE_COLUMNS)] == TIMING_VALUE_COLUMNS
+    assert REQUEST_COLUMNS[start + len(TIMING_VALUE_COLUMNS) :] == ("probe_cosine",)
     header = "queue;dur=1.5, tokenize;dur=0.25, compute;dur=5, post;dur=0.5, total;dur=7.25"
     headers = {"Server-Timing": header, "X-Batch-Size": "8", "X-Batch-Tokens": " 120 "}
     values = timing_values(headers.get)
@@ -156,3 +158,67 @@ def test_a_failed_check_is_recorded_with_its_reason() -> None:
     assert got["ok"] is False and got["error"].startswith("wrong count: 1 embeddings for 2 inputs")
     assert client.response.failed == got["error"] and rows == [row]
     assert got["srv_total_ms"] is None and got["batch_size"] is None
+
+
+TIMING_HEADERS = [
+    "queue;dur=1.5, tokenize;dur=0.25, compute;dur=5, post;dur=0.5, total;dur=7.25",  # the service's layout
+    "queue;dur=0.100, tokenize;dur=0.200, compute;dur=12.345, post;dur=0.050, total;dur=12.695",
+    "queue;dur=, tokenize;dur=0.2, compute;dur=x, post;dur=0.1, total;dur=3",  # layout, odd values
+    "total;dur=3, queue;dur=1",  # other order
+    'queue;desc="wait";dur=2, total;dur="4"',  # parameters and quotes
+    "queue;dur=1, tokenize;dur=2, compute;dur=3, post;dur=4, total;dur=5, cache;desc=hit",  # one more metric
+    "cache;desc=hit",
+    "",
+]
+
+
+@pytest.mark.parametrize("header", TIMING_HEADERS)
+def test_timing_values_agree_with_the_general_parser_on_any_layout(header: str) -> None:
+    parsed = parse_server_timing(header)
+    values = timing_values({"Server-Timing": header}.get)
+    assert values[:5] == [parsed.get(c) for c in TIMING_VALUE_COLUMNS[:5]]
+
+
+def test_timing_values_join_a_header_sent_on_several_lines() -> None:
+    headers: dict[str, Any] = {"Server-Timing": ["queue;dur=1", "total;dur=2"], "X-Batch-Size": "4"}
+    values = timing_values(headers.get)  # geventhttpclient answers a list for a repeated header
+    assert values == [1.0, None, None, None, 2.0, 4, None]
+
+
+@pytest.mark.parametrize(
+    ("body", "dim", "n_inputs"),
+    [
+        (b'{"data": [{"embedding": [ ]}], "usage": {"prompt_tokens": 1}}', 1, 1),  # a blank list is empty
+        (b'{"data": [{"embedding": [0.5]}], "usage": {"prompt_tokens": 1}}', 1, 1),
+        (b'{"embedding": [1, 2, 3, 4]}', 4, 1),  # no `data`
+        (b'  {"data": [{"embedding": [1, 2, 3, 4]}]}\n', 4, 1),  # surrounding whitespace
+        (b'{"usage": {"prompt_tokens": 5}, "data": [{"embedding": [1, 2, 3, 4]}]}', 4, 1),  # usage first
+        (b'{"data": [{"embedding": [1, 2, 3, 4]}], "usage": {"prompt_tokens": 2.5}}', 4, 1),
+    ],
+)
+def test_fast_check_agrees_with_full_parsing_at_other_dimensions(
+    body: bytes, dim: int, n_inputs: int
+) -> None:
+    assert check_body(body, _ctx(dim), n_inputs) == _check_parsed(body, _ctx(dim), n_inputs)
+
+
+def test_rows_are_tagged_with_the_stage_of_their_intended_start(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path / "run").create()
+    timeline = StageTimeline()
+    timeline.begin(0, "u1", 100.0, users=1)
+    timeline.begin(1, "r50", 110.0, rate=50.0)
+    recorder = Recorder(folder, timeline)
+    intended = REQUEST_COLUMNS.index("t_intended_unix_s")
+    stage = REQUEST_COLUMNS.index("stage_index")
+    rows = []
+    for t in (99.0, 100.0, 109.9, 110.0, 500.0, None):
+        row: list[Any] = [None] * len(REQUEST_COLUMNS)
+        row[intended] = t
+        recorder.write_values(row)
+        rows.append(row[stage : stage + 4])
+    assert rows == [[0, "u1", 1, None]] * 3 + [[1, "r50", None, 50.0]] * 3  # None: the current stage
+    looked_up = [timeline.lookup(t) for t in (99.0, 100.0, 109.9, 110.0, 500.0)]
+    assert [s.index for s in looked_up if s is not None] == [0, 0, 0, 1, 1]
+    assert recorder.close() == 6
+    table = read_requests_table(folder).to_pydict()
+    assert sorted(table["stage_index"]) == [0, 0, 0, 1, 1, 1] and set(table["run_id"]) == {"run"}

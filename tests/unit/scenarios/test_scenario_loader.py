@@ -10,7 +10,7 @@ from embedperf.errors import ConfigError
 from scenarios.loader import env_overrides, load_scenario, parse_overrides, shipped_scenarios
 
 
-@pytest.mark.parametrize("name", ["ramp", "openloop", "soak", "spike", "smoke"])
+@pytest.mark.parametrize("name", ["ramp", "openloop", "soak", "spike", "smoke", "query", "indexing"])
 def test_shipped_scenarios_validate(name: str) -> None:
     assert name in shipped_scenarios()
     scenario = load_scenario(name, environ={})

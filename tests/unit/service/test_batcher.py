@@ -100,11 +100,10 @@ def test_batches_are_cut_by_padded_tokens() -> None:
 def test_a_lone_input_does_not_wait_for_arrivals_that_may_never_come() -> None:
     async def go() -> None:
         encoder = FakeEncoder()
-        async for b in _running(encoder, max_batch_size=32, max_wait_ms=2000):
-            t0 = time.perf_counter()
+        # max_wait (60 s) far beyond the deadline (5 s): had the batch waited for arrivals, it would have expired
+        async for b in _running(encoder, max_batch_size=32, max_wait_ms=60_000):
             result = await b.submit(["alone"], 5000)
-            assert (time.perf_counter() - t0) * 1000 < 1000
-            assert result.batch_size == 1
+            assert result.batch_size == 1 and encoder.batches == [[3]]
 
     run(go())
 
@@ -261,7 +260,7 @@ def test_busy_fraction_and_metrics_track_compute() -> None:
         encoder = FakeEncoder(compute_s=0.1)
         async for b in _running(encoder, max_wait_ms=0):
             await b.submit(["a", "b c"], 5000)
-            assert 0.005 <= b.busy_fraction(window_s=10) <= 0.1
+            assert 0.01 <= b.busy_fraction(window_s=10) <= 1.0  # >= 0.1 s of compute in 10 s
             text = b.metrics.render().decode()
             assert "embedperf_inputs_total 2.0" in text
             assert "embedperf_tokens_total 7.0" in text

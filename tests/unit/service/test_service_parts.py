@@ -13,7 +13,15 @@ from service.cache import EmbeddingCache
 from service.cli import build_parser, settings_from_args
 from service.limits import ConcurrencyLimit, RateLimit
 from service.model import read_pooling
-from service.openai_api import ApiError, encode_vector, parse_embedding_request, shorten
+from service.openai_api import (
+    ApiError,
+    encode_vector,
+    parse_embedding_request,
+    request_body_schema,
+    shorten,
+)
+from service.request_io import TRUNCATE_CHARS_PER_TOKEN, limit_chars
+from service.settings import ServiceSettings
 
 
 def parse(body: object, content_type: str = "application/json") -> object:
@@ -130,3 +138,47 @@ def test_pooling_follows_model_config(tmp_path: object) -> None:
     assert read_pooling(root) == "cls"
     (root / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_lasttoken": True}))
     assert read_pooling(root) == "lasttoken"
+
+
+def test_inconsistent_limits_and_empty_key_lists_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match=r"max_inputs \(2048\) exceeds queue_size \(1024\)"):
+        settings_from_args(["--queue-size", "1024", "--max-inputs", "2048"])
+    assert settings_from_args(["--queue-size", "1024", "--max-inputs", "1024"]).queue_size == 1024
+    assert ServiceSettings().max_inputs <= ServiceSettings().queue_size
+    monkeypatch.setenv("EMBEDPERF_API_KEYS", " , ,, ")
+    with pytest.raises(ConfigError, match="only commas or whitespace"):
+        settings_from_args([])
+
+
+def test_character_limit_applies_before_tokenising() -> None:
+    texts = ["short", "x" * 10_000]
+    cut = limit_chars(texts, max_input_chars=50_000, long_input="truncate", max_tokens=256)
+    assert cut == ["short", "x" * (256 * TRUNCATE_CHARS_PER_TOKEN)]
+    assert limit_chars(texts, 100, "truncate", 256)[1] == "x" * 100
+    assert limit_chars(texts, 10_000, "reject", 256) == texts
+    with pytest.raises(ApiError) as info:
+        limit_chars(texts, 9_999, "reject", 256)
+    assert info.value.status == 413 and info.value.code == "input_too_long"
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b'{"input": "\\ud800"}', "invalid_unicode"),
+        (b'{"input": ["ok", "\\udfff tail"]}', "invalid_unicode"),
+        (b'{"input": "\xc3\x28"}', "invalid_json"),
+        (b"[" * 50_000 + b"]" * 50_000, "invalid_json"),
+    ],
+)
+def test_invalid_unicode_and_deep_nesting_are_400(raw: bytes, code: str) -> None:
+    with pytest.raises(ApiError) as info:
+        parse(raw)
+    assert info.value.status == 400 and info.value.code == code
+
+
+def test_request_body_schema_matches_the_validator() -> None:
+    schema = request_body_schema(max_inputs=3, dimension=8, max_input_chars=100)
+    assert schema["required"] == ["input"]
+    assert schema["properties"]["dimensions"] == {"type": "integer", "minimum": 1, "maximum": 8}
+    array = schema["properties"]["input"]["anyOf"][1]
+    assert array["maxItems"] == 3 and array["items"]["minLength"] == 1

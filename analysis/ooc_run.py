@@ -1,0 +1,86 @@
+"""One run analysed out of core: the summary and every figure input, none of the request rows in memory.
+
+`analyse_run(folder)` is what `embedperf report`, `compare` and `capacity` use for runs of any length:
+DuckDB over the Parquet files with its memory capped and its spill folder under RUN_DIR/analysis/.
+Pass 1 reads the request rows (analysis/ooc.py per-step statistics, analysis/ooc_tables.py run-wide
+figures, analysis/minute_series.py series); pass 2 the telemetry (analysis/ooc_telemetry.py), joined
+by time. `python -m analysis.ooc_run RUN_DIR` writes RUN_DIR/analysis/summary.json alone.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from analysis import minute_series, ooc, ooc_tables, ooc_telemetry
+from analysis.ooc_figures import ReportFigures
+from analysis.row_figures import RequestTotals, RowFigures
+from analysis.soak import is_soak
+from analysis.summary import RunAnalysis, Settings, is_open_loop, run_window, summarise, write_analysis
+from embedperf.schema import RunFolder, open_run_folder, read_manifest
+
+MAX_SERIES_POINTS = 1500
+
+
+def analyse_run(
+    folder: RunFolder, settings: Settings | None = None, memory_limit: str = ooc.MEMORY_LIMIT
+) -> RunAnalysis:
+    settings = settings or Settings()
+    manifest = read_manifest(folder)
+    work = folder.analysis
+    work.mkdir(parents=True, exist_ok=True)
+    soak = is_soak(manifest)
+    with ooc.connect(work, memory_limit) as con:
+        windows = ooc.create_views(con, ooc.request_files(folder, work), manifest.stages)
+        requests = ooc.request_aggregates(
+            con, manifest.stages, windows, is_open_loop(manifest), n_boot=settings.n_boot,
+            lateness_tolerance_ms=manifest.scenario.open_loop.lateness_tolerance_ms,
+        )  # fmt: skip
+        totals = ooc_tables.totals(con)
+        t0, minutes = minute_series.request_minutes(con) if soak else (None, [])
+        done = con.execute("SELECT max(t_done_unix_s) FROM src WHERE isfinite(t_done_unix_s)").fetchone()
+        t_done_max = float(done[0]) if done and done[0] is not None else None
+        rows = RowFigures(
+            stats=[s.stats for s in requests.steps.values()],
+            decomposition={i: s.decomposition for i, s in requests.steps.items()},
+            dropped=requests.dropped,
+            warmup_trimmed=requests.warmup_trimmed,
+            totals=RequestTotals.of(totals.n_requests, totals.n_ok, totals.errors_by_kind),
+            outage_windows=ooc_tables.outage_windows(con),
+            t_done_max_unix_s=t_done_max,
+            soak=ooc_tables.soak_inputs(con, t0, minutes) if t0 is not None else None,
+        )
+        run_t0, run_t1 = run_window(manifest, t_done_max)
+        figures = ReportFigures(
+            request_series=minute_series.request_series(con, run_t0 or 0.0, MAX_SERIES_POINTS)
+            if t_done_max is not None
+            else None,
+            cdf_ms={i: s.cdf_ms for i, s in requests.steps.items() if s.cdf_ms},
+            batch_sizes=minute_series.batch_histograms(con),
+            top_errors=minute_series.top_errors(con),
+            lengths=ooc_tables.latency_by_input_tokens(con),
+            embeddings={i: s.n_embeddings for i, s in requests.steps.items()},
+            tokens={i: s.n_tokens for i, s in requests.steps.items()},
+            minutes=minutes,
+        )
+    with ooc.connect(work, memory_limit) as con:
+        ooc_telemetry.create_view(con, ooc_telemetry.telemetry_files(folder, work))
+        index = ooc_telemetry.telemetry_index(con)
+        gaps = ooc_telemetry.telemetry_gaps(con, run_t0, run_t1)
+        summary, serving = summarise(manifest, rows, index, gaps, ooc_telemetry.sources(con), settings)
+        if t0 is not None and minutes:
+            minute_series.add_telemetry_minutes(con, t0, minutes, serving.devices or None)
+            summary.soak_minutes = minute_series.soak_findings(minutes)
+    return RunAnalysis(summary=summary, manifest=manifest, folder=folder, telemetry=index, figures=figures)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m analysis.ooc_run RUN_DIR", file=sys.stderr)
+        return 2
+    folder = open_run_folder(argv[0])
+    print(write_analysis(folder, analyse_run(folder).summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

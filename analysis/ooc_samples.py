@@ -1,0 +1,121 @@
+"""What a comparison resamples, read out of core: a bounded latency sample per step, per-second counts.
+
+The percentile intervals of analysis/compare.py resample each step's ok latencies. A 24 h step holds
+100M of them, so each step gives a seeded reservoir of at most MAX_LATENCY_SAMPLES (DuckDB
+`USING SAMPLE reservoir(...) REPEATABLE`, one thread so the seed fixes the draw); a step with fewer
+rows gives every row, as before. Point estimates stay exact: the steps' own percentiles, and for the
+whole run order statistics over every ok row. Per-second ok counts and token sums are GROUP BYs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+import numpy as np
+
+from analysis import ooc, order_stats
+from analysis.compare import LATENCY_METRICS, OVERALL_INDEX, Samples, load_key, telemetry_samples
+from analysis.summary import RunAnalysis
+
+MAX_LATENCY_SAMPLES = 100_000
+SAMPLE_SEED = 20_240_601
+_OK = "NOT probe AND outcome = 0"
+
+
+def _latencies(con: duckdb.DuckDBPyConnection, where: str, seed: int) -> np.ndarray:
+    rows = con.execute(
+        f"SELECT latency_ms FROM (SELECT latency_ms FROM prepared WHERE {where}) "
+        f"USING SAMPLE reservoir({MAX_LATENCY_SAMPLES} ROWS) REPEATABLE ({seed})"
+    ).fetchnumpy()
+    return np.sort(np.asarray(rows["latency_ms"], dtype=np.float64))
+
+
+def _per_second(
+    con: duckdb.DuckDBPyConnection, stage: int, start: float, end: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """ok counts and input-token sums per 1 s bin of [start, end] by send time (compare.per_second_bins)."""
+    duration = end - start
+    if duration <= 0:
+        return np.array([]), np.array([]), None
+    n_bins = max(int(np.ceil(duration - 1e-9)), 1)
+    widths = np.ones(n_bins)
+    widths[-1] = duration - (n_bins - 1)
+    rows = con.execute(
+        f"""SELECT least(greatest(floor(t_sent_unix_s - ?), 0), ?)::BIGINT AS b, count(*),
+                  sum(input_tokens::DOUBLE), count(input_tokens)
+            FROM prepared WHERE {_OK} AND stage = ? AND isfinite(t_sent_unix_s) GROUP BY b""",
+        [start, n_bins - 1, stage],
+    ).fetchall()
+    counts = np.zeros(n_bins)
+    tokens = np.zeros(n_bins)
+    known = False
+    for b, n, token_sum, n_tokens in rows:
+        counts[int(b)] = n
+        if n_tokens:
+            tokens[int(b)] = token_sum
+            known = True
+    return counts, widths, tokens if known else None
+
+
+def _exact(con: duckdb.DuckDBPyConnection, pcts: Sequence[float]) -> dict[float, float | None]:
+    row = con.execute(f"SELECT count(*) FROM prepared WHERE {_OK} AND isfinite(latency_ms)").fetchone()
+    n = int(row[0]) if row else 0
+    if n == 0:
+        return {q: None for q in pcts}
+
+    def fetch(ranks: Sequence[int]) -> dict[int, float]:
+        got = con.execute(
+            f"SELECT quantile_disc(latency_ms, ?) FROM prepared WHERE {_OK} AND isfinite(latency_ms)",
+            [[(k + 0.5) / n for k in ranks]],
+        ).fetchone()
+        assert got is not None
+        return {k: float(v) for k, v in zip(ranks, got[0], strict=True)}
+
+    return dict(zip(pcts, order_stats.exact_percentiles(n, list(pcts), fetch), strict=True))
+
+
+def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
+    """Samples per stage index, plus OVERALL_INDEX for all steady rows together."""
+    out: dict[int, Samples] = {}
+    work = analysis.folder.analysis
+    work.mkdir(parents=True, exist_ok=True)
+    with ooc.connect(work) as con:
+        ooc.create_views(con, ooc.request_files(analysis.folder, work), analysis.manifest.stages)
+        con.execute("SET threads = 1")  # a REPEATABLE reservoir is reproducible on one thread only
+        for step in analysis.summary.steps:
+            s = step.stats
+            counts, widths, tokens = _per_second(con, s.index, s.steady_start_unix_s, s.steady_end_unix_s)
+            lat = s.latency
+            out[s.index] = Samples(
+                label=s.label,
+                load_key=load_key(s.users, s.rate),
+                latency_sorted=_latencies(con, f"{_OK} AND stage = {s.index}", SAMPLE_SEED + s.index),
+                ok_counts=counts,
+                bin_widths_s=widths,
+                qps=float(counts.sum() / widths.sum()) if len(widths) else 0.0,
+                n_requests=s.n_requests,
+                n_failed=s.n_requests - s.n_ok,
+                telemetry=telemetry_samples(analysis, s.steady_start_unix_s, s.steady_end_unix_s),
+                token_counts=tokens,
+                exact_ms={50.0: lat.p50_ms, 95.0: lat.p95_ms, 99.0: lat.p99_ms},
+                n_ok=lat.n,
+            )
+        peak = max(out.values(), key=lambda x: x.qps, default=None)
+        n_requests = sum(s.stats.n_requests for s in analysis.summary.steps)
+        n_ok = sum(s.stats.n_ok for s in analysis.summary.steps)
+        out[OVERALL_INDEX] = Samples(
+            label="overall",
+            load_key=None,
+            latency_sorted=_latencies(con, _OK, SAMPLE_SEED),
+            ok_counts=peak.ok_counts if peak else np.array([]),
+            bin_widths_s=peak.bin_widths_s if peak else np.array([]),
+            qps=peak.qps if peak else 0.0,
+            n_requests=n_requests,
+            n_failed=n_requests - n_ok,
+            telemetry=peak.telemetry if peak else {},
+            token_counts=peak.token_counts if peak else None,
+            exact_ms=_exact(con, list(LATENCY_METRICS.values())),
+            n_ok=n_ok,
+        )
+    return out

@@ -1,0 +1,319 @@
+"""`make bench-overload`: does the reference service degrade gracefully under 10x overload and huge bodies?
+
+1. Huge bodies: 4 x 10 MB POSTs at once, 5 rounds (Content-Length and chunked alternately) -> every answer
+   413, and the service's RSS growth in % (target <= 5 %).
+2. Capacity: wrk with a moderate connection count (closed loop) -> successful requests per second.
+3. Overload: wrk at 500 and 1,000 connections for 20 s each, while side probers send a lean embedding
+   request and GET /health every 50 ms. Printed per level: goodput vs capacity (target >= 80 %),
+   P99 of admitted requests (server-side from Server-Timing for every 200, client-side from the probe)
+   vs the deadline, 429 latency from the probe (target: all within 50 ms), /health P99 (target
+   <= 100 ms), and the latency of the first request after the load vs the idle latency.
+wrk (Debian package `wrk`, `make system-deps`) drives the load; the service runs as a ServiceProcess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psutil
+
+from loadgen.service_proc import ServiceProcess
+
+BODY = {"input": "Capacity planning needs the P99 latency at every load step of the embedding service."}
+PROBE_INTERVAL_S = 0.05
+HUGE_BODY_BYTES = 10 * 1024 * 1024
+# Counts statuses per thread and keeps the server-side total of every 200 (Server-Timing total;dur=ms).
+# With honour_retry_after, every 429 delays one later request of the thread by its Retry-After, as the
+# OpenAI SDK and other well-behaved clients do; without it, clients retry at once (the worst case).
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = %(body)s
+local honour_retry_after = %(honour)s
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) counts = {}; admitted_ms = {}; backoffs_ms = {} end
+function delay()
+  if #backoffs_ms > 0 then return table.remove(backoffs_ms, 1) end
+  return 0
+end
+function response(status, headers, body)
+  counts[status] = (counts[status] or 0) + 1
+  if honour_retry_after and status == 429 then
+    local after_s = tonumber(headers["retry-after"] or headers["Retry-After"] or "1") or 1
+    table.insert(backoffs_ms, after_s * 1000)
+  end
+  if status == 200 then
+    local timing = headers["server-timing"] or headers["Server-Timing"] or ""
+    local total = string.match(timing, "total;dur=([%%d%%.]+)")
+    if total then table.insert(admitted_ms, tonumber(total)) end
+  end
+end
+function done(summary, latency, requests)
+  local merged, all_ms = {}, {}
+  for _, thread in ipairs(threads) do
+    for status, n in pairs(thread:get("counts")) do merged[tostring(status)] = (merged[tostring(status)] or 0) + n end
+    for _, ms in ipairs(thread:get("admitted_ms")) do table.insert(all_ms, ms) end
+  end
+  local parts = {}
+  for status, n in pairs(merged) do table.insert(parts, string.format('"%%s": %%d', status, n)) end
+  local ms_parts = {}
+  for _, ms in ipairs(all_ms) do table.insert(ms_parts, string.format("%%.2f", ms)) end
+  local e = summary.errors
+  io.write(string.format('RESULT {"duration_s": %%f, "statuses": {%%s}, "admitted_server_ms": [%%s], '
+    .. '"socket_errors": {"connect": %%d, "read": %%d, "write": %%d, "timeout": %%d}}\\n',
+    summary.duration / 1e6, table.concat(parts, ", "), table.concat(ms_parts, ", "),
+    e.connect, e.read, e.write, e.timeout))
+end
+"""
+
+
+@dataclass
+class Probe:
+    """A lean side client: one request every PROBE_INTERVAL_S on its own keep-alive connection."""
+
+    url: str
+    method: str
+    samples: list[tuple[int, float]] = field(default_factory=list)  # (status, latency_ms); 0 = no answer
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        with httpx.Client(timeout=10.0) as client:
+            while not self.stop.is_set():
+                t_start_s = time.perf_counter()
+                try:
+                    if self.method == "GET":
+                        status = client.get(self.url).status_code
+                    else:
+                        status = client.post(self.url, json=BODY).status_code
+                except httpx.HTTPError:
+                    status = 0
+                self.samples.append((status, (time.perf_counter() - t_start_s) * 1000))
+                self.stop.wait(PROBE_INTERVAL_S)
+
+    def latencies_ms(self, status: int) -> list[float]:
+        return sorted(ms for code, ms in self.samples if code == status)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
+
+
+def run_wrk(url: str, script: Path, connections: int, duration_s: int, threads: int) -> dict[str, object]:
+    cmd = [
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{duration_s}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(script),
+        f"{url}/v1/embeddings",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 60).stdout
+    line = next((row for row in out.splitlines() if row.startswith("RESULT ")), None)
+    if line is None:
+        raise SystemExit(f"wrk printed no result:\n{out}")
+    result: dict[str, object] = json.loads(line.removeprefix("RESULT "))
+    return result
+
+
+def idle_latency_ms(url: str, count: int = 20) -> float:
+    with httpx.Client(timeout=30) as client:
+        samples = []
+        for _ in range(count):
+            t_start_s = time.perf_counter()
+            response = client.post(f"{url}/v1/embeddings", json=BODY)
+            if response.status_code != 200:
+                raise SystemExit(f"an idle request failed: {response.status_code} {response.text[:300]}")
+            samples.append((time.perf_counter() - t_start_s) * 1000)
+    return statistics.median(samples)
+
+
+def huge_bodies(service: ServiceProcess, rounds: int = 5) -> None:
+    payload = b'{"input": "' + b"x" * HUGE_BODY_BYTES + b'"}'
+
+    def chunked() -> Iterator[bytes]:
+        for start in range(0, len(payload), 1 << 20):
+            yield payload[start : start + (1 << 20)]
+
+    def post(content: bytes | Iterator[bytes]) -> int:
+        headers = {"content-type": "application/json"}
+        try:
+            return httpx.post(
+                f"{service.url}/v1/embeddings", content=content, headers=headers, timeout=60
+            ).status_code
+        except httpx.HTTPError:
+            return 0
+
+    process = psutil.Process(service.pid)
+    idle_latency_ms(service.url, 50)  # allocator warm: RSS growth is measured from a served state
+    rss_before_mb = process.memory_info().rss / 2**20
+    statuses: list[int] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        for index in range(rounds):
+            bodies = [payload] * 4 if index % 2 == 0 else [chunked() for _ in range(4)]
+            statuses += list(pool.map(post, bodies))
+    rss_after_mb = process.memory_info().rss / 2**20
+    growth_pct = (rss_after_mb / rss_before_mb - 1) * 100
+    print(
+        f"huge bodies: {rounds} rounds of 4 x {HUGE_BODY_BYTES >> 20} MB -> statuses "
+        f"{dict(sorted((s, statuses.count(s)) for s in set(statuses)))}; RSS {rss_before_mb:.0f} -> "
+        f"{rss_after_mb:.0f} MB ({growth_pct:+.1f} %, target <= 5 %)",
+        flush=True,
+    )
+
+
+def recovery(url: str, idle_ms: float) -> tuple[int, float, float]:
+    """(status, latency_ms) of the first request after the load, and how long after the load a request
+    first got a 200 within 3x the idle median latency (back to normal)."""
+    t_load_end_s = time.perf_counter()
+    first: tuple[int, float] | None = None
+    with httpx.Client(timeout=30) as client:
+        while time.perf_counter() - t_load_end_s < 30:
+            t_start_s = time.perf_counter()
+            status = client.post(f"{url}/v1/embeddings", json=BODY).status_code
+            latency_ms = (time.perf_counter() - t_start_s) * 1000
+            first = first or (status, latency_ms)
+            if status == 200 and latency_ms <= 3 * idle_ms:
+                break
+            time.sleep(0.05)
+    assert first is not None
+    return first[0], first[1], (time.perf_counter() - t_load_end_s) * 1000
+
+
+def capacity_qps(service: ServiceProcess, script: Path, args: argparse.Namespace) -> float:
+    """Closed-loop goodput at a moderate connection count: what the service can do here, now."""
+    result = run_wrk(
+        service.url, script, args.capacity_connections, args.capacity_duration_s, args.wrk_threads
+    )
+    statuses = {int(k): v for k, v in result["statuses"].items()}  # type: ignore[attr-defined]
+    qps = statuses.get(200, 0) / float(result["duration_s"])  # type: ignore[arg-type]
+    print(
+        f"\ncapacity (wrk {args.capacity_connections} connections, {args.capacity_duration_s} s): "
+        f"{qps:.1f} req/s; statuses {dict(sorted(statuses.items()))}",
+        flush=True,
+    )
+    return qps
+
+
+def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) -> None:
+    """Per level: capacity measured just before (the host's other load drifts), then the overload run."""
+    idle_ms = idle_latency_ms(service.url)
+    for connections in args.connections:
+        capacity = capacity_qps(service, script, args)
+        time.sleep(2)
+        health = Probe(f"{service.url}/health", "GET")
+        embed = Probe(f"{service.url}/v1/embeddings", "POST")
+        probers = [threading.Thread(target=p.run, daemon=True) for p in (health, embed)]
+        for thread in probers:
+            thread.start()
+        result = run_wrk(service.url, script, connections, args.duration_s, args.wrk_threads)
+        first_status, first_ms, recovered_ms = recovery(service.url, idle_ms)
+        for probe in (health, embed):
+            probe.stop.set()
+        for thread in probers:
+            thread.join(timeout=15)
+        statuses = {int(k): v for k, v in result["statuses"].items()}  # type: ignore[attr-defined]
+        duration_s = float(result["duration_s"])  # type: ignore[arg-type]
+        goodput = statuses.get(200, 0) / duration_s
+        admitted_ms: list[float] = result["admitted_server_ms"]  # type: ignore[assignment]
+        rejections = embed.latencies_ms(429)
+        health_ms = [ms for status, ms in health.samples if status == 200]
+        unanswered = sum(1 for status, _ in health.samples if status != 200)
+        print(
+            f"== wrk {connections} connections, {duration_s:.0f} s, deadline {args.deadline_ms} ms",
+            flush=True,
+        )
+        print(f"statuses: {dict(sorted(statuses.items()))}; socket errors: {result['socket_errors']}")
+        print(
+            f"goodput: {goodput:.1f} req/s = {goodput / capacity * 100:.0f} % of capacity "
+            f"{capacity:.1f} req/s (target >= 80 %)"
+        )
+        print(
+            f"admitted P99: server {percentile(admitted_ms, 99):.0f} ms over {len(admitted_ms)} requests; "
+            f"probe {percentile(embed.latencies_ms(200), 99):.0f} ms over {len(embed.latencies_ms(200))} "
+            f"(deadline {args.deadline_ms} ms)"
+        )
+        within = sum(1 for ms in rejections if ms <= 50)
+        print(
+            f"429 latency (probe): {within}/{len(rejections)} within 50 ms; P99 "
+            f"{percentile(rejections, 99):.1f} ms, max {max(rejections, default=float('nan')):.1f} ms"
+        )
+        print(
+            f"/health: P99 {percentile(health_ms, 99):.1f} ms, max {max(health_ms, default=float('nan')):.1f} "
+            f"ms over {len(health_ms)} probes, {unanswered} unanswered (target P99 <= 100 ms)"
+        )
+        print(
+            f"first request after the load: {first_status} in {first_ms:.0f} ms (idle median {idle_ms:.0f} ms); "
+            f"a 200 within 3x the idle median {recovered_ms:.0f} ms after the load"
+        )
+        time.sleep(2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Overload and huge-body benchmark of the reference service.")
+    parser.add_argument("--connections", type=int, nargs="+", default=[500, 1000])
+    parser.add_argument("--duration-s", type=int, default=20)
+    parser.add_argument(
+        "--capacity-connections",
+        type=int,
+        default=128,
+        help="enough to fill batches, few enough to be admitted",
+    )
+    parser.add_argument("--capacity-duration-s", type=int, default=10)
+    parser.add_argument("--wrk-threads", type=int, default=2)
+    parser.add_argument("--deadline-ms", type=int, default=5000, help="the service's --deadline-ms")
+    parser.add_argument(
+        "--ignore-retry-after",
+        action="store_true",
+        help="wrk connections retry a 429 at once instead of waiting its Retry-After (worst case)",
+    )
+    parser.add_argument(
+        "--service-arg", action="append", default=[], help="extra flag for the service (repeatable)"
+    )
+    parser.add_argument("--skip-huge-bodies", action="store_true")
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print(
+            "wrk not found on PATH; install it with `make system-deps` (Debian package wrk)", file=sys.stderr
+        )
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "embed.lua"
+        honour = "false" if args.ignore_retry_after else "true"
+        script.write_text(WRK_SCRIPT % {"body": json.dumps(json.dumps(BODY)), "honour": honour})
+        # Clients that honour Retry-After leave their connection idle for seconds: keep it open meanwhile.
+        service_args = ["--deadline-ms", str(args.deadline_ms), "--keep-alive-timeout-s", "30"]
+        service_args += args.service_arg
+        with ServiceProcess(service_args, log_path=Path(tmp) / "service.log") as service:
+            print(
+                f"service {service.url} pid {service.pid} args {service_args}; wrk clients "
+                f"{'retry 429s at once' if args.ignore_retry_after else 'honour Retry-After'}",
+                flush=True,
+            )
+            if not args.skip_huge_bodies:
+                huge_bodies(service)
+            overload(service, script, args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

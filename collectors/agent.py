@@ -1,0 +1,301 @@
+"""`embedperf agent`: sample this (service) host with the collector sources and serve the samples.
+
+The load generator usually runs on another machine, where npu-smi and NVML do not exist. The agent
+runs on the service host, samples at 1 Hz with the same sources as `python -m collectors`, keeps a
+bounded ring buffer and serves it twice: `/metrics` (Prometheus text, one gauge per canonical
+metric with `device`, `host` and `source` labels, so an existing Prometheus can scrape it) and
+`/samples?since=UNIX_S` (JSON), which a run pulls so that no second is lost when one pull is late.
+`/time` answers the agent's clock for the run's offset estimate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hmac
+import ipaddress
+import json
+import math
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from collectors.base import Source
+from collectors.clock import TickScheduler
+from collectors.config import CollectorConfig
+from embedperf.errors import CollectorError, ConfigError
+from embedperf.schema import CANONICAL_METRICS, TelemetrySample
+
+DEFAULT_PORT = 9187
+DEFAULT_BUFFER_S = 3600.0
+MAX_BUFFER_ROWS = 2_000_000
+AGENT_SOURCES: dict[str, str] = {"npu_smi": "npu_smi", "nvml": "nvml", "host": "psutil", "psutil": "psutil"}
+
+
+class SampleBuffer:
+    """The last `keep_s` seconds of samples (at most MAX_BUFFER_ROWS), safe across threads."""
+
+    def __init__(self, keep_s: float) -> None:
+        self.keep_s = keep_s
+        self._rows: collections.deque[TelemetrySample] = collections.deque(maxlen=MAX_BUFFER_ROWS)
+        self._latest: dict[tuple[str, str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, rows: list[TelemetrySample]) -> None:
+        with self._lock:
+            self._rows.extend(rows)
+            for row in rows:
+                self._latest[(row.source, row.device, row.metric)] = row.value
+            horizon = (rows[-1].ts_unix_s if rows else 0.0) - self.keep_s
+            while self._rows and self._rows[0].ts_unix_s < horizon:
+                self._rows.popleft()
+
+    def since(self, since_unix_s: float) -> list[TelemetrySample]:
+        with self._lock:
+            return [r for r in self._rows if r.ts_unix_s > since_unix_s]
+
+    def oldest_unix_s(self) -> float | None:
+        with self._lock:
+            return self._rows[0].ts_unix_s if self._rows else None
+
+    def latest(self) -> dict[tuple[str, str, str], float]:
+        with self._lock:
+            return dict(self._latest)
+
+
+class Agent:
+    """Source threads feeding the buffer; `clock_skew_s` shifts this agent's clock (tests of offset handling)."""
+
+    def __init__(
+        self,
+        sources: list[Source],
+        host_label: str,
+        interval_s: float,
+        buffer_s: float,
+        clock_skew_s: float = 0.0,
+    ) -> None:
+        self.sources = sources
+        self.host_label = host_label
+        self.interval_s = interval_s
+        self.buffer = SampleBuffer(buffer_s)
+        self.clock_skew_s = clock_skew_s
+        self.stop_event = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def now(self) -> float:
+        return time.time() + self.clock_skew_s
+
+    def start(self) -> None:
+        for source in self.sources:
+            if source.status.state in ("skipped", "failed"):
+                continue
+            thread = threading.Thread(
+                target=self._run, args=(source,), name=f"agent-{source.name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _run(self, source: Source) -> None:
+        try:
+            source.start()
+        except CollectorError as exc:
+            source.status.set("failed", str(exc))
+            return
+        source.status.set("running")
+        scheduler = TickScheduler(self.interval_s, wall=self.now)
+        try:
+            while (ts := scheduler.wait(self.stop_event)) is not None:
+                try:
+                    readings = list(source.sample(ts))
+                except CollectorError as exc:
+                    source.status.event("error", str(exc))
+                    continue
+                rows = [
+                    TelemetrySample(ts, self.host_label, source.name, device, metric, float(value))
+                    for device, metric, value in readings
+                    if math.isfinite(float(value))
+                ]
+                source.status.add_samples(len(rows))
+                self.buffer.add(rows)
+        finally:
+            source.close()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+
+
+def metrics_text(agent: Agent) -> bytes:
+    """Prometheus exposition of the latest value of every canonical metric."""
+    registry = CollectorRegistry()
+    gauges: dict[str, Gauge] = {}
+    for (source, device, metric), value in sorted(agent.buffer.latest().items()):
+        if metric not in CANONICAL_METRICS:
+            continue
+        if metric not in gauges:
+            gauges[metric] = Gauge(
+                f"embedperf_{metric}",
+                f"{metric} (embedperf canonical metric)",
+                ["host", "device", "source"],
+                registry=registry,
+            )
+        gauges[metric].labels(host=agent.host_label, device=device, source=source).set(value)
+    return generate_latest(registry)
+
+
+def make_handler(agent: Agent, token: str | None) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            return
+
+        def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            if token is not None:
+                given = self.headers.get("Authorization", "")
+                if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                    self._send(401, b'{"error":"pass the agent token as Authorization: Bearer TOKEN"}')
+                    return
+            url = urlsplit(self.path)
+            if url.path == "/metrics":
+                self._send(200, metrics_text(agent), CONTENT_TYPE_LATEST)
+            elif url.path == "/time":
+                self._send(200, json.dumps({"now_unix_s": agent.now(), "host": agent.host_label}).encode())
+            elif url.path == "/samples":
+                try:
+                    since = float(parse_qs(url.query).get("since", ["0"])[0])
+                except ValueError:
+                    self._send(400, b'{"error":"since must be a unix time in seconds"}')
+                    return
+                rows = agent.buffer.since(since)
+                body = {
+                    "host": agent.host_label,
+                    "now_unix_s": agent.now(),
+                    "oldest_unix_s": agent.buffer.oldest_unix_s(),
+                    "columns": ["ts_unix_s", "source", "device", "metric", "value"],
+                    "samples": [[r.ts_unix_s, r.source, r.device, r.metric, r.value] for r in rows],
+                    "sources": [s.status.snapshot().model_dump() for s in agent.sources],
+                }
+                self._send(200, json.dumps(body).encode())
+            else:
+                self._send(404, b'{"error":"endpoints: /metrics, /samples?since=UNIX_S, /time"}')
+
+    return Handler
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="embedperf agent",
+        description="Sample this host (npu-smi, NVML, host CPU) every second and serve the samples to "
+        "`embedperf run --agent http://HOST:PORT` (JSON) and to Prometheus (/metrics).",
+    )
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"listen port (default {DEFAULT_PORT}; 0: any)"
+    )
+    p.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        help="listen address (default 127.0.0.1; another address needs --token)",
+    )
+    p.add_argument("--token", default=None, help="require `Authorization: Bearer TOKEN` on every request")
+    p.add_argument(
+        "--sources", default="npu_smi,nvml,host", help="comma list of npu_smi, nvml, host (default all three)"
+    )
+    p.add_argument("--interval", type=float, default=1.0, help="sampling interval in seconds (default 1)")
+    p.add_argument(
+        "--buffer-s", type=float, default=DEFAULT_BUFFER_S, help="seconds of samples kept (default 3600)"
+    )
+    p.add_argument(
+        "--npu-smi", default=None, metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)"
+    )
+    p.add_argument("--npu-ids", default=None, help="only these NPU IDs, e.g. 4,5")
+    p.add_argument("--host-label", default=None, help="host name in the samples (default: this hostname)")
+    p.add_argument(
+        "--clock-skew-s",
+        type=float,
+        default=0.0,
+        help="shift this agent's clock by S seconds (to test offset handling)",
+    )
+    return p
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address == "localhost"
+
+
+def build_agent(args: argparse.Namespace) -> Agent:
+    from collectors.cli import build_sources
+
+    names = [n.strip() for n in args.sources.split(",") if n.strip()]
+    unknown = [n for n in names if n not in AGENT_SOURCES]
+    if unknown or not names:
+        raise ConfigError(f"unknown agent source(s) {unknown or names}; valid: npu_smi, nvml, host")
+    values: dict[str, object] = {
+        "out_dir": Path("."),  # never written: the agent keeps samples in memory
+        "interval_s": args.interval,
+        "sources": ",".join(sorted({AGENT_SOURCES[n] for n in names})),
+        "local_devices": True,
+    }
+    if args.npu_smi:
+        values["npu_smi"] = args.npu_smi
+    if args.npu_ids:
+        values["npu_ids"] = tuple(int(v) for v in args.npu_ids.split(",") if v.strip())
+    if args.host_label:
+        values["host_label"] = args.host_label
+    config = CollectorConfig.model_validate(values)
+    return Agent(build_sources(config), config.host_label, args.interval, args.buffer_s, args.clock_skew_s)
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.token is None and not _is_loopback(args.bind):
+        raise ConfigError(
+            f"--bind {args.bind} would serve telemetry to the network without authentication; add --token TOKEN"
+        )
+    agent = build_agent(args)
+    server = ThreadingHTTPServer((args.bind, args.port), make_handler(agent, args.token))
+    agent.start()
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _on_signal)
+    thread = threading.Thread(target=server.serve_forever, name="agent-http", daemon=True)
+    thread.start()
+    host, port = str(server.server_address[0]), int(server.server_address[1])
+    skipped = [
+        f"{s.name} ({s.status.reason})" for s in agent.sources if s.status.state in ("skipped", "failed")
+    ]
+    print(
+        f"agent: serving {agent.host_label} on http://{host}:{port} (/metrics, /samples, /time)", flush=True
+    )
+    if skipped:
+        print("agent: not sampled: " + "; ".join(skipped), flush=True)
+    stop.wait()
+    server.shutdown()
+    agent.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

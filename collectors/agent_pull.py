@@ -1,0 +1,204 @@
+"""Pull an `embedperf agent`'s samples into the run: exactly the run's window, on the generator's clock.
+
+Clocks differ between hosts. The offset to the agent is estimated at the start and at the end like
+NTP (the agent's time against the midpoint of our request and its answer, best of a few probes),
+samples are shifted onto the generator's clock, and offset and uncertainty go to the manifest. An
+agent that is down does not stop the run: the pull retries, the outage is an event, and the
+seconds without samples are listed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+
+from collectors.base import Source
+from collectors.config import CollectorConfig
+from embedperf.schema import AgentRecord, RunFolder, TelemetrySample
+
+PULL_INTERVAL_S = 2.0
+PROBES = 5
+REQUEST_TIMEOUT_S = 3.0
+TOKEN_ENV = "EMBEDPERF_AGENT_TOKEN"
+_RECORDS_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class OffsetEstimate:
+    """Agent clock minus our clock, and half the round trip of the probe it came from."""
+
+    offset_s: float
+    uncertainty_s: float
+    host: str = ""
+
+
+def estimate_offset(client: httpx.Client, url: str, probes: int = PROBES) -> OffsetEstimate | None:
+    """Best (shortest round trip) of `probes` requests to /time; None when the agent does not answer."""
+    best: OffsetEstimate | None = None
+    for _ in range(probes):
+        t0 = time.time()
+        try:
+            resp = client.get(f"{url}/time")
+            resp.raise_for_status()
+            body = resp.json()
+            agent_now = float(body["now_unix_s"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            continue
+        t1 = time.time()
+        estimate = OffsetEstimate(agent_now - (t0 + t1) / 2.0, (t1 - t0) / 2.0, str(body.get("host", "")))
+        if best is None or estimate.uncertainty_s < best.uncertainty_s:
+            best = estimate
+    return best
+
+
+def missing_seconds(
+    agent_ticks: set[int], start_unix_s: float, end_unix_s: float, offset_s: float
+) -> list[int]:
+    """Seconds of [start, end] (our clock) whose agent tick brought no sample.
+
+    The agent samples on whole seconds of its own clock, so a sample is matched to its tick
+    (round on the agent's clock) and reported as the second it falls in on ours.
+    """
+    first, last = math.ceil(start_unix_s + offset_s), math.floor(end_unix_s + offset_s)
+    return [math.floor(tick - offset_s) for tick in range(first, last + 1) if tick not in agent_ticks]
+
+
+def seconds_ranges(seconds: list[int]) -> str:
+    """[10, 11, 12, 20] -> '10-12, 20' (for an event message)."""
+    parts: list[str] = []
+    for s in seconds:
+        if parts and s == int(parts[-1].split("-")[-1]) + 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{s}"
+        else:
+            parts.append(str(s))
+    return ", ".join(parts)
+
+
+class AgentSource(Source):
+    """One agent. Pulls every PULL_INTERVAL_S into a spool file in the run folder (memory stays flat on
+    long runs; the agent buffers too); rows come out at finish, once the end offset is known."""
+
+    name = "agent"
+    periodic = False
+
+    def __init__(self, config: CollectorConfig, url: str) -> None:
+        super().__init__()
+        self.status.name = f"agent {url}"
+        self.config = config
+        self.url = url.rstrip("/")
+        token = os.environ.get(TOKEN_ENV)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.client = httpx.Client(timeout=REQUEST_TIMEOUT_S, headers=headers)
+        self.host = ""
+        self.spool = RunFolder(config.out_dir).root / f"agent-{_slug(self.url)}.spool.jsonl"
+        self.since_unix_s = 0.0
+        self.start_offset: OffsetEstimate | None = None
+        self.down = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.start_offset = estimate_offset(self.client, self.url)
+        if self.start_offset is None:
+            self.status.event("gap", f"agent {self.url} does not answer at the start; retrying")
+            self.down = True
+            self.since_unix_s = time.time() - 60.0  # its clock is unknown yet: ask for a wide margin
+        else:
+            self.host = self.start_offset.host
+            self.since_unix_s = time.time() + self.start_offset.offset_s - self.config.interval_s
+            self._pull()
+        self._thread = threading.Thread(target=self._loop, name=f"agent-pull-{self.url}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(PULL_INTERVAL_S):
+            self._pull()
+
+    def _pull(self) -> None:
+        try:
+            resp = self.client.get(f"{self.url}/samples", params={"since": repr(self.since_unix_s)})
+            resp.raise_for_status()
+            body = resp.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            if not self.down:
+                self.status.event("gap", f"agent {self.url} unreachable: {exc}")
+                self.down = True
+            return
+        if self.down:
+            self.status.event("recovered", f"agent {self.url} answers again")
+            self.down = False
+        self.host = str(body.get("host") or self.host)
+        samples = body.get("samples") or []
+        if samples:
+            with self.spool.open(
+                "a", encoding="utf-8"
+            ) as fh:  # agent clock; shifted once the offset is known
+                fh.write(json.dumps(samples) + "\n")
+            self.since_unix_s = max(self.since_unix_s, max(float(row[0]) for row in samples))
+
+    def _spooled(self) -> Iterator[tuple[float, str, str, str, float]]:
+        if not self.spool.is_file():
+            return
+        with self.spool.open(encoding="utf-8") as fh:
+            for line in fh:
+                for ts, source, device, metric, value in json.loads(line):
+                    yield float(ts), str(source), str(device), str(metric), float(value)
+
+    def finish(self, start_unix_s: float, end_unix_s: float) -> Iterator[TelemetrySample]:
+        """The run window's samples on our clock (streamed from the spool), then the agent's record."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=REQUEST_TIMEOUT_S * 2)
+        end_offset = estimate_offset(self.client, self.url)
+        self._pull()
+        offsets = [o for o in (self.start_offset, end_offset) if o is not None]
+        record = AgentRecord(url=self.url, host=self.host, offset_s=None, offset_uncertainty_s=None)
+        if not offsets:
+            record.status, record.reason = "failed", f"agent {self.url} never answered"
+            record.missing_s = missing_seconds(set(), start_unix_s, end_unix_s, 0.0)
+            self._save(record)
+            self.status.set("failed", record.reason)
+            return
+        offset_s = sum(o.offset_s for o in offsets) / len(offsets)
+        drift_s = abs(offsets[0].offset_s - offsets[-1].offset_s) / 2.0
+        record.offset_s = offset_s
+        record.offset_uncertainty_s = max(o.uncertainty_s for o in offsets) + drift_s
+        ticks: set[int] = set()
+        for ts, source, device, metric, value in self._spooled():
+            if start_unix_s <= ts - offset_s <= end_unix_s:
+                ticks.add(round(ts))
+                record.samples += 1
+                yield TelemetrySample(ts - offset_s, self.host or self.url, source, device, metric, value)
+        record.missing_s = missing_seconds(ticks, start_unix_s, end_unix_s, offset_s)
+        if record.missing_s:
+            record.status = "partial"
+            record.reason = f"{len(record.missing_s)} s without samples: {seconds_ranges(record.missing_s)}"
+            self.status.event("gap", record.reason)
+        self._save(record)
+
+    def _save(self, record: AgentRecord) -> None:
+        """agents.json: one record per agent, merged (several agents finish in parallel threads)."""
+        path = RunFolder(self.config.out_dir).agents_status
+        with _RECORDS_LOCK:
+            records = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+            records = [r for r in records if r.get("url") != record.url] + [record.model_dump()]
+            tmp = path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(records, indent=2), encoding="utf-8")
+            os.replace(tmp, path)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.client.close()
+        self.spool.unlink(missing_ok=True)
+
+
+def _slug(url: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", url.split("://", 1)[-1]).strip("_")

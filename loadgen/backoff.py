@@ -1,0 +1,38 @@
+"""Bounded exponential back-off for users whose requests get no HTTP answer (refused, reset, timed out)
+or are told to come back later (429, 503).
+
+Without it a closed-loop user retries a dead or shedding target at once, forever: thousands of
+failures per second that saturate the generator (and the target's event loop) and read as
+throughput. The delay doubles from BACKOFF_FIRST_S to BACKOFF_MAX_S; any other answer resets it.
+Real clients (the openai SDK among them) wait before retrying a 429 the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from embedperf.schema import REQUEST_COLUMNS
+
+_STATUS_COL = REQUEST_COLUMNS.index("status_code")
+_OK_COL = REQUEST_COLUMNS.index("ok")
+BACKOFF_FIRST_S = 0.05
+BACKOFF_MAX_S = 2.0
+RETRY_LATER_STATUSES = frozenset({429, 503})
+
+
+class Backoff:
+    """One user's back-off state."""
+
+    def __init__(self, first_s: float = BACKOFF_FIRST_S, max_s: float = BACKOFF_MAX_S) -> None:
+        self.first_s = first_s
+        self.max_s = max_s
+        self.delay_s = 0.0
+
+    def after(self, row: Sequence[object]) -> float:
+        """Seconds to wait after this request's row (REQUEST_COLUMNS order); 0 when it got an answer."""
+        status = row[_STATUS_COL]
+        if row[_OK_COL] or (status is not None and status not in RETRY_LATER_STATUSES):
+            self.delay_s = 0.0
+            return 0.0
+        self.delay_s = min(self.max_s, self.delay_s * 2.0 if self.delay_s else self.first_s)
+        return self.delay_s

@@ -1,0 +1,70 @@
+"""Quality probes: reference texts with stored fp32 embeddings, and the cosine of an answer to them.
+
+A reference set is one Parquet file (text, embedding) written by `embedperf precision
+--write-reference` and kept beside the scenario; during a run a `payload.quality_probes` fraction of
+requests sends one of its texts and the recorder keeps the answer's cosine (`probe_cosine`), so a
+batching, padding or overflow bug that only shows under load is caught while it happens.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from embedperf.errors import ConfigError
+
+REFERENCE_SCHEMA = pa.schema([("text", pa.string()), ("embedding", pa.list_(pa.float32()))])
+
+
+def write_reference_set(path: Path, texts: Sequence[str], embeddings: np.ndarray, model: str) -> Path:
+    """Store texts and their reference embeddings (one row each); the model name goes in the metadata."""
+    if len(texts) != len(embeddings) or not len(texts):
+        raise ConfigError(
+            f"a reference set needs one embedding per text ({len(texts)} texts, {len(embeddings)} embeddings)"
+        )
+    table = pa.table(
+        {"text": list(texts), "embedding": [np.asarray(v, dtype=np.float32).tolist() for v in embeddings]},
+        schema=REFERENCE_SCHEMA.with_metadata({"model": model}),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+@lru_cache(maxsize=4)
+def load_reference_set(path: str) -> tuple[list[str], np.ndarray]:
+    """(texts, unit-length reference vectors); errors say how to make the file."""
+    if not Path(path).is_file():
+        raise ConfigError(
+            f"payload.quality_probes.reference {path} does not exist; write one with "
+            "`embedperf precision --write-reference PATH`"
+        )
+    table = pq.read_table(path)
+    if table.schema.names[:2] != ["text", "embedding"] or not table.num_rows:
+        raise ConfigError(f"{path} is not a reference set (text, embedding) or is empty")
+    vectors = np.asarray(table.column("embedding").to_pylist(), dtype=np.float64)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return [str(t) for t in table.column("text").to_pylist()], vectors
+
+
+def answer_cosine(body: bytes, reference: np.ndarray) -> float | None:
+    """Cosine of the first embedding in an OpenAI-style answer to a unit reference vector (None if unreadable)."""
+    try:
+        embedding = json.loads(body)["data"][0]["embedding"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    if isinstance(embedding, str):
+        vector = np.frombuffer(base64.b64decode(embedding), dtype=np.float32).astype(np.float64)
+    else:
+        vector = np.asarray(embedding, dtype=np.float64)
+    if vector.shape != reference.shape:
+        return None
+    norm = float(np.linalg.norm(vector))
+    return float(vector @ reference / norm) if norm > 0 else 0.0

@@ -1,0 +1,103 @@
+"""`embedperf search`: the highest open-loop rate that meets the SLO, as one run folder and report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from analysis.search import devices_serving, headline, read_search
+from embedperf.schema import read_manifest
+from loadgen.runner import run_scenario
+from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overrides
+
+DEFAULT_SCENARIO = "query"
+INCOMPLETE_EXIT = 3
+RUN_MARGIN_S = 120.0  # beyond --max-duration: start-up, drains and the final probe's overrun
+
+# flag -> scenario field it sets
+FLAG_FIELDS: dict[str, str] = {
+    "slo_p99_ms": "slo.p99_ms",
+    "error_budget_pct": "slo.error_budget_pct",
+    "arrival": "open_loop.arrival",
+    "precision": "search.precision",
+    "max_duration_s": "search.max_duration_s",
+    "start_rate": "search.start_rate",
+    "max_rate": "search.max_rate",
+    "min_ok_requests": "search.min_ok_requests",
+    "min_probe_s": "search.min_probe_s",
+    "max_probe_s": "search.max_probe_s",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="embedperf search",
+        description="Probe open-loop rates (bracket, then bisect, then confirm) for the highest rate whose "
+        "P99 meets the SLO with confidence; writes one run folder (one step per probe) and its report.",
+        epilog=OVERRIDE_HELP,
+    )
+    parser.add_argument(
+        "scenario",
+        nargs="?",
+        default=DEFAULT_SCENARIO,
+        help=f"open-loop scenario (default {DEFAULT_SCENARIO})",
+    )
+    parser.add_argument("--host", default=None, help="target base URL (default: the scenario's)")
+    parser.add_argument(
+        "--slo-p99-ms", type=float, default=None, help="P99 objective (default: the scenario's)"
+    )
+    parser.add_argument("--error-budget-pct", type=float, default=None, help="error budget in percent")
+    parser.add_argument("--arrival", choices=("constant", "poisson"), default=None, help="arrival process")
+    parser.add_argument(
+        "--precision", type=float, default=None, help="stop when the bracket is within this (0.05)"
+    )
+    parser.add_argument("--max-duration-s", type=float, default=None, help="stop the search after this long")
+    parser.add_argument("--start-rate", type=float, default=None, help="first probe's rate (req/s)")
+    parser.add_argument("--max-rate", type=float, default=None, help="highest rate to try (req/s)")
+    parser.add_argument("--min-ok-requests", type=int, default=None, help="ok requests per probe (1000)")
+    parser.add_argument("--min-probe-s", type=float, default=None, help="shortest probe")
+    parser.add_argument("--max-probe-s", type=float, default=None, help="longest probe")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder")
+    parser.add_argument("--label", default="search", help="label appended to the run id (default search)")
+    parser.add_argument("--profile", choices=PROFILES, default=None, help="scenario profile")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a field"
+    )
+    parser.add_argument("--no-collectors", action="store_true", help="do not sample telemetry")
+    parser.add_argument("--no-report", action="store_true", help="do not build report.html")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    overrides = parse_overrides(args.overrides)
+    overrides["search.enabled"] = "true"
+    for flag, key in FLAG_FIELDS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            overrides[key] = str(value)
+    scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
+    folder = run_scenario(
+        args.scenario,
+        host=args.host or scenario.target.base_url,
+        runs_dir=args.runs_dir,
+        label=args.label,
+        profile=args.profile,
+        overrides=overrides,
+        collectors=not args.no_collectors,
+        timeout_s=scenario.search.max_duration_s + RUN_MARGIN_S,
+    )
+    manifest = read_manifest(folder)
+    record = read_search(manifest)
+    print(f"run folder: {folder.root}")
+    if record is None:
+        print(
+            f"embedperf search: the search did not finish (no manifest.search in {folder.manifest}); see above"
+        )
+        return INCOMPLETE_EXIT
+    print(f"capacity: {headline(record, devices_serving(manifest))}")
+    if not args.no_report:
+        from reports.build import build_report
+
+        print(f"report: {build_report(folder)}")
+    return 0 if record.answer_rps is not None else 1

@@ -1,0 +1,118 @@
+"""Device-error policy: out-of-memory lowers the batch limit for a while; repeated errors make the service unready.
+
+Ascend and CUDA runtimes report memory exhaustion as exceptions whose text names it; a batch that hits it is
+split and retried, and the next batches are kept smaller until OOM_RECOVERY_S has passed without another one.
+Other device errors fail only their batch, but several within ERROR_WINDOW_S turn /ready to 503 so a balancer
+moves traffic away; the window empties by itself and readiness comes back without a restart.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+
+OOM_MARKERS = (
+    "out of memory",
+    "outofmemory",
+    "memory allocation",
+    "acl_error_rt_memory",
+    "ee9999",  # Ascend's generic "device out of memory" error family in torch_npu messages
+)
+OOM_RECOVERY_S = (
+    30.0  # after this long without an OOM the batch limit doubles back towards the configured one
+)
+ERROR_WINDOW_S = 30.0
+ERRORS_UNREADY = 3  # device errors within ERROR_WINDOW_S that make /ready answer 503
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for torch's OutOfMemoryError and for runtime errors whose message names memory exhaustion."""
+    if type(exc).__name__ == "OutOfMemoryError":
+        return True
+    if not isinstance(exc, RuntimeError | MemoryError):
+        return False
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or any(marker in text for marker in OOM_MARKERS)
+
+
+class DeviceHealth:
+    """Thread-safe record of device errors: the effective batch limit and whether the device looks healthy."""
+
+    def __init__(
+        self,
+        max_batch_size: int,
+        clock: Callable[[], float] | None = None,
+        recovery_s: float = OOM_RECOVERY_S,
+        error_window_s: float = ERROR_WINDOW_S,
+        errors_unready: int = ERRORS_UNREADY,
+    ) -> None:
+        self.max_batch_size = max_batch_size
+        self.recovery_s = recovery_s
+        self.error_window_s = error_window_s
+        self.errors_unready = errors_unready
+        self._clock = clock or time.monotonic
+        self._limit = max_batch_size
+        self._t_last_oom_s = 0.0
+        self._t_last_raise_s = 0.0
+        self._errors: collections.deque[float] = collections.deque()
+        self.oom_total = 0
+        self.errors_total = 0
+        self._lock = threading.Lock()
+
+    def batch_limit(self) -> int:
+        """The batch size to use now: lowered after an OOM, doubled back each recovery_s without one."""
+        with self._lock:
+            now_s = self._clock()
+            if self._limit < self.max_batch_size and now_s - max(
+                self._t_last_oom_s, self._t_last_raise_s
+            ) >= (self.recovery_s):
+                self._limit = min(self.max_batch_size, self._limit * 2)
+                self._t_last_raise_s = now_s
+            return self._limit
+
+    def record_oom(self, batch_size: int) -> None:
+        """A batch of batch_size ran out of memory: keep batches below it for a while."""
+        with self._lock:
+            self.oom_total += 1
+            self._t_last_oom_s = self._clock()
+            self._limit = max(1, min(self._limit, batch_size // 2))
+            if batch_size <= 1:  # even a single input does not fit: a device error, not a batch-size one
+                self._note_error()
+
+    def record_error(self) -> None:
+        with self._lock:
+            self._note_error()
+
+    def _note_error(self) -> None:
+        self.errors_total += 1
+        self._errors.append(self._clock())
+
+    def recent_errors(self) -> int:
+        with self._lock:
+            cutoff_s = self._clock() - self.error_window_s
+            while self._errors and self._errors[0] < cutoff_s:
+                self._errors.popleft()
+            return len(self._errors)
+
+    def healthy(self) -> bool:
+        return self.recent_errors() < self.errors_unready
+
+    def retry_after_s(self) -> int:
+        """Seconds until the oldest recent error leaves the window (when readiness may come back)."""
+        with self._lock:
+            if not self._errors:
+                return 1
+            return max(1, int(self._errors[0] + self.error_window_s - self._clock()) + 1)
+
+    def snapshot(self) -> dict[str, int | bool]:
+        limit = self.batch_limit()
+        return {
+            "batch_limit": limit,
+            "batch_limit_configured": self.max_batch_size,
+            "oom_total": self.oom_total,
+            "device_errors_total": self.errors_total,
+            "recent_device_errors": self.recent_errors(),
+            "device_healthy": self.healthy(),
+        }

@@ -1,0 +1,180 @@
+"""Inference workers: one per serving device (or N on CPU), each with its model replica, one shared queue.
+
+The batcher runs one worker thread per entry and hands each batch to whichever thread is free, so requests
+are balanced across devices by construction. The pool stands in for the encoder: `embed_token_ids` runs on
+the replica bound to the calling thread, and records that device's busy time and batch count.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from service.batcher import BUSY_WINDOW_S, Encoder
+from service.device_list import DeviceSpec
+from service.metrics import ServiceMetrics
+from service.model import EmbeddingModel, load_model
+from service.settings import ServiceSettings
+
+log = logging.getLogger("service.workers")
+
+
+def bind_device(spec: DeviceSpec) -> None:
+    """Make spec the current device of the calling thread (threads do not inherit the device context)."""
+    if spec.kind == "cuda":
+        import torch
+
+        torch.cuda.set_device(spec.index)
+    elif spec.kind == "npu":
+        import torch
+
+        torch.npu.set_device(spec.index)  # type: ignore[attr-defined]
+
+
+@dataclass(eq=False)
+class DeviceWorker:
+    """One serving device: its model replica and the compute spans of the last BUSY_WINDOW_S."""
+
+    spec: DeviceSpec
+    encoder: Encoder
+    _busy: collections.deque[tuple[float, float]] = field(default_factory=collections.deque)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, t_end_s: float, compute_s: float) -> None:
+        with self._lock:
+            self._busy.append((t_end_s, compute_s))
+            while self._busy and self._busy[0][0] < t_end_s - BUSY_WINDOW_S:
+                self._busy.popleft()
+
+    def busy_fraction(self, window_s: float = BUSY_WINDOW_S) -> float:
+        """Share of the last window_s this device's worker spent computing."""
+        start_s = time.perf_counter() - window_s
+        with self._lock:
+            spans = list(self._busy)
+        busy_s = sum(
+            max(0.0, end_s - max(start_s, end_s - dur_s)) for end_s, dur_s in spans if end_s > start_s
+        )
+        return min(1.0, busy_s / window_s)
+
+
+class WorkerPool:
+    """The serving devices behind one batcher queue; implements the batcher's Encoder protocol."""
+
+    def __init__(
+        self,
+        workers: Sequence[DeviceWorker],
+        metrics: ServiceMetrics,
+        bind: Callable[[DeviceSpec], None] = bind_device,
+    ) -> None:
+        if not workers:
+            raise ValueError("a worker pool needs at least one worker")
+        self.workers = list(workers)
+        self.max_tokens = self.workers[0].encoder.max_tokens
+        self.metrics = metrics
+        self._bind = bind
+        self._local = threading.local()
+        # Fast tokenisers keep truncation state on the shared object: concurrent calls fail with
+        # "Already borrowed", so tokenisation (on the tokeniser thread or, with overlap off, on any worker)
+        # goes through one lock.
+        self._tokenize_lock = threading.Lock()
+        metrics.workers.set(len(self.workers))
+        for worker in self.workers:
+            label = worker.spec.name
+            metrics.device_batches.labels(device=label)
+            metrics.device_compute_seconds.labels(device=label)
+            metrics.device_busy.labels(device=label).set_function(worker.busy_fraction)
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+    def busy_fractions(self) -> dict[str, float]:
+        return {worker.spec.name: round(worker.busy_fraction(), 4) for worker in self.workers}
+
+    def bind_thread(self, index: int) -> None:
+        """Run first in worker thread `index`: bind its device; later batches on this thread use its replica."""
+        worker = self.workers[index]
+        self._bind(worker.spec)
+        self._local.worker = worker
+        log.debug("worker %d bound to %s", index, worker.spec.name)
+
+    def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
+        with self._tokenize_lock:
+            return self.workers[0].encoder.tokenize(texts, max_length)
+
+    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+        """Compute on the calling thread's device (the first one on a thread never bound, e.g. in tests)."""
+        worker: DeviceWorker = getattr(self._local, "worker", self.workers[0])
+        t_start_s = time.perf_counter()
+        vectors = worker.encoder.embed_token_ids(batch)  # returns after the device has synchronised
+        t_end_s = time.perf_counter()
+        compute_s = t_end_s - t_start_s
+        worker.record(t_end_s, compute_s)
+        label = worker.spec.name
+        self.metrics.device_batches.labels(device=label).inc()
+        self.metrics.device_compute_seconds.labels(device=label).inc(compute_s)
+        return vectors
+
+    def warm_up(self, texts: list[str]) -> None:
+        """One forward pass per replica, each on a thread bound to its device (graph build, allocator)."""
+        errors: list[BaseException] = []
+
+        def run(worker: DeviceWorker) -> None:
+            try:
+                self._bind(worker.spec)
+                worker.encoder.embed_token_ids(self.tokenize(texts))
+            except BaseException as exc:  # re-raised on the caller's thread below
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=run, args=(w,), name=f"warm-up-{w.spec.name}") for w in self.workers
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+
+
+def primary_device(settings: ServiceSettings) -> str:
+    """The device the first replica loads on: 'cpu', or the first listed accelerator."""
+    spec = settings.device_specs()[0]
+    return "cpu" if spec.kind == "cpu" else spec.name
+
+
+def build_pool(
+    settings: ServiceSettings,
+    model: EmbeddingModel,
+    metrics: ServiceMetrics,
+    load: Callable[..., EmbeddingModel] = load_model,
+) -> WorkerPool:
+    """One worker per serving device: `model` serves the first, a replica is loaded for each other device.
+
+    CPU workers share `model` unless settings.cpu_worker_replicas: inference never writes the weights, and
+    a copy per worker adds memory and load time without adding cores.
+    """
+    specs = settings.device_specs()
+    workers = [DeviceWorker(specs[0], model)]
+    for spec in specs[1:]:
+        if spec.kind == "cpu" and not settings.cpu_worker_replicas:
+            workers.append(DeviceWorker(spec, model))
+            continue
+        replica = load(
+            Path(settings.model) if settings.model else None,
+            "cpu" if spec.kind == "cpu" else spec.name,
+            settings.precision,
+            settings.threads,
+            None,
+            settings.int8_exclude,
+        )
+        workers.append(DeviceWorker(spec, replica))
+    if len(workers) > 1:
+        log.info("%d inference workers: %s", len(workers), ", ".join(s.name for s in specs))
+    return WorkerPool(workers, metrics)

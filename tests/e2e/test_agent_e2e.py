@@ -1,0 +1,193 @@
+"""Remote service hosts: `embedperf agent` serves its host's samples, `embedperf run --agent` pulls them
+on its own clock. Two agents on loopback stand for two service hosts: one with the 8-NPU fake
+npu-smi, one with a skewed clock that is killed mid-run. The run itself has no npu-smi."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from embedperf.schema import RunFolder, read_manifest, read_telemetry_table
+from loadgen.stub_server import running_stub
+from tests.e2e.test_real_deployment_e2e import (
+    assert_serving_figures,
+    embedperf,
+    fake_env,
+    run_and_report,
+    summary_of,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SKEW_S = 2.25
+READY_TIMEOUT_S = 60.0
+
+
+def sampling(body: dict[str, object]) -> bool:
+    """Every source the agent runs has produced samples."""
+    sources = body.get("sources")
+    assert isinstance(sources, list)
+    running = [s for s in sources if s["status"] not in ("skipped", "failed")]
+    return bool(running) and all(s["samples"] > 0 for s in running)
+
+
+@contextmanager
+def agent(*args: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`embedperf agent --port 0 ...`; yields its URL (read from its first line) and the process."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "embedperf.cli", "agent", "--port", "0", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"on (http://\S+) ", line)
+        assert match, f"agent did not start: {line}{proc.stdout.read() if proc.poll() is not None else ''}"
+        url = match.group(1)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        token = args[args.index("--token") + 1] if "--token" in args else None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        while not sampling(httpx.get(f"{url}/samples", params={"since": 0}, headers=headers).json()):
+            assert time.monotonic() < deadline, "agent produced no samples"
+            time.sleep(0.2)
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
+def no_npu_env() -> dict[str, str]:
+    """The load generator's host: no npu-smi anywhere."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKE_NPU", "EMBEDPERF_NPU_SMI"))}
+    env["EMBEDPERF_NPU_SMI"] = "/nonexistent/npu-smi"
+    return env
+
+
+def test_agent_serves_prometheus_and_json_and_guards_the_network(tmp_path: Path) -> None:
+    env = fake_env(tmp_path)
+    with agent("--sources", "npu_smi,host", "--host-label", "svc-a", env=env) as (url, _):
+        samples = httpx.get(f"{url}/samples", params={"since": 0}).json()
+        assert samples["host"] == "svc-a"
+        devices = {row[2] for row in samples["samples"] if row[1] == "npu_smi"}
+        assert devices == {f"npu{i}.chip0" for i in range(8)}
+        later = httpx.get(f"{url}/samples", params={"since": max(r[0] for r in samples["samples"])}).json()
+        assert all(r[0] > max(s[0] for s in samples["samples"]) for r in later["samples"])
+        metrics = httpx.get(f"{url}/metrics").text
+        assert re.search(
+            r'embedperf_device_util_pct\{device="npu3.chip0",host="svc-a",source="npu_smi"\} 66', metrics
+        )
+        assert 'embedperf_cpu_util_pct{device="cpu",host="svc-a",source="psutil"}' in metrics
+    refused = embedperf("agent", "--port", "0", "--bind", "0.0.0.0", env=env)
+    assert refused.returncode == 2 and "--token" in refused.stderr
+    with agent("--sources", "host", "--token", "s3cret", env=env) as (url, _):
+        assert httpx.get(f"{url}/samples").status_code == 401
+        ok = httpx.get(f"{url}/time", headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200 and ok.json()["now_unix_s"] > 0
+
+
+def test_run_pulls_the_serving_figures_from_an_agent(tmp_path: Path) -> None:
+    """The generator has no npu-smi; the agent on the 'service host' has the 8-NPU fake."""
+    with (
+        running_stub("--delay-ms", "2") as target,
+        agent("--sources", "npu_smi,host", "--host-label", "svc-a", env=fake_env(tmp_path)) as (url, _),
+    ):
+        folder = run_and_report(target, tmp_path / "runs", no_npu_env(), "--devices", "3,5", "--agent", url)
+    manifest = read_manifest(folder)
+    statuses = {c.name: c.status for c in manifest.collectors}
+    assert statuses["npu_smi"] == "skipped" and statuses[f"agent {url}"] == "ok"
+    [record] = manifest.agents
+    assert record.host == "svc-a" and record.status == "ok" and record.offset_s is not None
+    assert abs(record.offset_s) < 0.05 and record.missing_s == []
+    telemetry = read_telemetry_table(folder).to_pandas()
+    assert set(telemetry[telemetry["source"] == "npu_smi"]["host"]) == {"svc-a"}
+    assert_serving_figures(folder)
+
+
+def test_two_agents_one_skewed_one_killed_mid_run(tmp_path: Path) -> None:
+    runs_dir = tmp_path / "runs"
+    with (
+        running_stub("--delay-ms", "2") as target,
+        agent("--sources", "npu_smi", "--host-label", "svc-a", env=fake_env(tmp_path)) as (url_a, _),
+        agent(
+            "--sources",
+            "host",
+            "--host-label",
+            "svc-b",
+            "--clock-skew-s",
+            str(SKEW_S),
+            env=fake_env(tmp_path),
+        ) as (url_b, proc_b),
+    ):
+        cmd = [
+            "run",
+            "smoke",
+            "--host",
+            target,
+            "--runs-dir",
+            str(runs_dir),
+            "--set",
+            "steps.duration_s=5",
+            "--devices",
+            "3,5",
+        ]
+        run = subprocess.Popen(
+            [sys.executable, "-m", "embedperf.cli", *cmd, "--agent", url_a, "--agent", url_b],
+            cwd=REPO_ROOT,
+            env=no_npu_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120.0
+        while not list(runs_dir.glob("*/telemetry.parts")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(4.0)  # svc-b's first seconds reach the run (pulled every 2 s), then it dies
+        proc_b.kill()
+        proc_b.wait(timeout=10)
+        assert run.wait(timeout=180) in (0, 1)
+    [folder_path] = [p for p in runs_dir.iterdir() if (p / "manifest.json").is_file()]
+    report = embedperf("report", str(folder_path), env=no_npu_env())
+    assert report.returncode in (0, 1), report.stderr
+    open_folder = RunFolder(folder_path)
+    manifest = read_manifest(open_folder)
+    assert manifest.complete
+    records = {r.url: r for r in manifest.agents}
+    a, b = records[url_a], records[url_b]
+    assert (a.host, b.host) == ("svc-a", "svc-b")
+    assert a.status == "ok" and a.offset_s is not None and abs(a.offset_s) < 0.05
+    assert b.status == "partial" and b.missing_s, "the seconds after the kill are missing"
+    assert b.offset_s is not None and b.offset_s == pytest.approx(SKEW_S, abs=0.05)
+    assert b.offset_uncertainty_s is not None and b.offset_uncertainty_s < 0.05
+    telemetry = read_telemetry_table(open_folder).to_pandas()
+    b_rows = telemetry[telemetry["host"] == "svc-b"]
+    assert len(b_rows), "svc-b's samples before the kill are kept"
+    # svc-b ticks on whole seconds of its own clock; on ours they fall SKEW_S earlier (fraction .75).
+    fractions = (b_rows["ts_unix_s"] % 1.0).to_numpy()
+    assert abs(fractions - (1.0 - SKEW_S % 1.0)).max() < 0.05
+    assert b_rows["ts_unix_s"].min() >= manifest.start_unix_s - 1.0
+    assert not {int(t // 1) for t in b_rows["ts_unix_s"]} & set(b.missing_s)
+    summary = summary_of(open_folder)
+    codes = {f["code"] for f in summary["findings"]}
+    assert {"agent_clock_offset", "agent_gap"} <= codes
+    assert summary["devices_in_run"] == 2
+    html = open_folder.report.read_text(encoding="utf-8")
+    assert "svc-b" in html and "sent no samples for" in html
+    assert json.loads(open_folder.agents_status.read_text())  # the raw records stay in the run folder

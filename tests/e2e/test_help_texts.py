@@ -1,0 +1,68 @@
+"""Help texts say what the README says: Locust's --help lists our options, every CLI option has help,
+`make help` lists every variable with its value, `embedperf report` takes the newest run by default."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from analysis.synth import synthesize
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]
+MAKE_INTERNAL = {"PY", "EP", "STAMP", "MAKEFILE_LIST", "SHELL"}
+
+
+def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_locust_help_lists_embedperf_options() -> None:
+    proc = run([str(VENV_BIN / "locust"), "-f", "locustfiles/ramp.py", "--help"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--scenario-profile" in proc.stdout, (
+        "embedperf options missing from locust --help: run `make setup` (it writes the .pth hook, "
+        "python -m loadgen.locust_help)"
+    )
+    for option in ("--scenario NAME|PATH", "--set KEY=VALUE", "--runs-dir", "--metrics-port", "--no-collectors"):
+        assert option in proc.stdout
+    # Locust's own --profile stays Locust's; ours is only --scenario-profile
+    assert re.search(r"--profile PROFILE\s+Set a profile to group", proc.stdout)
+
+
+def test_collect_help_names_the_embedperf_command() -> None:
+    proc = run([*EMBEDPERF, "collect", "--help"])
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: embedperf collect")
+
+
+def test_every_bench_option_has_help() -> None:
+    from loadgen.bench import build_parser
+
+    missing = [a.option_strings for a in build_parser()._actions if not a.help]
+    assert missing == []
+
+
+def test_make_help_expands_values_and_lists_every_variable() -> None:
+    proc = run(["make", "-s", "help"])
+    assert proc.returncode == 0, proc.stderr
+    assert "$(" not in proc.stdout
+    assert "127.0.0.1:8086" in proc.stdout
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    used = set(re.findall(r"\$\((?:if |or )?\$\(([A-Z_0-9]+)\)", makefile)) | set(
+        re.findall(r"\$\(([A-Z][A-Z_0-9]+)\)", makefile)
+    )
+    for variable in sorted(used - MAKE_INTERNAL):
+        assert f"{variable}=" in proc.stdout, f"make help does not list {variable}"
+
+
+def test_report_without_a_run_dir_uses_the_newest_run_and_says_so(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    synthesize(runs / "20260101T000000Z-ramp", n_requests=400, n_devices=1, hours=0.01)
+    newest = synthesize(runs / "20260102T000000Z-ramp", n_requests=400, n_devices=1, hours=0.01)
+    proc = run([*EMBEDPERF, "report", "--runs-dir", str(runs)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"using the newest run: {newest.root}" in proc.stderr
+    assert newest.report.is_file() and not (runs / "20260101T000000Z-ramp" / "report.html").exists()

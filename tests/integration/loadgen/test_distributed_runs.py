@@ -1,0 +1,238 @@
+"""Locust master + local workers against the stub server: one run folder, each stage once, shared schedules,
+a worker killed mid-run, SIGTERM while the master waits."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from analysis.summary import analyse_folder
+from embedperf.schema import Manifest, RunFolder, read_manifest, read_requests_table
+from loadgen import cli as run_cli
+from loadgen.local_workers import LocalWorkers
+from loadgen.stub_server import running_stub
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+QUIET = ["--no-collectors", "--loglevel", "WARNING"]
+
+
+@pytest.fixture
+def stub_url() -> Iterator[str]:
+    with running_stub("--delay-ms", "5") as url:
+        yield url
+
+
+def _locust(locustfile: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "locust", "-f", str(REPO_ROOT / "locustfiles" / locustfile), *args]
+
+
+def _start_master(
+    workers: LocalWorkers, locustfile: str, *args: str, expect: int = 0
+) -> subprocess.Popen[str]:
+    master_args = workers.master_args()
+    if expect:
+        master_args[master_args.index("--expect-workers") + 1] = str(expect)
+    return subprocess.Popen(
+        _locust(locustfile, "--headless", "--only-summary", *master_args, *QUIET, *args),
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )  # fmt: skip
+
+
+def _folder(stdout: str) -> RunFolder:
+    lines = [line for line in stdout.splitlines() if line.startswith("run folder: ")]
+    assert lines, stdout[-3000:]
+    return RunFolder(Path(lines[-1].removeprefix("run folder: ").strip()))
+
+
+def _locust_count(folder: RunFolder) -> int:
+    with open(folder.locust / "locust_stats.csv", encoding="utf-8") as fh:
+        return int({r["Name"]: r for r in csv.DictReader(fh)}["Aggregated"]["Request Count"])
+
+
+def _run(locustfile: str, n_workers: int, tmp_path: Path, *args: str) -> tuple[int, RunFolder, str]:
+    workers = LocalWorkers(n_workers, REPO_ROOT / "locustfiles" / locustfile)
+    with workers:
+        master = _start_master(workers, locustfile, "--runs-dir", str(tmp_path), *args)
+        out, err = master.communicate(timeout=120)
+    assert all(p.poll() is not None for p in workers.procs)
+    return master.returncode, _folder(out), err
+
+
+def _stages_once(manifest: Manifest) -> None:
+    indices = [s.index for s in manifest.stages]
+    assert indices == sorted(set(indices)) == list(range(len(manifest.scenario.steps)))
+
+
+def test_open_loop_four_workers_at_400_per_s_land_400_in_one_folder(stub_url: str, tmp_path: Path) -> None:
+    """The done-when check: 4 workers, 400 req/s open loop, every request in one folder, 400 +- 8 req/s."""
+    code, folder, err = _run(
+        "openloop.py", 4, tmp_path, "--host", stub_url,
+        "--set", "steps=[{rate: 400, duration_s: 3}, {rate: 120, duration_s: 2}]",
+        "--set", "open_loop.arrival=constant", "--set", "drain_s=1",
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    manifest = read_manifest(folder)
+    _stages_once(manifest)
+    rows = read_requests_table(folder).to_pylist()
+    assert len(rows) == 1200 + 240 == _locust_count(folder)  # every arrival once, none lost
+    assert all(r["ok"] for r in rows), {r["error"] for r in rows}
+    per_worker: dict[str, int] = {}
+    for r in rows:
+        per_worker[r["worker"]] = per_worker.get(r["worker"], 0) + 1
+    assert sorted(per_worker.values()) == [360, 360, 360, 360]  # rate/4 each
+    stage_starts = {s.index: s.start_unix_s for s in manifest.stages}
+    for index, rate, n in ((0, 400.0, 1200), (1, 120.0, 240)):  # the union is the evenly spaced schedule
+        intended = sorted(r["t_intended_unix_s"] for r in rows if r["stage_index"] == index)
+        assert len(intended) == n
+        assert intended[0] == pytest.approx(stage_starts[index], abs=1e-6)
+        gaps = [b - a for a, b in zip(intended, intended[1:], strict=False)]
+        assert min(gaps) == pytest.approx(1 / rate, abs=1e-6) and max(gaps) == pytest.approx(
+            1 / rate, abs=1e-6
+        )
+    assert manifest.open_loop["sent"] == 1440  # type: ignore[attr-defined]  # summed over the workers
+    steps = analyse_folder(folder).summary.steps
+    assert abs(steps[0].stats.offered_qps - 400.0) <= 8.0 and abs(steps[1].stats.offered_qps - 120.0) <= 2.4
+
+
+def test_open_loop_two_workers_poisson_streams(stub_url: str, tmp_path: Path) -> None:
+    code, folder, err = _run(
+        "openloop.py", 2, tmp_path, "--host", stub_url,
+        "--set", "steps=[{rate: 100, duration_s: 3}]", "--set", "open_loop.arrival=poisson", "--set", "drain_s=1",
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    rows = read_requests_table(folder).to_pylist()
+    assert len(rows) == _locust_count(folder)
+    by_worker: dict[str, list[float]] = {}
+    for r in rows:
+        by_worker.setdefault(r["worker"], []).append(r["t_intended_unix_s"])
+    assert len(by_worker) == 2
+    for times in by_worker.values():  # each a Poisson(50/s) stream over 3 s: 150 +- 5 sd
+        assert 150 - 5 * 12.3 < len(times) < 150 + 5 * 12.3
+    first, second = (sorted(t) for t in by_worker.values())
+    assert not set(first) & set(second)  # distinct seeds, not one stream twice
+
+
+def test_worker_killed_mid_run_is_named_with_its_missing_seconds(stub_url: str, tmp_path: Path) -> None:
+    workers = LocalWorkers(2, REPO_ROOT / "locustfiles" / "ramp.py")
+    with workers:
+        master = _start_master(
+            workers, "ramp.py", "--runs-dir", str(tmp_path), "--scenario", "smoke", "--host", stub_url,
+            "--set", "steps=[{users: 4, duration_s: 9}]",
+        )  # fmt: skip
+        start = time.monotonic()
+        while httpx.get(f"{stub_url}/_count").json()["requests"] < 200:
+            assert time.monotonic() - start < 90 and master.poll() is None
+            time.sleep(0.2)
+        time.sleep(2.5)  # both workers have forwarded rows (every second) by now
+        os.kill(workers.pids[0], signal.SIGKILL)
+        out, err = master.communicate(timeout=120)
+    assert master.returncode == 0, err[-3000:]  # the run finishes with the other worker
+    folder = _folder(out)
+    manifest = read_manifest(folder)
+    assert manifest.complete and not manifest.interrupted  # type: ignore[attr-defined]
+    gone = [w for w in manifest.workers if w.missing_s > 0]
+    alive = [w for w in manifest.workers if w.missing_s == 0]
+    assert len(gone) == 1 and len(alive) == 1, (manifest.workers, manifest.notes)
+    assert alive[0].final_rows and not gone[0].final_rows
+    assert 0 < gone[0].missing_s < 9.0 and gone[0].rows > 0
+    assert any(gone[0].worker in note and "missing for" in note for note in manifest.notes)
+    table = read_requests_table(folder)
+    assert table.num_rows > 0 and set(table.column("worker").to_pylist()) == {gone[0].worker, alive[0].worker}
+
+
+def _wait_listening(port: int) -> None:
+    for _ in range(300):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"master never listened on {port}")
+
+
+def test_sigterm_while_the_master_waits_for_workers(stub_url: str, tmp_path: Path) -> None:
+    with ExitStack() as stack:
+        workers = stack.enter_context(LocalWorkers(1, REPO_ROOT / "locustfiles" / "ramp.py"))
+        master = _start_master(  # it expects a second worker that never comes
+            workers, "ramp.py", "--runs-dir", str(tmp_path), "--host", stub_url, expect=2
+        )
+        _wait_listening(workers.master_port)
+        time.sleep(2.0)  # the one worker connects
+        master.send_signal(signal.SIGTERM)
+        out, err = master.communicate(timeout=60)
+        assert master.returncode == 2, err[-3000:]
+        assert workers.procs[0].wait(timeout=60) is not None  # told to quit: no orphan
+    assert list(tmp_path.iterdir()) == []  # nothing was measured
+
+
+def test_sigterm_during_a_distributed_run_is_incomplete(stub_url: str, tmp_path: Path) -> None:
+    workers = LocalWorkers(2, REPO_ROOT / "locustfiles" / "ramp.py")
+    with workers:
+        master = _start_master(
+            workers, "ramp.py", "--runs-dir", str(tmp_path), "--scenario", "smoke", "--host", stub_url,
+            "--step-duration-s", "60",
+        )  # fmt: skip
+        start = time.monotonic()
+        while httpx.get(f"{stub_url}/_count").json()["requests"] < 100:
+            assert time.monotonic() - start < 90 and master.poll() is None
+            time.sleep(0.2)
+        master.send_signal(signal.SIGTERM)
+        out, err = master.communicate(timeout=60)
+        for proc in workers.procs:
+            proc.wait(timeout=60)
+    assert master.returncode == 3, err[-3000:]
+    folder = _folder(out)
+    manifest = read_manifest(folder)
+    assert manifest.interrupted and "stopped by SIGTERM" in manifest.notes  # type: ignore[attr-defined]
+    assert [s.index for s in manifest.stages] == [0]  # once, and ended
+    assert manifest.stages[0].end_unix_s is not None
+    assert read_requests_table(folder).num_rows > 100 * 0.5
+
+
+def test_embedperf_run_two_workers_closed_loop_one_folder_each_stage_once(
+    stub_url: str, tmp_path: Path
+) -> None:
+    code = run_cli.main(
+        ["smoke", "--host", stub_url, "--runs-dir", str(tmp_path), "--no-collectors", "--workers", "2",
+         "--set", "steps.duration_s=2"]
+    )  # fmt: skip
+    assert code == 0
+    locusts = [p for p in psutil.Process().children(recursive=True) if "locust" in p.cmdline()]
+    assert locusts == []  # the master and both workers are gone
+    (folder_path,) = tmp_path.iterdir()
+    folder = RunFolder(folder_path)
+    manifest = read_manifest(folder)
+    _stages_once(manifest)
+    assert [s.label for s in manifest.stages] == ["u1", "u4"] and manifest.complete
+    table = read_requests_table(folder)
+    assert table.num_rows == _locust_count(folder) > 0  # no row lost on the way to the master
+    names = set(table.column("worker").to_pylist())
+    assert len(names) == 2 and {w.worker for w in manifest.workers} == names
+    assert all(w.final_rows and w.missing_s == 0 and w.rows > 0 for w in manifest.workers)
+    assert sum(w.rows for w in manifest.workers) == table.num_rows
+    cpu_of = {s["worker"] for s in manifest.generator_cpu_samples}  # type: ignore[attr-defined]
+    assert cpu_of >= names | {"master"}  # the master's own CPU beside the workers'
+
+
+def test_row_forwarding_at_5000_rows_per_s_loses_nothing() -> None:
+    """Worker -> master forwarding alone (benchmarks/bench_distributed.py forwarding): every row arrives."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_distributed.py"), "forwarding",
+         "--rows-per-s", "5000", "--duration-s", "2", "--json"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["rows_sent"] > 5000 and result["rows_written"] == result["rows_sent"], result

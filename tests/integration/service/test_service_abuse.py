@@ -1,0 +1,267 @@
+"""The service against hostile and unlucky clients (httpx.ASGITransport, real MiniLM): every abuse gets a
+JSON 4xx and costs only its own request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from service.model import EmbeddingModel, load_model
+from service.request_io import TRUNCATE_CHARS_PER_TOKEN
+from service.settings import ServiceSettings
+from tests.integration.service.test_service_api import GatedModel, run, serving
+
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def minilm() -> EmbeddingModel:
+    return load_model()
+
+
+class SpyModel(GatedModel):
+    """Records the length of every text handed to the tokeniser."""
+
+    def __init__(self, model: EmbeddingModel) -> None:
+        super().__init__(model)
+        self.gate.set()
+        self.tokenized_chars: list[int] = []
+
+    def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
+        self.tokenized_chars += [len(text) for text in texts]
+        return self.model.tokenize(texts, max_length)
+
+
+class FaultyModel(GatedModel):
+    """Out of memory above `fits` inputs per batch; a plain device error while `broken`."""
+
+    def __init__(self, model: EmbeddingModel, fits: int) -> None:
+        super().__init__(model)
+        self.gate.set()
+        self.fits = fits
+        self.broken = False
+        self.batch_sizes: list[int] = []
+
+    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+        if self.broken:
+            raise RuntimeError("device lost: stream synchronize failed")
+        if len(batch) > self.fits:
+            raise RuntimeError("NPU out of memory. Tried to allocate 1.00 GiB")
+        self.batch_sizes.append(len(batch))
+        return self.model.embed_token_ids(batch)
+
+
+def assert_error(response: Any, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == code and error["message"] and error["type"], error
+
+
+async def chunks(parts: int, size: int, hold: asyncio.Event | None = None) -> AsyncIterator[bytes]:
+    """A chunked upload (no Content-Length); with `hold`, it stalls after the first chunk until set."""
+    for index in range(parts):
+        yield b" " * size
+        if hold is not None and index == 0:
+            await hold.wait()
+
+
+def test_oversized_bodies_get_413_before_and_while_reading(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        async with serving(ServiceSettings(max_body_bytes=1024 * 1024), minilm) as client:
+            big = json.dumps({"input": "x" * (2 * 1024 * 1024)}).encode()
+            declared = await asyncio.gather(
+                *(client.post("/v1/embeddings", content=big, headers=JSON) for _ in range(4))
+            )
+            for response in declared:
+                assert_error(response, 413, "request_too_large")
+            streamed = await client.post("/v1/embeddings", content=chunks(40, 64 * 1024), headers=JSON)
+            assert_error(streamed, 413, "request_too_large")
+            assert (await client.post("/v1/embeddings", json={"input": "fine"})).status_code == 200
+
+    run(go)
+
+
+def test_slow_bodies_time_out_and_hold_no_slot(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        settings = ServiceSettings(max_concurrency=1, body_timeout_s=1.0)
+        async with serving(settings, minilm) as client:
+            hold = asyncio.Event()
+            slow = asyncio.create_task(
+                client.post("/v1/embeddings", content=chunks(2, 16, hold), headers=JSON)
+            )
+            await asyncio.sleep(0.1)
+            # the slow upload holds no concurrency slot: a real request is served meanwhile
+            assert (await client.post("/v1/embeddings", json={"input": "real"})).status_code == 200
+            assert_error(await slow, 408, "request_timeout")
+            hold.set()
+
+    run(go)
+
+
+def test_invalid_unicode_nesting_and_poison_inputs_are_400_for_them_only(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        async with serving(ServiceSettings(), minilm) as client:
+            poison = b'{"input": ["fine", "bad \\ud800 text"]}'
+            cases = [
+                (b'{"input": "\\ud800"}', "invalid_unicode"),
+                (poison, "invalid_unicode"),
+                (b'{"input": "\xff\xfe bytes"}', "invalid_json"),
+                (b'{"input": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "invalid_json"),
+            ]
+            for body, code in cases:
+                assert_error(await client.post("/v1/embeddings", content=body, headers=JSON), 400, code)
+            mixed = await asyncio.gather(
+                *(
+                    client.post("/v1/embeddings", content=poison, headers=JSON)
+                    if i % 3 == 0
+                    else client.post("/v1/embeddings", json={"input": [f"valid {i}", "other"]})
+                    for i in range(30)
+                )
+            )
+            assert [r.status_code for r in mixed] == [400 if i % 3 == 0 else 200 for i in range(30)]
+
+    run(go)
+
+
+def test_inputs_are_cut_before_tokenising(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        spy = SpyModel(minilm)
+        async with serving(ServiceSettings(), spy) as client:
+            r = await client.post("/v1/embeddings", json={"input": ["word " * 200_000, "short"]})
+            assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] == minilm.max_tokens + 3
+            assert max(spy.tokenized_chars) == minilm.max_tokens * TRUNCATE_CHARS_PER_TOKEN
+        spy.tokenized_chars.clear()
+        settings = ServiceSettings(long_input="reject", max_input_chars=5000)
+        async with serving(settings, spy, wait_ready=True) as client:
+            warm = len(spy.tokenized_chars)
+            r = await client.post("/v1/embeddings", json={"input": ["ok", "x" * 5001]})
+            assert_error(r, 413, "input_too_long")
+            assert r.json()["error"]["message"].startswith("input[1] has 5001 characters")
+            assert len(spy.tokenized_chars) == warm  # refused before the tokeniser saw it
+
+    run(go)
+
+
+def test_protocol_details_allow_head_openapi_and_model_names(
+    minilm: EmbeddingModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def go() -> None:
+        with caplog.at_level(logging.INFO, logger="service.app"):
+            async with serving(ServiceSettings(), minilm) as client:
+                wrong = await client.get("/v1/embeddings")
+                assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+                for path in ("/health", "/ready"):
+                    head = await client.head(path)
+                    assert head.status_code == 200 and head.content == b"", path
+                document = (await client.get("/openapi.json")).json()
+                body = document["paths"]["/v1/embeddings"]["post"]["requestBody"]
+                schema = body["content"]["application/json"]["schema"]
+                assert (
+                    schema["required"] == ["input"] and schema["properties"]["dimensions"]["maximum"] == 384
+                )
+                evil = await client.post(
+                    "/v1/embeddings", json={"input": "x", "model": "evil/all-MiniLM-L6-v2"}
+                )
+                assert_error(evil, 404, "model_not_found")
+                for name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+                    ok = await client.post("/v1/embeddings", json={"input": "x", "model": name})
+                    assert ok.status_code == 200, name
+        assert any(re.match(r"auth: off", record.getMessage()) for record in caplog.records)
+
+    run(go)
+
+
+def test_a_disconnected_client_is_not_computed(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        gated = GatedModel(minilm)
+        gated.gate.set()
+        async with serving(ServiceSettings(max_batch_size=1, max_wait_ms=0), gated) as client:
+            gated.gate.clear()
+            held = asyncio.create_task(client.post("/v1/embeddings", json={"input": "held"}))
+            await asyncio.sleep(0.1)
+            gone = asyncio.create_task(client.post("/v1/embeddings", json={"input": ["gone 1", "gone 2"]}))
+            await asyncio.sleep(0.1)
+            gone.cancel()  # the client hangs up while its inputs wait in the queue
+            await asyncio.gather(gone, return_exceptions=True)
+            health = (await client.get("/health")).json()
+            assert health["queue_depth"] == 0
+            gated.gate.set()
+            assert (await held).status_code == 200
+            metrics = (await client.get("/metrics")).text
+            assert re.search(r"^embedperf_inputs_total 2\.0$", metrics, re.M)  # warm-up (1) + held
+            assert 'embedperf_abandoned_total{reason="cancelled"} 1.0' in metrics
+
+    run(go)
+
+
+def test_device_faults_degrade_and_show_in_health_metrics_and_ready(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        faulty = FaultyModel(minilm, fits=4)
+        settings = ServiceSettings(max_batch_size=16, warmup=False)
+        async with serving(settings, faulty) as client:
+            r = await client.post("/v1/embeddings", json={"input": [f"text {i}" for i in range(16)]})
+            assert r.status_code == 200 and len(r.json()["data"]) == 16
+            assert max(faulty.batch_sizes) == 4
+            health = (await client.get("/health")).json()
+            assert health["batch_limit"] == 4 and health["oom_total"] >= 2 and health["ready"] is True
+            assert "embedperf_batch_limit 4.0" in (await client.get("/metrics")).text
+            faulty.broken = True
+            for _ in range(3):
+                assert_error(
+                    await client.post("/v1/embeddings", json={"input": "x"}), 500, "inference_failed"
+                )
+            ready = await client.get("/ready")
+            assert ready.status_code == 503 and ready.json()["status"] == "degraded"
+            assert int(ready.headers["retry-after"]) >= 1
+            assert (await client.get("/health")).json()["device_healthy"] is False
+
+    run(go)
+
+
+class SlowModel(GatedModel):
+    """Computes no faster than 50 ms per input, so the service's per-input estimate has a known floor."""
+
+    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+        time.sleep(0.05 * len(batch))
+        return super().embed_token_ids(batch)
+
+
+def test_overload_is_shed_at_the_door_with_retry_after(minilm: EmbeddingModel) -> None:
+    async def go() -> None:
+        slow = SlowModel(minilm)
+        slow.gate.set()
+        settings = ServiceSettings(max_batch_size=2, max_wait_ms=0, deadline_ms=5000, admit_wait_share=0.1)
+        async with serving(settings, slow) as client:
+            slow.gate.clear()
+            held: list[asyncio.Task[Any]] = []
+            for i in range(30):  # queue inputs (>= 50 ms each) until the estimate passes 10 % of 5 s
+                task = asyncio.create_task(client.post("/v1/embeddings", json={"input": f"q{i}"}))
+                await asyncio.sleep(0.05)
+                if task.done():
+                    assert_error(task.result(), 429, "overloaded")
+                    break
+                held.append(task)
+            else:
+                raise AssertionError("nothing was shed")
+            # refused before the (invalid) body is even parsed: shedding costs no body read
+            shed = await client.post("/v1/embeddings", content=b"{not json", headers=JSON)
+            assert_error(shed, 429, "overloaded")
+            assert int(shed.headers["retry-after"]) >= 1 and "server-timing" in shed.headers
+            health = (await client.get("/health")).json()
+            assert health["queue_depth"] >= 1 and health["estimated_wait_ms"] >= 50 * health["queue_depth"]
+            slow.gate.set()
+            assert {r.status_code for r in await asyncio.gather(*held)} == {200}
+            metrics = (await client.get("/metrics")).text
+            assert 'embedperf_shed_total{reason="estimated_wait"} 2.0' in metrics
+            assert 'embedperf_requests_total{status="429"} 2.0' in metrics
+
+    run(go)

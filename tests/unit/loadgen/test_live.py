@@ -1,0 +1,125 @@
+"""Live figures read back from the parts the real writers flush; web-UI option helpers; the --help hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from embedperf.parts import PartsWriter
+from embedperf.schema import REQUEST_SCHEMA, TELEMETRY_SCHEMA, RunFolder, empty_request_row
+from loadgen.live import LATENCY_BUCKETS_MS, LiveRun, PartsTail, RunFollower
+from loadgen.live_export import LiveExporter
+from loadgen.locust_help import LOCUSTFILES_DIR, locustfile_argument, our_locustfile
+from loadgen.options import Suggestions, rejoin_overrides
+
+
+def request_row(stage: int, latency_ms: float, ok: bool = True, **extra: object) -> dict[str, object]:
+    row = empty_request_row()
+    row.update(
+        stage_index=stage, stage_label=f"u{stage}", target_users=stage + 1, endpoint="/v1/embeddings",
+        t_sent_unix_s=100.0 + stage * 10, t_done_unix_s=100.0 + stage * 10 + latency_ms / 1000,
+        latency_ms=latency_ms, ok=ok, status_code=200 if ok else 503, error="" if ok else "HTTP 503",
+        srv_compute_ms=latency_ms / 2 if ok else None,
+    )  # fmt: skip
+    row.update(extra)
+    return row
+
+
+def test_tail_reads_only_what_each_flush_appended(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path)
+    writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, "requests", flush_interval_s=3600)
+    tail = PartsTail(folder.requests_parts)
+    writer.write(request_row(0, 4.0))
+    writer.flush()
+    assert [r["latency_ms"] for r in tail.read_new()] == [4.0]
+    assert list(tail.read_new()) == []  # nothing new
+    writer.write(request_row(0, 7.0))
+    writer.write(request_row(1, 9.0))
+    writer.flush()
+    assert [r["latency_ms"] for r in tail.read_new()] == [7.0, 9.0]
+    writer.close()
+
+
+def test_live_run_counts_steps_buckets_errors_and_server_means(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path)
+    writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, "requests", flush_interval_s=3600)
+    for latency_ms in (4.0, 20.0, 600.0):
+        writer.write(request_row(0, latency_ms))
+    writer.write(request_row(0, 30.0, ok=False))
+    writer.write(request_row(0, 1.0, endpoint="validation:empty_must_fail"))  # a probe, not traffic
+    writer.write(request_row(1, 8.0))
+    writer.flush()
+    live = LiveRun(folder).refresh()
+    step0 = live.steps[0]
+    assert (step0.requests, step0.ok, step0.errors) == (4, 3, 1)
+    assert dict(step0.errors_by_kind) == {"http_503": 1}
+    assert sum(step0.latency_bucket_counts) == 4 and step0.latency_sum_ms == 654.0
+    assert step0.latency_bucket_counts[LATENCY_BUCKETS_MS.index(5)] == 1
+    assert step0.latency_bucket_counts[LATENCY_BUCKETS_MS.index(1000)] == 1  # 600 ms
+    assert step0.server_mean_ms() == {"compute": (2.0 + 10.0 + 300.0) / 3}
+    assert live.current_step is live.steps[1] and live.steps[1].target_users == 2
+    writer.close()
+
+
+def test_device_figures_prefer_accelerators_else_host_and_service(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path)
+    telemetry = PartsWriter(folder.telemetry_parts, TELEMETRY_SCHEMA, "telemetry", flush_interval_s=3600)
+    for ts, device, metric, value in [
+        (1.0, "cpu", "cpu_util_pct", 40.0),
+        (1.0, "proc:service", "busy_frac", 0.5),
+        (2.0, "proc:service", "busy_frac", 0.75),
+    ]:
+        telemetry.write({"ts_unix_s": ts, "host": "h", "source": "psutil", "device": device, "metric": metric, "value": value})
+    telemetry.flush()
+    live = LiveRun(folder).refresh()
+    assert {k: v.value for k, v in live.device_figures().items()} == {
+        ("cpu", "cpu_util_pct"): 40.0,
+        ("proc:service", "busy_frac"): 0.75,
+    }
+    telemetry.write({"ts_unix_s": 3.0, "host": "h", "source": "npu_smi", "device": "npu4.chip0", "metric": "power_w", "value": 90.0})
+    telemetry.flush()
+    assert {k: v.value for k, v in live.refresh().device_figures().items()} == {("npu4.chip0", "power_w"): 90.0}
+    telemetry.close()
+
+
+class _Run:
+    def __init__(self, folder: RunFolder) -> None:
+        self.folder = folder
+
+
+def test_exporter_serves_the_followed_run(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path)
+    writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, "requests", flush_interval_s=3600)
+    writer.write(request_row(0, 12.0))
+    writer.flush()
+    current: list[_Run | None] = [_Run(folder)]
+    exporter = LiveExporter(RunFollower(lambda: current[0]), "127.0.0.1", 0)
+    text = generate_latest(exporter.registry).decode()
+    assert f'embedperf_requests_total{{outcome="ok",run_id="{folder.run_id}",stage="0",stage_label="u0"}} 1.0' in text
+    assert 'embedperf_latency_ms_bucket{le="25",run_id=' in text
+    current[0] = None  # the run ended: its figures stay exported
+    assert "embedperf_requests_total{" in generate_latest(exporter.registry).decode()
+    writer.close()
+
+
+def test_set_values_split_at_commas_by_the_web_ui_are_rejoined() -> None:
+    assert rejoin_overrides(["", "steps.duration_s=5", "payload.corpora=[en_short", "zh_short]", " "]) == [
+        "steps.duration_s=5",
+        "payload.corpora=[en_short,zh_short]",
+    ]
+
+
+def test_suggestions_list_choices_but_leave_validation_to_the_loader() -> None:
+    choices = Suggestions(["ramp", "smoke"])
+    assert list(choices) == ["ramp", "smoke"] and "scenarios/custom.yaml" in choices
+
+
+def test_help_hook_acts_only_on_locust_help_for_our_locustfiles() -> None:
+    ramp = str(LOCUSTFILES_DIR / "ramp.py")
+    assert our_locustfile(["/x/bin/locust", "-f", ramp, "--help"]) == LOCUSTFILES_DIR / "ramp.py"
+    assert our_locustfile(["/x/bin/locust", f"--locustfile={ramp}", "-h"]) == LOCUSTFILES_DIR / "ramp.py"
+    assert our_locustfile(["/x/bin/locust", "-f", ramp]) is None  # not --help: nothing to do
+    assert our_locustfile(["/x/bin/python", "-f", ramp, "--help"]) is None
+    assert our_locustfile(["/x/bin/locust", "-f", "other/locustfile.py", "--help"]) is None
+    assert locustfile_argument(["-fa.py"]) == "a.py"

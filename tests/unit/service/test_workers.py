@@ -1,0 +1,153 @@
+"""Serving devices: the device list, one worker thread per device bound inside its thread, per-device metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from embedperf.errors import ConfigError
+from service.batcher import Batcher, BatcherConfig
+from service.cli import settings_from_args
+from service.device_list import DeviceSpec
+from service.metrics import ServiceMetrics
+from service.settings import ServiceSettings
+from service.workers import DeviceWorker, WorkerPool, build_pool, primary_device
+
+
+class BarrierEncoder:
+    """Computes only when the other device computes at the same time: proves the two workers run in parallel."""
+
+    max_tokens = 16
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        self.barrier = barrier
+        self.batches = 0
+        self.threads: set[str] = set()
+
+    def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
+        return [[101, len(text), 102] for text in texts]
+
+    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+        self.barrier.wait()
+        self.batches += 1
+        self.threads.add(threading.current_thread().name)
+        return np.array([[float(ids[1]), 1.0] for ids in batch], dtype=np.float32)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--device", "npu:0,cuda:1"], "mixes kinds (cuda, npu)"),
+        (["--device", "npu:0,npu:0"], "names npu:0 more than once"),
+        (["--device", "npu,npu:0"], "names npu:0 more than once"),
+        (["--device", "npu:0,,npu:1"], "has an empty entry"),
+        (["--device", "gpu:0"], "is not one of cpu, cuda[:N], npu[:N]"),
+        (["--device", "npu:x"], "is not one of cpu, cuda[:N], npu[:N]"),
+        (["--device", "cpu:1"], "use --workers N"),
+        (["--device", "cuda:0", "--workers", "2"], "--workers 2 applies to CPU only"),
+    ],
+)
+def test_bad_device_lists_are_refused_with_what_to_do(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        settings_from_args(argv)
+    assert message in str(info.value)
+    assert ": :" not in str(info.value)  # model-level problems read as one clean sentence
+
+
+def test_device_lists_name_devices_as_npu_smi_and_nvml_number_them() -> None:
+    npus = ServiceSettings(device="npu:3, npu:5").device_specs()
+    assert [s.as_info() for s in npus] == [
+        {"kind": "npu", "index": 3, "name": "npu:3"},
+        {"kind": "npu", "index": 5, "name": "npu:5"},
+    ]
+    assert [s.name for s in ServiceSettings(device="cuda").device_specs()] == ["cuda:0"]
+    assert [s.name for s in ServiceSettings(workers=3).device_specs()] == ["cpu:0", "cpu:1", "cpu:2"]
+    assert primary_device(ServiceSettings(device="npu:3,npu:5")) == "npu:3"
+    assert primary_device(ServiceSettings(workers=2)) == "cpu"
+
+
+def test_one_replica_per_accelerator_and_cpu_workers_share_unless_asked() -> None:
+    loads: list[tuple[Any, ...]] = []
+    model = SimpleNamespace(max_tokens=16)
+
+    def fake_load(*args: Any) -> object:
+        loads.append(args)
+        return SimpleNamespace(max_tokens=16)
+
+    settings = ServiceSettings(device="npu:2,npu:6", precision="fp16")
+    pool = build_pool(settings, model, ServiceMetrics(), load=fake_load)  # type: ignore[arg-type]
+    assert [w.spec.name for w in pool.workers] == ["npu:2", "npu:6"]
+    assert pool.workers[0].encoder is model and pool.workers[1].encoder is not model
+    assert [(a[1], a[2]) for a in loads] == [("npu:6", "fp16")]  # only the second device loads a replica
+
+    loads.clear()
+    shared = build_pool(ServiceSettings(workers=2), model, ServiceMetrics(), load=fake_load)  # type: ignore[arg-type]
+    assert [w.encoder for w in shared.workers] == [model, model] and loads == []
+    copies = build_pool(
+        ServiceSettings(workers=2, cpu_worker_replicas=True),
+        model,  # type: ignore[arg-type]
+        ServiceMetrics(),
+        load=fake_load,
+    )
+    assert copies.workers[1].encoder is not model and [a[1] for a in loads] == ["cpu"]
+
+
+def test_two_workers_compute_in_parallel_each_bound_to_its_device_in_its_own_thread() -> None:
+    barrier = threading.Barrier(2, timeout=20)
+    encoders = [BarrierEncoder(barrier), BarrierEncoder(barrier)]
+    specs = [DeviceSpec("npu", 0, "npu:0"), DeviceSpec("npu", 1, "npu:1")]
+    bound: list[tuple[str, str]] = []
+
+    def bind(spec: DeviceSpec) -> None:
+        bound.append((spec.name, threading.current_thread().name))
+
+    metrics = ServiceMetrics()
+    pool = WorkerPool([DeviceWorker(s, e) for s, e in zip(specs, encoders, strict=True)], metrics, bind)
+    batcher = Batcher(
+        pool, BatcherConfig(batching=False, workers=2), metrics, on_worker_start=pool.bind_thread
+    )
+
+    async def go() -> list[Any]:
+        batcher.start()
+        try:
+            return await asyncio.gather(*(batcher.submit([f"text {'x' * i}"], 20_000) for i in range(4)))
+        finally:
+            await asyncio.to_thread(batcher.stop, 20.0)
+
+    results = asyncio.run(asyncio.wait_for(go(), timeout=60))
+    assert [r.embeddings[0][0] for r in results] == [5.0, 6.0, 7.0, 8.0]  # each answer is its own input's
+    assert sorted(bound) == [("npu:0", "embed-worker-0"), ("npu:1", "embed-worker-1")]
+    assert encoders[0].threads == {"embed-worker-0"} and encoders[1].threads == {"embed-worker-1"}
+    assert encoders[0].batches == encoders[1].batches == 2  # the barrier pairs one batch from each device
+    text = metrics.render().decode()
+    assert 'embedperf_device_batches_total{device="npu:0"} 2.0' in text
+    assert 'embedperf_device_batches_total{device="npu:1"} 2.0' in text
+    assert "embedperf_workers 2.0" in text
+    assert set(pool.busy_fractions()) == {"npu:0", "npu:1"}
+    assert all(worker.busy_fraction() > 0 for worker in pool.workers)
+    assert 0 < batcher.busy_fraction() <= 1  # the overall figure is the mean over devices, not their sum
+
+
+def test_bind_device_sets_the_threads_device_and_leaves_cpu_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from service import workers
+
+    calls: list[tuple[str, int]] = []
+
+    class FakeNpu:
+        @staticmethod
+        def set_device(index: int) -> None:
+            calls.append(("npu", index))
+
+    monkeypatch.setattr(torch, "npu", FakeNpu, raising=False)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: calls.append(("cuda", index)))
+    workers.bind_device(DeviceSpec("npu", 5, "npu:5"))
+    workers.bind_device(DeviceSpec("cuda", 1, "cuda:1"))
+    workers.bind_device(DeviceSpec("cpu", 1, "cpu:1"))
+    assert calls == [("npu", 5), ("cuda", 1)]
