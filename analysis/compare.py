@@ -140,7 +140,8 @@ class Samples:
     n_failed: int
     telemetry: dict[str, np.ndarray]
     token_counts: np.ndarray | None = None  # input tokens of ok requests per 1 s bin (None: not reported)
-    exact_ms: dict[float, float | None] | None = None  # exact percentiles of every ok row (the sample may be a reservoir)
+    # exact percentiles of every ok row (latency_sorted may be a bounded reservoir of them)
+    exact_ms: dict[float, float | None] | None = None
     n_ok: int | None = None  # ok rows (latency_sorted holds all of them or a bounded reservoir)
 
     @property

@@ -18,6 +18,8 @@ from analysis import ooc
 from analysis.soak import DRIFT_MAX_PCT_PER_H, LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H, MINUTE_S
 from analysis.telemetry import ACCELERATOR_SOURCES, SERVICE_DEVICE
 
+# Grouped quantiles hold every group's values and a hash table at once: a quarter of a selection pass.
+SERIES_PASS_DIVISOR = 4
 THROTTLE_TEMP_RISE_C = 5.0  # last quarter vs first quarter of the run
 THROTTLE_DROP_FRACTION = 0.05  # clock or power this much lower in the last quarter
 
@@ -53,7 +55,7 @@ class SoakFindings(BaseModel):
 
 def _per_slice(n_buckets: int, n_rows: int) -> int:
     """Buckets per query so that one query's latencies fit ooc.PASS_VALUES (DuckDB holds them at once)."""
-    n_slices = max(1, int(np.ceil(n_rows / ooc.PASS_VALUES)))
+    n_slices = max(1, int(np.ceil(n_rows / (ooc.PASS_VALUES / SERIES_PASS_DIVISOR))))
     return max(1, int(np.ceil(n_buckets / n_slices)))
 
 
@@ -87,42 +89,49 @@ def request_minutes(con: duckdb.DuckDBPyConnection) -> tuple[float | None, list[
     ]  # fmt: skip
 
 
+def prepare_telemetry_minutes(con: duckdb.DuckDBPyConnection, t0: float) -> None:
+    """Per-minute telemetry of every device into small temp tables (`tel_minutes`, `rss_minutes`).
+
+    From the `tel` view (analysis.ooc_telemetry.create_view). Done before the telemetry is loaded for
+    the step figures, so DuckDB's aggregation and those frames never hold memory at the same time;
+    add_telemetry_minutes then picks the serving devices from these tables.
+    """
+    sources = ", ".join(f"'{s}'" for s in sorted(ACCELERATOR_SOURCES))
+    minute = f"floor((ts_unix_s - {t0!r}) / {MINUTE_S!r})::BIGINT"
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE tel_minutes AS
+            SELECT {minute} AS minute, device, metric, avg(value) AS mean, max(value) AS peak FROM tel
+            WHERE ts_unix_s >= {t0!r} AND source IN ({sources})
+              AND metric IN ('device_util_pct', 'temp_c', 'power_w', 'clock_mhz')
+            GROUP BY ALL"""
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE rss_minutes AS
+            SELECT {minute} AS minute, avg(value) AS rss FROM tel
+            WHERE ts_unix_s >= {t0!r} AND device = '{SERVICE_DEVICE}' AND metric = 'rss_mb' GROUP BY ALL"""
+    )
+
+
 def add_telemetry_minutes(
-    con: duckdb.DuckDBPyConnection,
-    t0: float,
-    points: list[MinutePoint],
-    serving: list[str] | None = None,
+    con: duckdb.DuckDBPyConnection, points: list[MinutePoint], serving: list[str] | None = None
 ) -> None:
     """Serving-device utilisation (mean), temperature (max), power (sum of device means), clock, service RSS.
 
-    From the `tel` view (analysis.ooc_telemetry.create_view).
+    From the tables of prepare_telemetry_minutes.
     """
     if not points:
         return
-    sources = ", ".join(f"'{s}'" for s in sorted(ACCELERATOR_SOURCES))
-    device_filter = f"AND device IN ({', '.join(repr(d) for d in serving)})" if serving else ""
+    device_filter = f"WHERE device IN ({', '.join(repr(d) for d in serving)})" if serving else ""
     rows = con.execute(
-        f"""WITH t AS (
-                SELECT floor((ts_unix_s - ?) / {MINUTE_S!r})::BIGINT AS minute, device, source, metric, value
-                FROM tel WHERE ts_unix_s >= ?),
-            dev AS (
-                SELECT minute, device, metric, avg(value) AS mean, max(value) AS peak FROM t
-                WHERE source IN ({sources}) {device_filter}
-                  AND metric IN ('device_util_pct', 'temp_c', 'power_w', 'clock_mhz')
-                GROUP BY ALL),
-            per_minute AS (
+        f"""WITH per_minute AS (
                 SELECT minute,
                     avg(mean) FILTER (metric = 'device_util_pct') AS util,
                     max(peak) FILTER (metric = 'temp_c') AS temp,
                     sum(mean) FILTER (metric = 'power_w') AS power,
                     avg(mean) FILTER (metric = 'clock_mhz') AS clock
-                FROM dev GROUP BY minute),
-            rss AS (
-                SELECT minute, avg(value) AS rss FROM t
-                WHERE device = '{SERVICE_DEVICE}' AND metric = 'rss_mb' GROUP BY minute)
+                FROM tel_minutes {device_filter} GROUP BY minute)
             SELECT coalesce(p.minute, r.minute), util, temp, power, clock, rss
-            FROM per_minute p FULL JOIN rss r ON p.minute = r.minute""",
-        [t0, t0],
+            FROM per_minute p FULL JOIN rss_minutes r ON p.minute = r.minute"""
     ).fetchall()
     by_minute = {int(r[0]): r[1:] for r in rows}
     for point in points:

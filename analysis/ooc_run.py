@@ -14,9 +14,9 @@ import sys
 from analysis import minute_series, ooc, ooc_tables, ooc_telemetry
 from analysis.ooc_figures import ReportFigures
 from analysis.row_figures import RequestTotals, RowFigures
-from analysis.soak import is_soak
+from analysis.soak import SOAK_MIN_DURATION_S, is_soak
 from analysis.summary import RunAnalysis, Settings, is_open_loop, run_window, summarise, write_analysis
-from embedperf.schema import RunFolder, open_run_folder, read_manifest
+from embedperf.schema import Manifest, RunFolder, open_run_folder, read_manifest
 
 MAX_SERIES_POINTS = 1500
 
@@ -28,7 +28,7 @@ def analyse_run(
     manifest = read_manifest(folder)
     work = folder.analysis
     work.mkdir(parents=True, exist_ok=True)
-    soak = is_soak(manifest)
+    long_run = is_soak(manifest) or _duration_s(manifest) >= SOAK_MIN_DURATION_S  # gets per-minute series
     with ooc.connect(work, memory_limit) as con:
         windows = ooc.create_views(con, ooc.request_files(folder, work), manifest.stages)
         requests = ooc.request_aggregates(
@@ -36,7 +36,7 @@ def analyse_run(
             lateness_tolerance_ms=manifest.scenario.open_loop.lateness_tolerance_ms,
         )  # fmt: skip
         totals = ooc_tables.totals(con)
-        t0, minutes = minute_series.request_minutes(con) if soak else (None, [])
+        t0, minutes = minute_series.request_minutes(con) if long_run else (None, [])
         done = con.execute("SELECT max(t_done_unix_s) FROM src WHERE isfinite(t_done_unix_s)").fetchone()
         t_done_max = float(done[0]) if done and done[0] is not None else None
         rows = RowFigures(
@@ -47,7 +47,7 @@ def analyse_run(
             totals=RequestTotals.of(totals.n_requests, totals.n_ok, totals.errors_by_kind),
             outage_windows=ooc_tables.outage_windows(con),
             t_done_max_unix_s=t_done_max,
-            soak=ooc_tables.soak_inputs(con, t0, minutes) if t0 is not None else None,
+            soak=ooc_tables.soak_inputs(con, t0, minutes) if t0 is not None and is_soak(manifest) else None,
         )
         run_t0, run_t1 = run_window(manifest, t_done_max)
         figures = ReportFigures(
@@ -64,13 +64,22 @@ def analyse_run(
         )
     with ooc.connect(work, memory_limit) as con:
         ooc_telemetry.create_view(con, ooc_telemetry.telemetry_files(folder, work))
+        if t0 is not None and minutes:
+            minute_series.prepare_telemetry_minutes(con, t0)
         index = ooc_telemetry.telemetry_index(con)
         gaps = ooc_telemetry.telemetry_gaps(con, run_t0, run_t1)
         summary, serving = summarise(manifest, rows, index, gaps, ooc_telemetry.sources(con), settings)
         if t0 is not None and minutes:
-            minute_series.add_telemetry_minutes(con, t0, minutes, serving.devices or None)
+            minute_series.add_telemetry_minutes(con, minutes, serving.devices or None)
             summary.soak_minutes = minute_series.soak_findings(minutes)
     return RunAnalysis(summary=summary, manifest=manifest, folder=folder, telemetry=index, figures=figures)
+
+
+def _duration_s(manifest: Manifest) -> float:
+    """First stage start to last stage end (0 without stages or ends)."""
+    starts = [s.start_unix_s for s in manifest.stages]
+    ends = [s.end_unix_s for s in manifest.stages if s.end_unix_s is not None]
+    return max(ends) - min(starts) if starts and ends else 0.0
 
 
 def main(argv: list[str]) -> int:

@@ -20,6 +20,7 @@ from analysis.summary import RunAnalysis
 
 MAX_LATENCY_SAMPLES = 100_000
 SAMPLE_SEED = 20_240_601
+BRACKET_SIGMAS = 6.0  # half-width of an order statistic's bracket in the reservoir, in standard errors
 _OK = "NOT probe AND outcome = 0"
 
 
@@ -58,19 +59,51 @@ def _per_second(
     return counts, widths, tokens if known else None
 
 
-def _exact(con: duckdb.DuckDBPyConnection, pcts: Sequence[float]) -> dict[float, float | None]:
-    row = con.execute(f"SELECT count(*) FROM prepared WHERE {_OK} AND isfinite(latency_ms)").fetchone()
-    n = int(row[0]) if row else 0
+def _exact(
+    con: duckdb.DuckDBPyConnection, pcts: Sequence[float], sample: np.ndarray
+) -> dict[float, float | None]:
+    """Exact percentiles of every ok row, in one pass whatever their number.
+
+    Each wanted order statistic lies, all but surely, between two values of the sorted reservoir a
+    few standard errors either side of its rank: one pass counts the rows below that bracket and
+    keeps the few rows inside it, and the k-th of those is the answer. A bracket that missed (or a
+    run whose reservoir holds every row) is answered exactly as well.
+    """
+    ok = f"{_OK} AND isfinite(latency_ms)"
+    [(n,)] = con.execute(f"SELECT count(*) FROM prepared WHERE {ok}").fetchall()
     if n == 0:
         return {q: None for q in pcts}
+    m = len(sample)
 
     def fetch(ranks: Sequence[int]) -> dict[int, float]:
-        got = con.execute(
-            f"SELECT quantile_disc(latency_ms, ?) FROM prepared WHERE {_OK} AND isfinite(latency_ms)",
-            [[(k + 0.5) / n for k in ranks]],
-        ).fetchone()
-        assert got is not None
-        return {k: float(v) for k, v in zip(ranks, got[0], strict=True)}
+        if m == n:  # the reservoir is every row
+            return {k: float(sample[k]) for k in ranks}
+        parts, brackets = [], []
+        for k in ranks:
+            p = k / max(n - 1, 1)
+            spread = BRACKET_SIGMAS * np.sqrt(m * p * (1.0 - p)) + 2.0
+            lo = float(sample[int(np.floor(p * (m - 1) - spread))]) if p * (m - 1) - spread >= 0 else -np.inf
+            hi = (
+                float(sample[int(np.ceil(p * (m - 1) + spread))]) if p * (m - 1) + spread <= m - 1 else np.inf
+            )
+            brackets.append((lo, hi))
+            low, high = f"'{lo!r}'::DOUBLE", f"'{hi!r}'::DOUBLE"  # 'inf' and '-inf' read as DOUBLE too
+            parts.append(
+                f"count(*) FILTER (latency_ms < {low}), "
+                f"list(latency_ms) FILTER (latency_ms >= {low} AND latency_ms <= {high})"
+            )
+        [row] = con.execute(f"SELECT {', '.join(parts)} FROM prepared WHERE {ok}").fetchall()
+        out: dict[int, float] = {}
+        for i, k in enumerate(ranks):
+            below, inside = int(row[2 * i]), sorted(row[2 * i + 1] or [])
+            if 0 <= k - below < len(inside):
+                out[k] = float(inside[k - below])
+            else:  # outside the bracket: select among every row
+                [(value,)] = con.execute(
+                    f"SELECT quantile_disc(latency_ms, {(k + 0.5) / n!r}) FROM prepared WHERE {ok}"
+                ).fetchall()
+                out[k] = float(value)
+        return out
 
     return dict(zip(pcts, order_stats.exact_percentiles(n, list(pcts), fetch), strict=True))
 
@@ -102,12 +135,13 @@ def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
                 n_ok=lat.n,
             )
         peak = max(out.values(), key=lambda x: x.qps, default=None)
+        overall = _latencies(con, _OK, SAMPLE_SEED)
         n_requests = sum(s.stats.n_requests for s in analysis.summary.steps)
         n_ok = sum(s.stats.n_ok for s in analysis.summary.steps)
         out[OVERALL_INDEX] = Samples(
             label="overall",
             load_key=None,
-            latency_sorted=_latencies(con, _OK, SAMPLE_SEED),
+            latency_sorted=overall,
             ok_counts=peak.ok_counts if peak else np.array([]),
             bin_widths_s=peak.bin_widths_s if peak else np.array([]),
             qps=peak.qps if peak else 0.0,
@@ -115,7 +149,7 @@ def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
             n_failed=n_requests - n_ok,
             telemetry=peak.telemetry if peak else {},
             token_counts=peak.token_counts if peak else None,
-            exact_ms=_exact(con, list(LATENCY_METRICS.values())),
+            exact_ms=_exact(con, list(LATENCY_METRICS.values()), overall),
             n_ok=n_ok,
         )
     return out

@@ -39,6 +39,27 @@ RULE = (
 )
 
 
+# Why a probe got its verdict, and why a search stopped: code -> English text (str.format params).
+# The report renders the same codes in its own language (reports/i18n.py keys sr_<code>, sn_<status>).
+REASONS: dict[str, str] = {
+    "error_budget": "error rate {error_rate_pct:.2f}% above the budget {budget_pct:g}%",
+    "goodput_short": "goodput {goodput_rps:.1f} req/s short of the offered {offered_rps:.1f} req/s",
+    "no_ok": "no ok request after the warm-up",
+    "p99_within": "P99 {p99_ms:.1f} ms, interval up to {upper_ms:.1f} ms within {slo_ms:g} ms",
+    "p99_above": "P99 {p99_ms:.1f} ms, interval from {lower_ms:.1f} ms above {slo_ms:g} ms",
+    "p99_straddles": "P99 {p99_ms:.1f} ms, interval {lower_ms:.1f} ms .. {upper_text} straddles the SLO",
+}
+NOTES: dict[str, str] = {
+    "found": "",
+    "uncertain": "the P99 at {rate:g} req/s stays within its interval of the SLO",
+    "unconfirmed": "the confirming probe at {rate:g} req/s failed",
+    "above_max_rate": "every probe up to max_rate {rate:g} req/s passed",
+    "below_min_rate": "even {rate:g} req/s misses the SLO",
+    "max_duration": "stopped at --max-duration {seconds:g} s",
+}
+Params = dict[str, float | str]
+
+
 class ProbeMeasurement(BaseModel):
     """What one probe measured (after its warm-up); latencies are from the intended send time."""
 
@@ -86,6 +107,8 @@ class ProbeRecord(BaseModel):
     p99_upper_ms: float | None
     verdict: Verdict
     reason: str
+    reason_code: str = Field("", description="Key of REASONS; the report translates it.")
+    reason_params: Params = Field(default_factory=dict)
 
 
 class SearchRecord(BaseModel):
@@ -99,6 +122,9 @@ class SearchRecord(BaseModel):
     precision: float
     confidence: float
     arrival: str
+    growth: float = 2.0
+    goodput_tolerance: float = 0.05
+    confirm_factor: float = 2.0
     probes: list[ProbeRecord] = Field(default_factory=list)
     brackets: list[tuple[float | None, float | None]] = Field(
         default_factory=list, description="(highest passing, lowest failing) rate after each probe."
@@ -111,6 +137,7 @@ class SearchRecord(BaseModel):
     )
     confirm_stage_index: int | None = None
     note: str = ""
+    note_params: Params = Field(default_factory=dict, description="Parameters of NOTES[status].")
 
 
 def quantile_ci(values_ms: Sequence[float], q: float, confidence: float) -> tuple[float | None, float, float]:
@@ -148,25 +175,35 @@ def _binom_ppf(p: float, n: int, q: float) -> int:
 
 def judge(
     m: ProbeMeasurement, slo: Slo, spec: Search
-) -> tuple[Verdict, str, tuple[float | None, float, float]]:
-    """The verdict of one probe and why; also the P99 estimate and interval used."""
+) -> tuple[Verdict, str, Params, tuple[float | None, float, float]]:
+    """The verdict of one probe, why (a REASONS code and its params), and the P99 estimate and interval."""
     ci = quantile_ci(m.ok_latency_ms, QUANTILE, spec.confidence)
     error_rate = m.errors / m.scheduled if m.scheduled else 0.0
     if error_rate * 100.0 > slo.error_budget_pct:
-        return "fail", f"error rate {error_rate:.2%} above the budget {slo.error_budget_pct:g}%", ci
+        return (
+            "fail",
+            "error_budget",
+            {"error_rate_pct": error_rate * 100.0, "budget_pct": slo.error_budget_pct},
+            ci,
+        )
     offered = m.scheduled / m.duration_s if m.duration_s > 0 else 0.0
     goodput = m.ok_done / m.duration_s if m.duration_s > 0 else 0.0
     if m.scheduled - m.ok_done > _goodput_allowance(m, offered, spec.goodput_tolerance):
-        return "fail", f"goodput {goodput:.1f} req/s short of the offered {offered:.1f} req/s", ci
+        return "fail", "goodput_short", {"goodput_rps": goodput, "offered_rps": offered}, ci
     point, lower, upper = ci
     if point is None:
-        return "uncertain", "no ok request after the warm-up", ci
+        return "uncertain", "no_ok", {}, ci
     if upper <= slo.p99_ms:
-        return "pass", f"P99 {point:.1f} ms, interval up to {upper:.1f} ms within {slo.p99_ms:g} ms", ci
+        return "pass", "p99_within", {"p99_ms": point, "upper_ms": upper, "slo_ms": slo.p99_ms}, ci
     if lower > slo.p99_ms:
-        return "fail", f"P99 {point:.1f} ms, interval from {lower:.1f} ms above {slo.p99_ms:g} ms", ci
+        return "fail", "p99_above", {"p99_ms": point, "lower_ms": lower, "slo_ms": slo.p99_ms}, ci
     upper_text = "unbounded (too few samples)" if math.isinf(upper) else f"{upper:.1f} ms"
-    return "uncertain", f"P99 {point:.1f} ms, interval {lower:.1f} ms .. {upper_text} straddles the SLO", ci
+    return "uncertain", "p99_straddles", {"p99_ms": point, "lower_ms": lower, "upper_text": upper_text}, ci
+
+
+def reason_text(code: str, params: Params) -> str:
+    """A probe's reason in English (the manifest and the console keep this text)."""
+    return REASONS[code].format(**params) if code in REASONS else code
 
 
 def _goodput_allowance(m: ProbeMeasurement, offered_rps: float, tolerance: float) -> float:
@@ -215,6 +252,9 @@ class SearchState:
             precision=spec.precision,
             confidence=spec.confidence,
             arrival=arrival,
+            growth=spec.growth,
+            goodput_tolerance=spec.goodput_tolerance,
+            confirm_factor=spec.confirm_factor,
         )
         self._last: ProbeRecord | None = None
         self._last_measurement: ProbeMeasurement | None = None
@@ -236,7 +276,7 @@ class SearchState:
             self.done = True
             return None
         if elapsed_s + plan.duration_s > self.spec.max_duration_s:
-            self._finish("max_duration", f"stopped at --max-duration {self.spec.max_duration_s:g} s")
+            self._finish("max_duration", {"seconds": self.spec.max_duration_s})
             return None
         return plan
 
@@ -247,24 +287,24 @@ class SearchState:
         if last.verdict == "uncertain":
             if last.phase != "repeat":
                 return self._at(last.rate, "repeat")
-            self._finish("uncertain", f"the P99 at {last.rate:g} req/s stays within its interval of the SLO")
+            self._finish("uncertain", {"rate": last.rate})
             return None
         if last.phase == "confirm":
             if last.verdict == "pass":
-                self._finish("found", "")
+                self._finish("found", {})
                 return None
             if self.confirms >= MAX_CONFIRMS:
-                self._finish("unconfirmed", f"the confirming probe at {last.rate:g} req/s failed")
+                self._finish("unconfirmed", {"rate": last.rate})
                 return None
         if self.high is None:
             assert self.low is not None
             if self.low >= spec.max_rate:
-                self._finish("above_max_rate", f"every probe up to max_rate {spec.max_rate:g} req/s passed")
+                self._finish("above_max_rate", {"rate": spec.max_rate})
                 return None
             return self._at(min(self.low * spec.growth, spec.max_rate), "bracket")
         if self.low is None:
             if self.high <= spec.min_rate:
-                self._finish("below_min_rate", f"even {spec.min_rate:g} req/s misses the SLO")
+                self._finish("below_min_rate", {"rate": spec.min_rate})
                 return None
             return self._at(max(self.high / spec.growth, spec.min_rate), "bracket")
         if (self.high - self.low) / self.high <= spec.precision:
@@ -280,7 +320,7 @@ class SearchState:
         if plan.phase == "repeat" and self._last_measurement is not None:
             m = self._last_measurement.pooled(m)
         self._last_measurement = m
-        verdict, reason, (point, lower, upper) = judge(m, self.slo, self.spec)
+        verdict, code, params, (point, lower, upper) = judge(m, self.slo, self.spec)
         ok = np.asarray(m.ok_latency_ms, dtype=float)
         probe = ProbeRecord(
             stage_index=stage_index,
@@ -298,7 +338,9 @@ class SearchState:
             p99_lower_ms=_finite(lower),
             p99_upper_ms=_finite(upper),
             verdict=verdict,
-            reason=reason,
+            reason=reason_text(code, params),
+            reason_code=code,
+            reason_params=params,
         )
         if verdict == "pass":
             self.passes.append(plan.rate)
@@ -316,11 +358,12 @@ class SearchState:
         self._last = probe
         return probe
 
-    def _finish(self, status: SearchStatus, note: str) -> None:
+    def _finish(self, status: SearchStatus, note_params: Params) -> None:
         self.done = True
         rec = self.record
         rec.status = status
-        rec.note = note
+        rec.note = NOTES[status].format(**note_params)
+        rec.note_params = note_params
         rec.answer_rps = self.low
         rec.uncertainty_rps = (self.low, self.high)
         if rec.answer_p99_ms is None and self.low is not None:
@@ -354,6 +397,51 @@ def headline(record: SearchRecord, devices: int) -> str:
     return (
         f"{per_device:.1f} req/s per device at P99 <= {record.slo_p99_ms:g} ms "
         f"({record.answer_rps:g} req/s on {devices} device(s){span}){tail}"
+    )
+
+
+class SearchSlo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    p99_ms: float
+    error_budget_pct: float
+
+
+class SearchSummary(BaseModel):
+    """summary.json `search`: the searched answer for CI tools and the matrix, without the manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: SearchStatus
+    answer_rps: float | None = Field(description="Highest rate that met the SLO (all serving devices).")
+    per_device_rps: float | None = Field(description="answer_rps / devices.")
+    devices: int
+    p99_ms: float | None = Field(description="P99 measured at the answer (the confirming probe's).")
+    slo: SearchSlo
+    bracket: tuple[float | None, float | None] = Field(
+        description="(highest passing, lowest failing) rate: the answer's uncertainty."
+    )
+    probes: int
+    note: str = ""
+
+
+def search_summary(manifest: Manifest) -> SearchSummary | None:
+    """The answer of a search run as summary.json carries it (None for runs that were not a search)."""
+    record = read_search(manifest)
+    if record is None:
+        return None
+    devices = devices_serving(manifest)
+    answer = record.answer_rps
+    return SearchSummary(
+        status=record.status,
+        answer_rps=answer,
+        per_device_rps=answer / devices if answer is not None else None,
+        devices=devices,
+        p99_ms=record.answer_p99_ms,
+        slo=SearchSlo(p99_ms=record.slo_p99_ms, error_budget_pct=record.error_budget_pct),
+        bracket=record.uncertainty_rps,
+        probes=len(record.probes),
+        note=record.note,
     )
 
 

@@ -21,6 +21,7 @@ from analysis.ooc_figures import ReportFigures
 from analysis.outage import OutageWindow
 from analysis.quality import Finding, findings
 from analysis.row_figures import RequestTotals, RowFigures, row_figures
+from analysis.search import SearchSummary, search_summary
 from analysis.soak import SoakResult, is_soak, soak_result
 from analysis.steps import PERCENTILE_METHOD, StepStats
 from analysis.telemetry import TelemetryIndex, TelemetryStats, telemetry_gaps
@@ -74,7 +75,9 @@ class RunSummary(BaseModel):
     serving_rule: str = "none"  # explicit | service_info | busy | none (see analysis.devices)
     serving_devices: list[str] = []
     device_table: list[DeviceRow] = []
-    soak_minutes: SoakFindings | None = None  # per-minute soak findings, thermal throttling included
+    # runs of 10 minutes or more: drift, memory growth and thermal throttling from per-minute series
+    soak_minutes: SoakFindings | None = None
+    search: SearchSummary | None = None  # the capacity search's answer (analysis.search), for search runs
 
 
 @dataclass
@@ -234,6 +237,7 @@ def summarise(
         serving_rule=serving.rule,
         serving_devices=serving.devices,
         device_table=serving.table,
+        search=search_summary(manifest),
     )
     return summary, serving
 

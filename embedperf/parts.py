@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +28,26 @@ PART_SUFFIX = ".arrows"
 LEGACY_PART_SUFFIX = ".csv"
 
 
-def columns_to_batch(schema: pa.Schema, rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
+ColumnsHook = Callable[[list[Any]], None]
+
+
+def columns_to_batch(
+    schema: pa.Schema, rows: Sequence[Sequence[Any]], prepare: ColumnsHook | None = None
+) -> pa.RecordBatch:
     """Rows (sequences in schema order) -> one record batch, built column by column.
 
-    Non-finite floats become null, as a value a source did not report is absent, never NaN.
+    `prepare` may rewrite the per-column sequences in place first (a column it turns into an Arrow
+    array is only cast), so a writer can keep raw values on the hot path and convert a whole
+    batch at once. Non-finite floats become null, as a value a source did not report is absent, never NaN.
     """
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    columns: list[Any] = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    if prepare is not None and rows:
+        prepare(columns)
     arrays = []
     for field, values in zip(schema, columns, strict=True):
-        if pa.types.is_floating(field.type):
+        if isinstance(values, pa.Array):
+            array = values.cast(field.type)
+        elif pa.types.is_floating(field.type):
             # NaN and inf in one vectorised pass: from_pandas=True would test every value for NaN
             # in Python-object conversion, the dearest part of building a batch of request rows.
             array = pa.array(values, type=field.type)
@@ -64,8 +75,10 @@ class PartsWriter:
         schema: pa.Schema,
         name: str,
         flush_interval_s: float = FLUSH_INTERVAL_S,
+        prepare: ColumnsHook | None = None,
     ) -> None:
         self.schema = schema
+        self.prepare = prepare
         self.columns: tuple[str, ...] = tuple(schema.names)
         parts_dir.mkdir(parents=True, exist_ok=True)
         self.path = _fresh_path(parts_dir, name)
@@ -100,7 +113,7 @@ class PartsWriter:
             rows, self._buffer = self._buffer, []
             if self._closed or not rows:
                 return
-            self._stream.write_batch(columns_to_batch(self.schema, rows))
+            self._stream.write_batch(columns_to_batch(self.schema, rows, self.prepare))
             self._sink.flush()
             os.fsync(self._sink.fileno())
             self.rows_written += len(rows)

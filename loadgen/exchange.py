@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from embedperf.schema import REQUEST_COLUMNS
 from loadgen.context import RunContext
-from loadgen.headers import TIMING_VALUE_COLUMNS, timing_values
+from loadgen.headers import TIMING_VALUE_COLUMNS, raw_timing_values
 from loadgen.payloads import RequestPayload
 from loadgen.quality import answer_cosine
 
@@ -124,7 +124,11 @@ def send_embeddings(
     t_intended_unix_s: float | None = None,
     stage: tuple[int, str, int | None, float | None] | None = None,
 ) -> list[Any]:
-    """Post one request, mark it ok/failed in Locust, record its row and return the row values."""
+    """Post one request, mark it ok/failed in Locust, record its row and return the row values.
+
+    The row holds the raw `Server-Timing` and batch headers in the timing columns; the recorder
+    parses them a batch at a time (headers.parse_raw_timing), off the request path.
+    """
     target = ctx.scenario.target
     body = {"input": payload.inputs, "model": target.model, "encoding_format": target.encoding_format}
     t_sent = time.time()
@@ -173,7 +177,7 @@ def send_embeddings(
         len(inputs[0]) if len(inputs) == 1 else sum(map(len, inputs)),
         tokens,
         len(content),
-        *(timing_values(headers.get) if headers is not None else _NO_TIMING),
+        *(raw_timing_values(headers.get) if headers is not None else _NO_TIMING),
         answer_cosine(content, payload.reference) if payload.reference is not None and not error else None,
     ]
     ctx.sink(row)

@@ -6,6 +6,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from embedperf.schema import BATCH_SIZE_HEADER, BATCH_TOKENS_HEADER, SERVER_TIMING_COLUMNS
 
 # `name;...;dur=1.2` entries, in any order and with any parameters.
@@ -111,3 +114,80 @@ assert SERVER_TIMING_ORDER == (
 assert TIMING_VALUE_COLUMNS[5:] == ("batch_size", "batch_tokens"), (
     "timing_values fills the row tail by position"
 )
+
+
+# --------------------------------------------------------------------------------------------
+# Raw headers in the row, parsed per batch (off the request path)
+# --------------------------------------------------------------------------------------------
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+# The service's layout with plain decimal values: Arrow extracts and converts those for a whole
+# batch in C; any other header (and any other number spelling) goes through timing_values.
+_BULK_LAYOUT = (
+    f"^queue;dur=(?P<queue>{_NUMBER}), tokenize;dur=(?P<tokenize>{_NUMBER}), compute;dur=(?P<compute>{_NUMBER}), "
+    f"post;dur=(?P<post>{_NUMBER}), total;dur=(?P<total>{_NUMBER})$"
+)
+_BULK_INT = r"^\s*-?[0-9]+\s*$"
+
+
+def raw_timing_values(get_header: Callable[[str], str | list[str] | None]) -> list[Any]:
+    """The row tail as the request path stores it: the three raw header values, parsed later.
+
+    `parse_raw_timing` turns them into TIMING_VALUE_COLUMNS per batch; a header value in the
+    srv_queue_ms slot is how it tells a raw row from one that already holds parsed values.
+    """
+    return [
+        get_header("Server-Timing"),
+        None,
+        None,
+        None,
+        None,
+        get_header(BATCH_SIZE_HEADER),
+        get_header(BATCH_TOKENS_HEADER),
+    ]
+
+
+def parse_raw_timing(columns: list[Any], start: int) -> None:
+    """Replace the raw header columns at columns[start : start + 7] with the parsed TIMING_VALUE_COLUMNS.
+
+    Columns are per-batch sequences (or Arrow arrays on return). Rows that already hold parsed
+    values (forwarded, synthetic) pass through unchanged; a batch of raw rows in the service's
+    layout is parsed by Arrow in a few C calls, everything else row by row with timing_values.
+    """
+    timing = columns[start]
+    sizes, tokens = columns[start + 5], columns[start + 6]
+    if any(columns[start + i].count(None) != len(timing) for i in range(1, 5)):
+        _parse_rows(columns, start)  # some rows hold parsed values
+        return
+    try:
+        raw = pa.array(timing, type=pa.string())
+        raw_sizes = pa.array(sizes, type=pa.string())
+        raw_tokens = pa.array(tokens, type=pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # parsed values, repeated headers or a mix
+        _parse_rows(columns, start)
+        return
+    parts = pc.extract_regex(raw, _BULK_LAYOUT)
+    unmatched = pc.sum(pc.and_(raw.is_valid(), parts.is_null())).as_py() or 0
+    bad_ints = 0
+    for array in (raw_sizes, raw_tokens):
+        bad_ints += pc.sum(pc.invert(pc.match_substring_regex(array, _BULK_INT))).as_py() or 0
+    if unmatched or bad_ints:
+        _parse_rows(columns, start)
+        return
+    for i, name in enumerate(("queue", "tokenize", "compute", "post", "total")):
+        columns[start + i] = pc.cast(pc.struct_field(parts, name), pa.float64())  # null where no header
+    columns[start + 5] = pc.cast(pc.utf8_trim_whitespace(raw_sizes), pa.int64())
+    columns[start + 6] = pc.cast(pc.utf8_trim_whitespace(raw_tokens), pa.int64())
+
+
+def _parse_rows(columns: list[Any], start: int) -> None:
+    """Row by row: raw header values through timing_values, parsed values kept as they are."""
+    width = len(TIMING_VALUE_COLUMNS)
+    out: list[list[Any]] = [list(columns[start + i]) for i in range(width)]
+    names = ("Server-Timing", BATCH_SIZE_HEADER, BATCH_TOKENS_HEADER)
+    for row, raw in enumerate(zip(out[0], out[5], out[6], strict=True)):
+        if not any(isinstance(value, str | list) for value in raw):
+            continue  # already parsed
+        headers = dict(zip(names, raw, strict=True))
+        for i, value in enumerate(timing_values(headers.get)):
+            out[i][row] = value
+    columns[start : start + width] = out

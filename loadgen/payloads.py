@@ -237,8 +237,10 @@ class PayloadSampler:
         if self.synthetic is not None:  # a random cut of the word pool; a tag would change its length
             return self.synthetic.text(self._rng)
         text = self._rng.choice(self.texts)
-        if self.repeat_fraction >= 1.0 or self._rng.random() < self.repeat_fraction:
-            return text
+        if self.repeat_fraction >= 1.0 or (
+            self.repeat_fraction > 0.0 and self._rng.random() < self.repeat_fraction
+        ):
+            return text  # no draw at 0: it could never pass, and this runs once per input
         self._unique_count += 1
         return f"{text} (#{self._unique_prefix}{self._unique_count})"
 

@@ -509,6 +509,141 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "The error budget ({budget}) is always a gate rule: a candidate step over it fails, whatever its speed.",
         "错误预算（{budget}）始终是门禁规则：候选运行任一阶梯超出预算即失败，无论其速度如何。",
     ),
+    # capacity search (reports/templates/_search.html.j2, reports/search_section.py)
+    "search_title": ("Capacity search", "容量搜索"),
+    "search_answer": (
+        "{per_device} req/s per device at P99 <= {p99} ms ({rps} req/s on {n} device(s){span})",
+        "每设备 {per_device} req/s，P99 <= {p99} ms（{n} 个设备共 {rps} req/s{span}）",
+    ),
+    "search_span": (", between {low} and {high} req/s", "，介于 {low} 与 {high} req/s 之间"),
+    "search_no_answer": (
+        "No probed rate meets P99 <= {p99} ms ({status}: {note})",
+        "没有探测速率满足 P99 <= {p99} ms（{status}：{note}）",
+    ),
+    "search_measured": (
+        "measured P99 at the answer: {p99} ms; {probes} probe(s)",
+        "答案处实测 P99：{p99} ms；共 {probes} 次探测",
+    ),
+    "search_arrivals": ("arrivals: {arrival}", "到达过程：{arrival}"),
+    "search_rule": (
+        "Open-loop probes; latency is measured from each request's intended send time. A probe passes when the "
+        "upper end of its {confidence} P99 interval (order statistics, binomial) is <= {p99} ms, its error rate "
+        "<= {budget}% and its goodput >= {goodput} of the offered rate (answers completed within the probe's "
+        "window); it fails when the lower end is above the SLO or errors/goodput fail it; otherwise it is "
+        "repeated once, then reported uncertain. Bracket by x{growth}, bisect until (high - low) / high <= "
+        "{precision}, confirm the answer with a {confirm}x longer probe.",
+        "开环探测；延迟从每个请求的计划发送时刻计时。当某次探测的 P99 {confidence} 置信区间（顺序统计量，二项分布）"
+        "上端 <= {p99} ms、错误率 <= {budget}% 且有效吞吐 >= 发送速率的 {goodput}（在探测时间窗内完成的应答）时判为通过；"
+        "区间下端高于 SLO 或错误率/有效吞吐不达标时判为失败；否则重复一次，仍不能判定则报告为不确定。"
+        "按 x{growth} 定界，二分直到 (上界 - 下界) / 上界 <= {precision}，最后以 {confirm} 倍时长的探测确认答案。",
+    ),
+    "search_at_answer": ("At the answer", "答案处"),
+    "search_phase": ("Phase", "阶段"),
+    "n_ok": ("Ok", "成功"),
+    "p99_interval_ms": ("P99 interval (ms)", "P99 区间 (ms)"),
+    "bracket_after": ("Bracket after (req/s)", "探测后的区间 (req/s)"),
+    "host_cpu_pct": ("Host CPU (%)", "主机 CPU (%)"),
+    "service_busy_pct": ("Inference worker busy (%)", "推理线程忙碌 (%)"),
+    "fig_search": ("Capacity search: every probe", "容量搜索：全部探测"),
+    "fs_p99": ("P99 ({verdict})", "P99（{verdict}）"),
+    "fs_slo": ("SLO P99", "SLO P99"),
+    "fs_answer": ("answer {rps} req/s", "答案 {rps} req/s"),
+    "fs_xlabel": (
+        "offered rate (req/s); x = P50, numbers = probe order",
+        "发送速率 (req/s)；x = P50，数字 = 探测顺序",
+    ),
+    "fs_ylabel": ("latency from intended start (ms)", "自计划发送时刻起的延迟 (ms)"),
+    "ph_bracket": ("bracket", "定界"),
+    "ph_bisect": ("bisect", "二分"),
+    "ph_repeat": ("repeat", "重复"),
+    "ph_confirm": ("confirm", "确认"),
+    "sv_pass": ("pass", "通过"),
+    "sv_fail": ("fail", "失败"),
+    "sv_uncertain": ("uncertain", "不确定"),
+    "sst_found": ("found", "已找到"),
+    "sst_uncertain": ("uncertain", "不确定"),
+    "sst_unconfirmed": ("unconfirmed", "未确认"),
+    "sst_above_max_rate": ("above the maximum rate", "超出最高速率"),
+    "sst_below_min_rate": ("below the minimum rate", "低于最低速率"),
+    "sst_max_duration": ("time limit reached", "达到时间上限"),
+    "sst_mixed": ("differs between repeats", "各次重复结果不同"),
+    "sst_none": ("no search record", "没有搜索记录"),
+    # analysis.search.NOTES, by status (found has none)
+    "sn_uncertain": (
+        "the P99 at {rate:g} req/s stays within its interval of the SLO",
+        "{rate:g} req/s 处的 P99 置信区间始终跨越 SLO",
+    ),
+    "sn_unconfirmed": ("the confirming probe at {rate:g} req/s failed", "{rate:g} req/s 处的确认探测失败"),
+    "sn_above_max_rate": (
+        "every probe up to max_rate {rate:g} req/s passed",
+        "直到 max_rate {rate:g} req/s 的所有探测均通过",
+    ),
+    "sn_below_min_rate": ("even {rate:g} req/s misses the SLO", "即使 {rate:g} req/s 也不满足 SLO"),
+    "sn_max_duration": ("stopped at --max-duration {seconds:g} s", "在 --max-duration {seconds:g} s 处停止"),
+    # analysis.search.REASONS, by code
+    "sr_error_budget": (
+        "error rate {error_rate_pct:.2f}% above the budget {budget_pct:g}%",
+        "错误率 {error_rate_pct:.2f}% 超出预算 {budget_pct:g}%",
+    ),
+    "sr_goodput_short": (
+        "goodput {goodput_rps:.1f} req/s short of the offered {offered_rps:.1f} req/s",
+        "有效吞吐 {goodput_rps:.1f} req/s 低于发送速率 {offered_rps:.1f} req/s",
+    ),
+    "sr_no_ok": ("no ok request after the warm-up", "预热后没有成功请求"),
+    "sr_p99_within": (
+        "P99 {p99_ms:.1f} ms, interval up to {upper_ms:.1f} ms within {slo_ms:g} ms",
+        "P99 {p99_ms:.1f} ms，区间上端 {upper_ms:.1f} ms 在 {slo_ms:g} ms 以内",
+    ),
+    "sr_p99_above": (
+        "P99 {p99_ms:.1f} ms, interval from {lower_ms:.1f} ms above {slo_ms:g} ms",
+        "P99 {p99_ms:.1f} ms，区间下端 {lower_ms:.1f} ms 高于 {slo_ms:g} ms",
+    ),
+    "sr_p99_straddles": (
+        "P99 {p99_ms:.1f} ms, interval {lower_ms:.1f} ms .. {upper_text} straddles the SLO",
+        "P99 {p99_ms:.1f} ms，区间 {lower_ms:.1f} ms .. {upper_text} 跨越 SLO",
+    ),
+    # latency by input length (_lengths.html.j2)
+    "lengths_title": ("Latency by input length (tokens per request)", "按输入长度的延迟（每请求 token 数）"),
+    "input_tokens": ("Input tokens", "输入 token 数"),
+    # quality probes (_quality_probes.html.j2)
+    "qp_title": (
+        "Quality probes (cosine to fp32 reference, gate {gate})",
+        "质量探针（与 fp32 基准的余弦，门限 {gate}）",
+    ),
+    "qp_below_banner": (
+        "Embedding quality below the gate in: {steps}",
+        "以下阶梯的向量质量低于门限：{steps}",
+    ),
+    "qp_probes": ("Probes", "探针数"),
+    "qp_cosine_mean": ("Mean cosine", "平均余弦"),
+    "qp_cosine_min": ("Min cosine", "最小余弦"),
+    "qp_below": ("below", "低于门限"),
+    # run details and the precision block
+    "max_paren": ("(max {value})", "（最大 {value}）"),
+    "agent_host": ("agent {host}", "代理 {host}"),
+    "service_versions": ("service: {versions}", "服务：{versions}"),
+    "precision_pair": (
+        "{candidate} vs {reference} ({n} texts)",
+        "{candidate} 对比 {reference}（{n} 条文本）",
+    ),
+    "cosine": ("Cosine", "余弦"),
+    "cosine_stats": ("mean {mean} · min {min} · P1 {p1}", "均值 {mean} · 最小 {min} · P1 {p1}"),
+    "precision_gate_text": ("mean cosine ≥ {gate} ({profile})", "平均余弦 ≥ {gate}（{profile}）"),
+    # matrix by searched capacity
+    "searched_capacity": ("Searched capacity (req/s per device)", "搜索所得容量（每设备 req/s）"),
+    "searched_bracket": ("between {low} and {high}", "介于 {low} 与 {high}"),
+    "matrix_measure_search": (
+        "Each configuration was measured by a capacity search (embedperf search) on a fresh service; they are "
+        "ranked by the highest rate meeting P99 <= {p99} ms, with the search's bracket as its uncertainty.",
+        "每个配置都在新启动的服务上做了容量搜索（embedperf search），按满足 P99 <= {p99} ms 的最高速率排序，"
+        "搜索的最终区间即其不确定度。",
+    ),
+    "recommend_search_text": (
+        "{name}: the highest searched capacity ({rps} req/s per device at P99 <= {p99} ms) among configurations "
+        "that pass the precision gate.",
+        "{name}：在通过精度门禁的配置中，搜索所得容量最高（每设备 {rps} req/s，P99 <= {p99} ms）。",
+    ),
+    "rank": ("Rank", "排名"),
 }
 
 # Collector and agent reasons are written by the sources in English; these known phrases are

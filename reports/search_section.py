@@ -7,20 +7,34 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 
-from analysis.search import SearchRecord, devices_serving, headline, read_search
+from analysis.search import SearchRecord, devices_serving, read_search
 from analysis.summary import RunAnalysis
 from analysis.telemetry import TelemetryStats
 from reports.figures import figure_style, to_data_uri
+from reports.i18n import t
 
 VERDICT_COLOURS = {"pass": "#55a868", "fail": "#c44e52", "uncertain": "#dd8452"}
 
 
 @dataclass(frozen=True)
+class ProbeText:
+    """One probe's words in the report's language."""
+
+    phase: str
+    verdict: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class SearchSection:
-    """What the template block shows."""
+    """What the template block shows (every text already in the report's language)."""
 
     record: SearchRecord
     headline: str
+    status: str
+    note: str
+    rule: str
+    probes: list[ProbeText]
     devices: int
     figure: str
     telemetry: TelemetryStats | None  # over the confirming probe (else the probe at the answer)
@@ -40,10 +54,66 @@ def search_section(analysis: RunAnalysis, lang: str) -> SearchSection | None:
     telemetry = next((s.telemetry for s in analysis.summary.steps if s.stats.index == at_answer), None)
     return SearchSection(
         record=record,
-        headline=headline(record, devices),
+        headline=search_headline(record, devices, lang),
+        status=t(f"sst_{record.status}", lang),
+        note=note_text(record, lang),
+        rule=t(
+            "search_rule",
+            lang,
+            confidence=f"{record.confidence:.0%}",
+            p99=f"{record.slo_p99_ms:g}",
+            budget=f"{record.error_budget_pct:g}",
+            goodput=f"{1.0 - record.goodput_tolerance:.0%}",
+            growth=f"{record.growth:g}",
+            precision=f"{record.precision:.0%}",
+            confirm=f"{record.confirm_factor:g}",
+        ),
+        probes=[
+            ProbeText(
+                phase=t(f"ph_{p.phase}", lang),
+                verdict=t(f"sv_{p.verdict}", lang),
+                reason=t(f"sr_{p.reason_code}", lang, **p.reason_params) if p.reason_code else p.reason,
+            )
+            for p in record.probes
+        ],
         devices=devices,
         figure=search_figure(record, lang),
         telemetry=telemetry,
+    )
+
+
+def note_text(record: SearchRecord, lang: str) -> str:
+    """Why the search stopped where it did ('' when it found its answer)."""
+    if record.status == "found" or not record.note:
+        return ""
+    return t(f"sn_{record.status}", lang, **record.note_params) if record.note_params else record.note
+
+
+def search_headline(record: SearchRecord, devices: int, lang: str) -> str:
+    """'N req/s per device at P99 <= X ms' in lang (analysis.search.headline is the console's)."""
+    p99 = f"{record.slo_p99_ms:g}"
+    if record.answer_rps is None:
+        return t(
+            "search_no_answer",
+            lang,
+            p99=p99,
+            status=t(f"sst_{record.status}", lang),
+            note=note_text(record, lang),
+        )
+    low, high = record.uncertainty_rps
+    span = (
+        t("search_span", lang, low=f"{low:g}", high=f"{high:g}")
+        if low is not None and high is not None
+        else ""
+    )
+    return t(
+        "search_answer",
+        lang,
+        per_device=f"{record.answer_rps / max(devices, 1):.1f}",
+        p99=p99,
+        rps=f"{record.answer_rps:g}",
+        n=devices,
+        span=span,
     )
 
 
@@ -66,22 +136,25 @@ def search_figure(record: SearchRecord, lang: str) -> str:
                 fmt="o",
                 color=colour,
                 capsize=3,
-                label=f"P99 ({verdict})",
+                label=t("fs_p99", lang, verdict=t(f"sv_{verdict}", lang)),
             )
             p50 = [p.p50_ms for p in probes]
             ax.scatter(rate, [np.nan if v is None else v for v in p50], marker="x", color=colour, s=18)
         for i, p in enumerate(record.probes):
             if p.p99_ms is not None:
                 ax.annotate(str(i), (p.rate, p.p99_ms), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        ax.axhline(record.slo_p99_ms, color="k", linestyle="--", linewidth=1, label="SLO P99")
+        ax.axhline(record.slo_p99_ms, color="k", linestyle="--", linewidth=1, label=t("fs_slo", lang))
         if record.answer_rps is not None:
             ax.axvline(
-                record.answer_rps, color="#4c72b0", linewidth=1.5, label=f"answer {record.answer_rps:g} req/s"
+                record.answer_rps,
+                color="#4c72b0",
+                linewidth=1.5,
+                label=t("fs_answer", lang, rps=f"{record.answer_rps:g}"),
             )
         ax.set_yscale("log")
-        ax.set_xlabel("offered rate (req/s); x = P50, numbers = probe order")
-        ax.set_ylabel("latency from intended start (ms)")
-        ax.set_title("Capacity search: every probe")
+        ax.set_xlabel(t("fs_xlabel", lang))
+        ax.set_ylabel(t("fs_ylabel", lang))
+        ax.set_title(t("fig_search", lang))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         return to_data_uri(fig)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from embedperf.errors import EmbedperfError
-from embedperf.schema import make_run_id
+from embedperf.schema import RunFolder, make_run_id
 from study.matrix_spec import Configuration, MatrixSpec, service_args
 
 MATRIX_FILE = "matrix.json"
@@ -110,6 +110,30 @@ def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, 
     return results
 
 
+def search_timeout_s(spec: MatrixSpec, overrides: dict[str, str]) -> float | None:
+    """A search run's time bound (its --max-duration plus start-up and the final probe); None for steps.
+
+    Resolving the scenario also rejects a closed-loop scenario (ConfigError) before any service starts.
+    """
+    if spec.measure != "search":
+        return None
+    from loadgen.search_cli import RUN_MARGIN_S
+    from scenarios.loader import load_scenario
+
+    scenario = load_scenario(spec.scenario, profile=spec.profile, overrides=overrides)
+    return scenario.search.max_duration_s + RUN_MARGIN_S
+
+
+def searched_answer(run_folder: RunFolder) -> str:
+    """The search's one-line answer, for the matrix log."""
+    from analysis.search import devices_serving, headline, read_search
+    from embedperf.schema import read_manifest
+
+    manifest = read_manifest(run_folder)
+    record = read_search(manifest)
+    return headline(record, devices_serving(manifest)) if record is not None else "no search record"
+
+
 def run_matrix(
     spec: MatrixSpec,
     runs_dir: Path,
@@ -122,6 +146,7 @@ def run_matrix(
     from loadgen.runner import run_scenario
     from loadgen.service_proc import ServiceProcess
 
+    search_timeout_s(spec, {**spec.search_overrides(), **spec.scenario_overrides})  # fails before any run
     folder = (runs_dir / make_run_id("matrix", Path(spec.scenario).stem)).resolve()
     folder.mkdir(parents=True, exist_ok=False)
     (folder / "logs").mkdir()
@@ -133,7 +158,7 @@ def run_matrix(
     plan = run_order(spec.configurations, repeat)
     for order, (r, config) in enumerate(plan):
         args = service_args(spec.service_settings(config))
-        overrides = {**spec.scenario_overrides, **config.scenario_overrides}
+        overrides = {**spec.search_overrides(), **spec.scenario_overrides, **config.scenario_overrides}
         if spec.slo_p99_ms is not None:
             overrides.setdefault("slo.p99_ms", str(spec.slo_p99_ms))
         if spec.error_budget_pct is not None:
@@ -163,7 +188,10 @@ def run_matrix(
                     profile=spec.profile,
                     overrides=overrides,
                     echo=locust_log,
+                    timeout_s=search_timeout_s(spec, overrides),
                 )
+            if spec.measure == "search":
+                log(f"  searched: {searched_answer(run_folder)}")
             run.run_dir = str(run_folder.root.relative_to(folder))
             run.ok = True
             if config.name in record.precision:

@@ -13,11 +13,14 @@ examples:
   embedperf matrix scenarios/optimizations.yaml                    # every configuration, quick ramp
   embedperf matrix scenarios/optimizations.yaml --only batching,int8 --repeat 2
   embedperf matrix scenarios/optimizations.yaml --report-only runs/<matrix folder>
+  embedperf matrix scenarios/optimizations.yaml --measure search --scenario query --set search.precision=0.1
 
 Each configuration starts a fresh reference service (a free loopback port), waits for /ready,
 runs the scenario, and stops it. With --repeat N the order rotates every round, so drift on a
-noisy machine spreads over all configurations. Results: <runs-dir>/<time>-matrix-<scenario>/
-holding matrix.json, one run folder per configuration and repeat, and matrix.html.
+noisy machine spreads over all configurations. With --measure search (or `measure: search`
+and a `search:` section in the file) each configuration gets an `embedperf search` on an
+open-loop scenario instead, and the report ranks them by the searched capacity.
+Results: <runs-dir>/<time>-matrix-<scenario>/ holding matrix.json, one run folder per configuration and repeat, and matrix.html.
 """
 
 
@@ -55,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="scenario override for every configuration (repeatable)",
     )
+    parser.add_argument(
+        "--measure",
+        choices=["steps", "search"],
+        default=None,
+        help="steps: the scenario's load steps; search: a capacity search per configuration (default: the file's)",
+    )
     parser.add_argument("--no-precision", action="store_true", help="skip the precision checks")
     parser.add_argument("--lang", choices=["en", "zh"], default="en", help="report language")
     parser.add_argument(
@@ -87,6 +96,8 @@ def main(argv: list[str]) -> int:
         updates["scenario"] = args.scenario
     if args.profile:
         updates["profile"] = args.profile
+    if args.measure:
+        updates["measure"] = args.measure
     if args.overrides:
         extra = dict(item.split("=", 1) for item in args.overrides if "=" in item)
         updates["scenario_overrides"] = {**spec.scenario_overrides, **extra}

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from analysis.compare import MetricChange, compare_runs
+from analysis.search import SearchSummary
 from analysis.summary import RunAnalysis, analyse_folder
 from embedperf.errors import RunFolderError
 from embedperf.schema import RunFolder
@@ -95,6 +96,34 @@ class ConfigRow:
         return float(np.median(values)) if values else None
 
     @property
+    def searches(self) -> list[SearchSummary]:
+        return [r.summary.search for r in self.runs if r.summary.search is not None]
+
+    @property
+    def searched_rps(self) -> float | None:
+        """Searched capacity per device, the median over repeats (None when no repeat found one)."""
+        known = [s.per_device_rps for s in self.searches if s.per_device_rps is not None]
+        return float(np.median(known)) if known else None
+
+    @property
+    def searched_bracket(self) -> tuple[float | None, float | None]:
+        """Per device, the union of every repeat's final bracket: the searched capacity's uncertainty."""
+        lows = [s.bracket[0] / s.devices for s in self.searches if s.bracket[0] is not None]
+        highs = [s.bracket[1] / s.devices for s in self.searches if s.bracket[1] is not None]
+        all_bounded = len(highs) == len(self.searches)
+        return (min(lows) if lows else None, max(highs) if highs and all_bounded else None)
+
+    @property
+    def searched_p99_ms(self) -> float | None:
+        known = [s.p99_ms for s in self.searches if s.p99_ms is not None]
+        return float(np.median(known)) if known else None
+
+    @property
+    def search_status(self) -> str:
+        statuses = {s.status for s in self.searches}
+        return statuses.pop() if len(statuses) == 1 else ("mixed" if statuses else "none")
+
+    @property
     def peak_qps(self) -> float | None:
         values = [r.summary.capacity.peak_qps for r in self.runs if r.summary.capacity.peak_qps is not None]
         return float(np.median(values)) if values else None
@@ -160,11 +189,21 @@ def attach_changes(rows: list[ConfigRow]) -> None:
         row.steps = [(labels[i], _merge(per_step[i])) for i in sorted(per_step)]
 
 
-def recommend(rows: list[ConfigRow]) -> tuple[ConfigRow | None, str]:
+def ranked_by_search(rows: list[ConfigRow]) -> list[ConfigRow]:
+    """Configurations by searched capacity per device, highest first; those without an answer last."""
+    return sorted(rows, key=lambda r: -(r.searched_rps if r.searched_rps is not None else -1.0))
+
+
+def recommend(rows: list[ConfigRow], measure: str = "steps") -> tuple[ConfigRow | None, str]:
     """The configuration with the most QPS at the SLO among those whose precision was checked and passed
     (or that keep fp32 numerics); when none meets the SLO, the most QPS of a step within the error
-    budget, so a configuration is never recommended at a load where it fails too many requests."""
+    budget, so a configuration is never recommended at a load where it fails too many requests.
+    A matrix measured by search ranks by the searched capacity instead (same precision rule)."""
     eligible = [r for r in rows if r.runs and r.precision_ok]
+    if measure == "search":
+        searched = [r for r in eligible if r.searched_rps is not None]
+        if searched:
+            return ranked_by_search(searched)[0], "search"
     at_slo = [r for r in eligible if r.qps_at_slo is not None]  # meets_slo includes the error budget
     if at_slo:
         best = max(at_slo, key=lambda r: r.qps_at_slo or 0.0)
@@ -186,7 +225,8 @@ def build_matrix_report(folder: Path, lang: str = "en") -> Path:
     record = MatrixRecord.read(folder)
     rows = load_rows(folder, record)
     attach_changes(rows)
-    best, basis = recommend(rows)
+    measure = MatrixSpec.model_validate(record.spec).measure
+    best, basis = recommend(rows, measure)
     failed_precision = [r.name for r in rows if not r.precision_ok]
     baseline = rows[0]
     slo = baseline.runs[0].summary if baseline.runs else None
@@ -203,6 +243,8 @@ def build_matrix_report(folder: Path, lang: str = "en") -> Path:
         error_budget=slo.error_budget if slo else None,
         figure=overlay_figure(rows, lang),
         metrics=HEADLINE_METRICS,
+        measure=measure,
+        ranked=ranked_by_search(rows) if measure == "search" else [],
     )
     path = folder / MATRIX_REPORT
     write_html(path, html)

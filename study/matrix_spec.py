@@ -66,6 +66,35 @@ class MatrixSpec(BaseModel):
     scenario_overrides: dict[str, str] = Field(
         default_factory=dict, description="Overrides for every configuration."
     )
+    measure: Literal["steps", "search"] = Field(
+        "steps",
+        description="steps: run the scenario's load steps; search: an `embedperf search` per configuration "
+        "(open-loop scenario), configurations ranked by the highest rate meeting the SLO.",
+    )
+    search: dict[str, float | int] = Field(
+        default_factory=dict,
+        description="Search settings for measure: search (fields of the scenario's `search` section, "
+        "e.g. precision: 0.2, max_duration_s: 300).",
+    )
+
+    @field_validator("search")
+    @classmethod
+    def _search_fields(cls, value: dict[str, float | int]) -> dict[str, float | int]:
+        from scenarios.models import Search
+
+        valid = [f for f in Search.model_fields if f != "enabled"]
+        unknown = [k for k in value if k not in valid]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown search setting {unknown[0]!r}{hint}; valid: {', '.join(valid)}")
+        return value
+
+    def search_overrides(self) -> dict[str, str]:
+        """Scenario overrides that turn a run into a capacity search (empty for measure: steps)."""
+        if self.measure != "search":
+            return {}
+        return {"search.enabled": "true", **{f"search.{k}": str(v) for k, v in self.search.items()}}
 
     @field_validator("configurations")
     @classmethod

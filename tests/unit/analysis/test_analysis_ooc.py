@@ -211,7 +211,8 @@ def test_soak_findings_from_telemetry_minutes(tmp_path: Path, throttle: bool) ->
     telemetry, points = _soak_telemetry(tmp_path, throttle)
     with ooc.connect(tmp_path) as con:
         ooc_telemetry.create_view(con, [telemetry])
-        minute_series.add_telemetry_minutes(con, T0, points)
+        minute_series.prepare_telemetry_minutes(con, T0)
+        minute_series.add_telemetry_minutes(con, points)
     assert points[0].power_w == pytest.approx(400.0) and points[0].device_util_pct == pytest.approx(80.0)
     assert points[-1].service_rss_mb == pytest.approx(1000.0 + 200.0 * 59.5 / 60.0, rel=1e-3)
     found = minute_series.soak_findings(points)

@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis import ooc
+from analysis import ooc, ooc_samples
+from analysis.compare import OVERALL_INDEX
 from analysis.lengths import latency_by_input_tokens
 from analysis.load import load_run
 from analysis.steps import OUTCOME_OK, prepare_requests
@@ -80,6 +81,9 @@ def test_synthetic_run_with_telemetry_equals_the_reference(tmp_path: Path) -> No
     summary = analysis.summary
     assert summary.serving_devices and summary.steps[0].telemetry.device_util_mean_pct is not None
     assert summary.totals.n_requests == 12_000 and analysis.figures.request_series is not None
+    minutes = analysis.figures.minutes  # a 12-minute run gets per-minute series, telemetry joined
+    assert len(minutes) >= 11 and all(p.device_util_pct is not None for p in minutes)
+    assert summary.soak_minutes is not None and not summary.soak_minutes.thermal_throttling
 
 
 def _soak_run(root: Path, n: int, seed: int) -> RunFolder:
@@ -140,3 +144,31 @@ def test_runs_larger_than_one_pass_give_the_same_figures(
     sliced = check_equal(folder)
     assert sliced.figures.model_dump() == whole.figures.model_dump()
     assert sliced.summary.model_dump() == whole.summary.model_dump()
+
+
+def test_comparison_samples_are_bounded_and_its_points_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = synthesize(tmp_path / "synth", n_requests=8_000, n_devices=1, hours=0.1, seed=9)
+    analysis = analyse_folder(folder)
+    monkeypatch.setattr(ooc_samples, "MAX_LATENCY_SAMPLES", 300)
+    samples = ooc_samples.step_samples(analysis)
+    again = ooc_samples.step_samples(analysis)
+    data = load_run(folder)
+    prepared = prepare_requests(data.requests, data.manifest.stages)
+    rows = prepared.rows
+    ok = (rows["outcome"].to_numpy() == OUTCOME_OK) & ~rows["probe"].to_numpy()
+    everything = np.sort(rows["latency_ms"].to_numpy()[ok])
+    overall = samples[OVERALL_INDEX]
+    assert len(overall.latency_sorted) == 300 and overall.n_ok == len(everything)
+    assert np.array_equal(overall.latency_sorted, again[OVERALL_INDEX].latency_sorted)  # seeded
+    assert overall.exact_ms == {q: float(np.percentile(everything, q)) for q in (50.0, 95.0, 99.0)}
+    for step in analysis.summary.steps:
+        got = samples[step.stats.index]
+        assert len(got.latency_sorted) == min(300, step.stats.n_ok)
+        assert got.exact_ms == {
+            50.0: step.stats.latency.p50_ms,
+            95.0: step.stats.latency.p95_ms,
+            99.0: step.stats.latency.p99_ms,
+        }
+        assert got.ok_counts.sum() == step.stats.n_ok

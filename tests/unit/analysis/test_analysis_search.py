@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from analysis.search import ProbeMeasurement, SearchState, judge, quantile_ci
+from analysis.search import ProbeMeasurement, SearchState, judge, quantile_ci, reason_text
 from scenarios.models import Search, Slo
 
 SLO = Slo(p99_ms=100.0, error_budget_pct=0.1)
@@ -67,10 +67,10 @@ def test_verdicts_follow_the_interval_errors_and_goodput() -> None:
     assert judge(_measure(100, [500.0] * 2000), SLO, spec)[0] == "fail"
     straddle = [50.0] * 1970 + [99.0] * 10 + [101.0] * 20  # P99 right at the SLO: not decidable
     assert judge(_measure(100, straddle), SLO, spec)[0] == "uncertain"
-    verdict, reason, _ = judge(_measure(100, [10.0] * 2000, errors=10), SLO, spec)
-    assert verdict == "fail" and "error rate" in reason
-    verdict, reason, _ = judge(_measure(100, [10.0] * 2000, done_fraction=0.8), SLO, spec)
-    assert verdict == "fail" and "goodput" in reason
+    verdict, code, params, _ = judge(_measure(100, [10.0] * 2000, errors=10), SLO, spec)
+    assert verdict == "fail" and "error rate" in reason_text(code, params)
+    verdict, code, params, _ = judge(_measure(100, [10.0] * 2000, done_fraction=0.8), SLO, spec)
+    assert verdict == "fail" and code == "goodput_short" and "goodput" in reason_text(code, params)
 
 
 def _simulated_search(limit_rps: float, spec: Search, noise_ms: float = 5.0) -> SearchState:

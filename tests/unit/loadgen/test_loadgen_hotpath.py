@@ -11,7 +11,7 @@ import pytest
 from embedperf.schema import REQUEST_COLUMNS, RunFolder, read_requests_table
 from loadgen.context import RunContext
 from loadgen.exchange import _check_parsed, check_body, send_embeddings
-from loadgen.headers import TIMING_VALUE_COLUMNS, parse_server_timing, timing_values
+from loadgen.headers import TIMING_VALUE_COLUMNS, parse_server_timing, raw_timing_values, timing_values
 from loadgen.payloads import RequestPayload
 from loadgen.recorder import Recorder, StageTimeline
 from scenarios.loader import load_scenario
@@ -134,8 +134,6 @@ def test_send_embeddings_row_is_in_schema_order(tmp_path: Path) -> None:
     assert (got["status_code"], got["ok"], got["error"]) == (200, True, None)
     assert (got["n_inputs"], got["input_chars"], got["input_tokens"]) == (2, 5, 9)
     assert got["response_bytes"] == len(client.response.content)
-    assert (got["srv_queue_ms"], got["srv_compute_ms"], got["srv_total_ms"]) == (1.0, None, 2.0)
-    assert (got["batch_size"], got["batch_tokens"]) == (3, 40)
     open_loop = send_embeddings(
         client,  # type: ignore[arg-type]
         ctx,
@@ -147,6 +145,8 @@ def test_send_embeddings_row_is_in_schema_order(tmp_path: Path) -> None:
     assert recorder.close() == 2
     table = read_requests_table(folder).to_pydict()
     assert table["input_chars"] == [5, 2] and table["batch_tokens"] == [40, 40]
+    assert table["srv_queue_ms"] == [1.0, 1.0] and table["srv_total_ms"] == [2.0, 2.0]
+    assert table["srv_compute_ms"] == [None, None] and table["batch_size"] == [3, 3]
     assert table["ok"] == [True, True] and table["error"] == [None, None]
 
 
@@ -222,3 +222,45 @@ def test_rows_are_tagged_with_the_stage_of_their_intended_start(tmp_path: Path) 
     assert recorder.close() == 6
     table = read_requests_table(folder).to_pydict()
     assert sorted(table["stage_index"]) == [0, 0, 0, 1, 1, 1] and set(table["run_id"]) == {"run"}
+
+
+def _recorded_timing(tmp_path: Path, rows: list[list[Any]]) -> list[list[Any]]:
+    """TIMING_VALUE_COLUMNS per row as the recorder writes them (one batch)."""
+    recorder = Recorder(RunFolder(tmp_path / "run").create(), StageTimeline())
+    for i, row in enumerate(rows):
+        values: list[Any] = [None] * len(REQUEST_COLUMNS)
+        values[REQUEST_COLUMNS.index("t_intended_unix_s")] = float(i)
+        start = REQUEST_COLUMNS.index(TIMING_VALUE_COLUMNS[0])
+        values[start : start + len(row)] = row
+        recorder.write_values(values)
+    recorder.close()
+    table = read_requests_table(recorder.folder).sort_by("t_intended_unix_s").to_pydict()
+    return [list(v) for v in zip(*(table[c] for c in TIMING_VALUE_COLUMNS), strict=True)]
+
+
+SERVICE_HEADERS = {
+    "Server-Timing": "queue;dur=0.100, tokenize;dur=0.200, compute;dur=12.345, post;dur=0.050, total;dur=12.695",
+    "X-Batch-Size": "8",
+    "X-Batch-Tokens": " 120 ",
+}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [SERVICE_HEADERS] * 3,  # the service's layout in every row
+        [SERVICE_HEADERS, {}, {"X-Batch-Size": "4"}],  # headers missing
+        [SERVICE_HEADERS, *({"Server-Timing": h} for h in TIMING_HEADERS)],  # other layouts
+        [SERVICE_HEADERS, {"Server-Timing": ["queue;dur=1", "total;dur=2"], "X-Batch-Size": "+4"}],
+        [SERVICE_HEADERS, {"X-Batch-Size": "many", "X-Batch-Tokens": "1_000"}],
+    ],
+)
+def test_raw_headers_are_written_as_the_parsed_values(tmp_path: Path, headers: list[dict[str, Any]]) -> None:
+    rows = [raw_timing_values(h.get) for h in headers]
+    assert _recorded_timing(tmp_path, rows) == [timing_values(h.get) for h in headers]
+
+
+def test_rows_with_parsed_values_and_raw_rows_share_a_batch(tmp_path: Path) -> None:
+    parsed = [1.0, None, None, None, 2.0, 3, None]
+    rows = [parsed, raw_timing_values(SERVICE_HEADERS.get), [None] * 7]
+    assert _recorded_timing(tmp_path, rows) == [parsed, timing_values(SERVICE_HEADERS.get), [None] * 7]

@@ -79,3 +79,31 @@ def test_repeats_rotate_the_order() -> None:
         (1, "batching"), (1, "int8"), (1, "baseline"),
         (2, "int8"), (2, "baseline"), (2, "batching"),
     ]  # fmt: skip
+
+
+def test_measure_search_validates_its_settings_and_needs_an_open_loop_scenario(tmp_path: Path) -> None:
+    from study.matrix import run_matrix
+    from study.matrix_spec import MatrixSpec
+
+    spec_file = tmp_path / "m.yaml"
+    spec_file.write_text(
+        "scenario: query\nmeasure: search\nsearch: {precison: 0.2}\nconfigurations: [{name: a}, {name: b}]\n"
+    )
+    with pytest.raises(
+        ConfigError, match="unknown search setting 'precison' \\(did you mean 'precision'\\?\\)"
+    ):
+        load_matrix_spec(spec_file)
+    spec = MatrixSpec.model_validate(
+        {
+            "scenario": "query",
+            "measure": "search",
+            "search": {"precision": 0.2},
+            "configurations": [{"name": "a"}, {"name": "b"}],
+        }
+    )
+    assert spec.search_overrides() == {"search.enabled": "true", "search.precision": "0.2"}
+    assert spec.model_copy(update={"measure": "steps"}).search_overrides() == {}
+    closed = spec.model_copy(update={"scenario": "smoke"})
+    with pytest.raises(ConfigError, match="closed loop"):
+        run_matrix(closed, tmp_path / "runs", check_precision=False, log=lambda _: None)
+    assert not (tmp_path / "runs").exists()  # refused before any folder or service

@@ -1,0 +1,137 @@
+"""A capacity-search run's report and summary.json: the searched answer as the headline, in both languages."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+from analysis.lengths import LengthBin
+from analysis.quality_gate import QualityGate, QualityStep
+from analysis.search import ProbeMeasurement, SearchRecord, SearchState
+from analysis.synth import synthesize
+from embedperf.schema import Manifest, RunFolder, read_manifest, write_manifest
+from reports.build import build_report
+from reports.i18n import CATALOGUE
+from reports.render import render
+from scenarios.models import Search, Slo
+
+LIMIT_RPS = 137.0
+SLO_MS = 100.0
+# Words a zh heading may keep: units, acronyms and figure names shared by both languages.
+KEPT = {
+    "P50",
+    "P90",
+    "P95",
+    "P99",
+    "P99.9",
+    "SLO",
+    "CPU",
+    "QPS",
+    "req/s",
+    "ms",
+    "token",
+    "token/s",
+    "fp32",
+    "Git",
+    "UTC",
+}
+KEPT |= {"Little"}  # Little's law
+
+
+def _search_record() -> SearchRecord:
+    """The search state machine driven by a target whose P99 crosses the SLO at LIMIT_RPS."""
+    spec = Search.model_validate(
+        {"start_rate": 40.0, "min_ok_requests": 200, "min_probe_s": 2.0, "warmup_s": 0.5}
+    )
+    state = SearchState(spec, Slo(p99_ms=SLO_MS, error_budget_pct=0.1), "poisson")
+    stage, elapsed = 0, 0.0
+    while (plan := state.next_probe(elapsed)) is not None:
+        n = int(plan.rate * (plan.duration_s - spec.warmup_s))
+        latency_ms = 20.0 if plan.rate <= LIMIT_RPS else 400.0
+        m = ProbeMeasurement(
+            rate=plan.rate,
+            duration_s=plan.duration_s - spec.warmup_s,
+            scheduled=n,
+            ok=n,
+            errors=0,
+            ok_done=n,
+            ok_latency_ms=[latency_ms + (i % 7) for i in range(n)],
+        )
+        state.add(plan, stage, f"{plan.phase}:{plan.rate:g}", m)
+        stage, elapsed = stage + 1, elapsed + plan.duration_s
+    return state.record
+
+
+def _search_run(tmp_path: Path) -> tuple[RunFolder, SearchRecord]:
+    """A run folder with manifest.search, written through the writers (synth rows + the manifest writer)."""
+    folder = synthesize(tmp_path / "run", n_requests=2000, n_devices=2, hours=0.02)
+    record = _search_record()
+    manifest = read_manifest(folder)
+    raw = manifest.model_dump(mode="json") | {"search": record.model_dump(mode="json")}
+    write_manifest(folder, Manifest.model_validate(raw))
+    return folder, record
+
+
+def _headings(text: str) -> list[str]:
+    """Section headings and column names (h1 is the scenario's own name)."""
+    cells = re.findall(r"<(h[23]|th)[^>]*>(.*?)</\1>", text, re.S)
+    return [html.unescape(re.sub(r"<[^>]+>", " ", body)).strip() for _, body in cells]
+
+
+def _english_words(heading: str) -> list[str]:
+    return [w for w in re.findall(r"[A-Za-z][A-Za-z/.0-9]+", heading) if w not in KEPT and len(w) > 2]
+
+
+def test_summary_json_and_headline_carry_the_searched_answer(tmp_path: Path) -> None:
+    folder, record = _search_run(tmp_path)
+    assert record.status == "found" and record.answer_rps is not None
+    devices = len(read_manifest(folder).serving_devices.indices) or 1
+    report = html.unescape(build_report(folder).read_text(encoding="utf-8"))
+    search = json.loads((folder.analysis / "summary.json").read_text(encoding="utf-8"))["search"]
+    assert search["status"] == "found" and search["answer_rps"] == record.answer_rps
+    assert search["per_device_rps"] == record.answer_rps / devices
+    assert search["p99_ms"] == record.answer_p99_ms and search["slo"]["p99_ms"] == SLO_MS
+    low, high = search["bracket"]
+    assert low == record.answer_rps and high is not None and low < LIMIT_RPS < high
+    headline = report[report.index('id="headline"') :][:800]
+    assert f"{record.answer_rps / devices:.1f} req/s per device at P99 <= {SLO_MS:g} ms" in headline
+    assert "capacity-search" in report and record.probes[-1].reason in report
+
+
+def test_a_run_without_a_search_has_no_search_in_its_summary(tmp_path: Path) -> None:
+    folder = synthesize(tmp_path / "run", n_requests=500, n_devices=1, hours=0.02)
+    build_report(folder)
+    assert json.loads((folder.analysis / "summary.json").read_text(encoding="utf-8"))["search"] is None
+
+
+def test_zh_search_report_has_no_untranslated_heading(tmp_path: Path) -> None:
+    folder, record = _search_run(tmp_path)
+    zh = build_report(folder, lang="zh").read_text(encoding="utf-8")
+    block = zh[
+        zh.index('<section id="capacity-search">') : zh.index("</section>", zh.index("capacity-search"))
+    ]
+    assert CATALOGUE["search_title"][1] in block and CATALOGUE["search_title"][0] not in block
+    for probe in record.probes:
+        assert probe.reason not in html.unescape(block)  # the English reason is rendered in Chinese
+    assert "每设备" in zh[zh.index('id="headline"') :][:800]
+    untranslated = {h: _english_words(h) for h in _headings(zh) if _english_words(h)}
+    assert untranslated == {}
+
+
+def test_zh_length_and_quality_blocks_have_no_untranslated_heading() -> None:
+    lengths = [LengthBin(lo_tokens=1, hi_tokens=32, n=10, p50_ms=3.0, p99_ms=5.0)]
+    quality = QualityGate(
+        min_cosine=0.99,
+        steps=[QualityStep(label="u6", n_probes=4, cosine_mean=0.5, cosine_min=0.1, below_gate=True)],
+    )
+    for template, context in (
+        ("_lengths.html.j2", {"lengths": lengths}),
+        ("_quality_probes.html.j2", {"quality": quality}),
+    ):
+        zh = render(template, "zh", **context)
+        en = render(template, "en", **context)
+        assert _headings(zh) and {h: _english_words(h) for h in _headings(zh) if _english_words(h)} == {}
+        assert _headings(en) != _headings(zh)
+    assert "以下阶梯的向量质量低于门限：u6" in render("_quality_probes.html.j2", "zh", quality=quality)
