@@ -58,17 +58,8 @@ def resampled_percentiles(
 
 
 def resampled_means(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """B bootstrap replicates of the mean (used for per-second throughput)."""
-    n = len(values)
-    if n == 0:
-        return np.full(n_boot, np.nan)
-    chunk = max(1, 4_000_000 // n)
-    out = np.empty(n_boot)
-    for start in range(0, n_boot, chunk):
-        stop = min(n_boot, start + chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        out[start:stop] = values[idx].mean(axis=1)
-    return out
+    """B bootstrap replicates of the mean (telemetry samples per second)."""
+    return resampled_ratios(values, np.ones(len(values)), n_boot, rng)
 
 
 def interval(replicates: np.ndarray, level: float = CI_LEVEL) -> tuple[float | None, float | None]:

@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from collectors.base import Source
+from collectors.base import Source, start_source_threads
 from collectors.clock import TickScheduler
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError, ConfigError
@@ -95,14 +95,7 @@ class Agent:
         return time.time() + self.clock_skew_s
 
     def start(self) -> None:
-        for source in self.sources:
-            if source.status.state in ("skipped", "failed"):
-                continue
-            thread = threading.Thread(
-                target=self._run, args=(source,), name=f"agent-{source.name}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+        self._threads = start_source_threads(self.sources, self._run, "agent")
 
     def _run(self, source: Source) -> None:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Literal
 
 from embedperf.schema import CollectorStatus, TelemetrySample
@@ -110,3 +110,17 @@ class Source:
 
     def close(self) -> None:
         """Release processes and handles; must not raise."""
+
+
+def start_source_threads(
+    sources: Iterable[Source], run: Callable[[Source], None], prefix: str
+) -> list[threading.Thread]:
+    """One daemon thread per runnable source (skipped and failed ones get none), already started."""
+    threads = []
+    for source in sources:
+        if source.status.state in ("skipped", "failed"):
+            continue
+        thread = threading.Thread(target=run, args=(source,), name=f"{prefix}-{source.name}", daemon=True)
+        thread.start()
+        threads.append(thread)
+    return threads

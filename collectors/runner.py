@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-from collectors.base import Source
+from collectors.base import Source, start_source_threads
 from collectors.clock import TickScheduler
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError
@@ -41,14 +41,7 @@ class CollectorRunner:
 
     def run(self) -> int:
         """Sample until stopped; then flush, compact telemetry.parquet, write collectors.json. Returns rows."""
-        for source in self.sources:
-            if source.status.state in ("skipped", "failed"):
-                continue
-            thread = threading.Thread(
-                target=self._run_source, args=(source,), name=f"collector-{source.name}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+        self._threads = start_source_threads(self.sources, self._run_source, "collector")
         deadline = None if self.config.duration_s is None else time.monotonic() + self.config.duration_s
         while not self.stop_event.is_set():
             wait_s = (
