@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from collectors.base import Source, start_source_threads
+from collectors.base import Source, begin_source, start_source_threads
 from collectors.clock import TickScheduler
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError, ConfigError
@@ -98,12 +98,8 @@ class Agent:
         self._threads = start_source_threads(self.sources, self._run, "agent")
 
     def _run(self, source: Source) -> None:
-        try:
-            source.start()
-        except CollectorError as exc:
-            source.status.set("failed", str(exc))
+        if not begin_source(source):
             return
-        source.status.set("running")
         scheduler = TickScheduler(self.interval_s, wall=self.now)
         try:
             while (ts := scheduler.wait(self.stop_event)) is not None:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Literal
 
+from embedperf.errors import CollectorError
 from embedperf.schema import CollectorStatus, TelemetrySample
 
 # (device, canonical metric, value) at the tick's timestamp.
@@ -110,6 +111,17 @@ class Source:
 
     def close(self) -> None:
         """Release processes and handles; must not raise."""
+
+
+def begin_source(source: Source) -> bool:
+    """Start a source on its own thread; a CollectorError marks it failed (the other sources go on)."""
+    try:
+        source.start()
+    except CollectorError as exc:
+        source.status.set("failed", str(exc))
+        return False
+    source.status.set("running")
+    return True
 
 
 def start_source_threads(

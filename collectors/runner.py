@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-from collectors.base import Source, start_source_threads
+from collectors.base import Source, begin_source, start_source_threads
 from collectors.clock import TickScheduler
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError
@@ -68,12 +68,8 @@ class CollectorRunner:
     def _run_source(self, source: Source) -> None:
         writer = PartsWriter(self.folder.telemetry_parts, TELEMETRY_SCHEMA, source.name)
         try:
-            try:
-                source.start()
-            except CollectorError as exc:
-                source.status.set("failed", str(exc))
+            if not begin_source(source):
                 return
-            source.status.set("running")
             if source.periodic:
                 self._tick_loop(source, writer)
             else:

@@ -11,7 +11,7 @@ from pathlib import Path
 from collectors.options import DeviceOptions, add_device_options
 from loadgen.runner import run_scenario_outcome
 from loadgen.service_proc import ServiceProcess
-from scenarios.loader import PROFILES, parse_overrides
+from scenarios.loader import PROFILES, add_override_option, parse_overrides
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,14 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="extra argument for `python -m service` (repeatable)",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario field, e.g. steps.duration_s=5 (repeatable)",
-    )
+    add_override_option(parser, "override a scenario field, e.g. steps.duration_s=5 (repeatable)")
     parser.add_argument("--label", default="", help="label appended to the run id")
     parser.add_argument("--no-collectors", action="store_true", help="do not sample telemetry during the run")
     parser.add_argument(

@@ -13,7 +13,7 @@ from collectors.options import DeviceOptions, add_device_options
 from loadgen.local_workers import LocalWorkers
 from loadgen.runner import run_scenario_outcome
 from loadgen.verdict import EXIT_INCOMPLETE
-from scenarios.loader import OVERRIDE_HELP, PROFILES, parse_overrides, shipped_scenarios
+from scenarios.loader import OVERRIDE_HELP, PROFILES, add_override_option, parse_overrides, shipped_scenarios
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,9 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--label", default="", help="label appended to the run id")
     parser.add_argument("--profile", choices=PROFILES, default=None, help="scenario profile (quick or full)")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a field"
-    )
+    add_override_option(parser)
     parser.add_argument("--no-collectors", action="store_true", help="do not sample telemetry during the run")
     parser.add_argument("--timeout-s", type=float, default=None, help="stop the run after this many seconds")
     parser.add_argument(

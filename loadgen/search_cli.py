@@ -8,7 +8,7 @@ from pathlib import Path
 from analysis.search import devices_serving, headline, read_search
 from embedperf.schema import read_manifest
 from loadgen.runner import run_scenario
-from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overrides
+from scenarios.loader import OVERRIDE_HELP, PROFILES, add_override_option, load_scenario, parse_overrides
 
 DEFAULT_SCENARIO = "query"
 INCOMPLETE_EXIT = 3
@@ -60,9 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder")
     parser.add_argument("--label", default="search", help="label appended to the run id (default search)")
     parser.add_argument("--profile", choices=PROFILES, default=None, help="scenario profile")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a field"
-    )
+    add_override_option(parser)
     parser.add_argument("--no-collectors", action="store_true", help="do not sample telemetry")
     parser.add_argument("--no-report", action="store_true", help="do not build report.html")
     return parser

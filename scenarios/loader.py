@@ -8,6 +8,7 @@ variables (`__` separates levels: `EMBEDPERF_SCENARIO__STEPS__DURATION_S=5`), th
 
 from __future__ import annotations
 
+import argparse
 import copy
 import difflib
 import os
@@ -55,6 +56,13 @@ def scenario_path(name_or_path: str) -> Path:
     raise ConfigError(
         f"unknown scenario {name_or_path!r}{_did_you_mean(name_or_path, names)}; "
         f"shipped scenarios: {', '.join(names)} (or pass a path to a YAML file)"
+    )
+
+
+def add_override_option(parser: argparse.ArgumentParser, help_text: str = "override a field") -> None:
+    """`--set KEY=VALUE` (repeatable) for every command that runs a scenario; read with parse_overrides."""
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from scenarios.loader import add_override_option
 from study.matrix import MatrixRecord, run_matrix
 from study.matrix_spec import load_matrix_spec
 
@@ -50,14 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile", choices=["quick", "full"], default=None, help="scenario profile (default: the file's)"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="scenario override for every configuration (repeatable)",
-    )
+    add_override_option(parser, "scenario override for every configuration (repeatable)")
     parser.add_argument(
         "--measure",
         choices=["steps", "search"],
