@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import hashlib
 import hmac
 import json
@@ -70,6 +71,7 @@ class ServiceState:
     failure: str | None = None
     started_unix_s: float = field(default_factory=time.time)
     weights: dict[str, str] | None = None
+    freeze_heap: bool = False  # the service process (not an app embedded in tests) freezes its start-up heap
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -138,6 +140,8 @@ class ServiceState:
             if s.warmup:
                 warmup_texts = (WARMUP_TEXTS * s.max_batch_size)[: min(s.queue_size, s.max_batch_size)]
                 await self.batcher.submit(warmup_texts, deadline_ms=max(s.deadline_ms, 120_000))
+            if self.freeze_heap:
+                freeze_startup_heap()
             self.ready = True
             self.metrics.ready.set(1)
             log.info("ready: %s on %s (%s)", self.model.name, self.model.device, s.precision)
@@ -146,13 +150,30 @@ class ServiceState:
             log.exception("the service could not get ready")
 
 
+def freeze_startup_heap() -> None:
+    """Move the objects alive after loading and warm-up (the model, tokeniser, libraries) out of the GC's reach.
+
+    A full collection otherwise walks ~400k long-lived objects and stalls every thread holding the
+    GIL for ~0.2 s, which shows up as the P99 of /health and of every request. What a full collection still
+    walks is the state of requests in flight (~100k objects at 1,000 connections: ~40 ms every few seconds).
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
     return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def create_app(settings: ServiceSettings, model: EmbeddingModel | None = None) -> FastAPI:
-    """The service as an ASGI app. With model=None the lifespan loads settings.model in the background."""
-    state = ServiceState(settings=settings, model=model)
+def create_app(
+    settings: ServiceSettings, model: EmbeddingModel | None = None, freeze_heap: bool = False
+) -> FastAPI:
+    """The service as an ASGI app. With model=None the lifespan loads settings.model in the background.
+
+    freeze_heap: once ready, take the start-up heap out of the garbage collector's reach (the service
+    process does; an app embedded in another process, such as a test, should not freeze its host's heap).
+    """
+    state = ServiceState(settings=settings, model=model, freeze_heap=freeze_heap)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -109,7 +109,7 @@ def serve(settings: ServiceSettings) -> int:
         settings.threads,
         int8_exclude=settings.int8_exclude,
     )
-    app = create_app(settings, model)
+    app = create_app(settings, model, freeze_heap=True)
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -4,6 +4,7 @@ JSON 4xx and costs only its own request."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import re
@@ -265,3 +266,20 @@ def test_overload_is_shed_at_the_door_with_retry_after(minilm: EmbeddingModel) -
             assert 'embedperf_requests_total{status="429"} 2.0' in metrics
 
     run(go)
+
+
+def test_the_service_process_freezes_its_start_up_heap_once_ready(minilm: EmbeddingModel) -> None:
+    """Full collections must not walk the model and libraries while serving (they stalled /health ~0.2 s)."""
+
+    async def go(freeze_heap: bool) -> int:
+        before = gc.get_freeze_count()
+        async with serving(ServiceSettings(), minilm, freeze_heap=freeze_heap) as client:
+            assert (await client.get("/health")).status_code == 200
+            return gc.get_freeze_count() - before
+
+    try:
+        assert asyncio.run(go(False)) == 0  # an app embedded in another process leaves its heap alone
+        frozen = asyncio.run(go(True))
+        assert frozen > 10_000, frozen  # at least the loaded model's module tree
+    finally:
+        gc.unfreeze()

@@ -44,9 +44,9 @@ def minilm() -> EmbeddingModel:
 
 @asynccontextmanager
 async def serving(
-    settings: ServiceSettings, model: Any, wait_ready: bool = True
+    settings: ServiceSettings, model: Any, wait_ready: bool = True, freeze_heap: bool = False
 ) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, model)
+    app = create_app(settings, model, freeze_heap=freeze_heap)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://service", timeout=30) as client:
