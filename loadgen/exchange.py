@@ -8,6 +8,8 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from gevent import Timeout as GeventTimeout
+
 from embedperf.schema import REQUEST_COLUMNS
 from loadgen.context import RunContext
 from loadgen.headers import TIMING_VALUE_COLUMNS, raw_timing_values
@@ -19,6 +21,7 @@ if TYPE_CHECKING:  # importing locust monkey-patches the process; only its users
 
 _COL = {name: i for i, name in enumerate(REQUEST_COLUMNS)}
 _NO_TIMING: list[Any] = [None] * len(TIMING_VALUE_COLUMNS)
+_HEADERS_ATTR = "_embedperf_headers"  # the request headers, cached on each FastHttpSession
 _EMBEDDING_LIST = re.compile(rb'"embedding"\s*:\s*\[')  # `"object": "embedding"` does not match
 _PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)\s*[,}]')
 
@@ -117,6 +120,26 @@ def _check_parsed(body: bytes, ctx: RunContext, n_inputs: int) -> tuple[str, int
     return "", tokens
 
 
+def _request_headers(client: FastHttpSession, ctx: RunContext) -> dict[str, str]:
+    """The headers Locust's FastHttpSession.request would send with a JSON body, built once per client."""
+    headers = getattr(client, _HEADERS_ATTR, None)
+    if headers is None:
+        headers = {
+            "Accept-Encoding": "gzip, deflate, br",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            **ctx.headers,
+        }
+        if client.auth_header and "Authorization" not in headers:
+            headers["Authorization"] = client.auth_header
+        setattr(client, _HEADERS_ATTR, headers)
+    return headers
+
+
+class RequestFailed(Exception):
+    """A failed request as Locust's statistics see it; the message is the row's `error`."""
+
+
 def send_embeddings(
     client: FastHttpSession,
     ctx: RunContext,
@@ -124,38 +147,57 @@ def send_embeddings(
     t_intended_unix_s: float | None = None,
     stage: tuple[int, str, int | None, float | None] | None = None,
 ) -> list[Any]:
-    """Post one request, mark it ok/failed in Locust, record its row and return the row values.
+    """Post one request, report it to Locust as ok/failed, record its row and return the row values.
 
+    The request goes through FastHttpSession's own send (connection errors become a response with
+    status 0 and `.error`) and is reported with one `request` event, as `request(...,
+    catch_response=True)` plus `success()`/`failure()` would, without building the context-manager
+    copy of every response: this runs once per request and its CPU is the generator's budget.
     The row holds the raw `Server-Timing` and batch headers in the timing columns; the recorder
     parses them a batch at a time (headers.parse_raw_timing), off the request path.
     """
     target = ctx.scenario.target
-    body = {"input": payload.inputs, "model": target.model, "encoding_format": target.encoding_format}
+    url = f"{client.base_url}{target.path}"  # as FastHttpSession._build_url does for a relative path
+    data = json.dumps(
+        {"input": payload.inputs, "model": target.model, "encoding_format": target.encoding_format}
+    )
+    headers = _request_headers(client, ctx)
     t_sent = time.time()
     p_sent = time.perf_counter()
-    with client.post(
-        target.path, json=body, headers=ctx.headers, name=payload.endpoint, catch_response=True
-    ) as resp:
-        latency_ms = (time.perf_counter() - p_sent) * 1000.0
-        status = int(resp.status_code or 0)
+    resp = client._send_request_safe_mode("POST", url, payload=data, headers=headers)
+    read_error: BaseException | None = None
+    try:
         content = resp.content or b""
-        error = ""
-        tokens: int | None = None
-        conn_error = getattr(resp, "error", None) if status == 0 else None
-        if payload.expect_failure:
-            if 400 <= status < 500:
-                resp.success()
-            else:
-                error = f"expected a 4xx rejection, got {status or conn_error}"
-                resp.failure(error)
-        elif status == 200:
-            error, tokens = check_body(content, ctx, len(payload.inputs))
-            if error:
-                resp.failure(error)
-        else:
-            error = f"{type(conn_error).__name__}: {conn_error}" if conn_error else f"HTTP {status}"
-            resp.failure(error)
-        headers = resp.headers
+    except (Exception, GeventTimeout) as exc:  # a broken answer fails this request only, as Locust counts it
+        read_error, content = exc, b""
+    latency_ms = (time.perf_counter() - p_sent) * 1000.0
+    status = int(resp.status_code or 0)
+    conn_error = (
+        read_error if read_error is not None else getattr(resp, "error", None) if not status else None
+    )
+    error = ""
+    tokens: int | None = None
+    if payload.expect_failure:
+        if not 400 <= status < 500:
+            error = f"expected a 4xx rejection, got {status or conn_error}"
+    elif conn_error is not None:
+        error = f"{type(conn_error).__name__}: {conn_error}"
+    elif status == 200:
+        error, tokens = check_body(content, ctx, len(payload.inputs))
+    else:
+        error = f"HTTP {status}" if status else "no answer"
+    client.request_event.fire(
+        request_type="POST",
+        name=payload.endpoint,
+        context={},
+        response=resp,
+        exception=RequestFailed(error) if error else None,
+        start_time=t_sent,
+        url=url,
+        response_length=len(content),
+        response_time=latency_ms,
+    )
+    headers_in = resp.headers
     t_intended = t_sent if t_intended_unix_s is None else t_intended_unix_s
     t_done = t_sent + latency_ms / 1000.0
     stage_values = stage if stage is not None else (None, None, None, None)
@@ -177,7 +219,7 @@ def send_embeddings(
         len(inputs[0]) if len(inputs) == 1 else sum(map(len, inputs)),
         tokens,
         len(content),
-        *(raw_timing_values(headers.get) if headers is not None else _NO_TIMING),
+        *(raw_timing_values(headers_in.get) if headers_in is not None else _NO_TIMING),
         answer_cosine(content, payload.reference) if payload.reference is not None and not error else None,
     ]
     ctx.sink(row)

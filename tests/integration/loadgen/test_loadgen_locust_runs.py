@@ -186,3 +186,25 @@ def test_sigterm_leaves_a_readable_folder(stub_server: StubServer, tmp_path: Pat
     manifest = read_manifest(folder)
     assert (not manifest.complete) or manifest.interrupted  # type: ignore[attr-defined]
     assert "run folder: " in out
+
+
+def test_locust_statistics_count_every_failure_the_rows_record(stub_server: StubServer, tmp_path: Path) -> None:
+    """Each request is reported to Locust once, as a failure exactly when its row says so, with its reason."""
+    url = stub_server("--delay-ms", "2", "--fail-every", "4")
+    proc = run_locust(
+        "ramp.py", "--headless", "--scenario", "smoke", "--host", url, "--runs-dir", str(tmp_path),
+        "--step-duration-s", "2", "--warmup-s", "0.5", "--set", "slo.error_budget_pct=50",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = RunFolder(folder_from_output(proc.stdout))
+    rows = read_requests_table(folder).to_pylist()
+    failed = [r for r in rows if not r["ok"]]
+    assert {(r["status_code"], r["error"]) for r in failed} == {(503, "HTTP 503")}
+    assert len(rows) > 40 and abs(len(failed) / len(rows) - 0.25) < 0.05
+    with open(folder.locust / "locust_stats.csv", encoding="utf-8") as fh:
+        aggregated = {r["Name"]: r for r in csv.DictReader(fh)}["Aggregated"]
+    assert int(aggregated["Request Count"]) == len(rows)
+    assert int(aggregated["Failure Count"]) == len(failed)
+    with open(folder.locust / "locust_failures.csv", encoding="utf-8") as fh:
+        reasons = {r["Error"]: int(r["Occurrences"]) for r in csv.DictReader(fh)}
+    assert reasons == {"RequestFailed('HTTP 503')": len(failed)}

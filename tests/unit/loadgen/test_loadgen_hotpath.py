@@ -85,35 +85,45 @@ def test_timing_values_follow_the_row_tail_and_the_dict_parser() -> None:
 
 
 class _Response:
+    """What FastHttpSession._send_request_safe_mode returns for an answered request."""
+
     status_code = 200
-    error = None
 
     def __init__(self, content: bytes, headers: dict[str, str]) -> None:
         self.content = content
         self.headers = headers
-        self.failed = ""
 
-    def __enter__(self) -> _Response:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+class _Event:
+    def __init__(self) -> None:
+        self.fired: list[dict[str, Any]] = []
 
-    def success(self) -> None:
-        return None
-
-    def failure(self, error: str) -> None:
-        self.failed = error
+    def fire(self, **kwargs: Any) -> None:
+        self.fired.append(kwargs)
 
 
 class _Client:
+    """The parts of Locust's FastHttpSession that send_embeddings uses."""
+
+    base_url = "http://127.0.0.1:1"
+    auth_header = None
+
     def __init__(self, response: _Response) -> None:
         self.response = response
         self.bodies: list[dict[str, Any]] = []
+        self.request_event = _Event()
 
-    def post(self, path: str, json: dict[str, Any], **_: Any) -> _Response:
-        self.bodies.append(json)
+    def _send_request_safe_mode(self, method: str, url: str, payload: str, headers: dict[str, str]) -> _Response:
+        assert method == "POST" and url == f"{self.base_url}/v1/embeddings"
+        assert headers["Content-Type"] == "application/json"
+        self.bodies.append(json.loads(payload))
         return self.response
+
+    @property
+    def failed(self) -> str:
+        """The failure reported to Locust for the last request ('' when it counted as a success)."""
+        exception = self.request_event.fired[-1]["exception"]
+        return str(exception) if exception is not None else ""
 
 
 def test_send_embeddings_row_is_in_schema_order(tmp_path: Path) -> None:
@@ -126,7 +136,7 @@ def test_send_embeddings_row_is_in_schema_order(tmp_path: Path) -> None:
     ctx = _ctx(4, recorder.write_values)
     row = send_embeddings(client, ctx, RequestPayload(["ab", "cde"], "/v1/embeddings"))  # type: ignore[arg-type]
     got = dict(zip(REQUEST_COLUMNS, row, strict=True))
-    assert client.bodies[0]["input"] == ["ab", "cde"] and not client.response.failed
+    assert client.bodies[0]["input"] == ["ab", "cde"] and not client.failed
     assert got["run_id"] == "run" and got["worker"] == "local"
     assert (got["stage_index"], got["stage_label"], got["target_users"]) == (0, "u8", 8)
     assert got["t_intended_unix_s"] == got["t_sent_unix_s"] <= got["t_done_unix_s"]
@@ -156,7 +166,7 @@ def test_a_failed_check_is_recorded_with_its_reason() -> None:
     row = send_embeddings(client, _ctx(4, rows.append), RequestPayload(["a", "b"], "/v1/embeddings"))  # type: ignore[arg-type]
     got = dict(zip(REQUEST_COLUMNS, row, strict=True))
     assert got["ok"] is False and got["error"].startswith("wrong count: 1 embeddings for 2 inputs")
-    assert client.response.failed == got["error"] and rows == [row]
+    assert client.failed == got["error"] and rows == [row]
     assert got["srv_total_ms"] is None and got["batch_size"] is None
 
 
