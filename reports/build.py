@@ -10,8 +10,10 @@ from typing import Any
 from analysis.capacity import DEFAULT_HEADROOM, LITTLE_MISMATCH, device_plan
 from analysis.decomposition import COMPONENTS
 from analysis.health import HealthCheck
+from analysis.minute_series import THROTTLE_DROP_FRACTION, THROTTLE_TEMP_RISE_C
 from analysis.quality import Finding
 from analysis.quality_gate import quality_gate
+from analysis.soak import DRIFT_MAX_PCT_PER_H, LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H
 from analysis.summary import RunAnalysis, analyse_folder, write_analysis
 from embedperf.errors import ConfigError
 from embedperf.schema import RunFolder, ServiceInfo
@@ -25,6 +27,14 @@ TOP_ERRORS = 10
 PLAN_REFERENCE_QPS = 1000.0
 # Step warning code -> the mark shown beside the step (explained in the table's legend).
 WARNING_MARKS: dict[str, str] = {"no_samples": "0", "few_samples_p99": "1", "few_samples_p999": "2"}
+# The thresholds of the per-minute soak findings (analysis.minute_series.soak_findings), for their note.
+SOAK_LIMITS: dict[str, float] = {
+    "drift_pct": DRIFT_MAX_PCT_PER_H,
+    "leak_mb_per_h": LEAK_MIN_MB_PER_H,
+    "leak_pct": LEAK_MIN_PCT_PER_H,
+    "temp_rise_c": THROTTLE_TEMP_RISE_C,
+    "drop_pct": THROTTLE_DROP_FRACTION * 100.0,
+}
 
 
 def _finding_text(lang: str) -> object:
@@ -115,6 +125,7 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
         finding=_finding_text(lang),
         top_errors=analysis.figures.top_errors[:TOP_ERRORS],
         precision=precision,
+        soak_limits=SOAK_LIMITS,
     )
 
 

@@ -8,7 +8,7 @@ import logging
 import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import matplotlib
 
@@ -21,6 +21,7 @@ from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from analysis.decomposition import COMPONENTS  # noqa: E402
+from analysis.minute_series import MinutePoint  # noqa: E402
 from analysis.summary import RunAnalysis, RunSummary  # noqa: E402
 from reports.i18n import t  # noqa: E402
 
@@ -33,6 +34,9 @@ CJK_FONT_NAMES: tuple[str, ...] = (
 CJK_FONT_FILES: tuple[str, ...] = ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",)
 MAX_SERIES_POINTS = 1500
 DPI = 90
+TWIN_SPINE_OFFSET = 0.08  # third and later y axes of a panel, in axes widths
+# Offered load as in the throughput figure: dashed grey behind goodput.
+MINUTE_LINE_STYLES: dict[str, dict[str, Any]] = {"qps": {"ls": "--", "color": "C7"}}
 logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
 STEP_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 
@@ -243,19 +247,92 @@ def decomposition_bars(summary: RunSummary, lang: str) -> str | None:
     return to_data_uri(fig)
 
 
-def soak_figure(summary: RunSummary, lang: str) -> str | None:
-    if summary.soak is None or not summary.soak.per_minute:
+class MinutePanel(NamedTuple):
+    """One panel of the per-minute figure: its lines (column, label) and the y label they share.
+
+    ylabel None puts each line on its own y axis (temperature, power and clock have different units).
+    """
+
+    lines: list[tuple[str, str]]
+    ylabel: str | None
+
+
+def minute_frame(minutes: list[MinutePoint]) -> pd.DataFrame:
+    """The per-minute points on a gap-free minute index: a minute without requests is NaN, never bridged."""
+    frame = pd.DataFrame([p.model_dump() for p in minutes]).set_index("minute").astype(np.float64)
+    frame["error_pct"] = frame["error_rate"] * 100.0
+    return frame.reindex(pd.RangeIndex(int(frame.index.min()), int(frame.index.max()) + 1))
+
+
+def minute_panels(frame: pd.DataFrame, lang: str) -> list[MinutePanel]:
+    """The panels of the per-minute figure, top to bottom; a line without any value, and a panel without
+    any line, are left out."""
+    candidates = [
+        MinutePanel(
+            [("goodput_qps", t("goodput", lang)), ("qps", t("offered", lang))], t("ax_req_per_s", lang)
+        ),
+        MinutePanel([("p50_ms", "P50"), ("p99_ms", "P99")], t("latency_ms", lang)),
+        MinutePanel([("error_pct", t("error_rate_pct", lang))], t("error_rate_pct", lang)),
+        MinutePanel([("device_util_pct", t("ax_serving_util", lang))], t("ax_serving_util", lang)),
+        MinutePanel(
+            [
+                ("temp_max_c", t("ax_temp", lang)),
+                ("power_w", t("ax_power", lang)),
+                ("clock_mhz", t("ax_clock", lang)),
+            ],
+            None,
+        ),
+        MinutePanel([("service_rss_mb", t("ax_service_rss", lang))], t("ax_service_rss", lang)),
+    ]
+    panels = []
+    for panel in candidates:
+        lines = [(c, label) for c, label in panel.lines if c in frame and frame[c].notna().any()]
+        if lines:
+            panels.append(MinutePanel(lines, panel.ylabel))
+    return panels
+
+
+def _own_axes(ax: Any, x: np.ndarray, frame: pd.DataFrame, lines: list[tuple[str, str]]) -> None:
+    """Each line on its own y axis: the first on the left, the others on right spines set apart."""
+    for i, (column, label) in enumerate(lines):
+        target = ax if i == 0 else ax.twinx()
+        if i > 1:
+            target.spines["right"].set_position(("axes", 1.0 + TWIN_SPINE_OFFSET * (i - 1)))
+        colour = f"C{i + 3}"
+        target.plot(x, frame[column].to_numpy(), color=colour, linewidth=0.9)
+        target.set_ylabel(label, color=colour, fontsize=8)
+        target.tick_params(axis="y", colors=colour)
+        target.ticklabel_format(axis="y", style="plain", useOffset=False)
+
+
+def soak_figure(analysis: RunAnalysis, lang: str) -> str | None:
+    """Per-minute series of a long run (analysis.minute_series), stacked panels sharing the minute axis."""
+    if not analysis.figures.minutes:
         return None
-    per_minute = summary.soak.per_minute
-    fig, ax = plt.subplots(figsize=(10, 3))
-    minutes = [p["minute"] for p in per_minute]
-    ax.plot(minutes, [p["p50_ms"] for p in per_minute], label="P50")
-    ax.plot(minutes, [p["p99_ms"] for p in per_minute], label="P99")
-    ax.set_xlabel(t("ax_minute", lang))
-    ax.set_ylabel(t("latency_ms", lang))
-    ax.set_title(t("fig_soak", lang))
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    frame = minute_frame(analysis.figures.minutes)
+    panels = minute_panels(frame, lang)
+    x = frame.index.to_numpy()
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.5 * len(panels) + 0.6), sharex=True)
+    axes = np.atleast_1d(axes)
+    for ax, panel in zip(axes, panels, strict=True):
+        if panel.ylabel is None:
+            _own_axes(ax, x, frame, panel.lines)
+        else:
+            for column, label in panel.lines:
+                ax.plot(
+                    x,
+                    frame[column].to_numpy(),
+                    linewidth=0.9,
+                    label=label,
+                    **MINUTE_LINE_STYLES.get(column, {}),
+                )
+            ax.set_ylabel(panel.ylabel, fontsize=8)
+            ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+            if len(panel.lines) > 1:
+                ax.legend(fontsize=7, loc="upper left")
+        ax.grid(alpha=0.3)
+    axes[0].set_title(t("fig_soak", lang))
+    axes[-1].set_xlabel(t("ax_minute", lang))
     return to_data_uri(fig)
 
 
@@ -273,5 +350,5 @@ def run_figures(analysis: RunAnalysis, lang: str) -> dict[str, str]:
             out["decomposition"] = decomposition_bars(summary, flang)
         if analysis.figures.request_series is not None and analysis.figures.request_series.t_s:
             out["timeseries"] = time_series(analysis, flang)
-        out["soak"] = soak_figure(summary, flang)
+        out["soak"] = soak_figure(analysis, flang)
     return {k: v for k, v in out.items() if v is not None}

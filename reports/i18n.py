@@ -148,6 +148,27 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "soak_verdict": ("Verdict", "结论"),
     "soak_stable": ("stable", "稳定"),
     "soak_degrading": ("degrading", "劣化"),
+    "soak_minutes": ("Per-minute findings", "每分钟序列结论"),
+    "soak_of_median": ("(median P99 {median} ms)", "（P99 中位数 {median} ms）"),
+    "soak_rss_mean": ("(mean {mean} MB)", "（均值 {mean} MB）"),
+    "soak_throttling": ("Thermal throttling", "热降频"),
+    "soak_throttle_values": (
+        "temperature {temp} °C, clock {clock}, power {power} (last quarter vs first)",
+        "温度 {temp} °C，频率 {clock}，功耗 {power}（末四分之一对比首四分之一）",
+    ),
+    "soak_no_telemetry": (
+        "not measured (no temperature, clock or power telemetry)",
+        "未测量（没有温度、频率或功耗遥测）",
+    ),
+    "soak_minutes_note": (
+        "From the per-minute series of the steady requests and the serving devices. Flagged: P99 rising by more "
+        "than {drift}% of its median per hour; service memory growing by more than {leak_mb} MB/h and "
+        "{leak_pct}% of its mean per hour; thermal throttling when the last quarter of the run is at least "
+        "{temp} °C hotter than the first while clock or power is at least {drop}% lower.",
+        "依据稳态请求与服务设备的每分钟序列。标记规则：P99 每小时上升超过其中位数的 {drift}%；服务内存每小时增长超过 "
+        "{leak_mb} MB 且超过其均值的 {leak_pct}%；运行末四分之一比首四分之一温度高 {temp} °C 及以上，同时频率或功耗"
+        "下降 {drop}% 及以上，判为热降频。",
+    ),
     "quality": ("Data quality", "数据质量"),
     "quality_ok": ("No data-quality problems found.", "未发现数据质量问题。"),
     "f_incomplete_run": (
@@ -238,7 +259,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "fig_cdf": ("Latency CDF per step", "各阶梯延迟 CDF"),
     "fig_batch": ("Batch size distribution per step", "各阶梯批大小分布"),
     "fig_decomposition": ("Latency decomposition per step", "各阶梯延迟分解"),
-    "fig_soak": ("Per-minute latency (soak)", "每分钟延迟（长稳）"),
+    "fig_soak": (
+        "Per-minute series (steady requests, serving devices)",
+        "每分钟序列（稳态请求，服务设备）",
+    ),
     "ax_time_s": ("Time since start (s)", "自开始以来的时间 (s)"),
     "ax_share": ("Share of requests", "请求占比"),
     "ax_batch": ("Batch size", "批大小"),
@@ -249,6 +273,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "ax_power": ("Power total W", "总功耗 W"),
     "ax_queue": ("Queue depth", "队列深度"),
     "ax_minute": ("Minute", "分钟"),
+    "ax_req_per_s": ("Requests/s", "请求数/秒"),
+    "ax_serving_util": ("Serving util. %", "服务设备利用率 %"),
+    "ax_clock": ("Clock mean MHz", "平均频率 MHz"),
+    "ax_service_rss": ("Service RSS MB", "服务进程 RSS MB"),
     "knee_label": ("knee", "拐点"),
     "slo_label": ("SLO", "SLO"),
     "yes": ("yes", "是"),
