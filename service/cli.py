@@ -91,6 +91,7 @@ def serve(settings: ServiceSettings) -> int:
     check_port_free(settings.host, settings.port)
 
     from service.app import create_app
+    from service.header_timeout import protocol_with_header_timeout
     from service.model import load_model
     from service.workers import primary_device
 
@@ -118,6 +119,7 @@ def serve(settings: ServiceSettings) -> int:
         lifespan="on",
         access_log=False,
         timeout_keep_alive=max(1, round(settings.keep_alive_timeout_s)),
+        http=protocol_with_header_timeout(settings.header_timeout_s),
     )
     uvicorn.Server(config).run()
     return 0

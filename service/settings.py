@@ -91,6 +91,12 @@ class ServiceSettings(BaseSettings):
     body_timeout_s: float = Field(
         10.0, gt=0, description="Longest time to receive a request body; slower clients get 408."
     )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Longest time to receive a request's line and headers (from the connection's opening or "
+        "the request's first byte); slower clients get 408 and are disconnected.",
+    )
     keep_alive_timeout_s: float = Field(
         5.0, gt=0, description="Idle keep-alive connections are closed after this many seconds."
     )
