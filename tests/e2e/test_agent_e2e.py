@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from collectors.agent_pull import _slug
 from embedperf.schema import RunFolder, read_manifest, read_telemetry_table
 from loadgen.stub_server import running_stub
 from tests.e2e.test_real_deployment_e2e import (
@@ -122,6 +123,23 @@ def test_run_pulls_the_serving_figures_from_an_agent(tmp_path: Path) -> None:
     assert_serving_figures(folder)
 
 
+def pulled_into_the_run(runs_dir: Path, agent_url: str, skew_s: float) -> bool:
+    """Whether the run under runs_dir has pulled a sample the agent took after the run started.
+
+    The first pull (before the load) holds samples from before the run window only; the run keeps the
+    agent's samples inside its window, so the agent must live until one of those has been pulled.
+    """
+    for spool in runs_dir.glob(f"*/agent-{_slug(agent_url.rstrip('/'))}.spool.jsonl"):
+        manifest = json.loads((spool.parent / "manifest.json").read_text(encoding="utf-8"))
+        agent_ts = []
+        for line in spool.read_text(encoding="utf-8").splitlines():
+            if line.endswith("]"):  # a line still being written is read at the next look
+                agent_ts += [float(row[0]) for row in json.loads(line)]
+        if agent_ts and max(agent_ts) - skew_s > float(manifest["start_unix_s"]) + 1.0:
+            return True
+    return False
+
+
 def test_two_agents_one_skewed_one_killed_mid_run(tmp_path: Path) -> None:
     runs_dir = tmp_path / "runs"
     with (
@@ -157,9 +175,8 @@ def test_two_agents_one_skewed_one_killed_mid_run(tmp_path: Path) -> None:
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 120.0
-        while not list(runs_dir.glob("*/telemetry.parts")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(4.0)  # svc-b's first seconds reach the run (pulled every 2 s), then it dies
+        while not pulled_into_the_run(runs_dir, url_b, SKEW_S) and time.monotonic() < deadline:
+            time.sleep(0.2)  # svc-b's first seconds reach the run folder (pulled every 2 s), then it dies
         proc_b.kill()
         proc_b.wait(timeout=10)
         assert run.wait(timeout=180) in (0, 1)
