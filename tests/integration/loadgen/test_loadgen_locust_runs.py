@@ -17,6 +17,7 @@ import httpx
 import pyarrow as pa
 import pytest
 
+from embedperf.parts import PART_SUFFIX
 from embedperf.schema import REQUEST_SCHEMA, RunFolder, read_manifest, read_requests_table
 from loadgen.stub_server import running_stub
 
@@ -177,7 +178,7 @@ def test_sigterm_leaves_a_readable_folder(stub_server: StubServer, tmp_path: Pat
     parts: list[Path] = []
     while time.monotonic() < deadline and not any(p.stat().st_size > 1000 for p in parts):
         time.sleep(0.5)
-        parts = list(tmp_path.glob("*/requests.parts/*.csv"))
+        parts = list(tmp_path.glob(f"*/requests.parts/*{PART_SUFFIX}"))  # rows flushed: the load is on
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)
     folder = RunFolder(next(tmp_path.iterdir()))
