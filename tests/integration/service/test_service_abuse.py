@@ -277,9 +277,13 @@ def test_the_service_process_freezes_its_start_up_heap_once_ready(minilm: Embedd
             assert (await client.get("/health")).status_code == 200
             return gc.get_freeze_count() - before
 
+    thresholds = gc.get_threshold()
     try:
         assert asyncio.run(go(False)) == 0  # an app embedded in another process leaves its heap alone
+        assert gc.get_threshold() == thresholds
         frozen = asyncio.run(go(True))
         assert frozen > 10_000, frozen  # at least the loaded model's module tree
+        assert gc.get_threshold()[2] >= 100  # full collections of what is left are rarer
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
