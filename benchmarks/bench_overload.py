@@ -88,6 +88,7 @@ class Probe:
     url: str
     method: str
     samples: list[tuple[int, float]] = field(default_factory=list)  # (status, latency_ms); 0 = no answer
+    sent_s: list[float] = field(default_factory=list)  # perf_counter at each sample's send
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
@@ -102,7 +103,17 @@ class Probe:
                 except httpx.HTTPError:
                     status = 0
                 self.samples.append((status, (time.perf_counter() - t_start_s) * 1000))
+                self.sent_s.append(t_start_s)
                 self.stop.wait(PROBE_INTERVAL_S)
+
+    def slow(self, t0_s: float, over_ms: float, status: int | None = None) -> str:
+        """Samples slower than over_ms as 'latency ms at seconds after t0_s' (shows when the stalls happen)."""
+        marks = [
+            f"{ms:.0f} ms at {sent - t0_s:+.2f} s"
+            for (code, ms), sent in zip(self.samples, self.sent_s, strict=True)
+            if ms > over_ms and (status is None or code == status)
+        ]
+        return ", ".join(marks) or "none"
 
     def latencies_ms(self, status: int) -> list[float]:
         return sorted(ms for code, ms in self.samples if code == status)
@@ -225,6 +236,7 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
         probers = [threading.Thread(target=p.run, daemon=True) for p in (health, embed)]
         for thread in probers:
             thread.start()
+        t_load_s = time.perf_counter()
         result = run_wrk(service.url, script, connections, args.duration_s, args.wrk_threads)
         first_status, first_ms, recovered_ms = recovery(service.url, idle_ms)
         for probe in (health, embed):
@@ -260,6 +272,10 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
         print(
             f"/health: P99 {percentile(health_ms, 99):.1f} ms, max {max(health_ms, default=float('nan')):.1f} "
             f"ms over {len(health_ms)} probes, {unanswered} unanswered (target P99 <= 100 ms)"
+        )
+        print(
+            f"slow probes (seconds after the load started): /health over 100 ms: {health.slow(t_load_s, 100)}; "
+            f"429 over 50 ms: {embed.slow(t_load_s, 50, 429)}"
         )
         print(
             f"first request after the load: {first_status} in {first_ms:.0f} ms (idle median {idle_ms:.0f} ms); "
