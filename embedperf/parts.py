@@ -71,7 +71,7 @@ class PartsWriter:
     batch every `flush_interval_s` (and `write` does when `FLUSH_MAX_ROWS` are waiting), fsynced at
     most every `SYNC_INTERVAL_S`, so a crash loses at most a few seconds and the request path pays no
     encoding. Thread-safe. In a gevent process (Locust) the background thread is a greenlet sharing
-    the request loop: a short interval keeps each batch, and so each pause of the users, small.
+    the users' loop.
     """
 
     def __init__(

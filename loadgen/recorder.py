@@ -22,8 +22,6 @@ STAGE_INDEX_POS = REQUEST_COLUMNS.index("stage_index")
 T_INTENDED_POS = REQUEST_COLUMNS.index("t_intended_unix_s")
 RUN_ID_POS = REQUEST_COLUMNS.index("run_id")
 TIMING_POS = REQUEST_COLUMNS.index(TIMING_VALUE_COLUMNS[0])
-# Rows are encoded in the generator's own loop (a greenlet), a batch at a time: ~2.5 us per row.
-FLUSH_INTERVAL_S = 2.0
 StageTag = tuple[int, str, int | None, float | None]  # stage_index, stage_label, target_users, target_rate
 
 
@@ -94,13 +92,7 @@ class Recorder:
         self.folder = folder
         self.run_id = folder.run_id
         self.timeline = timeline
-        self._writer = PartsWriter(
-            folder.requests_parts,
-            REQUEST_SCHEMA,
-            part_name,
-            flush_interval_s=FLUSH_INTERVAL_S,
-            prepare=_parse_timing,
-        )
+        self._writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, part_name, prepare=_parse_timing)
         self._append = self._writer.write_values
         self._closed = False
         self.rows_received = 0
