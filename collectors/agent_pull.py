@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -98,7 +99,7 @@ class AgentSource(Source):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.client = httpx.Client(timeout=REQUEST_TIMEOUT_S, headers=headers)
         self.host = ""
-        self.spool = RunFolder(config.out_dir).root / f"agent-{_slug(self.url)}.spool.jsonl"
+        self.spool = spool_path(RunFolder(config.out_dir), self.url)
         self.since_unix_s = 0.0
         self.start_offset: OffsetEstimate | None = None
         self.down = False
@@ -200,5 +201,7 @@ class AgentSource(Source):
         self.spool.unlink(missing_ok=True)
 
 
-def _slug(url: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", url.split("://", 1)[-1]).strip("_")
+def spool_path(folder: RunFolder, url: str) -> Path:
+    """Where a run keeps an agent's pulled samples until the run ends (`agent-<host_port>.spool.jsonl`)."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", url.rstrip("/").split("://", 1)[-1]).strip("_")
+    return folder.root / f"agent-{slug}.spool.jsonl"

@@ -150,13 +150,20 @@ class PartsWriter:
 
 
 def _fresh_path(parts_dir: Path, name: str) -> Path:
-    """A stream file cannot be reopened for append: a second writer of the same name gets `name-2`."""
-    path = parts_dir / f"{name}{PART_SUFFIX}"
+    """Create and return a part file no other writer has: `name`, else `name-2`, `name-3`...
+
+    A stream file cannot be reopened for append, and writers of one name may start at the same
+    moment (two agents), so the name is reserved by an exclusive create, never by a check first.
+    """
     n = 1
-    while path.exists():
-        n += 1
-        path = parts_dir / f"{name}-{n}{PART_SUFFIX}"
-    return path
+    while True:
+        path = parts_dir / (f"{name}{PART_SUFFIX}" if n == 1 else f"{name}-{n}{PART_SUFFIX}")
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            n += 1
+            continue
+        return path
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collectors.agent_pull import _slug
+from collectors.agent_pull import spool_path
 from embedperf.schema import RunFolder, read_manifest, read_telemetry_table
 from loadgen.stub_server import running_stub
 from tests.e2e.test_real_deployment_e2e import (
@@ -130,7 +130,10 @@ def pulled_into_the_run(runs_dir: Path, agent_url: str) -> bool:
     run leaves out of its window; every later pull (every 2 s) asks for samples after it. So the agent
     must live until the run's spool of it holds two complete pulls.
     """
-    for spool in runs_dir.glob(f"*/agent-{_slug(agent_url.rstrip('/'))}.spool.jsonl"):
+    for folder in runs_dir.iterdir() if runs_dir.is_dir() else []:
+        spool = spool_path(RunFolder(folder), agent_url)
+        if not spool.is_file():
+            continue
         pulls = [line for line in spool.read_text(encoding="utf-8").splitlines() if line.endswith("]")]
         if len(pulls) >= 2:
             return True

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -120,3 +121,33 @@ def test_row_groups_follow_the_sort_order(tmp_path: Path, monkeypatch) -> None: 
     bounds = [(meta.row_group(g).column(0).statistics.min, meta.row_group(g).column(0).statistics.max)
               for g in range(meta.num_row_groups)]  # fmt: skip
     assert all(hi < next_lo for (_, hi), (next_lo, _) in zip(bounds, bounds[1:], strict=False))
+
+
+def test_writers_of_one_name_started_together_keep_every_row(tmp_path: Path) -> None:
+    """Sources of one kind (two agents) open their parts at the same moment: each gets its own file."""
+    folder = schema.RunFolder(tmp_path / "r").create()
+    n_writers, rows_each = 8, 50
+    barrier = threading.Barrier(n_writers)
+
+    def one(k: int) -> None:
+        barrier.wait()
+        with PartsWriter(
+            folder.telemetry_parts, schema.TELEMETRY_SCHEMA, "agent", flush_interval_s=3600
+        ) as w:
+            for i in range(rows_each):
+                w.write(_telemetry_row(k * 1000 + i))
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(n_writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(parts.part_files(folder.telemetry_parts)) == n_writers
+    values = sorted(schema.read_telemetry_table(folder).column("ts_unix_s").to_pylist())
+    assert values == sorted(float(k * 1000 + i) for k in range(n_writers) for i in range(rows_each))
+
+
+def test_a_reserved_part_name_is_not_handed_out_twice(tmp_path: Path) -> None:
+    first = parts._fresh_path(tmp_path, "agent")
+    second = parts._fresh_path(tmp_path, "agent")
+    assert (first.name, second.name) == ("agent.arrows", "agent-2.arrows")
