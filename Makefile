@@ -65,7 +65,7 @@ serve: setup ## start the reference service on $(HOST):$(PORT) (Ctrl-C stops it)
 	$(EP) serve --host $(HOST) --port $(PORT)
 
 test: setup system-deps ## run every test (unit, integration, e2e)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=15 tests
 
 lint: setup ## ruff and mypy
 	$(VENV)/bin/ruff check .

@@ -83,28 +83,48 @@ end
 
 @dataclass
 class Probe:
-    """A lean side client: one request every PROBE_INTERVAL_S on its own keep-alive connection."""
+    """A lean side client: one request every PROBE_INTERVAL_S on its own keep-alive connection.
+
+    Its client and connection are set up before the load starts (`start`): building an httpx client loads
+    a certificate bundle while holding the GIL, which would stall the sibling probe for a few hundred
+    milliseconds at the start of the load and be misread as the service's latency.
+    """
 
     url: str
     method: str
     samples: list[tuple[int, float]] = field(default_factory=list)  # (status, latency_ms); 0 = no answer
     sent_s: list[float] = field(default_factory=list)  # perf_counter at each sample's send
     stop: threading.Event = field(default_factory=threading.Event)
+    client: httpx.Client | None = None
+
+    def start(self) -> threading.Thread:
+        """Open the client and its connection (one request, not counted), then probe from a thread."""
+        self.client = httpx.Client(timeout=10.0)
+        self._send()
+        thread = threading.Thread(target=self.run, daemon=True)
+        thread.start()
+        return thread
+
+    def _send(self) -> int:
+        assert self.client is not None
+        try:
+            if self.method == "GET":
+                return self.client.get(self.url).status_code
+            return self.client.post(self.url, json=BODY).status_code
+        except httpx.HTTPError:
+            return 0
 
     def run(self) -> None:
-        with httpx.Client(timeout=10.0) as client:
+        assert self.client is not None
+        try:
             while not self.stop.is_set():
                 t_start_s = time.perf_counter()
-                try:
-                    if self.method == "GET":
-                        status = client.get(self.url).status_code
-                    else:
-                        status = client.post(self.url, json=BODY).status_code
-                except httpx.HTTPError:
-                    status = 0
+                status = self._send()
                 self.samples.append((status, (time.perf_counter() - t_start_s) * 1000))
                 self.sent_s.append(t_start_s)
                 self.stop.wait(PROBE_INTERVAL_S)
+        finally:
+            self.client.close()
 
     def slow(self, t0_s: float, over_ms: float, status: int | None = None) -> str:
         """Samples slower than over_ms as 'latency ms at seconds after t0_s' (shows when the stalls happen)."""
@@ -233,9 +253,7 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
         time.sleep(2)
         health = Probe(f"{service.url}/health", "GET")
         embed = Probe(f"{service.url}/v1/embeddings", "POST")
-        probers = [threading.Thread(target=p.run, daemon=True) for p in (health, embed)]
-        for thread in probers:
-            thread.start()
+        probers = [probe.start() for probe in (health, embed)]
         t_load_s = time.perf_counter()
         result = run_wrk(service.url, script, connections, args.duration_s, args.wrk_threads)
         first_status, first_ms, recovered_ms = recovery(service.url, idle_ms)

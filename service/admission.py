@@ -3,7 +3,8 @@
 Under overload most requests are refused, so a refusal must cost next to nothing: ShedMiddleware answers
 429 for POST /v1/embeddings as plain ASGI, before routing, auth, body reading or parsing, whenever the
 batcher's estimated queue wait already exceeds what the deadline allows. The event loop then stays free
-for admitted work and for /health and /ready.
+for admitted work and for /health and /ready. Admitted requests then pass the service's LoopGate, which
+starts a few of them per loop iteration, so a burst of them never holds the loop for long at a time.
 """
 
 from __future__ import annotations
@@ -100,4 +101,5 @@ class ShedMiddleware:
                     state.metrics.requests.labels(status=str(error.status)).inc()
                     await send_error(send, error, (time.perf_counter() - t_start_s) * 1000)
                     return
+            await state.loop_gate.enter()  # a burst of admitted requests is handled a few per loop turn
         await self.app(scope, receive, send)

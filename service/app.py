@@ -36,6 +36,7 @@ from service.cache import EmbeddingCache, ResultCache
 from service.cache_redis import RedisCache
 from service.devices import version_matrix
 from service.limits import ConcurrencyLimit, RateLimit
+from service.loop_gate import LoopGate
 from service.metrics import STAGES, ServiceMetrics
 from service.model import EmbeddingModel, load_model, weights_sha256
 from service.openai_api import (
@@ -78,6 +79,7 @@ class ServiceState:
         self.cache = ResultCache(EmbeddingCache(s.cache_size), None, self.metrics)  # Redis joins in prepare
         self.concurrency = ConcurrencyLimit(s.max_concurrency)
         self.rate = RateLimit(s.rate_limit_qps)
+        self.loop_gate = LoopGate()
         self.api_keys = [key.encode() for key in s.api_key_list()]
 
     def batcher_config(self) -> BatcherConfig:

@@ -1,0 +1,77 @@
+"""LoopGate: a burst of admitted requests starts a few per event-loop iteration, in arrival order,
+and what arrives in between (a health probe) runs before the rest of the burst."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from service.loop_gate import LoopGate
+
+
+def test_a_burst_starts_per_turn_at_a_time_in_arrival_order() -> None:
+    async def main() -> tuple[list[int], list[int], int]:
+        gate = LoopGate(per_turn=8)
+        order: list[int] = []
+        turns: list[int] = []
+
+        async def request(i: int) -> None:
+            await gate.enter()
+            order.append(i)
+            turns.append(gate.turns)
+
+        await asyncio.gather(*(request(i) for i in range(100)))
+        return order, turns, gate.waiting
+
+    order, turns, waiting = asyncio.run(main())
+    assert order == list(range(100))
+    per_turn = {t: turns.count(t) for t in set(turns)}
+    assert max(per_turn.values()) <= 8
+    assert len(per_turn) >= 100 // 8
+    assert waiting == 0
+
+
+def test_a_probe_arriving_during_the_burst_runs_before_the_rest_of_it() -> None:
+    async def main() -> tuple[int, int]:
+        gate = LoopGate(per_turn=4)
+        started: list[str] = []
+
+        async def request(i: int) -> None:
+            await gate.enter()
+            started.append(f"r{i}")
+
+        async def probe() -> None:
+            await asyncio.sleep(0)  # arrives one iteration after the burst
+            started.append("probe")
+
+        await asyncio.gather(*(request(i) for i in range(200)), probe())
+        return started.index("probe"), len(started)
+
+    probe_position, total = asyncio.run(main())
+    assert total == 201
+    assert probe_position <= 2 * 4, "the probe waited behind the whole burst"
+
+
+def test_cancelled_waiters_give_their_place_to_the_next() -> None:
+    async def main() -> list[int]:
+        gate = LoopGate(per_turn=1)
+        entered: list[int] = []
+
+        async def request(i: int) -> None:
+            await gate.enter()
+            entered.append(i)
+
+        tasks = [asyncio.create_task(request(i)) for i in range(6)]
+        await asyncio.sleep(0)
+        tasks[2].cancel()
+        tasks[3].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return entered
+
+    assert asyncio.run(main()) == [0, 1, 4, 5]
+
+
+def test_per_turn_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="per_turn"):
+        LoopGate(per_turn=0)
