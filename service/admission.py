@@ -95,7 +95,10 @@ class ShedMiddleware:
             if state.ready and batcher is not None:
                 t_start_s = time.perf_counter()
                 try:
-                    batcher.check_admission(1, state.settings.deadline_ms)
+                    # requests held at the loop gate are ahead of this one (one input each at least)
+                    batcher.check_admission(
+                        1, state.settings.deadline_ms, ahead_inputs=state.loop_gate.waiting
+                    )
                 except BatcherError as exc:
                     error = api_error(state, exc, [0])
                     state.metrics.requests.labels(status=str(error.status)).inc()

@@ -237,15 +237,17 @@ class Batcher:
         """Queue wait a request of extra_inputs would see: inputs ahead of it x recent per-input compute time."""
         return (self._waiting + extra_inputs) * self._per_input_s / max(1, self.config.workers)
 
-    def check_admission(self, n_inputs: int, deadline_ms: float) -> None:
+    def check_admission(self, n_inputs: int, deadline_ms: float, ahead_inputs: int = 0) -> None:
         """Raise QueueFull or Overloaded when n_inputs should be shed now. submit() calls it under the lock;
-        the app also calls it before reading a body, so shedding costs no body read or parse."""
-        if self._waiting + n_inputs > self.config.queue_size:
+        the app also calls it before reading a body, so shedding costs no body read or parse, counting as
+        `ahead_inputs` the requests already admitted at the door but not yet queued here."""
+        waiting = self._waiting + ahead_inputs
+        if waiting + n_inputs > self.config.queue_size:
             self.metrics.shed.labels(reason="queue_full").inc()
-            raise QueueFull(self._waiting, self.config.queue_size)
-        wait_s = self.estimated_wait_s(n_inputs)
+            raise QueueFull(waiting, self.config.queue_size)
+        wait_s = self.estimated_wait_s(ahead_inputs + n_inputs)
         limit_s = deadline_ms / 1000 * self.config.admit_wait_share
-        if self._waiting and wait_s > limit_s:  # an empty queue always admits: there is no one to yield to
+        if waiting and wait_s > limit_s:  # an empty queue always admits: there is no one to yield to
             self.metrics.shed.labels(reason="estimated_wait").inc()
             raise Overloaded(wait_s, limit_s)
 

@@ -9,7 +9,15 @@ import threading
 import numpy as np
 import pytest
 
-from service.batcher import COMPUTE_NICE, Batcher, BatcherConfig, ComputeFailed, InvalidInput, Overloaded
+from service.batcher import (
+    COMPUTE_NICE,
+    Batcher,
+    BatcherConfig,
+    ComputeFailed,
+    InvalidInput,
+    Overloaded,
+    QueueFull,
+)
 from service.degrade import DeviceHealth, is_out_of_memory
 from service.metrics import ServiceMetrics
 from tests.unit.service.test_batcher import FakeEncoder, _running, run
@@ -136,6 +144,26 @@ def test_admission_sheds_when_the_estimated_wait_exceeds_the_deadline() -> None:
             assert 'embedperf_shed_total{reason="estimated_wait"} 1.0' in b.metrics.render().decode()
             encoder.gate.set()  # type: ignore[union-attr]
             await asyncio.gather(*held)  # admitted work still completes
+
+    run(go())
+
+
+def test_the_door_counts_requests_admitted_but_not_yet_queued() -> None:
+    """An empty queue admits anything on its own, but not when a burst is already waiting ahead."""
+
+    async def go() -> None:
+        encoder = FakeEncoder(compute_s=0.05)
+        async for b in _running(
+            encoder, max_batch_size=1, max_wait_ms=0, admit_wait_share=1.0, queue_size=64
+        ):
+            await b.submit(["measure"], 5000)  # per-input service time >= 50 ms from now on
+            assert b.queue_depth == 0
+            b.check_admission(1, deadline_ms=400)  # nobody ahead: admitted
+            b.check_admission(1, deadline_ms=400, ahead_inputs=3)  # ~4 x 50 ms fits in 400 ms
+            with pytest.raises(Overloaded):
+                b.check_admission(1, deadline_ms=400, ahead_inputs=20)
+            with pytest.raises(QueueFull):
+                b.check_admission(1, deadline_ms=60_000, ahead_inputs=64)
 
     run(go())
 
