@@ -12,6 +12,7 @@ from locust.env import Environment
 from embedperf.schema import REQUEST_COLUMNS
 from loadgen import context, session
 from loadgen.backoff import Backoff
+from loadgen.cookies import install_lean_cookie_jar
 from loadgen.exchange import send_embeddings
 from loadgen.openloop import run_schedule
 from loadgen.payloads import PayloadSampler
@@ -40,6 +41,7 @@ class _EmbeddingClient(FastHttpUser):
         self.connection_timeout = min(target.timeout_s, 10.0)
         self._configure()
         super().__init__(environment)
+        install_lean_cookie_jar(self.client)
         self.backoff = Backoff()
         self.payloads = PayloadSampler(
             self.ctx.scenario.payload,
