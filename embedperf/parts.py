@@ -27,6 +27,7 @@ FLUSH_INTERVAL_S = 2.0
 WRITE_BUFFER_BYTES = 1 << 20
 SYNC_INTERVAL_S = 2.0  # fsync at most this often (and at close): what a crash may lose
 FLUSH_MAX_ROWS = 20_000
+YIELD_S = 0.0005  # a flush pauses this long between columns: the loop polls its sockets and timers
 PART_SUFFIX = ".arrows"
 LEGACY_PART_SUFFIX = ".csv"
 
@@ -35,19 +36,27 @@ ColumnsHook = Callable[[list[Any]], None]
 
 
 def columns_to_batch(
-    schema: pa.Schema, rows: Sequence[Sequence[Any]], prepare: ColumnsHook | None = None
+    schema: pa.Schema,
+    rows: Sequence[Sequence[Any]],
+    prepare: ColumnsHook | None = None,
+    pause: Callable[[], None] | None = None,
 ) -> pa.RecordBatch:
     """Rows (sequences in schema order) -> one record batch, built column by column.
 
     `prepare` may rewrite the per-column sequences in place first (a column it turns into an Arrow
     array is only cast), so a writer can keep raw values on the hot path and convert a whole
     batch at once. Non-finite floats become null, as a value a source did not report is absent, never NaN.
+    `pause`, when given, runs between two steps (a writer sharing an event loop yields there).
     """
     columns: list[Any] = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
     if prepare is not None and rows:
+        if pause is not None:
+            pause()
         prepare(columns)
     arrays = []
     for field, values in zip(schema, columns, strict=True):
+        if pause is not None:
+            pause()
         if isinstance(values, pa.Array):
             array = values.cast(field.type)
         elif pa.types.is_floating(field.type):
@@ -121,7 +130,7 @@ class PartsWriter:
             rows, self._buffer = self._buffer, []
             if self._closed or not rows:
                 return
-            self._stream.write_batch(columns_to_batch(self.schema, rows, self.prepare))
+            self._stream.write_batch(columns_to_batch(self.schema, rows, self.prepare, _yield_to_others))
             self._sink.flush()
             self.rows_written += len(rows)
             if time.monotonic() - self._synced_s >= SYNC_INTERVAL_S:
@@ -147,6 +156,13 @@ class PartsWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _yield_to_others() -> None:
+    """Between two steps of a flush: in a gevent process (Locust) `time.sleep` is gevent's, so the users'
+    greenlets and the open-loop schedule run here instead of waiting for the whole batch (tens of ms on
+    a busy host); elsewhere it only lets other threads take the GIL."""
+    time.sleep(YIELD_S)
 
 
 def _fresh_path(parts_dir: Path, name: str) -> Path:
