@@ -1,10 +1,12 @@
 """Load shedding at the door, and the HTTP answer to every batcher refusal or failure.
 
-Under overload most requests are refused, so a refusal must cost next to nothing: ShedMiddleware answers
-429 for POST /v1/embeddings as plain ASGI, before routing, auth, body reading or parsing, whenever the
-batcher's estimated queue wait already exceeds what the deadline allows. The event loop then stays free
-for admitted work and for /health and /ready. Admitted requests then pass the service's LoopGate, which
-starts a few of them per loop iteration, so a burst of them never holds the loop for long at a time.
+Under overload most requests are refused, so a refusal must cost next to nothing: `door_refusal` decides,
+before routing, auth, body reading or parsing, whether POST /v1/embeddings gets 429 because the batcher's
+estimated queue wait already exceeds what the deadline allows. The HTTP protocol (service/door_protocol.py)
+asks it as soon as a request's headers are parsed and writes the 429 itself, with no ASGI task; ShedMiddleware
+asks the same for requests that reach the app another way (an in-process test client). The event loop then
+stays free for admitted work and for /health and /ready. Admitted requests then pass the service's LoopGate,
+which starts a few of them per loop iteration, so a burst of them never holds the loop for long at a time.
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ def api_error(state: ServiceState, error: BatcherError, positions: list[int]) ->
     return ApiError(500, str(error), "inference_failed", "server_error")
 
 
-async def send_error(send: Send, error: ApiError, total_ms: float) -> None:
-    """Write an ApiError as a complete JSON response straight to the ASGI channel."""
+def error_response(error: ApiError, total_ms: float) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The raw headers and body of an ApiError answered straight from the door."""
     body = json.dumps(error.body()).encode()
     headers = {
         "content-type": "application/json",
@@ -76,9 +78,43 @@ async def send_error(send: Send, error: ApiError, total_ms: float) -> None:
         "server-timing": server_timing(0, 0, 0, 0, total_ms),
         **{name.lower(): value for name, value in error.headers.items()},
     }
-    raw_headers = [(name.encode(), value.encode("latin-1")) for name, value in headers.items()]
+    return [(name.encode(), value.encode("latin-1")) for name, value in headers.items()], body
+
+
+async def send_error(send: Send, error: ApiError, total_ms: float) -> None:
+    """Write an ApiError as a complete JSON response straight to the ASGI channel."""
+    raw_headers, body = error_response(error, total_ms)
     await send({"type": "http.response.start", "status": error.status, "headers": raw_headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def door_refusal(state: ServiceState) -> ApiError | None:
+    """The 429 a new embedding request gets before its body is read, or None to let it in.
+
+    It is refused when the batcher would shed it anyway: the queue is full, or the estimated wait already
+    exceeds what the deadline allows. Requests held at the loop gate count as queued ahead of it.
+    """
+    batcher = state.batcher
+    if not state.ready or batcher is None:
+        return None  # /ready is 503 and the route answers for itself
+    try:
+        batcher.check_admission(1, state.settings.deadline_ms, ahead_inputs=state.loop_gate.waiting)
+    except BatcherError as exc:
+        error = api_error(state, exc, [0])
+        state.metrics.requests.labels(status=str(error.status)).inc()
+        return error
+    return None
+
+
+ADMITTED_AT_DOOR = "embedperf.admitted_at_door"  # scope["extensions"] key set by the HTTP protocol
+
+
+def admit_at_door(state: ServiceState) -> ApiError | None:
+    """The door as the HTTP protocol asks it, for a request whose handler starts on the next loop turn."""
+    refusal = door_refusal(state)
+    if refusal is None and state.ready and state.batcher is not None:
+        state.loop_gate.promise()
+    return refusal
 
 
 class ShedMiddleware:
@@ -90,19 +126,11 @@ class ShedMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == EMBEDDINGS_PATH:
-            state = self.state
-            batcher = state.batcher
-            if state.ready and batcher is not None:
-                t_start_s = time.perf_counter()
-                try:
-                    # requests held at the loop gate are ahead of this one (one input each at least)
-                    batcher.check_admission(
-                        1, state.settings.deadline_ms, ahead_inputs=state.loop_gate.waiting
-                    )
-                except BatcherError as exc:
-                    error = api_error(state, exc, [0])
-                    state.metrics.requests.labels(status=str(error.status)).inc()
-                    await send_error(send, error, (time.perf_counter() - t_start_s) * 1000)
-                    return
-            await state.loop_gate.enter()  # a burst of admitted requests is handled a few per loop turn
+            t_start_s = time.perf_counter()
+            admitted = ADMITTED_AT_DOOR in scope.get("extensions", {})
+            refusal = None if admitted else door_refusal(self.state)
+            if refusal is not None:
+                await send_error(send, refusal, (time.perf_counter() - t_start_s) * 1000)
+                return
+            await self.state.loop_gate.enter()  # a burst of admitted requests is handled a few per loop turn
         await self.app(scope, receive, send)

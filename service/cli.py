@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import logging
 import socket
 import sys
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from embedperf.errors import ConfigError, EmbedperfError
 from service.settings import ServiceSettings
+
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
 
 
 def _field_type(annotation: Any) -> tuple[Any, tuple[Any, ...] | None]:
@@ -85,13 +90,33 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
+def uvicorn_config(settings: ServiceSettings, app: FastAPI) -> uvicorn.Config:
+    """uvicorn's settings for the app: its HTTP protocol answers the door's 429s without an ASGI task."""
+    import uvicorn
+
+    from service.admission import admit_at_door
+    from service.door_protocol import service_protocol
+
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        lifespan="on",
+        access_log=False,
+        timeout_keep_alive=max(1, round(settings.keep_alive_timeout_s)),
+        http=service_protocol(
+            settings.header_timeout_s, door=functools.partial(admit_at_door, app.state.service)
+        ),
+    )
+
+
 def serve(settings: ServiceSettings) -> int:
     import uvicorn
 
     check_port_free(settings.host, settings.port)
 
     from service.app import create_app
-    from service.header_timeout import protocol_with_header_timeout
     from service.model import load_model
     from service.workers import primary_device
 
@@ -111,16 +136,7 @@ def serve(settings: ServiceSettings) -> int:
         int8_exclude=settings.int8_exclude,
     )
     app = create_app(settings, model, freeze_heap=True)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        lifespan="on",
-        access_log=False,
-        timeout_keep_alive=max(1, round(settings.keep_alive_timeout_s)),
-        http=protocol_with_header_timeout(settings.header_timeout_s),
-    )
+    config = uvicorn_config(settings, app)
     uvicorn.Server(config).run()
     return 0
 

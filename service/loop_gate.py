@@ -28,10 +28,27 @@ class LoopGate:
         self.turns = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._turn_scheduled = False
+        self._promised = 0
 
     @property
     def waiting(self) -> int:
-        return len(self._waiters)
+        """Requests held here, plus those let in at the door whose handler has not started yet."""
+        return len(self._waiters) + self._promised
+
+    def promise(self) -> None:
+        """Count a request the HTTP protocol just let in, until its handler can reach `enter`.
+
+        The protocol decides on a whole batch of parsed requests in one loop iteration, before any of their
+        handlers runs; without this, each decision would see an empty gate and all of them would be let in.
+        The handlers run at the start of the next iteration, before it reads new requests, so the count is
+        dropped then (a callback queued ahead of them): it cannot leak, whatever happens to a request.
+        """
+        if not self._promised:
+            asyncio.get_running_loop().call_soon(self._forget_promises)
+        self._promised += 1
+
+    def _forget_promises(self) -> None:
+        self._promised = 0
 
     async def enter(self) -> None:
         """Return at once while this iteration has room and nobody queues; else wait for a later turn."""

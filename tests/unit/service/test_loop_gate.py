@@ -75,3 +75,18 @@ def test_cancelled_waiters_give_their_place_to_the_next() -> None:
 def test_per_turn_must_be_positive() -> None:
     with pytest.raises(ValueError, match="per_turn"):
         LoopGate(per_turn=0)
+
+
+def test_promises_count_as_waiting_until_the_next_turn_then_vanish() -> None:
+    async def main() -> tuple[int, int, int]:
+        gate = LoopGate(per_turn=4)
+        for _ in range(5):
+            gate.promise()
+        same_turn = gate.waiting
+        await asyncio.sleep(0)  # one loop iteration: the handlers of those requests would have run by now
+        next_turn = gate.waiting
+        gate.promise()
+        return same_turn, next_turn, gate.waiting
+
+    same_turn, next_turn, again = asyncio.run(main())
+    assert (same_turn, next_turn, again) == (5, 0, 1)

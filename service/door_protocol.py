@@ -1,0 +1,73 @@
+"""Refuse an embedding request in the HTTP protocol itself, the moment its headers are parsed.
+
+A refusal through the ASGI app costs a task, the middleware stack and uvicorn's response machinery:
+~60 µs on a small host, so an opening burst of 1,000 connections holds the event loop for ~60 ms and a
+request (or a /health probe) arriving behind it waits that long. Here the door (`door_refusal`) is asked
+before uvicorn starts the request's task; a refused request is answered with prebuilt bytes and its body,
+if any, is read and dropped by the parser, so the connection stays usable for the next request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+from service.admission import ADMITTED_AT_DOOR, EMBEDDINGS_PATH, error_response
+from service.header_timeout import HeaderTimeoutProtocol
+from service.openai_api import ApiError
+
+Door = Callable[[], "ApiError | None"]
+
+if not hasattr(HttpToolsProtocol, "_start_asgi_task"):  # the hook below; uvicorn >= 0.54 has it
+    raise ImportError("this uvicorn version lacks HttpToolsProtocol._start_asgi_task; install uvicorn>=0.54")
+
+
+def refusal_bytes(
+    error: ApiError, total_ms: float, default_headers: list[tuple[bytes, bytes]], keep_alive: bool
+) -> bytes:
+    """A complete HTTP/1.1 response for an ApiError (status line, headers, JSON body)."""
+    headers, body = error_response(error, total_ms)
+    lines = [f"HTTP/1.1 {error.status} {HTTPStatus(error.status).phrase}\r\n".encode()]
+    lines += [name + b": " + value + b"\r\n" for name, value in [*default_headers, *headers]]
+    if not keep_alive:
+        lines.append(b"connection: close\r\n")
+    return b"".join(lines) + b"\r\n" + body
+
+
+class DoorProtocol(HeaderTimeoutProtocol):
+    """uvicorn's protocol (with the header deadline) that answers the door's refusals without a task."""
+
+    door: Door | None = None
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        scope = cycle.scope
+        door = self.door
+        if door is not None and scope["method"] == "POST" and scope["path"] == EMBEDDINGS_PATH:
+            t_start_s = time.perf_counter()
+            refusal = door()
+            if refusal is not None:
+                self._refuse(cycle, refusal, (time.perf_counter() - t_start_s) * 1000)
+                return
+            scope.setdefault("extensions", {})[ADMITTED_AT_DOOR] = {}
+        super()._start_asgi_task(cycle, app)
+
+    def _refuse(self, cycle: RequestResponseCycle, error: ApiError, total_ms: float) -> None:
+        # A client waiting for "100 Continue" may never send its body: close instead of guessing.
+        keep_alive = cycle.keep_alive and not cycle.waiting_for_100_continue
+        cycle.keep_alive = keep_alive
+        self.transport.write(refusal_bytes(error, total_ms, self.server_state.default_headers, keep_alive))
+        cycle.response_started = cycle.response_complete = True  # the parser now drops the body
+        if not keep_alive:
+            self.transport.close()
+        cycle.on_response()  # uvicorn's bookkeeping: keep-alive timer, next pipelined request
+
+
+def service_protocol(header_timeout_s: float, door: Door) -> type[DoorProtocol]:
+    """The protocol class uvicorn should instantiate (`uvicorn.Config(http=...)`)."""
+    return type(
+        "DoorProtocol", (DoorProtocol,), {"header_timeout_s": header_timeout_s, "door": staticmethod(door)}
+    )

@@ -1,0 +1,210 @@
+"""Refusals answered by the HTTP protocol on a real uvicorn server (loopback): a refused request gets a
+complete 429 without reaching the app, its body is dropped, and the connection serves the next request."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+import uvicorn
+from starlette.types import Receive, Scope, Send
+
+from service.admission import ADMITTED_AT_DOOR
+from service.door_protocol import service_protocol
+from service.openai_api import ApiError
+
+WAIT_S = 10.0
+
+
+@dataclass
+class Door:
+    """Refuses the next `refusals` embedding requests, then lets them in."""
+
+    refusals: int = 0
+    asked: int = 0
+
+    def __call__(self) -> ApiError | None:
+        self.asked += 1
+        if self.refusals > 0:
+            self.refusals -= 1
+            return ApiError(429, "busy", "overloaded", "rate_limit_error", headers={"Retry-After": "2"})
+        return None
+
+
+@dataclass
+class EchoApp:
+    """Answers 200 with the request body and whether the door admitted it."""
+
+    calls: list[tuple[str, bytes, bool]] = field(default_factory=list)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        admitted = ADMITTED_AT_DOOR in scope.get("extensions", {})
+        self.calls.append((scope["path"], body, admitted))
+        answer = json.dumps({"body": body.decode(), "admitted": admitted}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[tuple[str, int], Door, EchoApp]]:
+    door, app = Door(), EchoApp()
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="off",
+        timeout_keep_alive=30,
+        http=service_protocol(10.0, door),
+    )
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if srv.started:
+            break
+        time.sleep(0.05)
+    assert srv.started, "uvicorn did not start"
+    port = srv.servers[0].sockets[0].getsockname()[1]
+    yield ("127.0.0.1", port), door, app
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def post(body: bytes, extra: bytes = b"") -> bytes:
+    return (
+        b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + extra
+        + b"Content-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
+
+
+class Reader:
+    """Reads whole HTTP/1.1 responses (Content-Length framed) off one socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+        sock.settimeout(WAIT_S)
+
+    def response(self) -> tuple[int, dict[str, str], bytes]:
+        while b"\r\n\r\n" not in self.buffer:
+            self._fill()
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+        length = int(headers["content-length"])
+        while len(self.buffer) < length:
+            self._fill()
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return int(lines[0].split()[1]), headers, body
+
+    def closed(self) -> bool:
+        return not self.buffer and self.sock.recv(1) == b""
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before a whole response")
+        self.buffer += chunk
+
+
+def test_a_refusal_never_reaches_the_app_and_the_connection_serves_the_next_request(
+    served: tuple[tuple[str, int], Door, EchoApp],
+) -> None:
+    address, door, app = served
+    calls_before = len(app.calls)
+    door.refusals = 1
+    with socket.create_connection(address) as sock:
+        reader = Reader(sock)
+        sock.sendall(post(b'{"input": "refused"}'))
+        status, headers, body = reader.response()
+        assert status == 429
+        assert json.loads(body)["error"]["code"] == "overloaded"
+        assert headers["retry-after"] == "2" and headers["content-type"] == "application/json"
+        assert "total;dur=" in headers["server-timing"] and "date" in headers
+        assert "connection" not in headers  # kept alive
+        sock.sendall(post(b'{"input": "next"}'))
+        status, _, body = reader.response()
+    assert status == 200
+    assert json.loads(body) == {"body": '{"input": "next"}', "admitted": True}
+    assert len(app.calls) == calls_before + 1  # only the admitted request reached the app
+
+
+def test_pipelined_requests_after_a_refusal_keep_their_own_bodies(
+    served: tuple[tuple[str, int], Door, EchoApp],
+) -> None:
+    address, door, _app = served
+    door.refusals = 2
+    chunked = (
+        b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+    )
+    with socket.create_connection(address) as sock:
+        reader = Reader(sock)
+        sock.sendall(
+            post(b"x" * 100_000)
+            + chunked
+            + post(b'{"input": "third"}')
+            + b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        answers = [reader.response() for _ in range(4)]
+    assert [status for status, _, _ in answers] == [429, 429, 200, 200]
+    assert json.loads(answers[2][2])["body"] == '{"input": "third"}'
+    assert json.loads(answers[3][2]) == {"body": "", "admitted": False}  # not an embedding request: no door
+
+
+def test_a_client_waiting_for_100_continue_is_refused_and_disconnected(
+    served: tuple[tuple[str, int], Door, EchoApp],
+) -> None:
+    address, door, _app = served
+    door.refusals = 1
+    with socket.create_connection(address) as sock:
+        reader = Reader(sock)
+        request = post(b'{"input": "never sent"}', extra=b"Expect: 100-continue\r\n")
+        sock.sendall(request.partition(b"\r\n\r\n")[0] + b"\r\n\r\n")  # headers only, as such a client does
+        status, headers, _ = reader.response()
+        assert status == 429 and headers["connection"] == "close"
+        assert reader.closed()
+
+
+def test_http_1_0_refusals_close_the_connection(served: tuple[tuple[str, int], Door, EchoApp]) -> None:
+    address, door, _app = served
+    door.refusals = 1
+    with socket.create_connection(address) as sock:
+        reader = Reader(sock)
+        sock.sendall(post(b"{}").replace(b"HTTP/1.1", b"HTTP/1.0", 1))
+        status, headers, _ = reader.response()
+        assert status == 429 and headers["connection"] == "close"
+        assert reader.closed()
+
+
+def test_the_door_is_asked_only_for_embedding_posts(served: tuple[tuple[str, int], Door, EchoApp]) -> None:
+    address, door, _app = served
+    door.refusals = 0
+    asked_before = door.asked
+    with socket.create_connection(address) as sock:
+        reader = Reader(sock)
+        sock.sendall(
+            b"GET /v1/embeddings HTTP/1.1\r\nHost: x\r\n\r\n"
+            + post(b"{}").replace(b"/v1/embeddings", b"/v1/other")
+        )
+        assert [reader.response()[0] for _ in range(2)] == [200, 200]
+    assert door.asked == asked_before

@@ -1,0 +1,81 @@
+"""The door: a burst of requests decided in one loop iteration sees the ones it already let in, so only as
+many as the batcher would take pass; the others get 429 with Retry-After, counted in the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+
+from service.admission import admit_at_door, door_refusal
+from service.app import ServiceState, create_app
+from service.batcher import Overloaded
+from service.settings import ServiceSettings
+
+ROOM = 3  # requests the stub batcher takes before its estimated wait exceeds the deadline
+
+
+class StubBatcher:
+    def __init__(self) -> None:
+        self.queued = 0
+
+    def check_admission(self, n_inputs: int, deadline_ms: float, ahead_inputs: int = 0) -> None:
+        if self.queued + ahead_inputs + n_inputs > ROOM:
+            raise Overloaded(estimated_wait_s=2.5, limit_s=2.0)
+
+    def estimated_wait_s(self, extra_inputs: int = 0) -> float:
+        return 2.5
+
+
+def ready_state() -> ServiceState:
+    state: ServiceState = create_app(ServiceSettings()).state.service
+    state.batcher = StubBatcher()  # type: ignore[assignment]
+    state.ready = True
+    return state
+
+
+def test_a_burst_decided_in_one_iteration_lets_in_only_what_the_batcher_would_take() -> None:
+    async def main() -> tuple[list[int | None], list[int | None]]:
+        state = ready_state()
+        burst = [admit_at_door(state) for _ in range(10)]
+        await asyncio.sleep(0)  # next iteration: the handlers of the admitted ones have reached the gate
+        for _ in range(ROOM):
+            await state.loop_gate.enter()  # three handlers start (room this turn), none waits
+        later = [admit_at_door(state) for _ in range(2)]
+        return [e.status if e else None for e in burst], [e.status if e else None for e in later]
+
+    burst, later = asyncio.run(main())
+    assert burst == [None] * ROOM + [429] * (10 - ROOM)
+    assert later == [None, None]  # the gate's waiting list is empty again and the stub queue is too
+
+
+def test_a_refusal_carries_retry_after_and_is_counted() -> None:
+    state = ready_state()
+    state.batcher.queued = ROOM  # type: ignore[union-attr]
+    refusal = door_refusal(state)
+    assert refusal is not None and refusal.status == 429 and refusal.code == "overloaded"
+    assert int(refusal.headers["Retry-After"]) >= 3  # 2.5 s of wait, rounded up, plus a random spread
+    assert state.metrics.requests.labels(status="429")._value.get() == 1
+
+
+def test_the_door_is_open_while_the_service_is_not_ready() -> None:
+    state = ready_state()
+    state.batcher.queued = ROOM  # type: ignore[union-attr]
+    state.ready = False
+    assert door_refusal(state) is None  # the route answers 503 not ready itself
+
+
+def test_the_served_protocol_asks_the_services_door() -> None:
+    from service.cli import uvicorn_config
+    from service.door_protocol import DoorProtocol
+
+    settings = ServiceSettings()
+    app = create_app(settings)
+    state: ServiceState = app.state.service
+    state.batcher = StubBatcher()  # type: ignore[assignment]
+    state.ready = True
+    protocol = uvicorn_config(settings, app).http
+    assert isinstance(protocol, type) and issubclass(protocol, DoorProtocol)
+    assert protocol.header_timeout_s == settings.header_timeout_s
+    assert protocol.door is not None
+    state.batcher.queued = ROOM  # type: ignore[union-attr]
+    refusal = protocol.door()
+    assert refusal is not None and refusal.status == 429
