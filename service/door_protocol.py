@@ -1,9 +1,9 @@
 """Refuse an embedding request in the HTTP protocol itself, the moment its headers are parsed.
 
-A refusal through the ASGI app costs a task, the middleware stack and uvicorn's response machinery:
-~60 µs on a small host, so an opening burst of 1,000 connections holds the event loop for ~60 ms and a
-request (or a /health probe) arriving behind it waits that long. Here the door (`door_refusal`) is asked
-before uvicorn starts the request's task; a refused request is answered with prebuilt bytes and its body,
+A refusal through the ASGI app costs a task, the middleware stack and uvicorn's response machinery, so an
+opening burst of 1,000 connections held the event loop for ~60 ms on a small host and a request (or a
+/health probe) arriving behind it waited that long (`make bench-refusal` compares the two paths' CPU per
+429). Here the door (`service.admission.admit_at_door`) is asked before uvicorn starts the request's task; a refused request is answered with prebuilt bytes and its body,
 if any, is read and dropped by the parser, so the connection stays usable for the next request.
 """
 

@@ -75,7 +75,3 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         self.transport.write(timeout_response(self.header_timeout_s))
         self.transport.close()
 
-
-def protocol_with_header_timeout(timeout_s: float) -> type[HeaderTimeoutProtocol]:
-    """The protocol class uvicorn should instantiate (`uvicorn.Config(http=...)`) for this deadline."""
-    return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout_s": timeout_s})

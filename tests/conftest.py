@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +32,30 @@ def start_service(extra_args: list[str], log_path: Path) -> tuple[subprocess.Pop
     service = ServiceProcess(extra_args, log_path=log_path, ready_timeout_s=SERVICE_READY_TIMEOUT_S).start()
     assert service.proc is not None
     return service.proc, service.url
+
+
+@contextmanager
+def uvicorn_in_thread(app: Any, http: type[Any]) -> Iterator[tuple[str, int]]:
+    """A real uvicorn server for `app` with the protocol class `http`, on a free loopback port, in a thread."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", timeout_keep_alive=30, http=http
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield "127.0.0.1", port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from service.admission import ADMITTED_AT_DOOR
 from service.door_protocol import service_protocol
 from service.openai_api import ApiError
+from tests.conftest import uvicorn_in_thread
 
 WAIT_S = 10.0
 
@@ -62,27 +60,8 @@ class EchoApp:
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[tuple[str, int], Door, EchoApp]]:
     door, app = Door(), EchoApp()
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        lifespan="off",
-        timeout_keep_alive=30,
-        http=service_protocol(10.0, door),
-    )
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if srv.started:
-            break
-        time.sleep(0.05)
-    assert srv.started, "uvicorn did not start"
-    port = srv.servers[0].sockets[0].getsockname()[1]
-    yield ("127.0.0.1", port), door, app
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with uvicorn_in_thread(app, service_protocol(10.0, door)) as address:
+        yield address, door, app
 
 
 def post(body: bytes, extra: bytes = b"") -> bytes:
@@ -171,26 +150,24 @@ def test_pipelined_requests_after_a_refusal_keep_their_own_bodies(
     assert json.loads(answers[3][2]) == {"body": "", "admitted": False}  # not an embedding request: no door
 
 
-def test_a_client_waiting_for_100_continue_is_refused_and_disconnected(
-    served: tuple[tuple[str, int], Door, EchoApp],
+HEADERS_ONLY_100_CONTINUE = (
+    post(b'{"input": "never sent"}', extra=b"Expect: 100-continue\r\n").partition(b"\r\n\r\n")[0]
+    + b"\r\n\r\n"
+)  # headers only, as such a client sends them: it may never send its body
+HTTP_1_0 = post(b"{}").replace(b"HTTP/1.1", b"HTTP/1.0", 1)
+
+
+@pytest.mark.parametrize(
+    "request_bytes", [HEADERS_ONLY_100_CONTINUE, HTTP_1_0], ids=["100-continue", "http-1.0"]
+)
+def test_refusals_that_cannot_keep_the_connection_close_it(
+    served: tuple[tuple[str, int], Door, EchoApp], request_bytes: bytes
 ) -> None:
     address, door, _app = served
     door.refusals = 1
     with socket.create_connection(address) as sock:
         reader = Reader(sock)
-        request = post(b'{"input": "never sent"}', extra=b"Expect: 100-continue\r\n")
-        sock.sendall(request.partition(b"\r\n\r\n")[0] + b"\r\n\r\n")  # headers only, as such a client does
-        status, headers, _ = reader.response()
-        assert status == 429 and headers["connection"] == "close"
-        assert reader.closed()
-
-
-def test_http_1_0_refusals_close_the_connection(served: tuple[tuple[str, int], Door, EchoApp]) -> None:
-    address, door, _app = served
-    door.refusals = 1
-    with socket.create_connection(address) as sock:
-        reader = Reader(sock)
-        sock.sendall(post(b"{}").replace(b"HTTP/1.1", b"HTTP/1.0", 1))
+        sock.sendall(request_bytes)
         status, headers, _ = reader.response()
         assert status == 429 and headers["connection"] == "close"
         assert reader.closed()

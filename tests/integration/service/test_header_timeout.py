@@ -1,21 +1,21 @@
-"""The header deadline on a real uvicorn server (loopback): slow or silent clients get 408 and lose their
-connection; prompt clients, kept-alive connections and slow bodies are left to their own rules."""
+"""The header deadline on a real uvicorn server (loopback, the service's own protocol): slow or silent
+clients get 408 and lose their connection; prompt clients, kept-alive connections and slow bodies are left
+to their own rules."""
 
 from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from embedperf.errors import ConfigError
 from service.cli import settings_from_args
-from service.header_timeout import protocol_with_header_timeout
+from service.door_protocol import service_protocol
+from tests.conftest import uvicorn_in_thread
 
 HEADER_TIMEOUT_S = 0.5
 WAIT_S = 15.0  # far beyond the deadline: only a connection that is never closed fails
@@ -30,27 +30,8 @@ async def hello(scope: Scope, receive: Receive, send: Send) -> None:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, int]]:
-    config = uvicorn.Config(
-        hello,
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        lifespan="off",
-        timeout_keep_alive=30,
-        http=protocol_with_header_timeout(HEADER_TIMEOUT_S),
-    )
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if srv.started:
-            break
-        time.sleep(0.05)
-    assert srv.started, "uvicorn did not start"
-    port = srv.servers[0].sockets[0].getsockname()[1]
-    yield "127.0.0.1", port
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with uvicorn_in_thread(hello, service_protocol(HEADER_TIMEOUT_S, door=lambda: None)) as address:
+        yield address
 
 
 def read_all(sock: socket.socket) -> bytes:
