@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from service.batcher import (
     BatcherError,
     BatcherStopped,
+    ClientGone,
     ComputeFailed,
     DeadlineExceeded,
     InputTooLong,
@@ -28,7 +29,7 @@ from service.batcher import (
     Overloaded,
     QueueFull,
 )
-from service.openai_api import ApiError, server_timing
+from service.openai_api import CLIENT_CLOSED_REQUEST, ApiError, server_timing
 
 if TYPE_CHECKING:
     from service.app import ServiceState
@@ -65,6 +66,8 @@ def api_error(state: ServiceState, error: BatcherError, positions: list[int]) ->
         )
     if isinstance(error, BatcherStopped):
         return ApiError(503, str(error), "shutting_down", "server_error", headers={"Retry-After": "1"})
+    if isinstance(error, ClientGone):  # nobody reads it; it shows in the request counts by status
+        return ApiError(CLIENT_CLOSED_REQUEST, str(error), "client_closed_request")
     assert isinstance(error, ComputeFailed), error
     return ApiError(500, str(error), "inference_failed", "server_error")
 

@@ -40,6 +40,7 @@ from service.loop_gate import LoopGate
 from service.metrics import STAGES, ServiceMetrics
 from service.model import EmbeddingModel, load_model, weights_sha256
 from service.openai_api import (
+    CLIENT_CLOSED_REQUEST,
     ApiError,
     EmbeddingRequest,
     encode_vector,
@@ -49,7 +50,13 @@ from service.openai_api import (
     server_timing,
     shorten,
 )
-from service.request_io import limit_chars, read_body, unless_disconnected
+from service.request_io import (
+    ConnectionLost,
+    connection_lost_signal,
+    limit_chars,
+    read_body,
+    unless_disconnected,
+)
 from service.settings import DEFAULT_MODEL_NAME, ServiceSettings
 from service.workers import WorkerPool, build_pool, primary_device
 
@@ -313,9 +320,12 @@ def create_app(
         try:
             response = await _embed(state, request, t_start_s)
         except ApiError as exc:
-            total_ms = (time.perf_counter() - t_start_s) * 1000
-            headers = {"Server-Timing": server_timing(0, 0, 0, 0, total_ms), **exc.headers}
-            response = _json(exc.status, exc.body(), headers)
+            if exc.status == CLIENT_CLOSED_REQUEST:  # nobody reads it: after a burst of hang-ups, cost little
+                response = Response(status_code=CLIENT_CLOSED_REQUEST)
+            else:
+                total_ms = (time.perf_counter() - t_start_s) * 1000
+                headers = {"Server-Timing": server_timing(0, 0, 0, 0, total_ms), **exc.headers}
+                response = _json(exc.status, exc.body(), headers)
         finally:
             state.metrics.inflight.dec()
         state.metrics.requests.labels(status=str(response.status_code)).inc()
@@ -387,12 +397,18 @@ async def _embed(state: ServiceState, request: Request, t_start_s: float) -> Res
             )
         texts = limit_chars(body.texts, s.max_input_chars, s.long_input, state.model.max_tokens)
         body = dataclasses.replace(body, texts=texts)
-        return await unless_disconnected(request, _compute_and_respond(state, body, t_start_s))
+        lost = connection_lost_signal(request)
+        work = _compute_and_respond(state, body, t_start_s, lost)
+        # Behind the service's HTTP protocol the batcher hears of a disconnection directly; in-process clients
+        # (tests) have no such signal, so a watcher task listens for http.disconnect instead.
+        return await (work if lost is not None else unless_disconnected(request, work))
     finally:
         state.concurrency.release()
 
 
-async def _compute_and_respond(state: ServiceState, body: EmbeddingRequest, t_start_s: float) -> Response:
+async def _compute_and_respond(
+    state: ServiceState, body: EmbeddingRequest, t_start_s: float, lost: ConnectionLost | None
+) -> Response:
     assert state.batcher is not None and state.model is not None
     n = len(body.texts)
     vectors = np.empty((n, state.model.dimension), dtype=np.float32)
@@ -404,7 +420,7 @@ async def _compute_and_respond(state: ServiceState, body: EmbeddingRequest, t_st
             vectors[index], tokens[index] = entry.vector, entry.tokens
     result = BatchResult(np.empty((0, 0)), [], 0.0, 0.0, 0.0, 0, 0)
     if missing:
-        result = await _submit(state, [body.texts[i] for i in missing], missing)
+        result = await _submit(state, [body.texts[i] for i in missing], missing, lost)
         for row, index in enumerate(missing):
             vectors[index], tokens[index] = result.embeddings[row], result.token_counts[row]
         await state.cache.store([(body.texts[i], vectors[i], tokens[i]) for i in missing])
@@ -447,11 +463,13 @@ async def _compute_and_respond(state: ServiceState, body: EmbeddingRequest, t_st
     return Response(content, media_type="application/json", headers=headers)
 
 
-async def _submit(state: ServiceState, texts: list[str], positions: list[int]) -> BatchResult:
+async def _submit(
+    state: ServiceState, texts: list[str], positions: list[int], lost: ConnectionLost | None
+) -> BatchResult:
     assert state.batcher is not None
     batcher = state.batcher
     try:
-        return await batcher.submit(texts, state.settings.deadline_ms)
+        return await batcher.submit(texts, state.settings.deadline_ms, lost.subscribe if lost else None)
     except BatcherError as exc:
         raise api_error(state, exc, positions) from None
 

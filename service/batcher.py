@@ -44,12 +44,22 @@ def yield_cpu_to_event_loop() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), COMPUTE_NICE)
 
 
+StopCheck = Callable[[], bool]
+
+
 class Encoder(Protocol):
+    """The model as the batcher sees it. `embed_token_ids` may call `should_stop` between its layers and raise
+    ComputeStopped when it returns True (every caller of the batch has gone); it may also ignore it."""
+
     max_tokens: int
 
     def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]: ...
 
-    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray: ...
+    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray: ...
+
+
+class ComputeStopped(Exception):
+    """Raised by an encoder that stopped a batch part-way because nobody waits for its result any more."""
 
 
 class BatcherError(Exception):
@@ -101,6 +111,11 @@ class ComputeFailed(BatcherError):
     pass
 
 
+class ClientGone(BatcherError):
+    def __init__(self) -> None:
+        super().__init__("the client closed the connection before the response; its work was dropped")
+
+
 @dataclass(frozen=True)
 class BatcherConfig:
     batching: bool = True
@@ -148,6 +163,7 @@ class _Job:
     compute_s: float = 0.0
     batch_size: int = 0
     batch_tokens: int = 0
+    counted: int = 0  # inputs of this job still counted in the queue depth (not yet batched or dropped)
     finished: bool = False  # set by the worker/tokeniser once the future has been (or is being) resolved
     cancelled: bool = False  # set by the event loop when the caller gave up
 
@@ -251,9 +267,15 @@ class Batcher:
             self.metrics.shed.labels(reason="estimated_wait").inc()
             raise Overloaded(wait_s, limit_s)
 
-    async def submit(self, texts: list[str], deadline_ms: float) -> BatchResult:
+    async def submit(
+        self,
+        texts: list[str],
+        deadline_ms: float,
+        on_disconnect: Callable[[Callable[[], None]], None] | None = None,
+    ) -> BatchResult:
         """Embed texts; raises Overloaded, QueueFull, DeadlineExceeded, InputTooLong, InvalidInput,
-        BatcherStopped or ComputeFailed. A cancelled caller (client gone) abandons its queued work."""
+        BatcherStopped, ComputeFailed or ClientGone. A cancelled caller abandons its queued work. on_disconnect
+        subscribes a callback (run on the event loop) that abandons it too and ends the wait with ClientGone."""
         loop = asyncio.get_running_loop()
         job = _Job(
             texts=texts,
@@ -261,6 +283,7 @@ class Batcher:
             loop=loop,
             deadline_s=time.perf_counter() + deadline_ms / 1000,
             deadline_ms=deadline_ms,
+            counted=len(texts),
         )
         with self._cond:
             if self._stopping:
@@ -270,31 +293,32 @@ class Batcher:
             self._tok_jobs.append(job)
             self._cond.notify_all()
         self.metrics.queue_depth.set(self._waiting)
+        if on_disconnect is not None:
+            on_disconnect(lambda: self._abandon(job, "disconnected"))
         try:
             return await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
         except TimeoutError:
-            self._abandon(job)
-            self.metrics.abandoned.labels(reason="deadline").inc()
+            self._abandon(job, "deadline")
             raise DeadlineExceeded(deadline_ms) from None
         except asyncio.CancelledError:
-            self._abandon(job)
-            self.metrics.abandoned.labels(reason="cancelled").inc()
+            self._abandon(job, "cancelled")
             raise
 
-    def _abandon(self, job: _Job) -> None:
-        """The caller gave up: take its queued inputs out now, so they neither run nor hold queue space."""
-        job.cancelled = True
-        job.finished = True
+    def _abandon(self, job: _Job, reason: str) -> None:
+        """The caller gave up: its queued inputs stop counting now, so they hold no queue space, and they are
+        skipped wherever they are (tokeniser queue, pending list, a running batch). Constant time: a burst
+        of disconnections must not walk the queue once per request while holding the workers' lock."""
         with self._cond:
-            if job in self._tok_jobs:
-                self._tok_jobs.remove(job)
-                self._release(len(job.texts))
-            else:  # inputs being tokenised right now are dropped by the worker's purge instead
-                mine = [item for item in self._pending if item.job is job]
-                if mine:
-                    self._pending = [item for item in self._pending if item.job is not job]
-                    self._release(len(mine))
-            self._cond.notify_all()
+            if job.finished:
+                return
+            job.cancelled = True
+            job.finished = True
+            if job.counted:
+                self._uncount(job, job.counted)
+                self._cond.notify_all()
+        self.metrics.abandoned.labels(reason=reason).inc()
+        if reason == "disconnected" and not job.future.done():  # the caller still waits: end its wait now
+            job.future.set_exception(ClientGone())
 
     # ---- resolving futures from worker threads -------------------------------------------------------------
 
@@ -312,8 +336,11 @@ class Batcher:
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
             job.loop.call_soon_threadsafe(deliver)
 
-    def _release(self, count: int) -> None:
-        """Called with the lock held: count inputs left the queue."""
+    def _uncount(self, job: _Job, count: int) -> None:
+        """Called with the lock held: count of job's inputs left the queue (those of an abandoned job already
+        have, so this is a no-op for them)."""
+        count = min(count, job.counted)
+        job.counted -= count
         self._waiting -= count
         self.metrics.queue_depth.set(self._waiting)
 
@@ -380,29 +407,26 @@ class Batcher:
             job.remaining = len(ids)
             items += [_Item(job, i, row, next(self._seq), t_end_s) for i, row in enumerate(ids)]
         with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
-            dropped = [item for item in items if item.job.cancelled]
-            if dropped:
-                items = [item for item in items if not item.job.cancelled]
-                self._release(len(dropped))
+            items = [item for item in items if not item.job.cancelled]
             self._pending.extend(items)
             self._cond.notify_all()
 
     def _fail_unqueued(self, job: _Job, error: BatcherError) -> None:
         with self._cond:
-            self._release(len(job.texts))
+            self._uncount(job, len(job.texts))
         self._resolve(job, None, error)
 
     # ---- batching ------------------------------------------------------------------------------------------
 
     def _purge_expired(self, now_s: float) -> None:
-        """With the lock held: drop queued inputs of requests past their deadline (their work is skipped)."""
+        """With the lock held: drop queued inputs of requests abandoned or past their deadline."""
         dead = [item for item in self._pending if item.job.cancelled or now_s > item.job.deadline_s]
         if not dead:
             return
         dead_ids = {id(item) for item in dead}
         self._pending = [item for item in self._pending if id(item) not in dead_ids]
-        self._release(len(dead))
         for item in dead:
+            self._uncount(item.job, 1)
             if not item.job.finished:
                 self._resolve(item.job, None, DeadlineExceeded(item.job.deadline_ms))
 
@@ -452,7 +476,8 @@ class Batcher:
                     if not self.config.batching or full or wait_s <= 0 or not more_coming or self._stopping:
                         chosen_ids = {id(item) for item in chosen}
                         self._pending = [item for item in self._pending if id(item) not in chosen_ids]
-                        self._release(len(chosen))
+                        for item in chosen:
+                            self._uncount(item.job, 1)
                         return chosen
                     self._cond.wait(timeout=wait_s)
                 elif self._stopping and not self._tok_jobs and not self._tokenizing:
@@ -483,7 +508,12 @@ class Batcher:
         padded_tokens = longest * len(batch)
         t_start_s = time.perf_counter()
         try:
-            vectors = self.encoder.embed_token_ids([item.ids for item in batch])
+            vectors = self.encoder.embed_token_ids(
+                [item.ids for item in batch], should_stop=lambda: all(item.job.finished for item in batch)
+            )
+        except ComputeStopped:  # every caller went away meanwhile: the worker is free for the next batch
+            self._stopped(t_start_s, len(batch))
+            return
         except Exception as exc:  # one bad batch fails its requests, never the worker
             self._device_error(batch, exc)
             return
@@ -508,10 +538,7 @@ class Batcher:
         m.batch_tokens.observe(padded_tokens)
         m.inputs.inc(len(batch))
         m.tokens.inc(sum(item.length for item in batch))
-        with self._cond:
-            self._busy.append((t_end_s, compute_s))
-            while self._busy and self._busy[0][0] < t_end_s - BUSY_WINDOW_S:
-                self._busy.popleft()
+        self._record_busy(t_end_s, compute_s)
         with self._results_lock:  # with several workers, one request's inputs can finish on two threads
             jobs: dict[int, _Job] = {}
             for item, vector in zip(batch, vectors, strict=True):
@@ -541,6 +568,25 @@ class Batcher:
                     )
                     self._resolve(job, result, None)
 
+    def _stopped(self, t_start_s: float, size: int) -> None:
+        """A batch stopped part-way: its time counts as busy, but not towards the per-input service time."""
+        t_end_s = time.perf_counter()
+        self._worker_clock.t_end_s = t_end_s
+        self.metrics.stopped_batches.inc()
+        self.metrics.compute_seconds.inc((t_end_s - t_start_s) / self.config.workers)
+        self._record_busy(t_end_s, t_end_s - t_start_s)
+        log.debug(
+            "stopped a batch of %d inputs after %.1f ms: all its callers had gone",
+            size,
+            (t_end_s - t_start_s) * 1000,
+        )
+
+    def _record_busy(self, t_end_s: float, compute_s: float) -> None:
+        with self._cond:
+            self._busy.append((t_end_s, compute_s))
+            while self._busy and self._busy[0][0] < t_end_s - BUSY_WINDOW_S:
+                self._busy.popleft()
+
     def _device_error(self, batch: list[_Item], exc: Exception) -> None:
         """Out of memory: split the batch and retry the halves (and keep batches small for a while).
         Any other error, or OOM on a single input, fails only this batch's requests and counts towards /ready."""
@@ -567,6 +613,7 @@ class Batcher:
             rest = [item for item in self._pending if id(item.job) in failed]
             if rest:
                 self._pending = [item for item in self._pending if id(item.job) not in failed]
-                self._release(len(rest))
+                for item in rest:
+                    self._uncount(item.job, 1)
         for job in failed.values():
             self._resolve(job, None, error)

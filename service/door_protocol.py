@@ -19,6 +19,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 from service.admission import ADMITTED_AT_DOOR, EMBEDDINGS_PATH, error_response
 from service.header_timeout import HeaderTimeoutProtocol
 from service.openai_api import ApiError
+from service.request_io import CONNECTION_LOST, ConnectionLost
 
 Door = Callable[[], "ApiError | None"]
 
@@ -52,8 +53,20 @@ class DoorProtocol(HeaderTimeoutProtocol):
             if refusal is not None:
                 self._refuse(cycle, refusal, (time.perf_counter() - t_start_s) * 1000)
                 return
-            scope.setdefault("extensions", {})[ADMITTED_AT_DOOR] = {}
+            extensions: dict[str, Any] = scope.setdefault("extensions", {})
+            extensions[ADMITTED_AT_DOOR] = {}
+            extensions[CONNECTION_LOST] = ConnectionLost()
         super()._start_asgi_task(cycle, app)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Abandon the unanswered request's work now, a few loop turns before its task would learn."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            extensions: dict[str, Any] = cycle.scope.get("extensions", {})
+            signal: ConnectionLost | None = extensions.get(CONNECTION_LOST)
+            if signal is not None:
+                signal.fire()
+        super().connection_lost(exc)
 
     def _refuse(self, cycle: RequestResponseCycle, error: ApiError, total_ms: float) -> None:
         # A client waiting for "100 Continue" may never send its body: close instead of guessing.

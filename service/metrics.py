@@ -108,8 +108,14 @@ class ServiceMetrics:
         )
         self.abandoned = Counter(
             "embedperf_abandoned_total",
-            "Requests whose work was dropped before compute (client gone or deadline passed).",
+            "Requests whose work was dropped before compute, by reason: disconnected (seen by the HTTP protocol), "
+            "cancelled (the request's task was), deadline.",
             ["reason"],
+            registry=r,
+        )
+        self.stopped_batches = Counter(
+            "embedperf_stopped_batches_total",
+            "Batches stopped between layers because every request in them had gone (client or deadline).",
             registry=r,
         )
         self.oom_splits = Counter(

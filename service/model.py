@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import threading
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 
 from embedperf.errors import ConfigError, ModelLoadError
+from service.batcher import ComputeStopped, StopCheck
 from service.devices import resolve_device, synchronize
 from service.settings import DEFAULT_MODEL_NAME
 
@@ -78,6 +80,12 @@ def read_max_tokens(path: Path, model_config: Any, tokenizer: Any) -> int:
     return min(limits) if limits else 512
 
 
+def repeated_blocks(network: torch.nn.Module) -> list[torch.nn.Module]:
+    """The network's stack of layers (the longest ModuleList: BERT's encoder.layer, a decoder's layers)."""
+    stacks = [list(module) for module in network.modules() if isinstance(module, torch.nn.ModuleList)]
+    return max(stacks, key=len, default=[])
+
+
 def weights_sha256(path: Path) -> dict[str, str]:
     """sha256 of every weight file, so a report names exactly which weights were measured."""
     digests = {}
@@ -120,6 +128,18 @@ class EmbeddingModel:
         self.max_tokens = max_tokens
         self.dimension = dimension
         self.pad_token_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+        # The stop check of the batch running on this thread, asked before every module of every layer
+        # (~10 per transformer layer: a stop lands within one matrix product, even when the event loop
+        # holds the GIL most of the time). Per thread: CPU workers share one model.
+        self._running = threading.local()
+        for block in repeated_blocks(network):
+            for module in block.modules():
+                module.register_forward_pre_hook(self._before_module)
+
+    def _before_module(self, module: torch.nn.Module, args: Any) -> None:
+        should_stop = getattr(self._running, "should_stop", None)
+        if should_stop is not None and should_stop():
+            raise ComputeStopped()
 
     def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
         """Token ids with special tokens, truncated to max_length (default: the model's limit)."""
@@ -127,9 +147,18 @@ class EmbeddingModel:
         encoded = self.tokenizer(texts, truncation=True, max_length=limit, add_special_tokens=True)
         return [list(ids) for ids in encoded["input_ids"]]
 
+    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
+        """Forward one padded batch, pool, normalise; returns float32 (n, dim) after the device syncs.
+        should_stop is asked before every module of every layer; when it returns True the batch ends with
+        ComputeStopped."""
+        self._running.should_stop = should_stop
+        try:
+            return self._forward(batch)
+        finally:
+            self._running.should_stop = None
+
     @torch.inference_mode()
-    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
-        """Forward one padded batch, pool, normalise; returns float32 (n, dim) after the device syncs."""
+    def _forward(self, batch: list[list[int]]) -> np.ndarray:
         longest = max(len(ids) for ids in batch)
         input_ids = torch.full((len(batch), longest), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(batch), longest), dtype=torch.long)

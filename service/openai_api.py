@@ -12,6 +12,9 @@ import numpy as np
 EncodingFormat = Literal["float", "base64"]
 
 
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that hung up before the answer
+
+
 class ApiError(Exception):
     """An HTTP error with an OpenAI-style body: {"error": {"message", "type", "code", "param"}}."""
 

@@ -3,18 +3,51 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Literal, TypeVar
 
 from starlette.requests import Request
 
-from service.openai_api import ApiError
+from service.openai_api import CLIENT_CLOSED_REQUEST, ApiError
 
 T = TypeVar("T")
 # Truncate mode cuts each input to this many characters per model token before tokenising: a token covers at
 # least one character, and real text averages 2-6, so the cut never shortens what the model would see while a
 # megabyte of text costs the tokeniser only a few kilobytes.
 TRUNCATE_CHARS_PER_TOKEN = 16
+CONNECTION_LOST = "embedperf.connection_lost"  # scope["extensions"] key of a request's ConnectionLost
+
+
+class ConnectionLost:
+    """Callbacks the HTTP protocol (door_protocol.py) runs the moment a request's connection drops.
+
+    The batcher registers one that abandons the request's work and fails its wait, so a burst of
+    disconnections frees queue space and stops abandoned batches within the loop iteration that sees it, and
+    the handler needs no task of its own watching for `http.disconnect`.
+    """
+
+    def __init__(self) -> None:
+        self.lost = False
+        self._callbacks: list[Callable[[], None]] = []
+
+    def subscribe(self, callback: Callable[[], None]) -> None:
+        """Run callback when the connection drops, or now if it already has."""
+        if self.lost:
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def fire(self) -> None:
+        self.lost = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+
+def connection_lost_signal(request: Request) -> ConnectionLost | None:
+    """The request's ConnectionLost, when the HTTP protocol provides one (not with in-process clients)."""
+    signal: ConnectionLost | None = request.scope.get("extensions", {}).get(CONNECTION_LOST)
+    return signal
 
 
 async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
@@ -96,4 +129,6 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
         return task.result()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    raise ApiError(499, "the client closed the connection before the response", "client_closed_request")
+    raise ApiError(
+        CLIENT_CLOSED_REQUEST, "the client closed the connection before the response", "client_closed_request"
+    )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from service.batcher import BUSY_WINDOW_S, Encoder
+from service.batcher import BUSY_WINDOW_S, Encoder, StopCheck
 from service.device_list import DeviceSpec
 from service.metrics import ServiceMetrics
 from service.model import EmbeddingModel, load_model
@@ -108,18 +108,19 @@ class WorkerPool:
         with self._tokenize_lock:
             return self.workers[0].encoder.tokenize(texts, max_length)
 
-    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         """Compute on the calling thread's device (the first one on a thread never bound, e.g. in tests)."""
         worker: DeviceWorker = getattr(self._local, "worker", self.workers[0])
         t_start_s = time.perf_counter()
-        vectors = worker.encoder.embed_token_ids(batch)  # returns after the device has synchronised
-        t_end_s = time.perf_counter()
-        compute_s = t_end_s - t_start_s
-        worker.record(t_end_s, compute_s)
-        label = worker.spec.name
-        self.metrics.device_batches.labels(device=label).inc()
-        self.metrics.device_compute_seconds.labels(device=label).inc(compute_s)
-        return vectors
+        try:  # returns after the device has synchronised; a stopped or failed batch kept the device busy too
+            return worker.encoder.embed_token_ids(batch, should_stop)
+        finally:
+            t_end_s = time.perf_counter()
+            compute_s = t_end_s - t_start_s
+            worker.record(t_end_s, compute_s)
+            label = worker.spec.name
+            self.metrics.device_batches.labels(device=label).inc()
+            self.metrics.device_compute_seconds.labels(device=label).inc(compute_s)
 
     def warm_up(self, texts: list[str]) -> None:
         """One forward pass per replica, each on a thread bound to its device (graph build, allocator)."""

@@ -3,8 +3,10 @@ complete 429 without reaching the app, its body is dropped, and the connection s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -14,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 from service.admission import ADMITTED_AT_DOOR
 from service.door_protocol import service_protocol
 from service.openai_api import ApiError
+from service.request_io import CONNECTION_LOST
 from tests.conftest import uvicorn_in_thread
 
 WAIT_S = 10.0
@@ -36,9 +39,13 @@ class Door:
 
 @dataclass
 class EchoApp:
-    """Answers 200 with the request body and whether the door admitted it."""
+    """Answers 200 with the request body and whether the door admitted it; holds `{"input": "hold"}` until
+    its connection is lost, listening only to the protocol's ConnectionLost signal (never to receive())."""
 
     calls: list[tuple[str, bytes, bool]] = field(default_factory=list)
+    holding: threading.Event = field(default_factory=threading.Event)
+    lost_seen: threading.Event = field(default_factory=threading.Event)
+    lost_after_answer: list[bytes] = field(default_factory=list)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,6 +58,16 @@ class EchoApp:
                 break
         admitted = ADMITTED_AT_DOOR in scope.get("extensions", {})
         self.calls.append((scope["path"], body, admitted))
+        lost = scope.get("extensions", {}).get(CONNECTION_LOST)
+        if body == b'{"input": "hold"}':
+            gone = asyncio.Event()
+            lost.subscribe(gone.set)
+            self.holding.set()
+            await gone.wait()
+            self.lost_seen.set()
+            return
+        if lost is not None:
+            lost.subscribe(lambda: self.lost_after_answer.append(body))
         answer = json.dumps({"body": body.decode(), "admitted": admitted}).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -185,3 +202,18 @@ def test_the_door_is_asked_only_for_embedding_posts(served: tuple[tuple[str, int
         )
         assert [reader.response()[0] for _ in range(2)] == [200, 200]
     assert door.asked == asked_before
+
+
+def test_a_dropped_connection_signals_its_unanswered_request_only(
+    served: tuple[tuple[str, int], Door, EchoApp],
+) -> None:
+    address, door, app = served
+    door.refusals = 0
+    with socket.create_connection(address) as sock:
+        sock.sendall(post(b'{"input": "answered"}'))
+        assert Reader(sock).response()[0] == 200
+    with socket.create_connection(address) as sock:
+        sock.sendall(post(b'{"input": "hold"}'))
+        assert app.holding.wait(WAIT_S)
+    assert app.lost_seen.wait(WAIT_S)  # the app never called receive(): the protocol told it
+    assert app.lost_after_answer == []  # a connection closed after its answer signals nothing

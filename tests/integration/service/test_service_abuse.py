@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from service.batcher import ComputeStopped, StopCheck
 from service.model import EmbeddingModel, load_model
 from service.request_io import TRUNCATE_CHARS_PER_TOKEN
 from service.settings import ServiceSettings
@@ -51,13 +52,13 @@ class FaultyModel(GatedModel):
         self.broken = False
         self.batch_sizes: list[int] = []
 
-    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         if self.broken:
             raise RuntimeError("device lost: stream synchronize failed")
         if len(batch) > self.fits:
             raise RuntimeError("NPU out of memory. Tried to allocate 1.00 GiB")
         self.batch_sizes.append(len(batch))
-        return self.model.embed_token_ids(batch)
+        return self.model.embed_token_ids(batch, should_stop)
 
 
 def assert_error(response: Any, status: int, code: str) -> None:
@@ -204,6 +205,27 @@ def test_a_disconnected_client_is_not_computed(minilm: EmbeddingModel) -> None:
     run(go)
 
 
+def test_the_model_asks_before_every_layer_and_stops_when_told(minilm: EmbeddingModel) -> None:
+    ids = minilm.tokenize(["a sentence nobody waits for any more"])
+    asked: list[int] = []
+
+    def never() -> bool:
+        asked.append(1)
+        return False
+
+    def after_two_layers() -> bool:
+        asked.append(1)
+        return len(asked) > 2
+
+    full = minilm.embed_token_ids(ids, never)
+    assert len(asked) >= 6  # all-MiniLM-L6-v2: six encoder layers, asked before every module of each
+    asked.clear()
+    with pytest.raises(ComputeStopped):
+        minilm.embed_token_ids(ids, after_two_layers)
+    assert len(asked) == 3
+    np.testing.assert_array_equal(minilm.embed_token_ids(ids), full)  # nothing of the stop is left behind
+
+
 def test_device_faults_degrade_and_show_in_health_metrics_and_ready(minilm: EmbeddingModel) -> None:
     async def go() -> None:
         faulty = FaultyModel(minilm, fits=4)
@@ -231,9 +253,9 @@ def test_device_faults_degrade_and_show_in_health_metrics_and_ready(minilm: Embe
 class SlowModel(GatedModel):
     """Computes no faster than 50 ms per input, so the service's per-input estimate has a known floor."""
 
-    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         time.sleep(0.05 * len(batch))
-        return super().embed_token_ids(batch)
+        return super().embed_token_ids(batch, should_stop)
 
 
 def test_overload_is_shed_at_the_door_with_retry_after(minilm: EmbeddingModel) -> None:

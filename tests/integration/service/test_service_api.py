@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from service.app import create_app
+from service.batcher import StopCheck
 from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 
@@ -74,9 +75,9 @@ class GatedModel:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
-    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         assert self.gate.wait(timeout=30)
-        return self.model.embed_token_ids(batch)
+        return self.model.embed_token_ids(batch, should_stop)
 
 
 def test_embeddings_shape_headers_and_formats(minilm: EmbeddingModel) -> None:
@@ -303,15 +304,16 @@ def test_skipped_work_is_not_computed(minilm: EmbeddingModel) -> None:
             late = await client.post("/v1/embeddings", json={"input": ["late 1", "late 2", "late 3"]})
             assert late.status_code == 503
             gated.gate.set()
-            await held  # it was already computing when the gate closed, so it does run (late or not)
+            # "held" was already in its batch when the gate closed; past its deadline nobody waits for it, so
+            # the batch stops at its first layer
+            assert (await held).status_code == 503
             assert (await client.post("/v1/embeddings", json={"input": "after"})).status_code == 200
             after = (await client.get("/metrics")).text
 
             def inputs(text: str) -> float:
                 return float(re.search(r"^embedperf_inputs_total ([\d.]+)$", text, re.M).group(1))  # type: ignore[union-attr]
 
-            assert (
-                inputs(after) - inputs(before) == 2.0
-            )  # "held" and "after"; the three late inputs never ran
+            assert inputs(after) - inputs(before) == 1.0  # "after" only; the three late inputs never ran
+            assert re.search(r"^embedperf_stopped_batches_total 1\.0$", after, re.M)
 
     run(go)

@@ -10,8 +10,18 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from service.batcher import Batcher, BatcherConfig, DeadlineExceeded, InputTooLong, QueueFull
+from service.batcher import (
+    Batcher,
+    BatcherConfig,
+    ComputeStopped,
+    DeadlineExceeded,
+    InputTooLong,
+    QueueFull,
+    StopCheck,
+)
 from service.metrics import ServiceMetrics
+
+LAYERS = 4  # a fake model with compute_s spends it in this many steps, asking should_stop before each
 
 
 class FakeEncoder:
@@ -26,6 +36,8 @@ class FakeEncoder:
         self.tokenize_s = tokenize_s
         self.gate = gate
         self.batches: list[list[int]] = []  # token lengths of each computed batch
+        self.stopped: list[list[int]] = []  # token lengths of each batch stopped part-way
+        self.computing = threading.Event()  # set once a batch with compute_s has started its first layer
         self.tokenize_threads: set[str] = set()
 
     def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
@@ -34,11 +46,16 @@ class FakeEncoder:
         limit = max_length or self.max_tokens
         return [([101] + [len(w) for w in text.split()] + [102])[:limit] for text in texts]
 
-    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         if self.gate is not None:
             assert self.gate.wait(timeout=10)
         if self.compute_s:
-            time.sleep(self.compute_s)
+            self.computing.set()
+        for _ in range(LAYERS if self.compute_s else 0):  # like a model: the stop check runs between layers
+            if should_stop is not None and should_stop():
+                self.stopped.append([len(ids) for ids in batch])
+                raise ComputeStopped()
+            time.sleep(self.compute_s / LAYERS)
         self.batches.append([len(ids) for ids in batch])
         return np.array([[len(ids), ids[1]] for ids in batch], dtype=np.float32)
 

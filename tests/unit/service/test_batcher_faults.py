@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -13,10 +15,12 @@ from service.batcher import (
     COMPUTE_NICE,
     Batcher,
     BatcherConfig,
+    ClientGone,
     ComputeFailed,
     InvalidInput,
     Overloaded,
     QueueFull,
+    StopCheck,
 )
 from service.degrade import DeviceHealth, is_out_of_memory
 from service.metrics import ServiceMetrics
@@ -45,12 +49,12 @@ class OomEncoder(FakeEncoder):
         self.fits = fits
         self.broken = False
 
-    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         if self.broken:
             raise RuntimeError("device lost: ACL stream synchronize failed")
         if len(batch) > self.fits:
             raise RuntimeError(f"NPU out of memory. Tried to allocate 2.00 GiB (batch {len(batch)})")
-        return super().embed_token_ids(batch)
+        return super().embed_token_ids(batch, should_stop)
 
 
 def test_a_poison_input_fails_only_its_own_request() -> None:
@@ -88,6 +92,86 @@ def test_a_cancelled_caller_releases_its_queue_space_and_is_not_computed() -> No
             await b.submit(["after"], 5000)
             assert [len(batch) for batch in encoder.batches] == [1, 1]  # blocker, after; never "gone"
             assert 'embedperf_abandoned_total{reason="cancelled"} 1.0' in b.metrics.render().decode()
+
+    run(go())
+
+
+def test_a_disconnection_signal_abandons_the_work_and_ends_the_wait_at_once() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(compute_s=2.0)
+        async for b in _running(encoder, max_batch_size=1, max_wait_ms=0):
+            hangups: list[Callable[[], None]] = []
+            running = asyncio.create_task(b.submit(["running"], 5000, hangups.append))
+            assert await asyncio.to_thread(encoder.computing.wait, 5)
+            queued = asyncio.create_task(b.submit(["queued", "twice"], 5000, hangups.append))
+            await asyncio.sleep(0.05)
+            assert b.queue_depth == 2 and len(hangups) == 2
+            t_start_s = time.perf_counter()
+            for hang_up in hangups:  # what the HTTP protocol does as the connections drop
+                hang_up()
+            assert b.queue_depth == 0
+            for task in (running, queued):
+                with pytest.raises(ClientGone):
+                    await task
+            assert time.perf_counter() - t_start_s < 1.0  # not after the 2 s batch: the wait ended at once
+            text = b.metrics.render().decode()
+            assert 'embedperf_abandoned_total{reason="disconnected"} 2.0' in text
+            await b.submit(["after"], 5000)
+            assert encoder.stopped == [[3]]  # "running" was stopped part-way
+            assert encoder.batches == [[3]]  # "after" only: "queued" never ran
+
+    run(go())
+
+
+def test_callers_leaving_at_every_stage_release_exactly_their_queue_space() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(tokenize_s=0.3)
+        async for b in _running(encoder, max_batch_size=8, max_wait_ms=0, queue_size=8):
+            tokenising = asyncio.create_task(b.submit(["being tokenised"], 5000))
+            await asyncio.sleep(0.1)
+            queued = asyncio.create_task(b.submit(["in the tokeniser's queue", "twice"], 5000))
+            await asyncio.sleep(0.01)
+            assert b.queue_depth == 3
+            for task in (tokenising, queued):
+                task.cancel()
+            await asyncio.gather(tokenising, queued, return_exceptions=True)
+            assert b.queue_depth == 0  # at once, not when the tokeniser gets to them
+            result = await b.submit([f"w{i}" for i in range(8)], 5000)  # the whole queue is free again
+            assert result.embeddings.shape[0] == 8
+            assert b.queue_depth == 0
+            assert encoder.batches == [[3] * 8]  # the abandoned inputs were never computed
+            assert 'embedperf_abandoned_total{reason="cancelled"} 2.0' in b.metrics.render().decode()
+
+    run(go())
+
+
+def test_a_running_batch_stops_between_layers_once_every_caller_has_gone() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(compute_s=0.4)
+        async for b in _running(encoder, max_batch_size=4, max_wait_ms=0):
+            gone = asyncio.create_task(b.submit(["gone", "gone too"], 5000))
+            assert await asyncio.to_thread(encoder.computing.wait, 5)
+            gone.cancel()
+            await asyncio.gather(gone, return_exceptions=True)
+            result = await b.submit(["next one"], 5000)
+            assert result.embeddings[:, 0].tolist() == [4.0]
+            assert encoder.stopped == [[3, 4]] and encoder.batches == [[4]]
+            assert "embedperf_stopped_batches_total 1.0" in b.metrics.render().decode()
+
+    run(go())
+
+
+def test_a_running_batch_with_one_caller_left_runs_to_the_end() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(compute_s=0.4)
+        async for b in _running(encoder, max_batch_size=4, max_wait_ms=500):
+            gone = asyncio.create_task(b.submit(["gone"], 5000))
+            stays = asyncio.create_task(b.submit(["stays here"], 5000))
+            assert await asyncio.to_thread(encoder.computing.wait, 5)
+            gone.cancel()
+            result = await stays
+            assert result.embeddings[:, 0].tolist() == [4.0] and result.batch_size == 2
+            assert encoder.stopped == [] and encoder.batches == [[3, 4]]
 
     run(go())
 

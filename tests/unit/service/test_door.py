@@ -8,6 +8,7 @@ import asyncio
 from service.admission import admit_at_door, door_refusal
 from service.app import ServiceState, create_app
 from service.batcher import Overloaded
+from service.request_io import ConnectionLost
 from service.settings import ServiceSettings
 
 ROOM = 3  # requests the stub batcher takes before its estimated wait exceeds the deadline
@@ -79,3 +80,15 @@ def test_the_served_protocol_asks_the_services_door() -> None:
     state.batcher.queued = ROOM  # type: ignore[union-attr]
     refusal = protocol.door()
     assert refusal is not None and refusal.status == 429
+
+
+def test_connection_lost_runs_callbacks_once_and_late_subscribers_at_once() -> None:
+    lost = ConnectionLost()
+    calls: list[str] = []
+    lost.subscribe(lambda: calls.append("early"))
+    assert calls == []
+    lost.fire()
+    lost.fire()
+    assert calls == ["early"]
+    lost.subscribe(lambda: calls.append("late"))  # the connection is already gone: run it now
+    assert calls == ["early", "late"]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from embedperf.errors import ConfigError
-from service.batcher import Batcher, BatcherConfig
+from service.batcher import Batcher, BatcherConfig, StopCheck
 from service.cli import settings_from_args
 from service.device_list import DeviceSpec
 from service.metrics import ServiceMetrics
@@ -32,7 +32,7 @@ class BarrierEncoder:
     def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
         return [[101, len(text), 102] for text in texts]
 
-    def embed_token_ids(self, batch: list[list[int]]) -> np.ndarray:
+    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         self.barrier.wait()
         self.batches += 1
         self.threads.add(threading.current_thread().name)
