@@ -4,10 +4,14 @@ many as the batcher would take pass; the others get 429 with Retry-After, counte
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 
 from service.admission import admit_at_door, door_refusal
 from service.app import ServiceState, create_app
 from service.batcher import Overloaded
+from service.door_protocol import refusal_bytes
+from service.openai_api import ApiError
 from service.request_io import ConnectionLost
 from service.settings import ServiceSettings
 
@@ -92,3 +96,18 @@ def test_connection_lost_runs_callbacks_once_and_late_subscribers_at_once() -> N
     assert calls == ["early"]
     lost.subscribe(lambda: calls.append("late"))  # the connection is already gone: run it now
     assert calls == ["early", "late"]
+
+
+def test_ready_made_refusals_keep_each_answers_own_date_timing_and_retry_after() -> None:
+    def refusal(retry_after: str) -> ApiError:
+        return ApiError(429, "busy", "overloaded", "rate_limit_error", headers={"Retry-After": retry_after})
+
+    first = refusal_bytes(refusal("2"), 0.012, [(b"date", b"Mon, 30 Nov 2026 12:00:00 GMT")], True)
+    again = refusal_bytes(refusal("2"), 0.345, [(b"date", b"Mon, 30 Nov 2026 12:00:01 GMT")], True)
+    other = refusal_bytes(refusal("5"), 0.012, [(b"date", b"Mon, 30 Nov 2026 12:00:01 GMT")], False)
+    assert b"date: Mon, 30 Nov 2026 12:00:01 GMT\r\n" in again and b"total;dur=0.345\r\n" in again
+    assert first.replace(b"12:00:00", b"12:00:01").replace(b"0.012", b"0.345") == again
+    assert b"retry-after: 5\r\n" in other and b"connection: close\r\n" in other
+    head, _, body = other.partition(b"\r\n\r\n")
+    assert int(re.search(rb"content-length: (\d+)", head).group(1)) == len(body)  # type: ignore[union-attr]
+    assert json.loads(body)["error"]["code"] == "overloaded"
