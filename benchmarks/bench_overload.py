@@ -258,9 +258,9 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
         probers = [probe.start() for probe in (health, embed)]
         t_load_s = time.perf_counter()
         result = run_wrk(service.url, script, connections, args.duration_s, args.wrk_threads)
-        first_status, first_ms, recovered_ms = recovery(service.url, idle_ms)
-        for probe in (health, embed):
+        for probe in (health, embed):  # the probes measure the load; after it they would be a load themselves
             probe.stop.set()
+        first_status, first_ms, recovered_ms = recovery(service.url, idle_ms)
         for thread in probers:
             thread.join(timeout=15)
         statuses = {int(k): v for k, v in result["statuses"].items()}  # type: ignore[attr-defined]
