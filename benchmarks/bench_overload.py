@@ -214,22 +214,22 @@ def huge_bodies(service: ServiceProcess, rounds: int = 5) -> None:
     )
 
 
-def recovery(url: str, idle_ms: float) -> tuple[int, float, float]:
-    """(status, latency_ms) of the first request after the load, and how long after the load a request
-    first got a 200 within 3x the idle median latency (back to normal)."""
+def recovery(url: str, idle_ms: float) -> tuple[list[tuple[float, int, float]], float]:
+    """Requests sent one after another (20 ms apart) from the moment the load stops: (sent at, ms after the
+    load; status; latency_ms) of each, until one gets a 200 within 3x the idle median latency (back to
+    normal), and how long after the load that answer came."""
     t_load_end_s = time.perf_counter()
-    first: tuple[int, float] | None = None
+    answers: list[tuple[float, int, float]] = []
     with httpx.Client(timeout=30) as client:
         while time.perf_counter() - t_load_end_s < 30:
             t_start_s = time.perf_counter()
             status = client.post(f"{url}/v1/embeddings", json=BODY).status_code
             latency_ms = (time.perf_counter() - t_start_s) * 1000
-            first = first or (status, latency_ms)
+            answers.append(((t_start_s - t_load_end_s) * 1000, status, latency_ms))
             if status == 200 and latency_ms <= 3 * idle_ms:
                 break
-            time.sleep(0.05)
-    assert first is not None
-    return first[0], first[1], (time.perf_counter() - t_load_end_s) * 1000
+            time.sleep(0.02)
+    return answers, (time.perf_counter() - t_load_end_s) * 1000
 
 
 def capacity_qps(service: ServiceProcess, script: Path, args: argparse.Namespace) -> float:
@@ -260,7 +260,7 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
         result = run_wrk(service.url, script, connections, args.duration_s, args.wrk_threads)
         for probe in (health, embed):  # the probes measure the load; after it they would be a load themselves
             probe.stop.set()
-        first_status, first_ms, recovered_ms = recovery(service.url, idle_ms)
+        answers, recovered_ms = recovery(service.url, idle_ms)
         for thread in probers:
             thread.join(timeout=15)
         statuses = {int(k): v for k, v in result["statuses"].items()}  # type: ignore[attr-defined]
@@ -299,9 +299,12 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
             f"slow probes (seconds after the load started): /health over 100 ms: {health.slow(t_load_s, 100)}; "
             f"429 over 50 ms: {embed.slow(t_load_s, 50, 429)}"
         )
+        _, first_status, first_ms = answers[0]
+        following = ", ".join(f"+{sent:.0f} ms: {status} in {ms:.0f} ms" for sent, status, ms in answers[1:6])
         print(
             f"first request after the load: {first_status} in {first_ms:.0f} ms (idle median {idle_ms:.0f} ms); "
             f"a 200 within 3x the idle median {recovered_ms:.0f} ms after the load"
+            + (f" (then {following})" if following else "")
         )
         time.sleep(2)
 

@@ -34,6 +34,10 @@ BUSY_WINDOW_S = 10.0
 SERVICE_TIME_SMOOTHING = 0.2  # weight of the newest batch in the per-input service time estimate
 COMPUTE_NICE = 5  # niceness of the tokeniser and inference threads, relative to the event loop's 0
 BACK_TO_BACK_S = 0.05  # a batch starting within this of the previous one's end means the worker had a backlog
+# A running batch whose callers have gone down to this share (or none) stops at its next layer; the inputs
+# still wanted go back to the front of the queue and are recomputed in a smaller batch, sooner than the whole
+# batch would have finished (on a hang-up storm at the end of a load, one live request kept 31 dead ones busy).
+RESTART_LIVE_SHARE = 0.25
 
 
 def yield_cpu_to_event_loop() -> None:
@@ -49,7 +53,7 @@ StopCheck = Callable[[], bool]
 
 class Encoder(Protocol):
     """The model as the batcher sees it. `embed_token_ids` may call `should_stop` between its layers and raise
-    ComputeStopped when it returns True (every caller of the batch has gone); it may also ignore it."""
+    ComputeStopped when it returns True (the batch is no longer worth finishing); it may also ignore it."""
 
     max_tokens: int
 
@@ -509,10 +513,10 @@ class Batcher:
         t_start_s = time.perf_counter()
         try:
             vectors = self.encoder.embed_token_ids(
-                [item.ids for item in batch], should_stop=lambda: all(item.job.finished for item in batch)
+                [item.ids for item in batch], should_stop=lambda: self._not_worth_finishing(batch)
             )
-        except ComputeStopped:  # every caller went away meanwhile: the worker is free for the next batch
-            self._stopped(t_start_s, len(batch))
+        except ComputeStopped:  # (nearly) every caller went away meanwhile: free the worker, requeue the rest
+            self._stopped(batch, t_start_s)
             return
         except Exception as exc:  # one bad batch fails its requests, never the worker
             self._device_error(batch, exc)
@@ -568,17 +572,32 @@ class Batcher:
                     )
                     self._resolve(job, result, None)
 
-    def _stopped(self, t_start_s: float, size: int) -> None:
-        """A batch stopped part-way: its time counts as busy, but not towards the per-input service time."""
+    @staticmethod
+    def _not_worth_finishing(batch: list[_Item]) -> bool:
+        live = sum(1 for item in batch if not item.job.finished)
+        return live <= len(batch) * RESTART_LIVE_SHARE
+
+    def _stopped(self, batch: list[_Item], t_start_s: float) -> None:
+        """A batch stopped part-way: its inputs still wanted go back to the front of the queue (in their order);
+        its time counts as busy, but not towards the per-input service time."""
         t_end_s = time.perf_counter()
         self._worker_clock.t_end_s = t_end_s
         self.metrics.stopped_batches.inc()
         self.metrics.compute_seconds.inc((t_end_s - t_start_s) / self.config.workers)
         self._record_busy(t_end_s, t_end_s - t_start_s)
+        with self._cond:
+            live = sorted((item for item in batch if not item.job.finished), key=lambda item: item.seq)
+            for item in live:
+                item.job.counted += 1
+            self._waiting += len(live)
+            self._pending[:0] = live
+            self.metrics.queue_depth.set(self._waiting)
+            self._cond.notify_all()
         log.debug(
-            "stopped a batch of %d inputs after %.1f ms: all its callers had gone",
-            size,
+            "stopped a batch of %d inputs after %.1f ms: its callers had gone; %d input(s) requeued",
+            len(batch),
             (t_end_s - t_start_s) * 1000,
+            len(live),
         )
 
     def _record_busy(self, t_end_s: float, compute_s: float) -> None:

@@ -176,6 +176,23 @@ def test_a_running_batch_with_one_caller_left_runs_to_the_end() -> None:
     run(go())
 
 
+def test_a_running_batch_whose_callers_nearly_all_left_requeues_the_rest() -> None:
+    async def go() -> None:
+        encoder = FakeEncoder(compute_s=0.4)
+        async for b in _running(encoder, max_batch_size=4, max_wait_ms=500):
+            gone = [asyncio.create_task(b.submit(["gone" + " x" * i], 5000)) for i in range(3)]
+            stays = asyncio.create_task(b.submit(["stays"], 5000))
+            assert await asyncio.to_thread(encoder.computing.wait, 5)
+            for task in gone:
+                task.cancel()
+            result = await stays
+            assert result.embeddings.tolist() == [[3.0, 5.0]]  # its own vector, computed again alone
+            assert encoder.stopped == [[3, 3, 4, 5]] and encoder.batches == [[3]]
+            assert b.queue_depth == 0
+
+    run(go())
+
+
 def test_out_of_memory_splits_the_batch_and_lowers_the_limit() -> None:
     async def go() -> None:
         encoder = OomEncoder(fits=4)
