@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from service.degrade import DeviceHealth, is_out_of_memory
+from service.hangups import HangupQueue
 from service.metrics import ServiceMetrics
 
 log = logging.getLogger("service.batcher")
@@ -213,6 +214,7 @@ class Batcher:
         self.metrics.batch_limit.set(config.max_batch_size)
         self._threads: list[threading.Thread] = []
         self._results_lock = threading.Lock()
+        self._hangups = HangupQueue()  # wakes the handlers of hung-up requests, a few per turn
 
     # ---- public API ----------------------------------------------------------------------------------------
 
@@ -321,8 +323,8 @@ class Batcher:
                 self._uncount(job, job.counted)
                 self._cond.notify_all()
         self.metrics.abandoned.labels(reason=reason).inc()
-        if reason == "disconnected" and not job.future.done():  # the caller still waits: end its wait now
-            job.future.set_exception(ClientGone())
+        if reason == "disconnected" and not job.future.done():  # the caller still waits: end its wait soon
+            self._hangups.fail(job.future, ClientGone())
 
     # ---- resolving futures from worker threads -------------------------------------------------------------
 
