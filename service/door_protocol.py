@@ -37,7 +37,7 @@ def refusal_bytes(
     """A complete HTTP/1.1 response for an ApiError (status line, headers, JSON body).
 
     Only the date line (uvicorn's default headers, renewed each second) and the Server-Timing line are built
-    per request; the rest is made once per distinct refusal, which costs a burst of 429s a third less CPU.
+    per request; the rest is made once per distinct refusal (`make bench-refusal`: a quarter less CPU per 429).
     """
     head, rest = _refusal_parts(
         error.status,
