@@ -374,7 +374,8 @@ async def _embed(state: ServiceState, request: Request, t_start_s: float) -> Res
             "rate_limit_error",
             headers={"Retry-After": str(retry_after_s)},
         )
-    if not state.concurrency.try_acquire():
+    slot = state.concurrency.slot()
+    if slot is None:
         raise ApiError(
             429,
             f"more than {state.settings.max_concurrency} requests in flight",
@@ -382,6 +383,9 @@ async def _embed(state: ServiceState, request: Request, t_start_s: float) -> Res
             "rate_limit_error",
             headers={"Retry-After": "1"},
         )
+    lost = connection_lost_signal(request)
+    if lost is not None:  # a client that hangs up frees its place at once, not when its handler gets to run
+        lost.subscribe(slot.release)
     try:
         parse_args = (request.headers.get("content-type", ""), raw_body, s.max_inputs, state.model.dimension)
         if len(raw_body) > PARSE_OFF_LOOP_BYTES:
@@ -397,13 +401,12 @@ async def _embed(state: ServiceState, request: Request, t_start_s: float) -> Res
             )
         texts = limit_chars(body.texts, s.max_input_chars, s.long_input, state.model.max_tokens)
         body = dataclasses.replace(body, texts=texts)
-        lost = connection_lost_signal(request)
         work = _compute_and_respond(state, body, t_start_s, lost)
         # Behind the service's HTTP protocol the batcher hears of a disconnection directly; in-process clients
         # (tests) have no such signal, so a watcher task listens for http.disconnect instead.
         return await (work if lost is not None else unless_disconnected(request, work))
     finally:
-        state.concurrency.release()
+        slot.release()
 
 
 async def _compute_and_respond(
