@@ -12,11 +12,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 
-from service.app import create_app
 from service.batcher import ComputeStopped, StopCheck
 from service.model import EmbeddingModel, load_model
 from service.request_io import CONNECTION_LOST, TRUNCATE_CHARS_PER_TOKEN, ConnectionLost
@@ -236,43 +234,40 @@ def test_a_hang_up_frees_its_slot_and_work_at_once_and_its_handler_soon(minilm: 
         gated = GatedModel(minilm)
         gated.gate.set()
         settings = ServiceSettings(max_concurrency=2, max_batch_size=1, max_wait_ms=0)
-        app = create_app(settings, gated)
-        state = app.state.service
+        states: list[Any] = []
         signals: list[ConnectionLost] = []
 
-        async def protocol(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http" and scope["path"] == "/v1/embeddings":
-                signals.append(ConnectionLost())
-                scope.setdefault("extensions", {})[CONNECTION_LOST] = signals[-1]
-            await app(scope, receive, send)
+        def as_the_protocol_does(app: Any) -> Any:
+            states.append(app.state.service)
 
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=protocol)
-            async with httpx.AsyncClient(
-                transport=transport, base_url="http://service", timeout=30
-            ) as client:
-                for _ in range(600):
-                    if (await client.get("/ready")).status_code == 200:
-                        break
-                    await asyncio.sleep(0.05)
-                gated.gate.clear()
-                computing = asyncio.create_task(client.post("/v1/embeddings", json={"input": "computing"}))
-                await asyncio.sleep(0.1)
-                queued = asyncio.create_task(client.post("/v1/embeddings", json={"input": "queued"}))
-                for _ in range(500):
-                    if state.batcher.queue_depth == 1:
-                        break
-                    await asyncio.sleep(0.01)
-                assert state.concurrency.inflight == 2 and state.batcher.queue_depth == 1
-                signals[1].fire()  # "queued" hangs up
-                assert state.concurrency.inflight == 1 and state.batcher.queue_depth == 0  # at once
-                after = asyncio.create_task(client.post("/v1/embeddings", json={"input": "after"}))
-                assert (await queued).status_code == 499  # its handler was woken and answered nobody
-                gated.gate.set()
-                assert (await computing).status_code == 200 and (await after).status_code == 200
-                metrics = (await client.get("/metrics")).text
-                assert 'embedperf_abandoned_total{reason="disconnected"} 1.0' in metrics
-                assert state.concurrency.inflight == 0
+            async def protocol(scope: Any, receive: Any, send: Any) -> None:
+                if scope["type"] == "http" and scope["path"] == "/v1/embeddings":
+                    signals.append(ConnectionLost())
+                    scope.setdefault("extensions", {})[CONNECTION_LOST] = signals[-1]
+                await app(scope, receive, send)
+
+            return protocol
+
+        async with serving(settings, gated, wrap=as_the_protocol_does) as client:
+            state = states[0]
+            gated.gate.clear()
+            computing = asyncio.create_task(client.post("/v1/embeddings", json={"input": "computing"}))
+            await asyncio.sleep(0.1)
+            queued = asyncio.create_task(client.post("/v1/embeddings", json={"input": "queued"}))
+            for _ in range(500):
+                if state.batcher.queue_depth == 1:
+                    break
+                await asyncio.sleep(0.01)
+            assert state.concurrency.inflight == 2 and state.batcher.queue_depth == 1
+            signals[1].fire()  # "queued" hangs up
+            assert state.concurrency.inflight == 1 and state.batcher.queue_depth == 0  # at once
+            after = asyncio.create_task(client.post("/v1/embeddings", json={"input": "after"}))
+            assert (await queued).status_code == 499  # its handler was woken and answered nobody
+            gated.gate.set()
+            assert (await computing).status_code == 200 and (await after).status_code == 200
+            metrics = (await client.get("/metrics")).text
+            assert 'embedperf_abandoned_total{reason="disconnected"} 1.0' in metrics
+            assert state.concurrency.inflight == 0
 
     run(go)
 

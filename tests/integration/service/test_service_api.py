@@ -45,11 +45,16 @@ def minilm() -> EmbeddingModel:
 
 @asynccontextmanager
 async def serving(
-    settings: ServiceSettings, model: Any, wait_ready: bool = True, freeze_heap: bool = False
+    settings: ServiceSettings,
+    model: Any,
+    wait_ready: bool = True,
+    freeze_heap: bool = False,
+    wrap: Callable[[Any], Any] | None = None,
 ) -> AsyncIterator[httpx.AsyncClient]:
+    """An in-process client of the app; `wrap(app)` may put an ASGI layer in front of it."""
     app = create_app(settings, model, freeze_heap=freeze_heap)
     async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
+        transport = httpx.ASGITransport(app=wrap(app) if wrap else app)
         async with httpx.AsyncClient(transport=transport, base_url="http://service", timeout=30) as client:
             if wait_ready:
                 for _ in range(600):

@@ -145,49 +145,35 @@ def test_callers_leaving_at_every_stage_release_exactly_their_queue_space() -> N
     run(go())
 
 
-def test_a_running_batch_stops_between_layers_once_every_caller_has_gone() -> None:
+@pytest.mark.parametrize(
+    ("leaving", "staying", "stopped", "computed"),
+    [
+        (["gone", "gone too"], [], [[3, 4]], [[4]]),
+        (["gone", "gone x", "gone x x"], ["stays"], [[3, 3, 4, 5]], [[3], [4]]),
+        (["gone"], ["stays here"], [], [[3, 4], [4]]),
+    ],
+    ids=["every-caller-left", "three-of-four-left", "one-of-two-left"],
+)
+def test_a_running_batch_stops_once_at_most_a_quarter_of_its_callers_remain(
+    leaving: list[str], staying: list[str], stopped: list[list[int]], computed: list[list[int]]
+) -> None:
+    """Stopped: the callers still there go back to the queue and are computed again, alone; the worker is
+    free for the next request. Not stopped: the batch runs to the end."""
+
     async def go() -> None:
         encoder = FakeEncoder(compute_s=0.4)
-        async for b in _running(encoder, max_batch_size=4, max_wait_ms=0):
-            gone = asyncio.create_task(b.submit(["gone", "gone too"], 5000))
-            assert await asyncio.to_thread(encoder.computing.wait, 5)
-            gone.cancel()
-            await asyncio.gather(gone, return_exceptions=True)
-            result = await b.submit(["next one"], 5000)
-            assert result.embeddings[:, 0].tolist() == [4.0]
-            assert encoder.stopped == [[3, 4]] and encoder.batches == [[4]]
-            assert "embedperf_stopped_batches_total 1.0" in b.metrics.render().decode()
-
-    run(go())
-
-
-def test_a_running_batch_with_one_caller_left_runs_to_the_end() -> None:
-    async def go() -> None:
-        encoder = FakeEncoder(compute_s=0.4)
-        async for b in _running(encoder, max_batch_size=4, max_wait_ms=500):
-            gone = asyncio.create_task(b.submit(["gone"], 5000))
-            stays = asyncio.create_task(b.submit(["stays here"], 5000))
-            assert await asyncio.to_thread(encoder.computing.wait, 5)
-            gone.cancel()
-            result = await stays
-            assert result.embeddings[:, 0].tolist() == [4.0] and result.batch_size == 2
-            assert encoder.stopped == [] and encoder.batches == [[3, 4]]
-
-    run(go())
-
-
-def test_a_running_batch_whose_callers_nearly_all_left_requeues_the_rest() -> None:
-    async def go() -> None:
-        encoder = FakeEncoder(compute_s=0.4)
-        async for b in _running(encoder, max_batch_size=4, max_wait_ms=500):
-            gone = [asyncio.create_task(b.submit(["gone" + " x" * i], 5000)) for i in range(3)]
-            stays = asyncio.create_task(b.submit(["stays"], 5000))
+        size = len(leaving) + len(staying)
+        async for b in _running(encoder, max_batch_size=size, max_wait_ms=500):
+            gone = [asyncio.create_task(b.submit([text], 5000)) for text in leaving]
+            stays = [asyncio.create_task(b.submit([text], 5000)) for text in staying]
             assert await asyncio.to_thread(encoder.computing.wait, 5)
             for task in gone:
                 task.cancel()
-            result = await stays
-            assert result.embeddings.tolist() == [[3.0, 5.0]]  # its own vector, computed again alone
-            assert encoder.stopped == [[3, 3, 4, 5]] and encoder.batches == [[3]]
+            for text, task in zip(staying, stays, strict=True):  # each gets its own vector
+                assert (await task).embeddings.tolist() == [[len(text.split()) + 2, len(text.split()[0])]]
+            assert (await b.submit(["next one"], 5000)).embeddings[:, 0].tolist() == [4.0]
+            assert encoder.stopped == stopped and encoder.batches == computed
+            assert f"embedperf_stopped_batches_total {float(len(stopped))}" in b.metrics.render().decode()
             assert b.queue_depth == 0
 
     run(go())
