@@ -185,14 +185,17 @@ class EmbeddingModel:
         return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        """Embeddings of texts as float32 (n, dim), L2-normalised, computed batch_size at a time."""
+        """Embeddings of texts as float32 (n, dim), L2-normalised, in the order of texts. Computed batch_size
+        at a time in order of length, so that short texts are not padded to a long one's length."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         ids = self.tokenize(texts)
-        parts = [
-            self.embed_token_ids(ids[start : start + batch_size]) for start in range(0, len(ids), batch_size)
-        ]
-        return np.concatenate(parts, axis=0)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        vectors = np.empty((len(ids), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            vectors[chunk] = self.embed_token_ids([ids[i] for i in chunk])
+        return vectors
 
 
 def int8_targets(network: torch.nn.Module, exclude: str) -> set[str]:
