@@ -29,6 +29,7 @@ from service.batcher import (
     Overloaded,
     QueueFull,
 )
+from service.loop_gate import Start
 from service.openai_api import CLIENT_CLOSED_REQUEST, ApiError, server_timing
 
 if TYPE_CHECKING:
@@ -112,12 +113,17 @@ def door_refusal(state: ServiceState) -> ApiError | None:
 ADMITTED_AT_DOOR = "embedperf.admitted_at_door"  # scope["extensions"] key set by the HTTP protocol
 
 
-def admit_at_door(state: ServiceState) -> ApiError | None:
-    """The door as the HTTP protocol asks it, for a request whose handler starts on the next loop turn."""
+def admit_at_door(state: ServiceState, start: Start) -> ApiError | None:
+    """The door as the HTTP protocol asks it: the request's refusal, or None once its handler has been
+    started (`start`), now or by the loop gate on a later turn."""
     refusal = door_refusal(state)
-    if refusal is None and state.ready and state.batcher is not None:
-        state.loop_gate.promise()
-    return refusal
+    if refusal is not None:
+        return refusal
+    if state.ready and state.batcher is not None:
+        state.loop_gate.admit(start)
+    else:
+        start()  # not ready: the route answers 503 at once
+    return None
 
 
 class ShedMiddleware:
@@ -130,10 +136,10 @@ class ShedMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == EMBEDDINGS_PATH:
             t_start_s = time.perf_counter()
-            admitted = ADMITTED_AT_DOOR in scope.get("extensions", {})
-            refusal = None if admitted else door_refusal(self.state)
-            if refusal is not None:
-                await send_error(send, refusal, (time.perf_counter() - t_start_s) * 1000)
-                return
-            await self.state.loop_gate.enter()  # a burst of admitted requests is handled a few per loop turn
+            if ADMITTED_AT_DOOR not in scope.get("extensions", {}):  # the protocol has decided and metered
+                refusal = door_refusal(self.state)
+                if refusal is not None:
+                    await send_error(send, refusal, (time.perf_counter() - t_start_s) * 1000)
+                    return
+                await self.state.loop_gate.enter()  # a burst of admitted requests is handled a few per turn
         await self.app(scope, receive, send)

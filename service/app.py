@@ -25,7 +25,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.admission import ShedMiddleware, api_error
+from service.admission import ADMITTED_AT_DOOR, ShedMiddleware, api_error
 from service.batcher import (
     Batcher,
     BatcherConfig,
@@ -315,7 +315,8 @@ def create_app(
 
     @app.post("/v1/embeddings", summary="Create embeddings (OpenAI-compatible)")
     async def embeddings(request: Request) -> Response:
-        t_start_s = time.perf_counter()
+        door: dict[str, float] = request.scope.get("extensions", {}).get(ADMITTED_AT_DOOR, {})
+        t_start_s = door.get("t_s") or time.perf_counter()  # from the door: the wait for a turn counts
         state.metrics.inflight.inc()
         try:
             response = await _embed(state, request, t_start_s)

@@ -3,8 +3,10 @@
 A refusal through the ASGI app costs a task, the middleware stack and uvicorn's response machinery, so an
 opening burst of 1,000 connections held the event loop for ~60 ms on a small host and a request (or a
 /health probe) arriving behind it waited that long (`make bench-refusal` compares the two paths' CPU per
-429). Here the door (`service.admission.admit_at_door`) is asked before uvicorn starts the request's task; a refused request is answered with prebuilt bytes and its body,
-if any, is read and dropped by the parser, so the connection stays usable for the next request.
+429). Here the door (`service.admission.admit_at_door`) is asked before uvicorn starts the request's task.
+A refused request is answered with prebuilt bytes and its body, if any, is read and dropped by the parser,
+so the connection stays usable for the next request. An admitted one's task is started by the loop gate,
+a few per loop iteration (service/loop_gate.py).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 
 from service.admission import ADMITTED_AT_DOOR, EMBEDDINGS_PATH, error_response
 from service.header_timeout import HeaderTimeoutProtocol
+from service.loop_gate import Start
 from service.openai_api import ApiError, server_timing
 from service.request_io import CONNECTION_LOST, ConnectionLost
 
-Door = Callable[[], "ApiError | None"]
+Door = Callable[[Start], "ApiError | None"]  # admit_at_door: refuses, or starts the handler
 
 if not hasattr(HttpToolsProtocol, "_start_asgi_task"):  # the hook below; uvicorn >= 0.54 has it
     raise ImportError("this uvicorn version lacks HttpToolsProtocol._start_asgi_task; install uvicorn>=0.54")
@@ -86,14 +89,22 @@ class DoorProtocol(HeaderTimeoutProtocol):
         door = self.door
         if door is not None and scope["method"] == "POST" and scope["path"] == EMBEDDINGS_PATH:
             t_start_s = time.perf_counter()
-            refusal = door()
+            refusal = door(lambda: self._start_admitted(cycle, app, t_start_s))
             if refusal is not None:
                 self._refuse(cycle, refusal, (time.perf_counter() - t_start_s) * 1000)
-                return
-            extensions: dict[str, Any] = scope.setdefault("extensions", {})
-            extensions[ADMITTED_AT_DOOR] = {}
-            extensions[CONNECTION_LOST] = ConnectionLost()
+            return
         super()._start_asgi_task(cycle, app)
+
+    def _start_admitted(self, cycle: RequestResponseCycle, app: Any, t_door_s: float) -> bool:
+        """Start the handler of a request the door let in (now, or on its turn at the loop gate), unless its
+        client left while it waited."""
+        if cycle.disconnected:
+            return False
+        extensions: dict[str, Any] = cycle.scope.setdefault("extensions", {})
+        extensions[ADMITTED_AT_DOOR] = {"t_s": t_door_s}  # the handler's Server-Timing counts from here
+        extensions[CONNECTION_LOST] = ConnectionLost()
+        super()._start_asgi_task(cycle, app)
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Abandon the unanswered request's work now, a few loop turns before its task would learn."""

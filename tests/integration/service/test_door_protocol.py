@@ -7,7 +7,7 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -29,11 +29,12 @@ class Door:
     refusals: int = 0
     asked: int = 0
 
-    def __call__(self) -> ApiError | None:
+    def __call__(self, start: Callable[[], bool]) -> ApiError | None:
         self.asked += 1
         if self.refusals > 0:
             self.refusals -= 1
             return ApiError(429, "busy", "overloaded", "rate_limit_error", headers={"Retry-After": "2"})
+        start()
         return None
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from service.admission import ADMITTED_AT_DOOR
 from service.batcher import ComputeStopped, StopCheck
 from service.model import EmbeddingModel, load_model
 from service.request_io import CONNECTION_LOST, TRUNCATE_CHARS_PER_TOKEN, ConnectionLost
@@ -268,6 +269,30 @@ def test_a_hang_up_frees_its_slot_and_work_at_once_and_its_handler_soon(minilm: 
             metrics = (await client.get("/metrics")).text
             assert 'embedperf_abandoned_total{reason="disconnected"} 1.0' in metrics
             assert state.concurrency.inflight == 0
+
+    run(go)
+
+
+def test_the_wait_for_a_turn_after_the_door_counts_in_the_server_timing_total(minilm: EmbeddingModel) -> None:
+    """A request let in by the protocol's door may wait for its turn at the loop gate before its handler runs;
+    its Server-Timing total runs from the door (stood in for here: let in 250 ms before its handler)."""
+
+    async def go() -> None:
+        def let_in_earlier(app: Any) -> Any:
+            async def protocol(scope: Any, receive: Any, send: Any) -> None:
+                if scope["type"] == "http" and scope["path"] == "/v1/embeddings":
+                    door = {"t_s": time.perf_counter() - 0.25}
+                    scope.setdefault("extensions", {})[ADMITTED_AT_DOOR] = door
+                await app(scope, receive, send)
+
+            return protocol
+
+        async with serving(ServiceSettings(), minilm, wrap=let_in_earlier) as client:
+            response = await client.post("/v1/embeddings", json={"input": "waited for its turn"})
+            assert response.status_code == 200
+            timing = dict(re.findall(r"(\w+);dur=([\d.]+)", response.headers["server-timing"]))
+            assert float(timing["total"]) >= 250.0
+            assert float(timing["total"]) - float(timing["queue"]) - float(timing["compute"]) >= 240.0
 
     run(go)
 

@@ -7,6 +7,8 @@ import asyncio
 import json
 import re
 
+import pytest
+
 from service.admission import admit_at_door, door_refusal
 from service.app import ServiceState, create_app
 from service.batcher import Overloaded
@@ -38,18 +40,35 @@ def ready_state() -> ServiceState:
 
 
 def test_a_burst_decided_in_one_iteration_lets_in_only_what_the_batcher_would_take() -> None:
-    async def main() -> tuple[list[int | None], list[int | None]]:
+    async def main() -> tuple[list[int | None], list[int], list[int | None]]:
         state = ready_state()
-        burst = [admit_at_door(state) for _ in range(10)]
-        await asyncio.sleep(0)  # next iteration: the handlers of the admitted ones have reached the gate
-        for _ in range(ROOM):
-            await state.loop_gate.enter()  # three handlers start (room this turn), none waits
-        later = [admit_at_door(state) for _ in range(2)]
-        return [e.status if e else None for e in burst], [e.status if e else None for e in later]
+        started: list[int] = []
 
-    burst, later = asyncio.run(main())
+        def start(i: int) -> bool:
+            started.append(i)
+            return True
+
+        burst = [admit_at_door(state, lambda i=i: start(i)) for i in range(10)]
+        await asyncio.sleep(0)  # next iteration: the handlers of the admitted ones have run
+        later = [admit_at_door(state, lambda: start(-1)) for _ in range(2)]
+        return [e.status if e else None for e in burst], started, [e.status if e else None for e in later]
+
+    burst, started, later = asyncio.run(main())
     assert burst == [None] * ROOM + [429] * (10 - ROOM)
-    assert later == [None, None]  # the gate's waiting list is empty again and the stub queue is too
+    assert started == [0, 1, 2, -1, -1]  # only those let in were started, in order
+    assert later == [None, None]  # the gate's count is empty again and the stub queue is too
+
+
+def test_a_request_let_in_while_not_ready_starts_at_once_to_be_answered_503() -> None:
+    async def main() -> tuple[ApiError | None, list[str], int]:
+        state = ready_state()
+        state.ready = False
+        started: list[str] = []
+        refusal = admit_at_door(state, lambda: started.append("handler") is None)
+        return refusal, started, state.loop_gate.waiting
+
+    refusal, started, waiting = asyncio.run(main())
+    assert (refusal, started, waiting) == (None, ["handler"], 0)
 
 
 def test_a_refusal_carries_retry_after_and_is_counted() -> None:
@@ -82,7 +101,7 @@ def test_the_served_protocol_asks_the_services_door() -> None:
     assert protocol.header_timeout_s == settings.header_timeout_s
     assert protocol.door is not None
     state.batcher.queued = ROOM  # type: ignore[union-attr]
-    refusal = protocol.door()
+    refusal = protocol.door(lambda: pytest.fail("a refused request must not start"))
     assert refusal is not None and refusal.status == 429
 
 

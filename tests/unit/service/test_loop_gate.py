@@ -90,3 +90,50 @@ def test_promises_count_as_waiting_until_the_next_turn_then_vanish() -> None:
 
     same_turn, next_turn, again = asyncio.run(main())
     assert (same_turn, next_turn, again) == (5, 0, 1)
+
+
+def test_requests_let_in_at_the_door_start_per_turn_at_a_time_and_count_as_waiting_until_they_run() -> None:
+    async def main() -> tuple[list[tuple[int, int]], list[int], int]:
+        gate = LoopGate(per_turn=8)
+        started: list[tuple[int, int]] = []  # (request, turn it started in)
+        waiting_seen: list[int] = []
+
+        def start(i: int) -> bool:
+            started.append((i, gate.turns))
+            return True
+
+        for i in range(30):
+            gate.admit(lambda i=i: start(i))
+        waiting_seen.append(gate.waiting)  # 8 started (not yet run) + 22 queued
+        for _ in range(6):
+            await asyncio.sleep(0)
+            waiting_seen.append(gate.waiting)
+        return started, waiting_seen, gate.turns
+
+    started, waiting_seen, turns = asyncio.run(main())
+    assert [i for i, _ in started] == list(range(30))  # arrival order
+    per_turn = {t: [i for i, turn in started if turn == t] for _, t in started}
+    assert max(len(ids) for ids in per_turn.values()) <= 8
+    assert len(per_turn) == 4  # 8 at once, then 8, 8, 6 on the next turns
+    assert waiting_seen[0] == 30
+    assert waiting_seen[-1] == 0 and turns == 3  # the first 8 started before any turn
+
+
+def test_a_request_whose_client_left_while_queued_gives_its_turn_to_the_next() -> None:
+    async def main() -> list[int]:
+        gate = LoopGate(per_turn=2)
+        started: list[int] = []
+        gone = {3, 4}
+
+        def start(i: int) -> bool:
+            if i in gone:
+                return False
+            started.append(i)
+            return True
+
+        for i in range(7):
+            gate.admit(lambda i=i: start(i))
+        await asyncio.sleep(0)  # one turn: 2 and 5 start (3 and 4 are skipped, not counted)
+        return list(started)
+
+    assert asyncio.run(main()) == [0, 1, 2, 5]
