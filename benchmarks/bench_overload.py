@@ -6,8 +6,9 @@
 3. Overload: wrk at 500 and 1,000 connections for 20 s each, while side probers send a lean embedding
    request and GET /health every 50 ms. Printed per level: goodput vs capacity (target >= 80 %),
    P99 of admitted requests (server-side from Server-Timing for every 200, client-side from the probe)
-   vs the deadline, 429 latency from the probe (target: all within 50 ms), /health P99 (target
-   <= 100 ms), and the latency of the first request after the load vs the idle latency.
+   vs the deadline, 429 latency from the probe (target: all within 50 ms), the same for 16 requests sent
+   densely into the opening burst (10-130 ms after the load is launched), /health P99 (target <= 100 ms),
+   and the latency of the first request after the load vs the idle latency.
 wrk (Debian package `wrk`, `make system-deps`) drives the load; the service runs as a ServiceProcess.
 """
 
@@ -34,6 +35,9 @@ from loadgen.service_proc import ServiceProcess
 
 BODY = {"input": "Capacity planning needs the P99 latency at every load step of the embedding service."}
 PROBE_INTERVAL_S = 0.05
+BURST_PROBES = 16
+BURST_START_MS = 10.0
+BURST_STEP_MS = 8.0  # 16 requests from 10 to 130 ms after the load is launched
 HUGE_BODY_BYTES = 10 * 1024 * 1024
 # Counts statuses per thread and keeps the server-side total of every 200 (Server-Timing total;dur=ms).
 # With honour_retry_after, every 429 delays one later request of the thread by its Retry-After, as the
@@ -139,6 +143,48 @@ class Probe:
 
     def latencies_ms(self, status: int) -> list[float]:
         return sorted(ms for code, ms in self.samples if code == status)
+
+
+@dataclass
+class BurstProbe:
+    """Requests sent densely into the opening burst of a load, when the service reads 1,000 new connections at
+    once: BURST_PROBES kept-alive connections (opened before the load), one request each, BURST_STEP_MS apart
+    from BURST_START_MS after the load is launched. The 50 ms side probe lands there once at most."""
+
+    url: str
+    samples: list[tuple[int, float, float]] = field(default_factory=list)  # (status, latency_ms, sent at ms)
+    _clients: list[httpx.Client] = field(default_factory=list)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def arm(self) -> None:
+        """Open the connections now (each with one uncounted request), before the load starts."""
+        for _ in range(BURST_PROBES):
+            client = httpx.Client(timeout=30.0)
+            client.get(f"{self.url}/health")
+            self._clients.append(client)
+
+    def fire(self, t_load_s: float) -> None:
+        """Send one request per connection at its moment after t_load_s (threads; `join` collects)."""
+        for index, client in enumerate(self._clients):
+            at_s = t_load_s + (BURST_START_MS + index * BURST_STEP_MS) / 1000
+            thread = threading.Thread(target=self._send, args=(client, at_s, t_load_s), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _send(self, client: httpx.Client, at_s: float, t_load_s: float) -> None:
+        time.sleep(max(0.0, at_s - time.perf_counter()))
+        t_start_s = time.perf_counter()
+        try:
+            status = client.post(f"{self.url}/v1/embeddings", json=BODY).status_code
+        except httpx.HTTPError:
+            status = 0
+        self.samples.append((status, (time.perf_counter() - t_start_s) * 1000, (t_start_s - t_load_s) * 1000))
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join(timeout=30)
+        for client in self._clients:
+            client.close()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -256,13 +302,17 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
         health = Probe(f"{service.url}/health", "GET")
         embed = Probe(f"{service.url}/v1/embeddings", "POST")
         probers = [probe.start() for probe in (health, embed)]
+        burst = BurstProbe(service.url)
+        burst.arm()
         t_load_s = time.perf_counter()
+        burst.fire(t_load_s)
         result = run_wrk(service.url, script, connections, args.duration_s, args.wrk_threads)
         for probe in (health, embed):  # the probes measure the load; after it they would be a load themselves
             probe.stop.set()
         answers, recovered_ms = recovery(service.url, idle_ms)
         for thread in probers:
             thread.join(timeout=15)
+        burst.join()
         statuses = {int(k): v for k, v in result["statuses"].items()}  # type: ignore[attr-defined]
         duration_s = float(result["duration_s"])  # type: ignore[arg-type]
         goodput = statuses.get(200, 0) / duration_s
@@ -290,6 +340,20 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
             f"{percentile(rejections, 99):.1f} ms, max {max(rejections, default=float('nan')):.1f} ms; "
             f"in the service (Server-Timing of all {statuses.get(429, 0)} wrk 429s): max "
             f"{float(result['rejected_server_max_ms']):.2f} ms"  # type: ignore[arg-type]
+        )
+        burst_rejections = [ms for status, ms, _ in burst.samples if status == 429]
+        burst_statuses = [status for status, _, _ in burst.samples]
+        print(
+            f"opening burst ({len(burst.samples)} requests {BURST_START_MS:.0f}-"
+            f"{BURST_START_MS + (BURST_PROBES - 1) * BURST_STEP_MS:.0f} ms after the load was launched): statuses "
+            f"{dict(sorted((s, burst_statuses.count(s)) for s in set(burst_statuses)))}; 429s within 50 ms: "
+            f"{sum(1 for ms in burst_rejections if ms <= 50)}/{len(burst_rejections)}, max "
+            f"{max(burst_rejections, default=float('nan')):.1f} ms"
+            + "".join(
+                f"; {ms:.0f} ms sent at +{sent:.0f} ms"
+                for status, ms, sent in sorted(burst.samples, key=lambda sample: sample[2])
+                if status == 429 and ms > 50
+            )
         )
         print(
             f"/health: P99 {percentile(health_ms, 99):.1f} ms, max {max(health_ms, default=float('nan')):.1f} "
