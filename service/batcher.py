@@ -155,7 +155,7 @@ class BatchResult:
 @dataclass(eq=False)
 class _Job:
     texts: list[str]
-    future: asyncio.Future[BatchResult]
+    future: asyncio.Future[BatchResult | None]  # None: the client hung up (ClientGone)
     loop: asyncio.AbstractEventLoop
     deadline_s: float
     deadline_ms: float
@@ -302,13 +302,16 @@ class Batcher:
         if on_disconnect is not None:
             on_disconnect(lambda: self._abandon(job, "disconnected"))
         try:
-            return await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
+            result = await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
         except TimeoutError:
             self._abandon(job, "deadline")
             raise DeadlineExceeded(deadline_ms) from None
         except asyncio.CancelledError:
             self._abandon(job, "cancelled")
             raise
+        if result is None:  # raised here, not kept in the future: see service/hangups.py
+            raise ClientGone()
+        return result
 
     def _abandon(self, job: _Job, reason: str) -> None:
         """The caller gave up: its queued inputs stop counting now, so they hold no queue space, and they are
@@ -324,7 +327,7 @@ class Batcher:
                 self._cond.notify_all()
         self.metrics.abandoned.labels(reason=reason).inc()
         if reason == "disconnected" and not job.future.done():  # the caller still waits: end its wait soon
-            self._hangups.fail(job.future, ClientGone())
+            self._hangups.end(job.future, None)
 
     # ---- resolving futures from worker threads -------------------------------------------------------------
 
@@ -337,7 +340,7 @@ class Batcher:
             if error is not None:
                 job.future.set_exception(error)
             else:
-                job.future.set_result(result)  # type: ignore[arg-type]
+                job.future.set_result(result)
 
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
             job.loop.call_soon_threadsafe(deliver)

@@ -4,9 +4,11 @@ complete 429 without reaching the app, its body is dropped, and the connection s
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -218,3 +220,27 @@ def test_a_dropped_connection_signals_its_unanswered_request_only(
         assert app.holding.wait(WAIT_S)
     assert app.lost_seen.wait(WAIT_S)  # the app never called receive(): the protocol told it
     assert app.lost_after_answer == []  # a connection closed after its answer signals nothing
+
+
+def test_refused_requests_leave_no_cyclic_garbage(served: tuple[tuple[str, int], Door, EchoApp]) -> None:
+    """A refused request's connection is freed by reference counting once it closes: under overload most
+    connections are refused, and cyclic garbage from each would pile up until a full collection, which then
+    holds the event loop for tens of milliseconds."""
+    address, door, _ = served
+    gc.collect()
+    gc.disable()
+    try:
+        door.refusals = 20
+        for _ in range(20):
+            with socket.create_connection(address) as sock:
+                sock.sendall(post(b'{"input": "refused"}'))
+                assert Reader(sock).response()[0] == 429
+        time.sleep(0.3)  # the server has seen every connection close
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        kinds = {type(thing).__name__ for thing in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not {"DoorProtocol", "RequestResponseCycle"} & kinds, sorted(kinds)

@@ -273,6 +273,65 @@ def test_a_hang_up_frees_its_slot_and_work_at_once_and_its_handler_soon(minilm: 
     run(go)
 
 
+def test_hung_up_requests_leave_no_cyclic_garbage(minilm: EmbeddingModel) -> None:
+    """Under a disconnection storm, what a hung-up request leaves must be freed by reference counting: cyclic
+    garbage piles up in the oldest generation, and the full collection that frees it holds the event loop
+    for tens of milliseconds (stood in for the protocol's signal as in the hang-up test above)."""
+    found: list[int] = []
+    kinds: list[str] = []
+
+    async def go() -> None:
+        gated = GatedModel(minilm)
+        gated.gate.set()
+        signals: list[ConnectionLost] = []
+
+        def as_the_protocol_does(app: Any) -> Any:
+            async def protocol(scope: Any, receive: Any, send: Any) -> None:
+                if scope["type"] == "http" and scope["path"] == "/v1/embeddings":
+                    signals.append(ConnectionLost())
+                    scope.setdefault("extensions", {})[CONNECTION_LOST] = signals[-1]
+                await app(scope, receive, send)
+
+            return protocol
+
+        settings = ServiceSettings(max_batch_size=1, max_wait_ms=0, deadline_ms=60_000)
+        async with serving(settings, gated, wrap=as_the_protocol_does) as client:
+            await client.post("/v1/embeddings", json={"input": "warm"})
+            gated.gate.clear()
+            gc.collect()
+            gc.disable()
+            try:
+                posts = [
+                    asyncio.create_task(client.post("/v1/embeddings", json={"input": f"gone {i}"}))
+                    for i in range(40)
+                ]
+                while len(signals) < 41:
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.1)  # every request has reached the batcher
+                for signal in signals[1:]:
+                    signal.fire()
+                statuses = [(await post).status_code for post in posts]
+                assert statuses == [499] * 40
+                gated.gate.set()
+                # once this one is answered, the worker has passed (and dropped) the hung-up requests' work
+                after = await client.post("/v1/embeddings", json={"input": "after"})
+                assert after.status_code == 200
+                del posts, after
+                signals.clear()
+                gc.set_debug(gc.DEBUG_SAVEALL)
+                found.append(gc.collect())
+                kinds.extend(sorted({type(thing).__name__ for thing in gc.garbage}))
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+                gc.enable()
+                gated.gate.set()
+
+    run(go)
+    # the in-process HTTP client leaves cycles of its own (responses, streams); the service's must be none
+    assert found and not {"ClientGone", "ApiError", "_Job", "ConnectionLost", "Future"} & set(kinds), kinds
+
+
 def test_the_wait_for_a_turn_after_the_door_counts_in_the_server_timing_total(minilm: EmbeddingModel) -> None:
     """A request let in by the protocol's door may wait for its turn at the loop gate before its handler runs;
     its Server-Timing total runs from the door (stood in for here: let in 250 ms before its handler)."""
