@@ -227,6 +227,25 @@ def test_the_model_asks_before_every_layer_and_stops_when_told(minilm: Embedding
     np.testing.assert_array_equal(minilm.embed_token_ids(ids), full)  # nothing of the stop is left behind
 
 
+def as_the_protocol_does(signals: list[ConnectionLost], states: list[Any] | None = None) -> Any:
+    """An ASGI layer that gives every embedding request a ConnectionLost signal (kept in `signals`), as the
+    service's HTTP protocol does (door_protocol.py); `states` receives the app's ServiceState."""
+
+    def wrap(app: Any) -> Any:
+        if states is not None:
+            states.append(app.state.service)
+
+        async def protocol(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http" and scope["path"] == "/v1/embeddings":
+                signals.append(ConnectionLost())
+                scope.setdefault("extensions", {})[CONNECTION_LOST] = signals[-1]
+            await app(scope, receive, send)
+
+        return protocol
+
+    return wrap
+
+
 def test_a_hang_up_frees_its_slot_and_work_at_once_and_its_handler_soon(minilm: EmbeddingModel) -> None:
     """The service's HTTP protocol fires a request's ConnectionLost as its connection drops (stood in for here
     by a wrapper that gives every embedding request one, as door_protocol.py does)."""
@@ -238,18 +257,7 @@ def test_a_hang_up_frees_its_slot_and_work_at_once_and_its_handler_soon(minilm: 
         states: list[Any] = []
         signals: list[ConnectionLost] = []
 
-        def as_the_protocol_does(app: Any) -> Any:
-            states.append(app.state.service)
-
-            async def protocol(scope: Any, receive: Any, send: Any) -> None:
-                if scope["type"] == "http" and scope["path"] == "/v1/embeddings":
-                    signals.append(ConnectionLost())
-                    scope.setdefault("extensions", {})[CONNECTION_LOST] = signals[-1]
-                await app(scope, receive, send)
-
-            return protocol
-
-        async with serving(settings, gated, wrap=as_the_protocol_does) as client:
+        async with serving(settings, gated, wrap=as_the_protocol_does(signals, states)) as client:
             state = states[0]
             gated.gate.clear()
             computing = asyncio.create_task(client.post("/v1/embeddings", json={"input": "computing"}))
@@ -284,18 +292,8 @@ def test_hung_up_requests_leave_no_cyclic_garbage(minilm: EmbeddingModel) -> Non
         gated = GatedModel(minilm)
         gated.gate.set()
         signals: list[ConnectionLost] = []
-
-        def as_the_protocol_does(app: Any) -> Any:
-            async def protocol(scope: Any, receive: Any, send: Any) -> None:
-                if scope["type"] == "http" and scope["path"] == "/v1/embeddings":
-                    signals.append(ConnectionLost())
-                    scope.setdefault("extensions", {})[CONNECTION_LOST] = signals[-1]
-                await app(scope, receive, send)
-
-            return protocol
-
         settings = ServiceSettings(max_batch_size=1, max_wait_ms=0, deadline_ms=60_000)
-        async with serving(settings, gated, wrap=as_the_protocol_does) as client:
+        async with serving(settings, gated, wrap=as_the_protocol_does(signals)) as client:
             await client.post("/v1/embeddings", json={"input": "warm"})
             gated.gate.clear()
             gc.collect()
