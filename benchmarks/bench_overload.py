@@ -87,6 +87,16 @@ end
 """
 
 
+def send_status(client: httpx.Client, method: str, url: str) -> int:
+    """One probe request (GET, or POST of BODY): its status, or 0 when no answer came."""
+    try:
+        if method == "GET":
+            return client.get(url).status_code
+        return client.post(url, json=BODY).status_code
+    except httpx.HTTPError:
+        return 0
+
+
 @dataclass
 class Probe:
     """A lean side client: one request every PROBE_INTERVAL_S on its own keep-alive connection.
@@ -113,12 +123,7 @@ class Probe:
 
     def _send(self) -> int:
         assert self.client is not None
-        try:
-            if self.method == "GET":
-                return self.client.get(self.url).status_code
-            return self.client.post(self.url, json=BODY).status_code
-        except httpx.HTTPError:
-            return 0
+        return send_status(self.client, self.method, self.url)
 
     def run(self) -> None:
         assert self.client is not None
@@ -174,10 +179,7 @@ class BurstProbe:
     def _send(self, client: httpx.Client, at_s: float, t_load_s: float) -> None:
         time.sleep(max(0.0, at_s - time.perf_counter()))
         t_start_s = time.perf_counter()
-        try:
-            status = client.post(f"{self.url}/v1/embeddings", json=BODY).status_code
-        except httpx.HTTPError:
-            status = 0
+        status = send_status(client, "POST", f"{self.url}/v1/embeddings")
         self.samples.append((status, (time.perf_counter() - t_start_s) * 1000, (t_start_s - t_load_s) * 1000))
 
     def join(self) -> None:
