@@ -10,15 +10,12 @@ wrk (Debian package `wrk`, `make system-deps`) drives the load; the service runs
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_overload import BODY, WRK_SCRIPT, BurstProbe, idle_latency_ms, run_wrk
+from bench_overload import BurstProbe, idle_latency_ms, run_wrk, wrk_found, wrk_script
 
 from loadgen.service_proc import ServiceProcess
 
@@ -36,14 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         "--service-arg", action="append", default=[], help="extra flag for the service (repeatable)"
     )
     args = parser.parse_args(argv)
-    if shutil.which("wrk") is None:
-        print(
-            "wrk not found on PATH; install it with `make system-deps` (Debian package wrk)", file=sys.stderr
-        )
+    if not wrk_found():
         return 2
     with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "embed.lua"
-        script.write_text(WRK_SCRIPT % {"body": json.dumps(json.dumps(BODY)), "honour": "true"})
+        script = wrk_script(Path(tmp), honour_retry_after=True)
         service_args = [
             "--deadline-ms",
             str(args.deadline_ms),

@@ -375,6 +375,24 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
         time.sleep(2)
 
 
+def wrk_found() -> bool:
+    """Whether wrk is on PATH; says how to install it when not."""
+    if shutil.which("wrk") is None:
+        print(
+            "wrk not found on PATH; install it with `make system-deps` (Debian package wrk)", file=sys.stderr
+        )
+        return False
+    return True
+
+
+def wrk_script(directory: Path, honour_retry_after: bool) -> Path:
+    """WRK_SCRIPT for BODY, written to directory/embed.lua."""
+    script = directory / "embed.lua"
+    honour = "true" if honour_retry_after else "false"
+    script.write_text(WRK_SCRIPT % {"body": json.dumps(json.dumps(BODY)), "honour": honour})
+    return script
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Overload and huge-body benchmark of the reference service.")
     parser.add_argument("--connections", type=int, nargs="+", default=[500, 1000])
@@ -398,15 +416,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-huge-bodies", action="store_true")
     args = parser.parse_args(argv)
-    if shutil.which("wrk") is None:
-        print(
-            "wrk not found on PATH; install it with `make system-deps` (Debian package wrk)", file=sys.stderr
-        )
+    if not wrk_found():
         return 2
     with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "embed.lua"
-        honour = "false" if args.ignore_retry_after else "true"
-        script.write_text(WRK_SCRIPT % {"body": json.dumps(json.dumps(BODY)), "honour": honour})
+        script = wrk_script(Path(tmp), honour_retry_after=not args.ignore_retry_after)
         # Clients that honour Retry-After leave their connection idle for seconds: keep it open meanwhile.
         service_args = ["--deadline-ms", str(args.deadline_ms), "--keep-alive-timeout-s", "30"]
         service_args += args.service_arg
