@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from service.app import ServiceState
 
 EMBEDDINGS_PATH = "/v1/embeddings"
+DOOR_JUDGED_INPUTS = 1  # the door judges a request before its body is read, as one input
 
 
 def retry_after_s(state: ServiceState) -> int:
@@ -102,7 +103,9 @@ def door_refusal(state: ServiceState) -> ApiError | None:
     if not state.ready or batcher is None:
         return None  # /ready is 503 and the route answers for itself
     try:
-        batcher.check_admission(1, state.settings.deadline_ms, ahead_inputs=state.loop_gate.waiting)
+        batcher.check_admission(
+            DOOR_JUDGED_INPUTS, state.settings.deadline_ms, ahead_inputs=state.loop_gate.waiting
+        )
     except BatcherError as exc:
         error = api_error(state, exc, [0])
         state.metrics.requests.labels(status=str(error.status)).inc()

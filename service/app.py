@@ -25,7 +25,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.admission import ADMITTED_AT_DOOR, ShedMiddleware, api_error
+from service.admission import ADMITTED_AT_DOOR, DOOR_JUDGED_INPUTS, ShedMiddleware, api_error
 from service.batcher import (
     Batcher,
     BatcherConfig,
@@ -473,7 +473,12 @@ async def _submit(
     assert state.batcher is not None
     batcher = state.batcher
     try:
-        return await batcher.submit(texts, state.settings.deadline_ms, lost.subscribe if lost else None)
+        return await batcher.submit(
+            texts,
+            state.settings.deadline_ms,
+            lost.subscribe if lost else None,
+            judged_inputs=DOOR_JUDGED_INPUTS,
+        )
     except BatcherError as exc:
         raise api_error(state, exc, positions) from None
 

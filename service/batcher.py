@@ -259,14 +259,23 @@ class Batcher:
         """Queue wait a request of extra_inputs would see: inputs ahead of it x recent per-input compute time."""
         return (self._waiting + extra_inputs) * self._per_input_s / max(1, self.config.workers)
 
-    def check_admission(self, n_inputs: int, deadline_ms: float, ahead_inputs: int = 0) -> None:
+    def check_admission(
+        self, n_inputs: int, deadline_ms: float, ahead_inputs: int = 0, judged_inputs: int = 0
+    ) -> None:
         """Raise QueueFull or Overloaded when n_inputs should be shed now. submit() calls it under the lock;
         the app also calls it before reading a body, so shedding costs no body read or parse, counting as
-        `ahead_inputs` the requests already admitted at the door but not yet queued here."""
+        `ahead_inputs` the requests already admitted at the door but not yet queued here.
+
+        A request whose inputs were all judged on the estimated wait at the door (`judged_inputs`) is not
+        judged on it again: between the door and its turn here the estimate moves (the first batches of a
+        burst run slower), and a second verdict turned requests already let in into 429s a few hundred
+        milliseconds late, where the door answers in a few. The deadline still bounds their wait."""
         waiting = self._waiting + ahead_inputs
         if waiting + n_inputs > self.config.queue_size:
             self.metrics.shed.labels(reason="queue_full").inc()
             raise QueueFull(waiting, self.config.queue_size)
+        if n_inputs <= judged_inputs:
+            return
         wait_s = self.estimated_wait_s(ahead_inputs + n_inputs)
         limit_s = deadline_ms / 1000 * self.config.admit_wait_share
         if waiting and wait_s > limit_s:  # an empty queue always admits: there is no one to yield to
@@ -278,10 +287,13 @@ class Batcher:
         texts: list[str],
         deadline_ms: float,
         on_disconnect: Callable[[Callable[[], None]], None] | None = None,
+        judged_inputs: int = 0,
     ) -> BatchResult:
         """Embed texts; raises Overloaded, QueueFull, DeadlineExceeded, InputTooLong, InvalidInput,
         BatcherStopped, ComputeFailed or ClientGone. A cancelled caller abandons its queued work. on_disconnect
-        subscribes a callback (run on the event loop) that abandons it too and ends the wait with ClientGone."""
+        subscribes a callback (run on the event loop) that abandons it too and ends the wait with ClientGone.
+        judged_inputs: how many inputs the service's door already admitted on the estimated wait
+        (`check_admission`)."""
         loop = asyncio.get_running_loop()
         job = _Job(
             texts=texts,
@@ -294,7 +306,7 @@ class Batcher:
         with self._cond:
             if self._stopping:
                 raise BatcherStopped()
-            self.check_admission(len(texts), deadline_ms)
+            self.check_admission(len(texts), deadline_ms, judged_inputs=judged_inputs)
             self._waiting += len(texts)
             self._tok_jobs.append(job)
             self._cond.notify_all()

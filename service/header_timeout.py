@@ -74,4 +74,3 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         log.debug("closing a connection whose request headers took over %.1f s", self.header_timeout_s)
         self.transport.write(timeout_response(self.header_timeout_s))
         self.transport.close()
-

@@ -255,6 +255,40 @@ def test_the_door_counts_requests_admitted_but_not_yet_queued() -> None:
     run(go())
 
 
+def test_inputs_judged_at_the_door_are_not_judged_again_on_the_estimate() -> None:
+    """A one-input request the door let in is queued even when the estimate has since grown past the
+    deadline; a request with more inputs than were judged is still shed, and the queue bound holds for all."""
+
+    async def go() -> None:
+        encoder = FakeEncoder(compute_s=0.05, gate=threading.Event())
+        encoder.gate.set()  # type: ignore[union-attr]
+        async for b in _running(
+            encoder, max_batch_size=1, max_wait_ms=0, admit_wait_share=1.0, queue_size=13
+        ):
+            await b.submit(["measure"], 5000)  # per-input service time >= 50 ms from now on
+            encoder.gate.clear()  # type: ignore[union-attr]
+            held = [asyncio.create_task(b.submit([f"q{i}"], 60_000)) for i in range(10)]
+            await asyncio.sleep(0.1)
+            assert b.estimated_wait_s() >= 0.45
+            depth = b.queue_depth
+            judged = asyncio.create_task(b.submit(["let in"], 400, judged_inputs=1))  # ~0.5 s > 400 ms
+            try:
+                await asyncio.sleep(0.05)
+                assert not judged.done() and b.queue_depth == depth + 1  # queued, not refused
+                with pytest.raises(Overloaded):
+                    await b.submit(["let in", "and more"], deadline_ms=400, judged_inputs=1)
+                over = 13 - b.queue_depth + 1  # one input more than the queue has room for
+                with pytest.raises(QueueFull):
+                    await b.submit(["x"] * over, deadline_ms=60_000, judged_inputs=over)
+            finally:
+                encoder.gate.set()  # type: ignore[union-attr]
+            await asyncio.gather(*held)
+            outcome = (await asyncio.gather(judged, return_exceptions=True))[0]
+            assert not isinstance(outcome, Overloaded)  # computed, or dropped at its deadline
+
+    run(go())
+
+
 def test_device_health_lowers_then_recovers_the_limit_and_readiness() -> None:
     now_s = [0.0]
     health = DeviceHealth(32, clock=lambda: now_s[0], recovery_s=30, error_window_s=60, errors_unready=3)

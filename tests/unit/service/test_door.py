@@ -24,7 +24,9 @@ class StubBatcher:
     def __init__(self) -> None:
         self.queued = 0
 
-    def check_admission(self, n_inputs: int, deadline_ms: float, ahead_inputs: int = 0) -> None:
+    def check_admission(
+        self, n_inputs: int, deadline_ms: float, ahead_inputs: int = 0, judged_inputs: int = 0
+    ) -> None:
         if self.queued + ahead_inputs + n_inputs > ROOM:
             raise Overloaded(estimated_wait_s=2.5, limit_s=2.0)
 
