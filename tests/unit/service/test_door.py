@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from service.admission import admit_at_door, door_refusal
-from service.app import ServiceState, create_app
+from service.admission import DOOR_JUDGED_INPUTS, admit_at_door, door_refusal
+from service.app import ServiceState, _submit, create_app
 from service.batcher import Overloaded
 from service.door_protocol import refusal_bytes
 from service.openai_api import ApiError
@@ -132,3 +132,19 @@ def test_ready_made_refusals_keep_each_answers_own_date_timing_and_retry_after()
     head, _, body = other.partition(b"\r\n\r\n")
     assert int(re.search(rb"content-length: (\d+)", head).group(1)) == len(body)  # type: ignore[union-attr]
     assert json.loads(body)["error"]["code"] == "overloaded"
+
+
+def test_the_route_tells_the_batcher_how_many_inputs_the_door_judged() -> None:
+    """A request let in at the door was judged as one input; the batcher must not judge that input again."""
+    judged: list[int] = []
+
+    class RecordingBatcher(StubBatcher):
+        async def submit(
+            self, texts: list[str], deadline_ms: float, on_disconnect: object = None, judged_inputs: int = 0
+        ) -> None:
+            judged.append(judged_inputs)
+
+    state = ready_state()
+    state.batcher = RecordingBatcher()  # type: ignore[assignment]
+    asyncio.run(_submit(state, ["one input"], [0], None))
+    assert judged == [DOOR_JUDGED_INPUTS] == [1]
