@@ -8,7 +8,8 @@
    P99 of admitted requests (server-side from Server-Timing for every 200, client-side from the probe)
    vs the deadline, 429 latency from the probe (target: all within 50 ms), the same for 16 requests sent
    densely into the opening burst (10-130 ms after the load is launched), /health P99 (target <= 100 ms),
-   and the latency of the first request after the load vs the idle latency.
+   and the latency of the first request after the load (with its Server-Timing split) vs the warm idle median
+   and vs a lone request sent after 2 s without load (the first computation after a pause runs slower).
 wrk (Debian package `wrk`, `make system-deps`) drives the load; the service runs as a ServiceProcess.
 """
 
@@ -31,6 +32,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from loadgen.headers import parse_server_timing
 from loadgen.service_proc import ServiceProcess
 
 BODY = {"input": "Capacity planning needs the P99 latency at every load step of the embedding service."}
@@ -228,6 +230,18 @@ def idle_latency_ms(url: str, count: int = 20) -> float:
     return statistics.median(samples)
 
 
+def lone_request(url: str) -> tuple[float, dict[str, float]]:
+    """One request on a new connection to a service left without load: its latency_ms and Server-Timing.
+
+    The fair reference for the first request after a load, which also comes alone on a new connection: on a
+    small host the first computation after a few idle seconds runs slower than the warm median (`idle_ms`)."""
+    with httpx.Client(timeout=30) as client:
+        t_start_s = time.perf_counter()
+        response = client.post(f"{url}/v1/embeddings", json=BODY)
+        latency_ms = (time.perf_counter() - t_start_s) * 1000
+    return latency_ms, parse_server_timing(response.headers.get("server-timing"))
+
+
 def huge_bodies(service: ServiceProcess, rounds: int = 5) -> None:
     payload = b'{"input": "' + b"x" * HUGE_BODY_BYTES + b'"}'
 
@@ -262,22 +276,41 @@ def huge_bodies(service: ServiceProcess, rounds: int = 5) -> None:
     )
 
 
-def recovery(url: str, idle_ms: float) -> tuple[list[tuple[float, int, float]], float]:
+Answer = tuple[float, int, float, dict[str, float]]  # sent at (ms after the load), status, latency_ms, timing
+
+
+def recovery(url: str, idle_ms: float) -> tuple[list[Answer], float]:
     """Requests sent one after another (20 ms apart) from the moment the load stops: (sent at, ms after the
-    load; status; latency_ms) of each, until one gets a 200 within 3x the idle median latency (back to
-    normal), and how long after the load that answer came."""
+    load; status; latency_ms; its Server-Timing) of each, until one gets a 200 within 3x the idle median
+    latency (back to normal), and how long after the load that answer came."""
     t_load_end_s = time.perf_counter()
-    answers: list[tuple[float, int, float]] = []
+    answers: list[Answer] = []
     with httpx.Client(timeout=30) as client:
         while time.perf_counter() - t_load_end_s < 30:
             t_start_s = time.perf_counter()
-            status = client.post(f"{url}/v1/embeddings", json=BODY).status_code
+            response = client.post(f"{url}/v1/embeddings", json=BODY)
             latency_ms = (time.perf_counter() - t_start_s) * 1000
-            answers.append(((t_start_s - t_load_end_s) * 1000, status, latency_ms))
+            timing = parse_server_timing(response.headers.get("server-timing"))
+            status = response.status_code
+            answers.append(((t_start_s - t_load_end_s) * 1000, status, latency_ms, timing))
             if status == 200 and latency_ms <= 3 * idle_ms:
                 break
             time.sleep(0.02)
     return answers, (time.perf_counter() - t_load_end_s) * 1000
+
+
+def in_service(timing: dict[str, float]) -> str:
+    """`; in the service: 24 ms, of which queue 1 ms, compute 20 ms` from a parsed Server-Timing, or ''."""
+    if "srv_total_ms" not in timing:
+        return ""
+    parts = [
+        f"{name} {timing[f'srv_{name}_ms']:.0f} ms"
+        for name in ("queue", "compute")
+        if f"srv_{name}_ms" in timing
+    ]
+    return f"; in the service: {timing['srv_total_ms']:.0f} ms" + (
+        f", of which {', '.join(parts)}" if parts else ""
+    )
 
 
 def capacity_qps(service: ServiceProcess, script: Path, args: argparse.Namespace) -> float:
@@ -301,6 +334,8 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
     for connections in args.connections:
         capacity = capacity_qps(service, script, args)
         time.sleep(2)
+        lone_ms, lone_timing = lone_request(service.url)  # what a first request looks like without any load
+        time.sleep(0.5)
         health = Probe(f"{service.url}/health", "GET")
         embed = Probe(f"{service.url}/v1/embeddings", "POST")
         probers = [probe.start() for probe in (health, embed)]
@@ -365,11 +400,14 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
             f"slow probes (seconds after the load started): /health over 100 ms: {health.slow(t_load_s, 100)}; "
             f"429 over 50 ms: {embed.slow(t_load_s, 50, 429)}"
         )
-        _, first_status, first_ms = answers[0]
-        following = ", ".join(f"+{sent:.0f} ms: {status} in {ms:.0f} ms" for sent, status, ms in answers[1:6])
+        _, first_status, first_ms, first_timing = answers[0]
+        following = ", ".join(
+            f"+{sent:.0f} ms: {status} in {ms:.0f} ms" for sent, status, ms, _ in answers[1:6]
+        )
         print(
-            f"first request after the load: {first_status} in {first_ms:.0f} ms (idle median {idle_ms:.0f} ms); "
-            f"a 200 within 3x the idle median {recovered_ms:.0f} ms after the load"
+            f"first request after the load: {first_status} in {first_ms:.0f} ms{in_service(first_timing)} "
+            f"(idle median {idle_ms:.0f} ms; a lone request after 2 s without load {lone_ms:.0f} ms"
+            f"{in_service(lone_timing)}); a 200 within 3x the idle median {recovered_ms:.0f} ms after the load"
             + (f" (then {following})" if following else "")
         )
         time.sleep(2)
