@@ -37,6 +37,9 @@ from loadgen.service_proc import ServiceProcess
 
 BODY = {"input": "Capacity planning needs the P99 latency at every load step of the embedding service."}
 PROBE_INTERVAL_S = 0.05
+PROBE_CONNECTIONS = (
+    16  # the embedding probe's kept-alive connections, each idle for its Retry-After after a 429
+)
 BURST_PROBES = 16
 BURST_START_MS = 10.0
 BURST_STEP_MS = 8.0  # 16 requests from 10 to 130 ms after the load is launched
@@ -91,53 +94,79 @@ end
 
 def send_status(client: httpx.Client, method: str, url: str) -> int:
     """One probe request (GET, or POST of BODY): its status, or 0 when no answer came."""
+    return send(client, method, url)[0]
+
+
+def send(client: httpx.Client, method: str, url: str) -> tuple[int, float]:
+    """One probe request: its status (0 when no answer came) and the seconds its Retry-After asks for."""
     try:
-        if method == "GET":
-            return client.get(url).status_code
-        return client.post(url, json=BODY).status_code
+        response = client.get(url) if method == "GET" else client.post(url, json=BODY)
     except httpx.HTTPError:
-        return 0
+        return 0, 0.0
+    try:
+        return response.status_code, float(response.headers.get("retry-after", 0))
+    except ValueError:
+        return response.status_code, 0.0
 
 
 @dataclass
 class Probe:
-    """A lean side client: one request every PROBE_INTERVAL_S on its own keep-alive connection.
+    """A lean side client: one request every PROBE_INTERVAL_S, on kept-alive connections opened before the load.
 
-    Its client and connection are set up before the load starts (`start`): building an httpx client loads
-    a certificate bundle while holding the GIL, which would stall the sibling probe for a few hundred
-    milliseconds at the start of the load and be misread as the service's latency.
+    It honours Retry-After per connection, as the clients it stands for do: a connection refused with 429 is
+    not used again before its Retry-After has passed; the next request goes on another of `connections`
+    (a new one is opened only when all of them wait). A client sending again before that on the same
+    connection is held by the service until it passes (its defence against clients that retry at once),
+    and the probe would time that hold instead of the refusal.
+
+    Its clients and connections are set up before the load starts (`start`): a new connection during the
+    opening burst waits behind 1,000 others in the accept queue, and building an httpx client that loads a
+    certificate bundle holds the GIL, which would stall the sibling probe and be misread as the service's
+    latency (the clients skip the bundle: the service is plain HTTP on loopback).
     """
 
     url: str
     method: str
+    connections: int = 1
     samples: list[tuple[int, float]] = field(default_factory=list)  # (status, latency_ms); 0 = no answer
     sent_s: list[float] = field(default_factory=list)  # perf_counter at each sample's send
     stop: threading.Event = field(default_factory=threading.Event)
-    client: httpx.Client | None = None
+    _pool: list[tuple[float, httpx.Client]] = field(default_factory=list)  # (usable from, client)
 
     def start(self) -> threading.Thread:
-        """Open the client and its connection (one request, not counted), then probe from a thread."""
-        self.client = httpx.Client(timeout=10.0)
-        self._send()
+        """Open the connections (one request each, not counted), then probe from a thread."""
+        for _ in range(self.connections):
+            self._pool.append((0.0, self._connect()))
         thread = threading.Thread(target=self.run, daemon=True)
         thread.start()
         return thread
 
-    def _send(self) -> int:
-        assert self.client is not None
-        return send_status(self.client, self.method, self.url)
+    def _connect(self) -> httpx.Client:
+        client = httpx.Client(timeout=10.0, verify=False)
+        send(client, "GET", str(httpx.URL(self.url).copy_with(path="/health")))
+        return client
+
+    def _next_client(self) -> httpx.Client:
+        now_s = time.perf_counter()
+        ready = [i for i, (from_s, _) in enumerate(self._pool) if from_s <= now_s]
+        if ready:
+            return self._pool.pop(ready[0])[1]
+        return httpx.Client(timeout=10.0, verify=False)  # every connection waits out a Retry-After
 
     def run(self) -> None:
-        assert self.client is not None
         try:
             while not self.stop.is_set():
+                client = self._next_client()
                 t_start_s = time.perf_counter()
-                status = self._send()
-                self.samples.append((status, (time.perf_counter() - t_start_s) * 1000))
+                status, retry_after_s = send(client, self.method, self.url)
+                t_end_s = time.perf_counter()
+                self.samples.append((status, (t_end_s - t_start_s) * 1000))
                 self.sent_s.append(t_start_s)
+                self._pool.append((t_end_s + (retry_after_s if status == 429 else 0.0), client))
                 self.stop.wait(PROBE_INTERVAL_S)
         finally:
-            self.client.close()
+            for _, client in self._pool:
+                client.close()
 
     def slow(self, t0_s: float, over_ms: float, status: int | None = None) -> str:
         """Samples slower than over_ms as 'latency ms at seconds after t0_s' (shows when the stalls happen)."""
@@ -337,7 +366,7 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
         lone_ms, lone_timing = lone_request(service.url)  # what a first request looks like without any load
         time.sleep(0.5)
         health = Probe(f"{service.url}/health", "GET")
-        embed = Probe(f"{service.url}/v1/embeddings", "POST")
+        embed = Probe(f"{service.url}/v1/embeddings", "POST", connections=PROBE_CONNECTIONS)
         probers = [probe.start() for probe in (health, embed)]
         burst = BurstProbe(service.url)
         burst.arm()

@@ -106,7 +106,9 @@ def uvicorn_config(settings: ServiceSettings, app: FastAPI) -> uvicorn.Config:
         access_log=False,
         timeout_keep_alive=max(1, round(settings.keep_alive_timeout_s)),
         http=service_protocol(
-            settings.header_timeout_s, door=functools.partial(admit_at_door, app.state.service)
+            settings.header_timeout_s,
+            door=functools.partial(admit_at_door, app.state.service),
+            on_hold=app.state.service.metrics.held_connections.inc,
         ),
     )
 

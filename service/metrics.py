@@ -52,6 +52,11 @@ class ServiceMetrics:
             "embedperf_queue_depth", "Inputs accepted and waiting for a batch.", registry=r
         )
         self.inflight = Gauge("embedperf_inflight_requests", "Embedding requests in flight.", registry=r)
+        self.held_connections = Counter(
+            "embedperf_held_connections",
+            "Connections left unread until their Retry-After passed: refused again before it had.",
+            registry=r,
+        )
         self.batch_size = Histogram(
             "embedperf_batch_size", "Inputs per computed batch.", buckets=BATCH_SIZE_BUCKETS, registry=r
         )

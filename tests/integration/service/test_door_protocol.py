@@ -30,12 +30,14 @@ class Door:
 
     refusals: int = 0
     asked: int = 0
+    retry_after: str = "2"
 
     def __call__(self, start: Callable[[], bool]) -> ApiError | None:
         self.asked += 1
         if self.refusals > 0:
             self.refusals -= 1
-            return ApiError(429, "busy", "overloaded", "rate_limit_error", headers={"Retry-After": "2"})
+            headers = {"Retry-After": self.retry_after}
+            return ApiError(429, "busy", "overloaded", "rate_limit_error", headers=headers)
         start()
         return None
 
@@ -244,3 +246,55 @@ def test_refused_requests_leave_no_cyclic_garbage(served: tuple[tuple[str, int],
         gc.garbage.clear()
         gc.enable()
     assert not {"DoorProtocol", "RequestResponseCycle"} & kinds, sorted(kinds)
+
+
+@pytest.fixture(scope="module")
+def holding() -> Iterator[tuple[tuple[str, int], Door, list[int]]]:
+    door, holds = Door(retry_after="1"), []
+    with uvicorn_in_thread(
+        EchoApp(), service_protocol(10.0, door, on_hold=lambda: holds.append(1))
+    ) as address:
+        yield address, door, holds
+
+
+def timed(reader: Reader, sock: socket.socket, body: bytes) -> tuple[int, float]:
+    t_start_s = time.perf_counter()
+    sock.sendall(post(body))
+    status = reader.response()[0]
+    return status, time.perf_counter() - t_start_s
+
+
+def test_a_connection_refused_again_before_its_retry_after_is_not_read_until_it_passes(
+    holding: tuple[tuple[str, int], Door, list[int]],
+) -> None:
+    address, door, holds = holding
+    holds.clear()
+    door.refusals = 3
+    with socket.create_connection(address) as sock:
+        reader = Reader(sock)
+        first, first_s = timed(reader, sock, b'{"input": "one"}')
+        early, early_s = timed(reader, sock, b'{"input": "again at once"}')  # answered, then the hold begins
+        held, held_s = timed(reader, sock, b'{"input": "and again"}')
+    assert (first, early, held) == (429, 429, 429)
+    assert first_s < 0.5 and early_s < 0.5  # every request read is answered at once
+    assert 0.8 < held_s < 5, "the third request was read before the second one's Retry-After (1 s) passed"
+    assert holds == [1]
+
+
+def test_a_client_that_waits_out_retry_after_or_is_let_in_is_never_held(
+    holding: tuple[tuple[str, int], Door, list[int]],
+) -> None:
+    address, door, holds = holding
+    holds.clear()
+    with socket.create_connection(address) as sock:
+        reader = Reader(sock)
+        door.refusals = 2
+        assert timed(reader, sock, b'{"input": "one"}')[0] == 429
+        time.sleep(1.1)  # waits out Retry-After: 1
+        status, waited_s = timed(reader, sock, b'{"input": "after waiting"}')
+        assert status == 429 and waited_s < 0.5
+        door.refusals = 0  # let in
+        statuses_s = [timed(reader, sock, b'{"input": "let in"}') for _ in range(3)]
+    assert [status for status, _ in statuses_s] == [200, 200, 200]
+    assert max(seconds for _, seconds in statuses_s) < 0.5
+    assert holds == []
