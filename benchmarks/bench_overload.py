@@ -37,9 +37,8 @@ from loadgen.service_proc import ServiceProcess
 
 BODY = {"input": "Capacity planning needs the P99 latency at every load step of the embedding service."}
 PROBE_INTERVAL_S = 0.05
-PROBE_CONNECTIONS = (
-    16  # the embedding probe's kept-alive connections, each idle for its Retry-After after a 429
-)
+# The embedding probe's kept-alive connections, each left idle for its Retry-After after a 429.
+PROBE_CONNECTIONS = 16
 BURST_PROBES = 16
 BURST_START_MS = 10.0
 BURST_STEP_MS = 8.0  # 16 requests from 10 to 130 ms after the load is launched
@@ -92,13 +91,9 @@ end
 """
 
 
-def send_status(client: httpx.Client, method: str, url: str) -> int:
-    """One probe request (GET, or POST of BODY): its status, or 0 when no answer came."""
-    return send(client, method, url)[0]
-
-
 def send(client: httpx.Client, method: str, url: str) -> tuple[int, float]:
-    """One probe request: its status (0 when no answer came) and the seconds its Retry-After asks for."""
+    """One probe request (GET, or POST of BODY): its status (0 when no answer came) and the seconds its
+    Retry-After asks for."""
     try:
         response = client.get(url) if method == "GET" else client.post(url, json=BODY)
     except httpx.HTTPError:
@@ -210,7 +205,7 @@ class BurstProbe:
     def _send(self, client: httpx.Client, at_s: float, t_load_s: float) -> None:
         time.sleep(max(0.0, at_s - time.perf_counter()))
         t_start_s = time.perf_counter()
-        status = send_status(client, "POST", f"{self.url}/v1/embeddings")
+        status, _ = send(client, "POST", f"{self.url}/v1/embeddings")
         self.samples.append((status, (time.perf_counter() - t_start_s) * 1000, (t_start_s - t_load_s) * 1000))
 
     def join(self) -> None:
@@ -259,16 +254,22 @@ def idle_latency_ms(url: str, count: int = 20) -> float:
     return statistics.median(samples)
 
 
+def timed_post(client: httpx.Client, url: str) -> tuple[int, float, dict[str, float]]:
+    """POST BODY to the service's embeddings route: status, latency_ms and the parsed Server-Timing."""
+    t_start_s = time.perf_counter()
+    response = client.post(f"{url}/v1/embeddings", json=BODY)
+    latency_ms = (time.perf_counter() - t_start_s) * 1000
+    return response.status_code, latency_ms, parse_server_timing(response.headers.get("server-timing"))
+
+
 def lone_request(url: str) -> tuple[float, dict[str, float]]:
     """One request on a new connection to a service left without load: its latency_ms and Server-Timing.
 
     The fair reference for the first request after a load, which also comes alone on a new connection: on a
     small host the first computation after a few idle seconds runs slower than the warm median (`idle_ms`)."""
     with httpx.Client(timeout=30) as client:
-        t_start_s = time.perf_counter()
-        response = client.post(f"{url}/v1/embeddings", json=BODY)
-        latency_ms = (time.perf_counter() - t_start_s) * 1000
-    return latency_ms, parse_server_timing(response.headers.get("server-timing"))
+        _, latency_ms, timing = timed_post(client, url)
+    return latency_ms, timing
 
 
 def huge_bodies(service: ServiceProcess, rounds: int = 5) -> None:
@@ -317,10 +318,7 @@ def recovery(url: str, idle_ms: float) -> tuple[list[Answer], float]:
     with httpx.Client(timeout=30) as client:
         while time.perf_counter() - t_load_end_s < 30:
             t_start_s = time.perf_counter()
-            response = client.post(f"{url}/v1/embeddings", json=BODY)
-            latency_ms = (time.perf_counter() - t_start_s) * 1000
-            timing = parse_server_timing(response.headers.get("server-timing"))
-            status = response.status_code
+            status, latency_ms, timing = timed_post(client, url)
             answers.append(((t_start_s - t_load_end_s) * 1000, status, latency_ms, timing))
             if status == 200 and latency_ms <= 3 * idle_ms:
                 break

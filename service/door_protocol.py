@@ -85,7 +85,7 @@ class DoorProtocol(HeaderTimeoutProtocol):
     A connection refused again before the Retry-After of its previous 429 has passed is not read until this
     refusal's Retry-After has: its client is not waiting between tries, and at 1,000 such connections the
     event loop spent itself answering ~12,500 429s a second, holding the GIL from the inference thread (goodput
-    fell to a fifth of capacity). A client that waits, or comes back and is let in, is never held.
+    fell to about a quarter of capacity). A client that waits, or comes back and is let in, is never held.
     """
 
     door: Door | None = None
@@ -139,15 +139,15 @@ class DoorProtocol(HeaderTimeoutProtocol):
             self._hold_if_early(error)
 
     def _hold_if_early(self, error: ApiError) -> None:
-        retry_after = error.headers.get("Retry-After")
-        if error.status != 429 or retry_after is None:
+        if error.status != 429 or "Retry-After" not in error.headers:
             return
+        retry_after_s = float(error.headers["Retry-After"])
         now_s = time.monotonic()
         early = now_s < self._retry_at_s
-        self._retry_at_s = now_s + float(retry_after)
+        self._retry_at_s = now_s + retry_after_s
         if early and not self.transport.is_closing():
             self.transport.pause_reading()
-            self.loop.call_later(float(retry_after), self._release_hold)
+            self.loop.call_later(retry_after_s, self._release_hold)
             if self.on_hold is not None:
                 self.on_hold()
 
