@@ -26,7 +26,7 @@ REQUEST = (
 SERVER = r"""
 import sys, uvicorn
 from service.app import create_app
-from service.batcher import Overloaded
+from service.batch_errors import Overloaded
 from service.cli import uvicorn_config
 from service.settings import ServiceSettings
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.batcher import (
+from service.batch_errors import (
     BatcherError,
     BatcherStopped,
     ClientGone,

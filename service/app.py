@@ -26,12 +26,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.admission import ADMITTED_AT_DOOR, DOOR_JUDGED_INPUTS, ShedMiddleware, api_error
-from service.batcher import (
-    Batcher,
-    BatcherConfig,
-    BatcherError,
-    BatchResult,
-)
+from service.batch_errors import BatcherError
+from service.batcher import Batcher, BatcherConfig, BatchResult
 from service.cache import EmbeddingCache, ResultCache
 from service.cache_redis import RedisCache
 from service.devices import version_matrix

@@ -12,29 +12,38 @@ import collections
 import contextlib
 import itertools
 import logging
-import math
 import os
-import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
 import numpy as np
 
+from service.batch_errors import (
+    BatcherError,
+    BatcherStopped,
+    ClientGone,
+    ComputeFailed,
+    DeadlineExceeded,
+    InputTooLong,
+    InvalidInput,
+    Overloaded,
+    QueueFull,
+)
+from service.busy_window import BUSY_WINDOW_S, BusyWindow
 from service.degrade import DeviceHealth, is_out_of_memory
+from service.encoder import ComputeStopped, Encoder
 from service.hangups import HangupQueue
 from service.metrics import ServiceMetrics
+from service.service_time import ServiceTime
 
 log = logging.getLogger("service.batcher")
 SORT_WINDOW_BATCHES = (
     2  # sorting looks at this many batches' worth of the oldest inputs (wider: more skipping, longer tails)
 )
-BUSY_WINDOW_S = 10.0
-SERVICE_TIME_SMOOTHING = 0.2  # weight of the newest batch in the per-input service time estimate
 COMPUTE_NICE = 5  # niceness of the tokeniser and inference threads, relative to the event loop's 0
-BACK_TO_BACK_S = 0.05  # a batch starting within this of the previous one's end means the worker had a backlog
 # A running batch whose callers have gone down to this share (or none) stops at its next layer; the inputs
 # still wanted go back to the front of the queue and are recomputed in a smaller batch, sooner than the whole
 # batch would have finished (on a hang-up storm at the end of a load, one live request kept 31 dead ones busy).
@@ -47,78 +56,6 @@ def yield_cpu_to_event_loop() -> None:
     /ready and 429s at once, instead of queueing behind compute. A no-op where not permitted."""
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), COMPUTE_NICE)
-
-
-StopCheck = Callable[[], bool]
-
-
-class Encoder(Protocol):
-    """The model as the batcher sees it. `embed_token_ids` may call `should_stop` between its layers and raise
-    ComputeStopped when it returns True (the batch is no longer worth finishing); it may also ignore it."""
-
-    max_tokens: int
-
-    def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]: ...
-
-    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray: ...
-
-
-class ComputeStopped(Exception):
-    """Raised by an encoder that stopped a batch part-way because nobody waits for its result any more."""
-
-
-class BatcherError(Exception):
-    """Base of the reasons a submitted request does not get embeddings."""
-
-
-class QueueFull(BatcherError):
-    def __init__(self, waiting: int, queue_size: int) -> None:
-        super().__init__(f"queue full: {waiting} inputs waiting, limit {queue_size}; retry later")
-
-
-class DeadlineExceeded(BatcherError):
-    def __init__(self, deadline_ms: float) -> None:
-        super().__init__(
-            f"request not completed within its deadline of {deadline_ms:.0f} ms; its work was skipped"
-        )
-
-
-class InputTooLong(BatcherError):
-    def __init__(self, index: int, max_tokens: int) -> None:
-        self.index = index
-        super().__init__(f"input[{index}] is longer than the model's limit of {max_tokens} tokens")
-
-
-class Overloaded(BatcherError):
-    """Admission refused: the estimated queue wait would not leave the request time to finish."""
-
-    def __init__(self, estimated_wait_s: float, limit_s: float) -> None:
-        self.estimated_wait_s = estimated_wait_s
-        # By then the queue seen now has drained; a random extra of up to as much again spreads the retries
-        # of clients refused together, so they do not come back as one wave.
-        self.retry_after_s = max(1, math.ceil(estimated_wait_s * (1 + random.random())))
-        super().__init__(
-            f"overloaded: the estimated queue wait is {estimated_wait_s * 1000:.0f} ms, over the "
-            f"{limit_s * 1000:.0f} ms this service admits; retry after {self.retry_after_s} s"
-        )
-
-
-class InvalidInput(BatcherError):
-    """The tokeniser refused this request's text (the other requests tokenised with it are unaffected)."""
-
-
-class BatcherStopped(BatcherError):
-    def __init__(self) -> None:
-        super().__init__("the service is shutting down and accepts no new work")
-
-
-class ComputeFailed(BatcherError):
-    pass
-
-
-class ClientGone(BatcherError):
-    def __init__(self) -> None:
-        super().__init__("the client closed the connection before the response; its work was dropped")
 
 
 @dataclass(frozen=True)
@@ -207,10 +144,9 @@ class Batcher:
         self._tokenizing = 0
         self._stopping = False
         self._seq = itertools.count()
-        self._busy: collections.deque[tuple[float, float]] = collections.deque()
+        self._busy = BusyWindow(lanes=config.workers)
         self.health = DeviceHealth(config.max_batch_size)
-        self._per_input_s = 0.0  # smoothed worker seconds per input (0 until the first batch)
-        self._worker_clock = threading.local()  # per worker thread: when its previous batch ended
+        self._service_time = ServiceTime()
         self.metrics.batch_limit.set(config.max_batch_size)
         self._threads: list[threading.Thread] = []
         self._results_lock = threading.Lock()
@@ -246,18 +182,11 @@ class Batcher:
 
     def busy_fraction(self, window_s: float = BUSY_WINDOW_S) -> float:
         """Share of the last window_s the workers spent computing, averaged over workers (any device)."""
-        now_s = time.perf_counter()
-        start_s = now_s - window_s
-        with self._cond:
-            spans = list(self._busy)
-        busy_s = sum(
-            max(0.0, end_s - max(start_s, end_s - dur_s)) for end_s, dur_s in spans if end_s > start_s
-        )
-        return min(1.0, busy_s / (window_s * self.config.workers))
+        return self._busy.fraction(window_s)
 
     def estimated_wait_s(self, extra_inputs: int = 0) -> float:
         """Queue wait a request of extra_inputs would see: inputs ahead of it x recent per-input compute time."""
-        return (self._waiting + extra_inputs) * self._per_input_s / max(1, self.config.workers)
+        return (self._waiting + extra_inputs) * self._service_time.per_input_s / max(1, self.config.workers)
 
     def check_admission(
         self, n_inputs: int, deadline_ms: float, ahead_inputs: int = 0, judged_inputs: int = 0
@@ -540,17 +469,7 @@ class Batcher:
             return
         t_end_s = time.perf_counter()
         compute_s = t_end_s - t_start_s
-        # Back to back with the previous batch, the whole cycle counts (batch assembly, GIL and CPU contention
-        # included): that is the rate the queue really drains at. After idle time, only the compute does.
-        t_prev_end_s = getattr(self._worker_clock, "t_end_s", 0.0)
-        cycle_s = t_end_s - t_prev_end_s if t_start_s - t_prev_end_s < BACK_TO_BACK_S else compute_s
-        self._worker_clock.t_end_s = t_end_s
-        per_input_s = cycle_s / len(batch)
-        self._per_input_s = (
-            per_input_s
-            if not self._per_input_s
-            else self._per_input_s + SERVICE_TIME_SMOOTHING * (per_input_s - self._per_input_s)
-        )
+        self._service_time.record_batch(t_start_s, t_end_s, len(batch))
         m = self.metrics
         m.batch_limit.set(self.health.batch_limit())
         m.estimated_wait.set(self.estimated_wait_s())
@@ -559,7 +478,7 @@ class Batcher:
         m.batch_tokens.observe(padded_tokens)
         m.inputs.inc(len(batch))
         m.tokens.inc(sum(item.length for item in batch))
-        self._record_busy(t_end_s, compute_s)
+        self._busy.record(t_end_s, compute_s)
         with self._results_lock:  # with several workers, one request's inputs can finish on two threads
             jobs: dict[int, _Job] = {}
             for item, vector in zip(batch, vectors, strict=True):
@@ -598,10 +517,10 @@ class Batcher:
         """A batch stopped part-way: its inputs still wanted go back to the front of the queue (in their order);
         its time counts as busy, but not towards the per-input service time."""
         t_end_s = time.perf_counter()
-        self._worker_clock.t_end_s = t_end_s
+        self._service_time.record_stop(t_end_s)
         self.metrics.stopped_batches.inc()
         self.metrics.compute_seconds.inc((t_end_s - t_start_s) / self.config.workers)
-        self._record_busy(t_end_s, t_end_s - t_start_s)
+        self._busy.record(t_end_s, t_end_s - t_start_s)
         with self._cond:
             live = sorted((item for item in batch if not item.job.finished), key=lambda item: item.seq)
             for item in live:
@@ -616,12 +535,6 @@ class Batcher:
             (t_end_s - t_start_s) * 1000,
             len(live),
         )
-
-    def _record_busy(self, t_end_s: float, compute_s: float) -> None:
-        with self._cond:
-            self._busy.append((t_end_s, compute_s))
-            while self._busy and self._busy[0][0] < t_end_s - BUSY_WINDOW_S:
-                self._busy.popleft()
 
     def _device_error(self, batch: list[_Item], exc: Exception) -> None:
         """Out of memory: split the batch and retry the halves (and keep batches small for a while).

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from embedperf.errors import ConfigError, ModelLoadError
-from service.batcher import ComputeStopped, StopCheck
 from service.devices import resolve_device, synchronize
+from service.encoder import ComputeStopped, StopCheck
 from service.settings import DEFAULT_MODEL_NAME
 
 log = logging.getLogger("service.model")

@@ -7,7 +7,6 @@ the replica bound to the calling thread, and records that device's busy time and
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -17,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from service.batcher import BUSY_WINDOW_S, Encoder, StopCheck
+from service.busy_window import BUSY_WINDOW_S, BusyWindow
 from service.device_list import DeviceSpec
+from service.encoder import Encoder, StopCheck
 from service.metrics import ServiceMetrics
 from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
@@ -44,24 +44,14 @@ class DeviceWorker:
 
     spec: DeviceSpec
     encoder: Encoder
-    _busy: collections.deque[tuple[float, float]] = field(default_factory=collections.deque)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _busy: BusyWindow = field(default_factory=BusyWindow)
 
     def record(self, t_end_s: float, compute_s: float) -> None:
-        with self._lock:
-            self._busy.append((t_end_s, compute_s))
-            while self._busy and self._busy[0][0] < t_end_s - BUSY_WINDOW_S:
-                self._busy.popleft()
+        self._busy.record(t_end_s, compute_s)
 
     def busy_fraction(self, window_s: float = BUSY_WINDOW_S) -> float:
         """Share of the last window_s this device's worker spent computing."""
-        start_s = time.perf_counter() - window_s
-        with self._lock:
-            spans = list(self._busy)
-        busy_s = sum(
-            max(0.0, end_s - max(start_s, end_s - dur_s)) for end_s, dur_s in spans if end_s > start_s
-        )
-        return min(1.0, busy_s / window_s)
+        return self._busy.fraction(window_s)
 
 
 class WorkerPool:

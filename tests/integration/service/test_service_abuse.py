@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from service.admission import ADMITTED_AT_DOOR
-from service.batcher import ComputeStopped, StopCheck
+from service.encoder import ComputeStopped, StopCheck
 from service.model import EmbeddingModel, load_model
 from service.request_io import CONNECTION_LOST, TRUNCATE_CHARS_PER_TOKEN, ConnectionLost
 from service.settings import ServiceSettings

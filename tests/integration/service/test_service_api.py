@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from service.app import create_app
-from service.batcher import StopCheck
+from service.encoder import StopCheck
 from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 

@@ -10,15 +10,9 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from service.batcher import (
-    Batcher,
-    BatcherConfig,
-    ComputeStopped,
-    DeadlineExceeded,
-    InputTooLong,
-    QueueFull,
-    StopCheck,
-)
+from service.batch_errors import DeadlineExceeded, InputTooLong, QueueFull
+from service.batcher import Batcher, BatcherConfig
+from service.encoder import ComputeStopped, StopCheck
 from service.metrics import ServiceMetrics
 
 LAYERS = 4  # a fake model with compute_s spends it in this many steps, asking should_stop before each

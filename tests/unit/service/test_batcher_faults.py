@@ -11,18 +11,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from service.batcher import (
-    COMPUTE_NICE,
-    Batcher,
-    BatcherConfig,
-    ClientGone,
-    ComputeFailed,
-    InvalidInput,
-    Overloaded,
-    QueueFull,
-    StopCheck,
-)
+from service.batch_errors import ClientGone, ComputeFailed, InvalidInput, Overloaded, QueueFull
+from service.batcher import COMPUTE_NICE, Batcher, BatcherConfig
 from service.degrade import DeviceHealth, is_out_of_memory
+from service.encoder import StopCheck
 from service.metrics import ServiceMetrics
 from tests.unit.service.test_batcher import FakeEncoder, _running, run
 

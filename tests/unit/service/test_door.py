@@ -11,7 +11,7 @@ import pytest
 
 from service.admission import DOOR_JUDGED_INPUTS, admit_at_door, door_refusal
 from service.app import ServiceState, _submit, create_app
-from service.batcher import Overloaded
+from service.batch_errors import Overloaded
 from service.door_protocol import refusal_bytes
 from service.openai_api import ApiError
 from service.request_io import ConnectionLost

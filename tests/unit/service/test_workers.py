@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from embedperf.errors import ConfigError
-from service.batcher import Batcher, BatcherConfig, StopCheck
+from service.batcher import Batcher, BatcherConfig
 from service.cli import settings_from_args
 from service.device_list import DeviceSpec
+from service.encoder import StopCheck
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 from service.workers import DeviceWorker, WorkerPool, build_pool, primary_device

@@ -1,0 +1,60 @@
+"""Why a request submitted to the batcher gets no embeddings: each reason maps to one HTTP answer."""
+
+from __future__ import annotations
+
+import math
+import random
+
+
+class BatcherError(Exception):
+    """Base of the reasons a submitted request does not get embeddings."""
+
+
+class QueueFull(BatcherError):
+    def __init__(self, waiting: int, queue_size: int) -> None:
+        super().__init__(f"queue full: {waiting} inputs waiting, limit {queue_size}; retry later")
+
+
+class DeadlineExceeded(BatcherError):
+    def __init__(self, deadline_ms: float) -> None:
+        super().__init__(
+            f"request not completed within its deadline of {deadline_ms:.0f} ms; its work was skipped"
+        )
+
+
+class InputTooLong(BatcherError):
+    def __init__(self, index: int, max_tokens: int) -> None:
+        self.index = index
+        super().__init__(f"input[{index}] is longer than the model's limit of {max_tokens} tokens")
+
+
+class Overloaded(BatcherError):
+    """Admission refused: the estimated queue wait would not leave the request time to finish."""
+
+    def __init__(self, estimated_wait_s: float, limit_s: float) -> None:
+        self.estimated_wait_s = estimated_wait_s
+        # By then the queue seen now has drained; a random extra of up to as much again spreads the retries
+        # of clients refused together, so they do not come back as one wave.
+        self.retry_after_s = max(1, math.ceil(estimated_wait_s * (1 + random.random())))
+        super().__init__(
+            f"overloaded: the estimated queue wait is {estimated_wait_s * 1000:.0f} ms, over the "
+            f"{limit_s * 1000:.0f} ms this service admits; retry after {self.retry_after_s} s"
+        )
+
+
+class InvalidInput(BatcherError):
+    """The tokeniser refused this request's text (the other requests tokenised with it are unaffected)."""
+
+
+class BatcherStopped(BatcherError):
+    def __init__(self) -> None:
+        super().__init__("the service is shutting down and accepts no new work")
+
+
+class ComputeFailed(BatcherError):
+    pass
+
+
+class ClientGone(BatcherError):
+    def __init__(self) -> None:
+        super().__init__("the client closed the connection before the response; its work was dropped")
