@@ -142,6 +142,7 @@ class Batcher:
         self._pending: list[_Item] = []
         self._waiting = 0  # inputs accepted and not yet in a batch (the queue depth)
         self._tokenizing = 0
+        self._awaiting_more = 0  # workers waiting (up to max_wait_ms) for inputs still being tokenised
         self._stopping = False
         self._seq = itertools.count()
         self._busy = BusyWindow(lanes=config.workers)
@@ -265,7 +266,10 @@ class Batcher:
             job.finished = True
             if job.counted:
                 self._uncount(job, job.counted)
-                self._cond.notify_all()
+                # Only a worker waiting for inputs still coming cares. Waking the idle threads too, at the end
+                # of a load (~500 hang-ups at once), cost the event loop ~7 ms of thread switches.
+                if self._awaiting_more:
+                    self._cond.notify_all()
         self.metrics.abandoned.labels(reason=reason).inc()
         if reason == "disconnected" and not job.future.done():  # the caller still waits: end its wait soon
             self._hangups.end(job.future, None)
@@ -429,7 +433,11 @@ class Batcher:
                         for item in chosen:
                             self._uncount(item.job, 1)
                         return chosen
-                    self._cond.wait(timeout=wait_s)
+                    self._awaiting_more += 1
+                    try:
+                        self._cond.wait(timeout=wait_s)
+                    finally:
+                        self._awaiting_more -= 1
                 elif self._stopping and not self._tok_jobs and not self._tokenizing:
                     return None
                 else:

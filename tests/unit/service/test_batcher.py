@@ -134,6 +134,31 @@ def test_batch_waits_for_inputs_still_being_tokenised() -> None:
     run(go())
 
 
+class SlowWordEncoder(FakeEncoder):
+    """Tokenising takes 0.1 s, or 2 s when a text contains "slow"."""
+
+    def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
+        time.sleep(2.0 if any("slow" in text for text in texts) else 0.1)
+        return super().tokenize(texts, max_length)
+
+
+def test_a_batch_stops_waiting_for_an_input_whose_caller_gave_up() -> None:
+    async def go() -> None:
+        encoder = SlowWordEncoder()
+        async for b in _running(encoder, max_batch_size=32, max_wait_ms=5000):
+            t_start_s = time.perf_counter()
+            first = asyncio.create_task(b.submit(["first"], 5000))
+            await asyncio.sleep(0.02)
+            second = asyncio.create_task(b.submit(["slow"], 5000))  # still being tokenised when it gives up
+            await asyncio.sleep(0.3)
+            second.cancel()
+            result = await first
+            assert time.perf_counter() - t_start_s < 1.5  # not held until "slow" is tokenised (2.1 s)
+            assert result.batch_size == 1
+
+    run(go())
+
+
 def test_max_wait_bounds_the_wait_for_slow_tokenisation() -> None:
     async def go() -> None:
         encoder = FakeEncoder(tokenize_s=0.4)
