@@ -31,6 +31,11 @@ if not hasattr(HttpToolsProtocol, "_start_asgi_task"):  # the hook below; uvicor
     raise ImportError("this uvicorn version lacks HttpToolsProtocol._start_asgi_task; install uvicorn>=0.54")
 
 
+# A request read this close to its connection's Retry-After counts as on time. The hold's timer counts from the
+# loop's clock, read once per iteration, so it can fire up to an iteration's length (tens of ms under overload)
+# before the Retry-After has passed; the request read at its release would then be held again, though its
+# client was made to wait.
+HOLD_SLACK_S = 0.1
 REFUSALS_CACHED = 256  # distinct refusals kept ready-made; a burst refused together repeats a handful
 
 
@@ -143,7 +148,7 @@ class DoorProtocol(HeaderTimeoutProtocol):
             return
         retry_after_s = float(error.headers["Retry-After"])
         now_s = time.monotonic()
-        early = now_s < self._retry_at_s
+        early = now_s < self._retry_at_s - HOLD_SLACK_S
         self._retry_at_s = now_s + retry_after_s
         if early and not self.transport.is_closing():
             self.transport.pause_reading()

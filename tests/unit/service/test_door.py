@@ -148,3 +148,44 @@ def test_the_route_tells_the_batcher_how_many_inputs_the_door_judged() -> None:
     state.batcher = RecordingBatcher()  # type: ignore[assignment]
     asyncio.run(_submit(state, ["one input"], [0], None))
     assert judged == [DOOR_JUDGED_INPUTS] == [1]
+
+
+class HoldTransport:
+    def __init__(self) -> None:
+        self.paused = 0
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        self.paused += 1
+
+
+class HoldLoop:
+    def __init__(self) -> None:
+        self.timers: list[float] = []
+
+    def call_later(self, delay_s: float, callback: object) -> None:
+        self.timers.append(delay_s)
+
+
+def test_a_request_read_as_its_hold_ends_is_not_held_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hold's timer may fire a hair before the clock reaches the Retry-After; the request it lets be
+    read must count as on time, or a client made to wait would be held once more."""
+    from service import door_protocol
+
+    protocol = object.__new__(door_protocol.DoorProtocol)
+    transport, loop, holds = HoldTransport(), HoldLoop(), []
+    protocol.transport, protocol.loop = transport, loop  # type: ignore[assignment]
+    protocol.on_hold = lambda: holds.append(1)  # type: ignore[method-assign]
+    refusal = ApiError(429, "overloaded", "overloaded", headers={"Retry-After": "1"})
+    clock = iter([100.0, 100.2, 101.199, 101.3])  # refused; again at once; read 1 ms before; again at once
+    monkeypatch.setattr(door_protocol.time, "monotonic", lambda: next(clock))
+    protocol._hold_if_early(refusal)
+    assert (transport.paused, holds) == (0, [])
+    protocol._hold_if_early(refusal)  # early: held until its new Retry-After (1 s)
+    assert (transport.paused, holds, loop.timers) == (1, [1], [1.0])
+    protocol._hold_if_early(refusal)  # read as that hold ended (timer 1 ms early): on time
+    assert (transport.paused, holds) == (1, [1])
+    protocol._hold_if_early(refusal)  # but sending again at once is early again
+    assert (transport.paused, holds) == (2, [1, 1])
