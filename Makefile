@@ -14,7 +14,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test lint bench bench-service bench-recorder bench-collectors \
-        bench-report bench-overload bench-burst bench-refusal fuzz report compare capacity matrix precision clean search bench-distributed
+        bench-report bench-overload bench-burst bench-teardown bench-refusal fuzz report compare capacity matrix precision clean search bench-distributed
 
 help: ## show this help
 	@echo "embedperf: load testing and benchmarking for embedding inference services"
@@ -116,6 +116,9 @@ bench-overload: setup system-deps ## wrk at 500 and 1,000 connections: goodput v
 
 bench-burst: setup system-deps ## 12 opening bursts of 1,000 connections: how many 429s take over 50 ms
 	$(PY) benchmarks/bench_burst.py --service-arg=--threads --service-arg=1
+
+bench-teardown: setup system-deps ## 1,000 connections closing at once: event-loop stall, and the first request after it
+	$(PY) benchmarks/bench_teardown.py --service-arg=--threads --service-arg=1
 
 bench-refusal: setup ## CPU cost of one 429: refused by the HTTP protocol vs by the ASGI app, side by side
 	$(PY) benchmarks/bench_refusal.py

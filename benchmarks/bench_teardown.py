@@ -1,0 +1,115 @@
+"""`make bench-teardown`: what a request sees right after 1,000 connections close at once (the end of a load).
+
+Per round, wrk loads the service at --connections for a few seconds, then exits and every connection closes.
+Rounds alternate between two measurements of that moment, as one would disturb the other:
+- stall rounds: GET /health back to back on a kept-alive connection for 150 ms from wrk's exit. Printed:
+  the slowest answer and how long after the exit /health answered within 5 ms again (the event loop's
+  teardown of the closed connections);
+- first-request rounds: one embedding request on a new connection as soon as wrk has exited. Printed: its
+  latency and Server-Timing split against the warm idle median (target <= 1.5x, as `make bench-overload`).
+wrk (Debian package `wrk`, `make system-deps`) drives the load; the service runs as a ServiceProcess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from bench_overload import (
+    NORMAL_LATENCY_FACTOR,
+    idle_latency_ms,
+    in_service,
+    run_wrk,
+    timed_post,
+    wrk_found,
+    wrk_script,
+)
+
+from loadgen.service_proc import ServiceProcess
+
+STALL_WINDOW_S = 0.15
+RESPONSIVE_MS = 5.0
+
+
+def health_after_exit(client: httpx.Client, url: str) -> list[tuple[float, float]]:
+    """(sent at, ms after wrk's exit; latency_ms) of /health requests sent back to back for STALL_WINDOW_S."""
+    t_exit_s = time.perf_counter()
+    samples = []
+    while time.perf_counter() - t_exit_s < STALL_WINDOW_S:
+        t_start_s = time.perf_counter()
+        client.get(f"{url}/health")
+        samples.append(((t_start_s - t_exit_s) * 1000, (time.perf_counter() - t_start_s) * 1000))
+    return samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The service right after a load's connections all close.")
+    parser.add_argument("--rounds", type=int, default=8, help="half stall rounds, half first-request rounds")
+    parser.add_argument("--connections", type=int, default=1000)
+    parser.add_argument("--load-s", type=int, default=5, help="wrk's duration per round")
+    parser.add_argument("--pause-s", type=float, default=3.0, help="idle time after each round")
+    parser.add_argument("--deadline-ms", type=int, default=5000, help="the service's --deadline-ms")
+    parser.add_argument(
+        "--service-arg", action="append", default=[], help="extra flag for the service (repeatable)"
+    )
+    args = parser.parse_args(argv)
+    if not wrk_found():
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        script = wrk_script(Path(tmp), honour_retry_after=True)
+        service_args = ["--deadline-ms", str(args.deadline_ms), "--keep-alive-timeout-s", "30"]
+        service_args += args.service_arg
+        with ServiceProcess(service_args, log_path=Path(tmp) / "service.log") as service:
+            print(f"service {service.url} pid {service.pid} args {service_args}", flush=True)
+            idle_ms = idle_latency_ms(service.url)
+            print(f"warm idle median {idle_ms:.1f} ms", flush=True)
+            stalls_ms: list[float] = []
+            firsts_ms: list[float] = []
+            for index in range(args.rounds):
+                stall_round = index % 2 == 0
+                with httpx.Client(timeout=30) as client:
+                    if stall_round:
+                        client.get(f"{service.url}/health")  # the probe's connection, opened before the load
+                    run_wrk(service.url, script, args.connections, args.load_s, 2)
+                    if stall_round:
+                        samples = health_after_exit(client, service.url)
+                    else:
+                        status, latency_ms, timing = timed_post(client, service.url)
+                if stall_round:
+                    slowest_ms = max(ms for _, ms in samples)
+                    back_ms = next((sent for sent, ms in samples if ms <= RESPONSIVE_MS), float("nan"))
+                    stalls_ms.append(slowest_ms)
+                    print(
+                        f"round {index} (stall): slowest /health {slowest_ms:.1f} ms; /health within "
+                        f"{RESPONSIVE_MS:g} ms again from +{back_ms:.0f} ms after wrk's exit",
+                        flush=True,
+                    )
+                else:
+                    firsts_ms.append(latency_ms)
+                    verdict = (
+                        "met"
+                        if status == 200 and latency_ms <= NORMAL_LATENCY_FACTOR * idle_ms
+                        else "NOT met"
+                    )
+                    print(
+                        f"round {index} (first request): {status} in {latency_ms:.1f} ms{in_service(timing)} "
+                        f"(target <= {NORMAL_LATENCY_FACTOR:g}x the idle median: {verdict})",
+                        flush=True,
+                    )
+                time.sleep(args.pause_s)
+            met = sum(1 for ms in firsts_ms if ms <= NORMAL_LATENCY_FACTOR * idle_ms)
+            print(
+                f"\n{args.connections} connections closing at once: slowest /health median "
+                f"{statistics.median(stalls_ms):.1f} ms, max {max(stalls_ms):.1f} ms; first request median "
+                f"{statistics.median(firsts_ms):.1f} ms, max {max(firsts_ms):.1f} ms, {met}/{len(firsts_ms)} within "
+                f"{NORMAL_LATENCY_FACTOR:g}x the idle median {idle_ms:.1f} ms"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
