@@ -472,7 +472,7 @@ async def _submit(
         return await batcher.submit(
             texts,
             state.settings.deadline_ms,
-            lost.subscribe if lost else None,
+            lost,
             judged_inputs=DOOR_JUDGED_INPUTS,
         )
     except BatcherError as exc:

@@ -35,7 +35,7 @@ from service.batch_errors import (
 from service.busy_window import BUSY_WINDOW_S, BusyWindow
 from service.degrade import DeviceHealth, is_out_of_memory
 from service.encoder import ComputeStopped, Encoder
-from service.hangups import HangupQueue
+from service.hangups import HangupQueue, HangupSignal
 from service.metrics import ServiceMetrics
 from service.service_time import ServiceTime
 
@@ -108,6 +108,12 @@ class _Job:
     counted: int = 0  # inputs of this job still counted in the queue depth (not yet batched or dropped)
     finished: bool = False  # set by the worker/tokeniser once the future has been (or is being) resolved
     cancelled: bool = False  # set by the event loop when the caller gave up
+    hangup: HangupSignal | None = None  # its connection's: lost before the abandonment runs on the loop
+
+    def given_up(self) -> bool:
+        """The caller gave up: abandoned, or its connection has dropped and the abandonment is on its way."""
+        hangup = self.hangup  # read once: the event loop clears it when the wait ends
+        return self.cancelled or (hangup is not None and hangup.lost)
 
 
 @dataclass(eq=False)
@@ -216,12 +222,13 @@ class Batcher:
         self,
         texts: list[str],
         deadline_ms: float,
-        on_disconnect: Callable[[Callable[[], None]], None] | None = None,
+        hangup: HangupSignal | None = None,
         judged_inputs: int = 0,
     ) -> BatchResult:
         """Embed texts; raises Overloaded, QueueFull, DeadlineExceeded, InputTooLong, InvalidInput,
-        BatcherStopped, ComputeFailed or ClientGone. A cancelled caller abandons its queued work. on_disconnect
-        subscribes a callback (run on the event loop) that abandons it too and ends the wait with ClientGone.
+        BatcherStopped, ComputeFailed or ClientGone. A cancelled caller abandons its queued work. So does a
+        hangup: the workers skip the work as soon as it is marked lost, and its callback (on the event loop)
+        frees the queue space and ends the wait with ClientGone.
         judged_inputs: how many inputs the service's door already admitted on the estimated wait
         (`check_admission`)."""
         loop = asyncio.get_running_loop()
@@ -232,6 +239,7 @@ class Batcher:
             deadline_s=time.perf_counter() + deadline_ms / 1000,
             deadline_ms=deadline_ms,
             counted=len(texts),
+            hangup=hangup,
         )
         with self._cond:
             if self._stopping:
@@ -241,8 +249,8 @@ class Batcher:
             self._tok_jobs.append(job)
             self._cond.notify_all()
         self.metrics.queue_depth.set(self._waiting)
-        if on_disconnect is not None:
-            on_disconnect(lambda: self._abandon(job, "disconnected"))
+        if hangup is not None:
+            hangup.subscribe(lambda: self._abandon(job, "disconnected"))
         try:
             result = await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
         except TimeoutError:
@@ -251,6 +259,8 @@ class Batcher:
         except asyncio.CancelledError:
             self._abandon(job, "cancelled")
             raise
+        finally:  # the signal holds the job through its callback: no cycle for the garbage collector
+            job.hangup = None
         if result is None:  # raised here, not kept in the future: see service/hangups.py
             raise ClientGone()
         return result
@@ -260,8 +270,8 @@ class Batcher:
         skipped wherever they are (tokeniser queue, pending list, a running batch). Constant time: a burst
         of disconnections must not walk the queue once per request while holding the workers' lock."""
         with self._cond:
-            if job.finished:
-                return
+            if job.cancelled or (job.finished and (job.future.done() or not job.given_up())):
+                return  # abandoned already, or answered before its caller gave up
             job.cancelled = True
             job.finished = True
             if job.counted:
@@ -280,7 +290,7 @@ class Batcher:
         job.finished = True
 
         def deliver() -> None:
-            if job.future.done() or job.cancelled:
+            if job.future.done() or job.given_up():  # a hung-up caller's wait is ended by _abandon
                 return
             if error is not None:
                 job.future.set_exception(error)
@@ -324,7 +334,7 @@ class Batcher:
         live: list[_Job] = []
         for job in jobs:
             job.t_tok_start_s = t_start_s
-            if job.cancelled or t_start_s > job.deadline_s:
+            if job.given_up() or t_start_s > job.deadline_s:
                 self._fail_unqueued(job, DeadlineExceeded(job.deadline_ms))
             else:
                 live.append(job)
@@ -361,7 +371,7 @@ class Batcher:
             job.remaining = len(ids)
             items += [_Item(job, i, row, next(self._seq), t_end_s) for i, row in enumerate(ids)]
         with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
-            items = [item for item in items if not item.job.cancelled]
+            items = [item for item in items if not item.job.given_up()]
             self._pending.extend(items)
             self._cond.notify_all()
 
@@ -374,14 +384,14 @@ class Batcher:
 
     def _purge_expired(self, now_s: float) -> None:
         """With the lock held: drop queued inputs of requests abandoned or past their deadline."""
-        dead = [item for item in self._pending if item.job.cancelled or now_s > item.job.deadline_s]
+        dead = [item for item in self._pending if item.job.given_up() or now_s > item.job.deadline_s]
         if not dead:
             return
         dead_ids = {id(item) for item in dead}
         self._pending = [item for item in self._pending if id(item) not in dead_ids]
         for item in dead:
             self._uncount(item.job, 1)
-            if not item.job.finished:
+            if not (item.job.finished or item.job.given_up()):  # a hung-up caller's wait is ended by _abandon
                 self._resolve(item.job, None, DeadlineExceeded(item.job.deadline_ms))
 
     def _select(self) -> list[_Item]:
@@ -457,7 +467,9 @@ class Batcher:
                 self._compute(work)  # type: ignore[arg-type]
 
     def _compute(self, batch: list[_Item]) -> None:
-        batch = [item for item in batch if not item.job.finished]  # callers that gave up cost nothing
+        batch = [
+            item for item in batch if not (item.job.finished or item.job.given_up())
+        ]  # gave up: cost nothing
         if not batch:
             return
         if self.config.sort_by_length:
@@ -491,7 +503,7 @@ class Batcher:
             jobs: dict[int, _Job] = {}
             for item, vector in zip(batch, vectors, strict=True):
                 job = item.job
-                if job.finished:
+                if job.finished or job.given_up():
                     continue
                 if job.results is None:
                     job.results = np.empty((len(job.texts), vectors.shape[1]), dtype=np.float32)
@@ -518,7 +530,7 @@ class Batcher:
 
     @staticmethod
     def _not_worth_finishing(batch: list[_Item]) -> bool:
-        live = sum(1 for item in batch if not item.job.finished)
+        live = sum(1 for item in batch if not (item.job.finished or item.job.given_up()))
         return live <= len(batch) * RESTART_LIVE_SHARE
 
     def _stopped(self, batch: list[_Item], t_start_s: float) -> None:
@@ -530,7 +542,10 @@ class Batcher:
         self.metrics.compute_seconds.inc((t_end_s - t_start_s) / self.config.workers)
         self._busy.record(t_end_s, t_end_s - t_start_s)
         with self._cond:
-            live = sorted((item for item in batch if not item.job.finished), key=lambda item: item.seq)
+            live = sorted(
+                (item for item in batch if not (item.job.finished or item.job.given_up())),
+                key=lambda item: item.seq,
+            )
             for item in live:
                 item.job.counted += 1
             self._waiting += len(live)

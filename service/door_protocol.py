@@ -24,6 +24,7 @@ from service.header_timeout import HeaderTimeoutProtocol
 from service.loop_gate import Start
 from service.openai_api import ApiError, server_timing
 from service.request_io import CONNECTION_LOST, ConnectionLost
+from service.teardown import Teardown
 
 Door = Callable[[Start], "ApiError | None"]  # admit_at_door: refuses, or starts the handler
 
@@ -95,6 +96,10 @@ class DoorProtocol(HeaderTimeoutProtocol):
 
     door: Door | None = None
     on_hold: Callable[[], None] | None = None  # counts held connections (a metric)
+    teardown: Teardown | None = (
+        None  # closes and cleans up hung-up connections a slice at a time; None: at once
+    )
+    _close_queued = False
     _retry_at_s = 0.0  # when this connection's last 429 told its client to come back
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
@@ -120,14 +125,44 @@ class DoorProtocol(HeaderTimeoutProtocol):
         super()._start_asgi_task(cycle, app)
         return True
 
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol allows a bool
+        """The client closed its side: mark its unanswered request as gone now and close the connection on a
+        later turn of the teardown queue (as uvicorn would close it at once: no answer is sent after EOF).
+        Closing ~1,000 sockets, and their protocols' clean-up, held the event loop ~20 ms in one piece."""
+        self._mark_request_gone()
+        if self.teardown is None:
+            return None  # the transport closes itself now
+        if not self._close_queued:
+            self._close_queued = True
+            self.teardown.add(self.transport.close)
+        return True  # kept open until then; no more reading
+
     def connection_lost(self, exc: Exception | None) -> None:
-        """Abandon the unanswered request's work now, a few loop turns before its task would learn."""
+        """Mark the unanswered request as gone now (its work is skipped from here on), and leave the rest of
+        the clean-up (abandoning the work, uvicorn's own) to the teardown queue."""
+        signal = self._mark_request_gone()
+        if self.teardown is None:
+            self._finish_connection_lost(exc, signal)
+        else:
+            self.teardown.add(self._finish_connection_lost, exc, signal)
+
+    def _mark_request_gone(self) -> ConnectionLost | None:
+        """Cheap, and at once: the request in flight, if any, is marked disconnected; its signal (returned)
+        is marked lost, so the batcher's workers skip its work before its callbacks have run."""
+        self._cancel_header_timer()
         cycle = self.cycle
-        if cycle is not None and not cycle.response_complete:
-            extensions: dict[str, Any] = cycle.scope.get("extensions", {})
-            signal: ConnectionLost | None = extensions.get(CONNECTION_LOST)
-            if signal is not None:
-                signal.fire()
+        if cycle is None or cycle.response_complete:
+            return None
+        cycle.disconnected = True  # as uvicorn would: an answer the handler still sends is dropped
+        extensions: dict[str, Any] = cycle.scope.get("extensions", {})
+        signal: ConnectionLost | None = extensions.get(CONNECTION_LOST)
+        if signal is not None:
+            signal.mark()
+        return signal
+
+    def _finish_connection_lost(self, exc: Exception | None, signal: ConnectionLost | None) -> None:
+        if signal is not None:
+            signal.fire()
         super().connection_lost(exc)
 
     def _refuse(self, cycle: RequestResponseCycle, error: ApiError, total_ms: float) -> None:
@@ -174,7 +209,7 @@ def service_protocol(
     header_timeout_s: float, door: Door, on_hold: Callable[[], None] | None = None
 ) -> type[DoorProtocol]:
     """The protocol class uvicorn should instantiate (`uvicorn.Config(http=...)`)."""
-    attributes = {"header_timeout_s": header_timeout_s, "door": staticmethod(door)}
+    attributes = {"header_timeout_s": header_timeout_s, "door": staticmethod(door), "teardown": Teardown()}
     if on_hold is not None:
         attributes["on_hold"] = staticmethod(on_hold)
     return type("DoorProtocol", (DoorProtocol,), attributes)

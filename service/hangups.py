@@ -19,11 +19,21 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 SLICE = 16  # handlers woken per turn (~1.6 ms of event-loop time)
 PAUSE_S = 0.05  # between turns
 BACKLOG_TURNS = 64  # a backlog is drained within about this many turns, whatever its size
+
+
+class HangupSignal(Protocol):
+    """How a request's hang-up reaches the batcher (service.request_io.ConnectionLost)."""
+
+    lost: bool  # set the moment the connection drops, before the callbacks run; read by the worker threads
+
+    def subscribe(self, callback: Callable[[], None]) -> None:
+        """Run callback on the event loop once the hang-up is handled (now if it already has been)."""
 
 
 class HangupQueue:

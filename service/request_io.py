@@ -22,13 +22,19 @@ class ConnectionLost:
     """Callbacks the HTTP protocol (door_protocol.py) runs the moment a request's connection drops.
 
     The batcher registers one that abandons the request's work and fails its wait, so a burst of
-    disconnections frees queue space and stops abandoned batches within the loop iteration that sees it, and
-    the handler needs no task of its own watching for `http.disconnect`.
+    disconnections frees queue space and stops abandoned batches a loop turn or two after they happen, and
+    the handler needs no task of its own watching for `http.disconnect`. The protocol marks the signal at
+    once (`lost`, a flag the batcher's workers read, so no input of a gone request is computed) and fires its
+    callbacks a slice of connections per loop turn (service/teardown.py).
     """
 
     def __init__(self) -> None:
-        self.lost = False
+        self.lost = False  # set the moment the connection drops; read from any thread
         self._callbacks: list[Callable[[], None]] = []
+
+    def mark(self) -> None:
+        """The connection dropped: say so now; fire() runs the callbacks."""
+        self.lost = True
 
     def subscribe(self, callback: Callable[[], None]) -> None:
         """Run callback when the connection drops, or now if it already has."""

@@ -224,6 +224,51 @@ def test_a_dropped_connection_signals_its_unanswered_request_only(
     assert app.lost_after_answer == []  # a connection closed after its answer signals nothing
 
 
+def test_a_storm_of_half_closed_connections_is_signalled_and_closed_by_the_server() -> None:
+    """Clients that shut their sending side (EOF) while their requests wait: each request's signal fires and
+    the server closes every connection, through the teardown queue's slices (200 connections, slices of 32)."""
+    door, app = Door(), HoldAll()
+    with uvicorn_in_thread(app, service_protocol(10.0, door)) as address:
+        socks = [socket.create_connection(address) for _ in range(200)]
+        try:
+            for sock in socks:
+                sock.sendall(post(b'{"input": "hold"}'))
+            deadline_s = time.monotonic() + WAIT_S
+            while app.holding < len(socks) and time.monotonic() < deadline_s:
+                time.sleep(0.01)
+            assert app.holding == len(socks)
+            for sock in socks:
+                sock.shutdown(socket.SHUT_WR)
+            for sock in socks:
+                sock.settimeout(WAIT_S)
+                assert sock.recv(1) == b""  # closed by the server, no answer sent
+            while app.lost < len(socks) and time.monotonic() < deadline_s:
+                time.sleep(0.01)
+            assert app.lost == len(socks)
+        finally:
+            for sock in socks:
+                sock.close()
+
+
+@dataclass
+class HoldAll:
+    """Holds every request until the protocol signals its connection lost; counts both."""
+
+    holding: int = 0
+    lost: int = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        gone = asyncio.Event()
+        scope["extensions"][CONNECTION_LOST].subscribe(gone.set)
+        self.holding += 1
+        await gone.wait()
+        self.lost += 1
+
+
 def test_refused_requests_leave_no_cyclic_garbage(served: tuple[tuple[str, int], Door, EchoApp]) -> None:
     """A refused request's connection is freed by reference counting once it closes: under overload most
     connections are refused, and cyclic garbage from each would pile up until a full collection, which then

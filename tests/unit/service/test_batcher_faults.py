@@ -6,7 +6,6 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from service.batcher import COMPUTE_NICE, Batcher, BatcherConfig
 from service.degrade import DeviceHealth, is_out_of_memory
 from service.encoder import StopCheck
 from service.metrics import ServiceMetrics
+from service.request_io import ConnectionLost
 from tests.unit.service.test_batcher import FakeEncoder, _running, run
 
 
@@ -92,15 +92,15 @@ def test_a_disconnection_signal_abandons_the_work_and_ends_the_wait_at_once() ->
     async def go() -> None:
         encoder = FakeEncoder(compute_s=2.0)
         async for b in _running(encoder, max_batch_size=1, max_wait_ms=0):
-            hangups: list[Callable[[], None]] = []
-            running = asyncio.create_task(b.submit(["running"], 5000, hangups.append))
+            running_lost, queued_lost = ConnectionLost(), ConnectionLost()
+            running = asyncio.create_task(b.submit(["running"], 5000, running_lost))
             assert await asyncio.to_thread(encoder.computing.wait, 5)
-            queued = asyncio.create_task(b.submit(["queued", "twice"], 5000, hangups.append))
+            queued = asyncio.create_task(b.submit(["queued", "twice"], 5000, queued_lost))
             await asyncio.sleep(0.05)
-            assert b.queue_depth == 2 and len(hangups) == 2
+            assert b.queue_depth == 2
             t_start_s = time.perf_counter()
-            for hang_up in hangups:  # what the HTTP protocol does as the connections drop
-                hang_up()
+            for lost in (running_lost, queued_lost):  # what the HTTP protocol does as the connections drop
+                lost.fire()
             assert b.queue_depth == 0
             for task in (running, queued):
                 with pytest.raises(ClientGone):
@@ -111,6 +111,41 @@ def test_a_disconnection_signal_abandons_the_work_and_ends_the_wait_at_once() ->
             await b.submit(["after"], 5000)
             assert encoder.stopped == [[3]]  # "running" was stopped part-way
             assert encoder.batches == [[3]]  # "after" only: "queued" never ran
+
+    run(go())
+
+
+def test_work_marked_lost_is_never_computed_and_its_wait_ends_when_the_signal_fires() -> None:
+    """The protocol marks a dropped connection at once and fires its callbacks a few loop turns later: in
+    between, the workers must already skip the gone request's work, stop a batch of gone callers, and leave
+    its wait to the abandonment, which frees the queue space and counts it once."""
+
+    async def go() -> None:
+        encoder = FakeEncoder(compute_s=2.0)
+        async for b in _running(encoder, max_batch_size=1, max_wait_ms=0):
+            running_lost, queued_lost = ConnectionLost(), ConnectionLost()
+            running = asyncio.create_task(b.submit(["running"], 5000, running_lost))
+            assert await asyncio.to_thread(encoder.computing.wait, 5)
+            queued = asyncio.create_task(b.submit(["queued", "twice"], 5000, queued_lost))
+            await asyncio.sleep(0.05)
+            running_lost.mark()
+            queued_lost.mark()
+            result = await b.submit(["after"], 5000)
+            assert result.queue_ms < 1000  # the gone batch (2 s) stopped at its next layer; "queued" skipped
+            assert result.embeddings.shape[0] == 1
+            assert encoder.stopped == [[3]]  # "running" was stopped part-way
+            assert encoder.batches == [[3]]  # "after" only: "queued" never ran, though not yet abandoned
+            assert not running.done() and not queued.done()  # their waits end when the signal fires
+            assert b.queue_depth == 0  # skipped inputs count no more...
+            running_lost.fire()
+            queued_lost.fire()
+            queued_lost.fire()
+            for task in (running, queued):
+                with pytest.raises(ClientGone):
+                    await task
+            text = b.metrics.render().decode()
+            assert 'embedperf_abandoned_total{reason="disconnected"} 2.0' in text  # once each
+            assert b.queue_depth == 0
 
     run(go())
 

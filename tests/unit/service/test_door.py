@@ -140,7 +140,7 @@ def test_the_route_tells_the_batcher_how_many_inputs_the_door_judged() -> None:
 
     class RecordingBatcher(StubBatcher):
         async def submit(
-            self, texts: list[str], deadline_ms: float, on_disconnect: object = None, judged_inputs: int = 0
+            self, texts: list[str], deadline_ms: float, hangup: object = None, judged_inputs: int = 0
         ) -> None:
             judged.append(judged_inputs)
 
