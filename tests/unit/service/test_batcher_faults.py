@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from service.batch_errors import ClientGone, ComputeFailed, InvalidInput, Overloaded, QueueFull
-from service.batcher import COMPUTE_NICE, Batcher, BatcherConfig
+from service.batcher import COMPUTE_NICE, Batcher, BatcherConfig, BatchResult
 from service.degrade import DeviceHealth, is_out_of_memory
 from service.encoder import StopCheck
 from service.metrics import ServiceMetrics
@@ -88,16 +88,25 @@ def test_a_cancelled_caller_releases_its_queue_space_and_is_not_computed() -> No
     run(go())
 
 
+async def running_and_queued(
+    b: Batcher, encoder: FakeEncoder
+) -> tuple[ConnectionLost, ConnectionLost, asyncio.Task[BatchResult], asyncio.Task[BatchResult]]:
+    """A request computing (encoder's compute_s) and one of two inputs queued behind it, each with its
+    connection's signal: (running's signal, queued's signal, running, queued)."""
+    running_lost, queued_lost = ConnectionLost(), ConnectionLost()
+    running = asyncio.create_task(b.submit(["running"], 5000, running_lost))
+    assert await asyncio.to_thread(encoder.computing.wait, 5)
+    queued = asyncio.create_task(b.submit(["queued", "twice"], 5000, queued_lost))
+    await asyncio.sleep(0.05)
+    assert b.queue_depth == 2
+    return running_lost, queued_lost, running, queued
+
+
 def test_a_disconnection_signal_abandons_the_work_and_ends_the_wait_at_once() -> None:
     async def go() -> None:
         encoder = FakeEncoder(compute_s=2.0)
         async for b in _running(encoder, max_batch_size=1, max_wait_ms=0):
-            running_lost, queued_lost = ConnectionLost(), ConnectionLost()
-            running = asyncio.create_task(b.submit(["running"], 5000, running_lost))
-            assert await asyncio.to_thread(encoder.computing.wait, 5)
-            queued = asyncio.create_task(b.submit(["queued", "twice"], 5000, queued_lost))
-            await asyncio.sleep(0.05)
-            assert b.queue_depth == 2
+            running_lost, queued_lost, running, queued = await running_and_queued(b, encoder)
             t_start_s = time.perf_counter()
             for lost in (running_lost, queued_lost):  # what the HTTP protocol does as the connections drop
                 lost.fire()
@@ -123,11 +132,7 @@ def test_work_marked_lost_is_never_computed_and_its_wait_ends_when_the_signal_fi
     async def go() -> None:
         encoder = FakeEncoder(compute_s=2.0)
         async for b in _running(encoder, max_batch_size=1, max_wait_ms=0):
-            running_lost, queued_lost = ConnectionLost(), ConnectionLost()
-            running = asyncio.create_task(b.submit(["running"], 5000, running_lost))
-            assert await asyncio.to_thread(encoder.computing.wait, 5)
-            queued = asyncio.create_task(b.submit(["queued", "twice"], 5000, queued_lost))
-            await asyncio.sleep(0.05)
+            running_lost, queued_lost, running, queued = await running_and_queued(b, encoder)
             running_lost.mark()
             queued_lost.mark()
             result = await b.submit(["after"], 5000)
