@@ -12,6 +12,7 @@ a few per loop iteration (service/loop_gate.py).
 from __future__ import annotations
 
 import functools
+import select
 import time
 from collections.abc import Callable
 from http import HTTPStatus
@@ -192,8 +193,26 @@ class DoorProtocol(HeaderTimeoutProtocol):
                 self.on_hold()
 
     def _release_hold(self) -> None:
-        if not self.transport.is_closing() and not self.flow.read_paused:  # uvicorn's own pause stays
-            self.transport.resume_reading()
+        if self.transport.is_closing() or self.flow.read_paused:  # uvicorn's own pause stays
+            return
+        if self.teardown is not None and peer_has_closed(self.transport):
+            # Its client left while held (the end of a load): the request waiting unread would be admitted
+            # and computed for nobody before the end of the stream was read.
+            self.eof_received()
+            return
+        self.transport.resume_reading()
+
+
+def peer_has_closed(transport: Any) -> bool:
+    """Whether the client has closed its side of the connection, seen without reading what it sent before
+    (Linux: POLLRDHUP). False where that cannot be told."""
+    sock = transport.get_extra_info("socket")
+    rdhup = getattr(select, "POLLRDHUP", 0)
+    if sock is None or not rdhup:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), rdhup)
+    return any(events & (rdhup | select.POLLHUP) for _, events in poller.poll(0))
 
 
 def _nothing() -> None:

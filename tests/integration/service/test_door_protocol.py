@@ -326,6 +326,31 @@ def test_a_connection_refused_again_before_its_retry_after_is_not_read_until_it_
     assert holds == [1]
 
 
+def test_a_held_connection_whose_client_has_left_is_closed_without_reading_its_request(
+    holding: tuple[tuple[str, int], Door, list[int]],
+) -> None:
+    """At the end of a load, clients that retried at once and were held have gone: the request each left
+    unread must not be admitted (and computed) when its hold ends."""
+    address, door, holds = holding
+    holds.clear()
+    door.refusals = 2
+    with socket.create_connection(address) as sock:
+        reader = Reader(sock)
+        assert timed(reader, sock, b'{"input": "one"}')[0] == 429
+        assert timed(reader, sock, b'{"input": "again at once"}')[0] == 429  # now held for 1 s
+        asked = door.asked
+        sock.sendall(post(b'{"input": "left behind"}'))
+        sock.shutdown(socket.SHUT_WR)  # the client leaves while held
+        t_start_s = time.perf_counter()
+        try:  # closed by the server when the hold ended, nothing answered; reset: it left data unread
+            assert reader.closed()
+        except ConnectionResetError:
+            pass
+        assert 0.8 < time.perf_counter() - t_start_s < 5
+    assert door.asked == asked  # the request left behind was never read
+    assert holds == [1]
+
+
 def test_a_client_that_waits_out_retry_after_or_is_let_in_is_never_held(
     holding: tuple[tuple[str, int], Door, list[int]],
 ) -> None:
