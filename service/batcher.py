@@ -371,6 +371,9 @@ class Batcher:
             job.remaining = len(ids)
             items += [_Item(job, i, row, next(self._seq), t_end_s) for i, row in enumerate(ids)]
         with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
+            for job in live:
+                if job.given_up() and job.counted:  # marked lost, not yet abandoned: its inputs count no more
+                    self._uncount(job, job.counted)
             items = [item for item in items if not item.job.given_up()]
             self._pending.extend(items)
             self._cond.notify_all()

@@ -124,6 +124,30 @@ def test_a_disconnection_signal_abandons_the_work_and_ends_the_wait_at_once() ->
     run(go())
 
 
+def test_inputs_marked_lost_while_tokenised_stop_counting_so_no_worker_waits_for_them() -> None:
+    """A worker waits up to max_wait for inputs still being tokenised; one whose caller's connection dropped
+    meanwhile is dropped after tokenisation and must stop counting then, or the worker waits for it in vain
+    (the abandonment that would uncount it comes later, a slice of hang-ups at a time)."""
+
+    async def go() -> None:
+        encoder = FakeEncoder(tokenize_s=0.2)
+        async for b in _running(encoder, max_batch_size=8, max_wait_ms=2000):
+            gone_lost = ConnectionLost()
+            gone = asyncio.create_task(b.submit(["gone"], 5000, gone_lost))
+            await asyncio.sleep(0.05)  # being tokenised
+            gone_lost.mark()
+            result = await b.submit(["live"], 5000)
+            assert result.queue_ms < 1000  # not max_wait (2 s) spent waiting for "gone"
+            assert encoder.batches == [[3]]  # "live" alone
+            assert b.queue_depth == 0
+            gone_lost.fire()
+            with pytest.raises(ClientGone):
+                await gone
+            assert b.queue_depth == 0
+
+    run(go())
+
+
 def test_work_marked_lost_is_never_computed_and_its_wait_ends_when_the_signal_fires() -> None:
     """The protocol marks a dropped connection at once and fires its callbacks a few loop turns later: in
     between, the workers must already skip the gone request's work, stop a batch of gone callers, and leave
