@@ -115,6 +115,10 @@ class _Job:
         hangup = self.hangup  # read once: the event loop clears it when the wait ends
         return self.cancelled or (hangup is not None and hangup.lost)
 
+    def unwanted(self) -> bool:
+        """No input of it needs computing: answered (or being answered), or its caller gave up."""
+        return self.finished or self.given_up()
+
 
 @dataclass(eq=False)
 class _Item:
@@ -394,7 +398,7 @@ class Batcher:
         self._pending = [item for item in self._pending if id(item) not in dead_ids]
         for item in dead:
             self._uncount(item.job, 1)
-            if not (item.job.finished or item.job.given_up()):  # a hung-up caller's wait is ended by _abandon
+            if not item.job.unwanted():  # a hung-up caller's wait is ended by _abandon
                 self._resolve(item.job, None, DeadlineExceeded(item.job.deadline_ms))
 
     def _select(self) -> list[_Item]:
@@ -470,9 +474,7 @@ class Batcher:
                 self._compute(work)  # type: ignore[arg-type]
 
     def _compute(self, batch: list[_Item]) -> None:
-        batch = [
-            item for item in batch if not (item.job.finished or item.job.given_up())
-        ]  # gave up: cost nothing
+        batch = [item for item in batch if not item.job.unwanted()]  # callers that gave up cost nothing
         if not batch:
             return
         if self.config.sort_by_length:
@@ -506,7 +508,7 @@ class Batcher:
             jobs: dict[int, _Job] = {}
             for item, vector in zip(batch, vectors, strict=True):
                 job = item.job
-                if job.finished or job.given_up():
+                if job.unwanted():
                     continue
                 if job.results is None:
                     job.results = np.empty((len(job.texts), vectors.shape[1]), dtype=np.float32)
@@ -533,7 +535,7 @@ class Batcher:
 
     @staticmethod
     def _not_worth_finishing(batch: list[_Item]) -> bool:
-        live = sum(1 for item in batch if not (item.job.finished or item.job.given_up()))
+        live = sum(1 for item in batch if not item.job.unwanted())
         return live <= len(batch) * RESTART_LIVE_SHARE
 
     def _stopped(self, batch: list[_Item], t_start_s: float) -> None:
@@ -545,10 +547,7 @@ class Batcher:
         self.metrics.compute_seconds.inc((t_end_s - t_start_s) / self.config.workers)
         self._busy.record(t_end_s, t_end_s - t_start_s)
         with self._cond:
-            live = sorted(
-                (item for item in batch if not (item.job.finished or item.job.given_up())),
-                key=lambda item: item.seq,
-            )
+            live = sorted((item for item in batch if not item.job.unwanted()), key=lambda item: item.seq)
             for item in live:
                 item.job.counted += 1
             self._waiting += len(live)

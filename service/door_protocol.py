@@ -97,9 +97,8 @@ class DoorProtocol(HeaderTimeoutProtocol):
 
     door: Door | None = None
     on_hold: Callable[[], None] | None = None  # counts held connections (a metric)
-    teardown: Teardown | None = (
-        None  # closes and cleans up hung-up connections a slice at a time; None: at once
-    )
+    # Closes and cleans up hung-up connections a slice at a time (service_protocol sets one); None: at once.
+    teardown: Teardown | None = None
     _close_queued = False
     _retry_at_s = 0.0  # when this connection's last 429 told its client to come back
 
@@ -133,9 +132,7 @@ class DoorProtocol(HeaderTimeoutProtocol):
         self._mark_request_gone()
         if self.teardown is None:
             return None  # the transport closes itself now
-        if not self._close_queued:
-            self._close_queued = True
-            self.teardown.add(self.transport.close)
+        self._close_soon()
         return True  # kept open until then; no more reading
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -195,12 +192,20 @@ class DoorProtocol(HeaderTimeoutProtocol):
     def _release_hold(self) -> None:
         if self.transport.is_closing() or self.flow.read_paused:  # uvicorn's own pause stays
             return
-        if self.teardown is not None and peer_has_closed(self.transport):
+        if peer_has_closed(self.transport):
             # Its client left while held (the end of a load): the request waiting unread would be admitted
             # and computed for nobody before the end of the stream was read.
-            self.eof_received()
+            self._close_soon()
             return
         self.transport.resume_reading()
+
+    def _close_soon(self) -> None:
+        """Close the connection on the teardown queue's turn (at once without a queue), once."""
+        if self.teardown is None:
+            self.transport.close()
+        elif not self._close_queued:
+            self._close_queued = True
+            self.teardown.add(self.transport.close)
 
 
 def peer_has_closed(transport: Any) -> bool:

@@ -18,9 +18,10 @@ of them and held the event loop for 40-100 ms.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from service.paced_calls import PacedCalls
 
 SLICE = 16  # handlers woken per turn (~1.6 ms of event-loop time)
 PAUSE_S = 0.05  # between turns
@@ -40,29 +41,17 @@ class HangupQueue:
     """Futures of hung-up requests, ended a slice per turn on their event loop."""
 
     def __init__(self, slice_size: int = SLICE, pause_s: float = PAUSE_S) -> None:
-        self.slice_size = slice_size
-        self.pause_s = pause_s
-        self._waiting: deque[tuple[asyncio.Future[Any], Any]] = deque()
-        self._scheduled = False
+        self._calls = PacedCalls(slice_size, pause_s, backlog_turns=BACKLOG_TURNS)
 
     def __len__(self) -> int:
-        return len(self._waiting)
+        return len(self._calls)
 
     def end(self, future: asyncio.Future[Any], result: Any) -> None:
         """Set future's result soon: at once when nobody is queued, else after the ones queued before it.
         Call on the future's event loop."""
-        self._waiting.append((future, result))
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._turn)
+        self._calls.add(_set_result, future, result)
 
-    def _turn(self) -> None:
-        count = max(self.slice_size, len(self._waiting) // BACKLOG_TURNS)
-        for _ in range(min(count, len(self._waiting))):
-            future, result = self._waiting.popleft()
-            if not future.done():
-                future.set_result(result)
-        if self._waiting:
-            asyncio.get_running_loop().call_later(self.pause_s, self._turn)
-        else:
-            self._scheduled = False
+
+def _set_result(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.done():
+        future.set_result(result)

@@ -12,46 +12,14 @@ per turn, PAUSE_S apart, ~10 % of the event loop's time, so live requests are re
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections import deque
-from collections.abc import Callable
-from typing import Any
+from service.paced_calls import PacedCalls
 
-log = logging.getLogger("service.teardown")
 SLICE = 32  # calls per turn (~0.3 ms of event-loop time)
 PAUSE_S = 0.003  # between turns: 1,000 hang-ups are closed in ~0.1 s, and cleaned up in as much again
 
 
-class Teardown:
-    """Calls queued on the running event loop and run in order: on its next iteration when nothing is queued,
-    else SLICE per turn, PAUSE_S apart."""
+class Teardown(PacedCalls):
+    """The queue of hung-up connections' closes and clean-ups: SLICE per turn, PAUSE_S apart."""
 
     def __init__(self, slice_size: int = SLICE, pause_s: float = PAUSE_S) -> None:
-        self.slice_size = slice_size
-        self.pause_s = pause_s
-        self._waiting: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
-        self._scheduled_on: asyncio.AbstractEventLoop | None = None
-
-    def __len__(self) -> int:
-        return len(self._waiting)
-
-    def add(self, call: Callable[..., None], *args: Any) -> None:
-        """Run call(*args) on this event loop's next turns, after the calls queued before it."""
-        self._waiting.append((call, args))
-        loop = asyncio.get_running_loop()
-        if self._scheduled_on is not loop:  # also when a previous loop closed with calls still queued
-            self._scheduled_on = loop
-            loop.call_soon(self._turn)
-
-    def _turn(self) -> None:
-        for _ in range(min(self.slice_size, len(self._waiting))):
-            call, args = self._waiting.popleft()
-            try:
-                call(*args)
-            except Exception:  # one connection's clean-up must not stop the others'
-                log.exception("clean-up of a closed connection failed")
-        if self._waiting:
-            asyncio.get_running_loop().call_later(self.pause_s, self._turn)
-        else:
-            self._scheduled_on = None
+        super().__init__(slice_size, pause_s)

@@ -1,9 +1,9 @@
-"""Hung-up connections are closed and cleaned up a slice at a time; their requests are marked gone at once."""
+"""Hung-up connections are closed and cleaned up through the teardown queue; their requests are marked gone at
+once."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,66 +12,6 @@ import pytest
 from service.door_protocol import DoorProtocol
 from service.request_io import CONNECTION_LOST, ConnectionLost
 from service.teardown import Teardown
-
-
-def test_calls_run_in_order_a_slice_per_turn_with_a_pause_between() -> None:
-    async def go() -> list[tuple[int, float]]:
-        loop = asyncio.get_running_loop()
-        teardown = Teardown(slice_size=2, pause_s=0.05)
-        ran: list[tuple[int, float]] = []
-        for index in range(5):
-            teardown.add(lambda i: ran.append((i, loop.time())), index)
-        assert ran == [] and len(teardown) == 5  # nothing runs inside add()
-        await asyncio.sleep(0)
-        assert [i for i, _ in ran] == [0, 1]  # the first slice on the next iteration
-        while len(teardown):
-            await asyncio.sleep(0.01)
-        return ran
-
-    ran = asyncio.run(go())
-    assert [i for i, _ in ran] == [0, 1, 2, 3, 4]
-    at = [t for _, t in ran]
-    assert at[1] - at[0] < 0.01 and at[3] - at[2] < 0.01  # two per turn, in one go
-    assert at[2] - at[1] >= 0.045 and at[4] - at[3] >= 0.045  # turns pause_s apart
-
-
-def test_a_failing_call_does_not_stop_the_others(caplog: pytest.LogCaptureFixture) -> None:
-    ran: list[int] = []
-
-    def fail() -> None:
-        raise RuntimeError("socket already gone")
-
-    async def go() -> None:
-        teardown = Teardown(slice_size=8, pause_s=0.001)
-        teardown.add(ran.append, 1)
-        teardown.add(fail)
-        teardown.add(ran.append, 2)
-        await asyncio.sleep(0.01)
-
-    with caplog.at_level(logging.ERROR, logger="service.teardown"):
-        asyncio.run(go())
-    assert ran == [1, 2]
-    assert "clean-up of a closed connection failed" in caplog.text
-
-
-def test_calls_left_by_a_closed_event_loop_run_on_the_next() -> None:
-    teardown = Teardown(slice_size=1, pause_s=10.0)
-    ran: list[str] = []
-
-    async def leave_one_queued() -> None:
-        teardown.add(ran.append, "first")
-        teardown.add(ran.append, "left")  # its turn is 10 s away when the loop closes
-        await asyncio.sleep(0.01)
-
-    async def add_another() -> None:
-        teardown.add(ran.append, "next loop")
-        await asyncio.sleep(0.01)
-
-    asyncio.run(leave_one_queued())
-    assert ran == ["first"]
-    asyncio.run(add_another())
-    assert ran == ["first", "left"]  # scheduled again on this loop: one slice per turn
-    assert len(teardown) == 1
 
 
 @dataclass
