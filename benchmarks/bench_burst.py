@@ -11,75 +11,61 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
-from bench_overload import BurstProbe, idle_latency_ms, run_wrk, wrk_found, wrk_script
-
-from loadgen.service_proc import ServiceProcess
+from bench_overload import (
+    BurstProbe,
+    add_round_options,
+    idle_latency_ms,
+    run_wrk,
+    wrk_found,
+    wrk_service,
+)
 
 REJECTION_TARGET_MS = 50.0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="429 latency inside the opening burst of a load, repeated.")
-    parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--connections", type=int, default=1000)
-    parser.add_argument("--load-s", type=int, default=3, help="wrk's duration per round")
-    parser.add_argument("--pause-s", type=float, default=3.0, help="idle time before each round")
-    parser.add_argument("--deadline-ms", type=int, default=5000, help="the service's --deadline-ms")
-    parser.add_argument(
-        "--service-arg", action="append", default=[], help="extra flag for the service (repeatable)"
-    )
+    add_round_options(parser, rounds=12, load_s=3, pause_help="idle time before each round")
     args = parser.parse_args(argv)
     if not wrk_found():
         return 2
-    with tempfile.TemporaryDirectory() as tmp:
-        script = wrk_script(Path(tmp), honour_retry_after=True)
-        service_args = [
-            "--deadline-ms",
-            str(args.deadline_ms),
-            "--keep-alive-timeout-s",
-            "30",
-            *args.service_arg,
-        ]
-        with ServiceProcess(service_args, log_path=Path(tmp) / "service.log") as service:
-            print(f"service {service.url} pid {service.pid} args {service_args}", flush=True)
-            idle_latency_ms(service.url)
-            run_wrk(service.url, script, 128, 4, 2)  # the service's per-input time estimate, as under load
-            rejections_ms: list[float] = []
-            for index in range(args.rounds):
-                time.sleep(args.pause_s)
-                burst = BurstProbe(service.url)
-                burst.arm()
-                t_load_s = time.perf_counter()
-                wrk = subprocess.Popen(
-                    ["wrk", "-t2", f"-c{args.connections}", f"-d{args.load_s}s", "--timeout", "10s"]
-                    + ["-s", str(script), f"{service.url}/v1/embeddings"],
-                    stdout=subprocess.DEVNULL,
-                )
-                burst.fire(t_load_s)
-                burst.join()
-                wrk.wait(timeout=args.load_s + 60)
-                statuses = [status for status, _, _ in burst.samples]
-                rejected = [ms for status, ms, _ in burst.samples if status == 429]
-                rejections_ms += rejected
-                slow = "".join(
-                    f"; {ms:.0f} ms sent at +{sent:.0f} ms"
-                    for status, ms, sent in sorted(burst.samples, key=lambda sample: sample[2])
-                    if status == 429 and ms > REJECTION_TARGET_MS
-                )
-                print(
-                    f"burst {index}: statuses {dict(sorted((s, statuses.count(s)) for s in set(statuses)))}; "
-                    f"slowest 429 {max(rejected, default=float('nan')):.1f} ms{slow}",
-                    flush=True,
-                )
-            over = sum(1 for ms in rejections_ms if ms > REJECTION_TARGET_MS)
-            print(
-                f"\n{args.rounds} bursts of {args.connections} connections: {over}/{len(rejections_ms)} 429s over "
-                f"{REJECTION_TARGET_MS:.0f} ms (target 0), max {max(rejections_ms, default=float('nan')):.1f} ms"
+    with wrk_service(args) as (service, script):
+        idle_latency_ms(service.url)
+        run_wrk(service.url, script, 128, 4, 2)  # the service's per-input time estimate, as under load
+        rejections_ms: list[float] = []
+        for index in range(args.rounds):
+            time.sleep(args.pause_s)
+            burst = BurstProbe(service.url)
+            burst.arm()
+            t_load_s = time.perf_counter()
+            wrk = subprocess.Popen(
+                ["wrk", "-t2", f"-c{args.connections}", f"-d{args.load_s}s", "--timeout", "10s"]
+                + ["-s", str(script), f"{service.url}/v1/embeddings"],
+                stdout=subprocess.DEVNULL,
             )
+            burst.fire(t_load_s)
+            burst.join()
+            wrk.wait(timeout=args.load_s + 60)
+            statuses = [status for status, _, _ in burst.samples]
+            rejected = [ms for status, ms, _ in burst.samples if status == 429]
+            rejections_ms += rejected
+            slow = "".join(
+                f"; {ms:.0f} ms sent at +{sent:.0f} ms"
+                for status, ms, sent in sorted(burst.samples, key=lambda sample: sample[2])
+                if status == 429 and ms > REJECTION_TARGET_MS
+            )
+            print(
+                f"burst {index}: statuses {dict(sorted((s, statuses.count(s)) for s in set(statuses)))}; "
+                f"slowest 429 {max(rejected, default=float('nan')):.1f} ms{slow}",
+                flush=True,
+            )
+        over = sum(1 for ms in rejections_ms if ms > REJECTION_TARGET_MS)
+        print(
+            f"\n{args.rounds} bursts of {args.connections} connections: {over}/{len(rejections_ms)} 429s over "
+            f"{REJECTION_TARGET_MS:.0f} ms (target 0), max {max(rejections_ms, default=float('nan')):.1f} ms"
+        )
     return 0
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import shutil
 import statistics
@@ -390,13 +391,7 @@ def capacity_qps(service: ServiceProcess, script: Path, args: argparse.Namespace
 
 def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) -> None:
     """Per level: capacity measured just before (the host's other load drifts), then the overload run."""
-    idle_ms = idle_latency_ms(service.url)
-    lone_ref_ms = lone_median_ms(service.url)
-    print(
-        f"idle latency: warm median {idle_ms:.1f} ms (one kept-alive connection, back to back); alone on a new "
-        f"connection, median of {LONE_REFERENCE_COUNT}: {lone_ref_ms:.1f} ms",
-        flush=True,
-    )
+    idle_ms, lone_ref_ms = idle_references(service.url)
     for connections in args.connections:
         capacity = capacity_qps(service, script, args)
         time.sleep(2)
@@ -503,6 +498,56 @@ def wrk_script(directory: Path, honour_retry_after: bool) -> Path:
     return script
 
 
+def add_service_options(parser: argparse.ArgumentParser) -> None:
+    """The service's options in every wrk benchmark (read back by `service_args`)."""
+    parser.add_argument("--deadline-ms", type=int, default=5000, help="the service's --deadline-ms")
+    parser.add_argument(
+        "--service-arg", action="append", default=[], help="extra flag for the service (repeatable)"
+    )
+
+
+def add_round_options(parser: argparse.ArgumentParser, rounds: int, load_s: int, pause_help: str) -> None:
+    """The options of a benchmark that loads the service in rounds of wrk, plus the service's."""
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--connections", type=int, default=1000)
+    parser.add_argument("--load-s", type=int, default=load_s, help="wrk's duration per round")
+    parser.add_argument("--pause-s", type=float, default=3.0, help=pause_help)
+    add_service_options(parser)
+
+
+def service_args(args: argparse.Namespace) -> list[str]:
+    """The service's flags: the deadline, connections kept open while idle for 30 s (clients that honour
+    Retry-After leave theirs idle for seconds), then every --service-arg."""
+    return ["--deadline-ms", str(args.deadline_ms), "--keep-alive-timeout-s", "30", *args.service_arg]
+
+
+@contextlib.contextmanager
+def wrk_service(
+    args: argparse.Namespace, honour_retry_after: bool = True
+) -> Iterator[tuple[ServiceProcess, Path]]:
+    """The service started with `service_args(args)` (its address printed) and wrk's Lua script for it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        script = wrk_script(Path(tmp), honour_retry_after=honour_retry_after)
+        flags = service_args(args)
+        with ServiceProcess(flags, log_path=Path(tmp) / "service.log") as service:
+            clients = "honour Retry-After" if honour_retry_after else "retry 429s at once"
+            print(f"service {service.url} pid {service.pid} args {flags}; wrk clients {clients}", flush=True)
+            yield service, script
+
+
+def idle_references(url: str) -> tuple[float, float]:
+    """The idle latencies a first request after a load is judged against, printed: (the warm median, the same
+    request alone on a new connection)."""
+    idle_ms = idle_latency_ms(url)
+    lone_ms = lone_median_ms(url)
+    print(
+        f"idle latency: warm median {idle_ms:.1f} ms (one kept-alive connection, back to back); alone on a new "
+        f"connection, median of {LONE_REFERENCE_COUNT}: {lone_ms:.1f} ms",
+        flush=True,
+    )
+    return idle_ms, lone_ms
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Overload and huge-body benchmark of the reference service.")
     parser.add_argument("--connections", type=int, nargs="+", default=[500, 1000])
@@ -515,33 +560,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--capacity-duration-s", type=int, default=10)
     parser.add_argument("--wrk-threads", type=int, default=2)
-    parser.add_argument("--deadline-ms", type=int, default=5000, help="the service's --deadline-ms")
     parser.add_argument(
         "--ignore-retry-after",
         action="store_true",
         help="wrk connections retry a 429 at once instead of waiting its Retry-After (worst case)",
     )
-    parser.add_argument(
-        "--service-arg", action="append", default=[], help="extra flag for the service (repeatable)"
-    )
+    add_service_options(parser)
     parser.add_argument("--skip-huge-bodies", action="store_true")
     args = parser.parse_args(argv)
     if not wrk_found():
         return 2
-    with tempfile.TemporaryDirectory() as tmp:
-        script = wrk_script(Path(tmp), honour_retry_after=not args.ignore_retry_after)
-        # Clients that honour Retry-After leave their connection idle for seconds: keep it open meanwhile.
-        service_args = ["--deadline-ms", str(args.deadline_ms), "--keep-alive-timeout-s", "30"]
-        service_args += args.service_arg
-        with ServiceProcess(service_args, log_path=Path(tmp) / "service.log") as service:
-            print(
-                f"service {service.url} pid {service.pid} args {service_args}; wrk clients "
-                f"{'retry 429s at once' if args.ignore_retry_after else 'honour Retry-After'}",
-                flush=True,
-            )
-            if not args.skip_huge_bodies:
-                huge_bodies(service)
-            overload(service, script, args)
+    with wrk_service(args, honour_retry_after=not args.ignore_retry_after) as (service, script):
+        if not args.skip_huge_bodies:
+            huge_bodies(service)
+        overload(service, script, args)
     return 0
 
 

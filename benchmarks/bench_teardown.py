@@ -16,26 +16,21 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
 from bench_overload import (
-    LONE_REFERENCE_COUNT,
     NORMAL_LATENCY_FACTOR,
-    idle_latency_ms,
+    add_round_options,
+    idle_references,
     in_service,
-    lone_median_ms,
     lone_request,
     normal_latency_verdict,
     run_wrk,
     timed_post,
     wrk_found,
-    wrk_script,
+    wrk_service,
 )
-
-from loadgen.service_proc import ServiceProcess
 
 STALL_WINDOW_S = 0.15
 RESPONSIVE_MS = 5.0
@@ -53,79 +48,63 @@ def health_after_exit(client: httpx.Client, url: str) -> list[tuple[float, float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="The service right after a load's connections all close.")
-    parser.add_argument("--rounds", type=int, default=8, help="half stall rounds, half first-request rounds")
-    parser.add_argument("--connections", type=int, default=1000)
-    parser.add_argument("--load-s", type=int, default=5, help="wrk's duration per round")
-    parser.add_argument("--pause-s", type=float, default=3.0, help="idle time after each round")
-    parser.add_argument("--deadline-ms", type=int, default=5000, help="the service's --deadline-ms")
-    parser.add_argument(
-        "--service-arg", action="append", default=[], help="extra flag for the service (repeatable)"
+    parser = argparse.ArgumentParser(
+        description="The service right after a load's connections all close (rounds alternate: stall, first request)."
     )
+    add_round_options(parser, rounds=8, load_s=5, pause_help="idle time after each round")
     args = parser.parse_args(argv)
     if not wrk_found():
         return 2
-    with tempfile.TemporaryDirectory() as tmp:
-        script = wrk_script(Path(tmp), honour_retry_after=True)
-        service_args = ["--deadline-ms", str(args.deadline_ms), "--keep-alive-timeout-s", "30"]
-        service_args += args.service_arg
-        with ServiceProcess(service_args, log_path=Path(tmp) / "service.log") as service:
-            print(f"service {service.url} pid {service.pid} args {service_args}", flush=True)
-            idle_ms = idle_latency_ms(service.url)
-            lone_ref_ms = lone_median_ms(service.url)
-            print(
-                f"idle latency: warm median {idle_ms:.1f} ms (one kept-alive connection, back to back); alone on a "
-                f"new connection, median of {LONE_REFERENCE_COUNT}: {lone_ref_ms:.1f} ms",
-                flush=True,
-            )
-            stalls_ms: list[float] = []
-            firsts_ms: list[float] = []
-            lones_ms: list[float] = []
-            met = 0
-            for index in range(args.rounds):
-                stall_round = index % 2 == 0
-                with httpx.Client(timeout=30) as client:
-                    if stall_round:
-                        client.get(f"{service.url}/health")  # the probe's connection, opened before the load
-                    run_wrk(service.url, script, args.connections, args.load_s, 2)
-                    if stall_round:
-                        samples = health_after_exit(client, service.url)
-                    else:
-                        status, latency_ms, timing = timed_post(client, service.url)
+    with wrk_service(args) as (service, script):
+        idle_ms, lone_ref_ms = idle_references(service.url)
+        stalls_ms: list[float] = []
+        firsts_ms: list[float] = []
+        lones_ms: list[float] = []
+        met = 0
+        for index in range(args.rounds):
+            stall_round = index % 2 == 0
+            with httpx.Client(timeout=30) as client:
                 if stall_round:
-                    slowest_ms = max(ms for _, ms in samples)
-                    back_ms = next((sent for sent, ms in samples if ms <= RESPONSIVE_MS), float("nan"))
-                    stalls_ms.append(slowest_ms)
-                    print(
-                        f"round {index} (stall): slowest /health {slowest_ms:.1f} ms; /health within "
-                        f"{RESPONSIVE_MS:g} ms again from +{back_ms:.0f} ms after wrk's exit",
-                        flush=True,
-                    )
+                    client.get(f"{service.url}/health")  # the probe's connection, opened before the load
+                run_wrk(service.url, script, args.connections, args.load_s, 2)
+                if stall_round:
+                    samples = health_after_exit(client, service.url)
                 else:
-                    firsts_ms.append(latency_ms)
-                    met += status == 200 and latency_ms <= NORMAL_LATENCY_FACTOR * lone_ref_ms
-                    print(
-                        f"round {index} (first request): {status} in {latency_ms:.1f} ms{in_service(timing)} "
-                        f"({normal_latency_verdict(status, latency_ms, lone_ref_ms, idle_ms)})",
-                        flush=True,
-                    )
-                time.sleep(args.pause_s)
-                if not stall_round:  # the like-for-like reference: alone, on a new connection, no load before
-                    lone_ms, lone_timing = lone_request(service.url)
-                    lones_ms.append(lone_ms)
-                    print(
-                        f"    the same request alone {args.pause_s:g} s later: {lone_ms:.1f} ms{in_service(lone_timing)}",
-                        flush=True,
-                    )
-            print(
-                f"\n{args.connections} connections closing at once: slowest /health median "
-                f"{statistics.median(stalls_ms):.1f} ms, max {max(stalls_ms):.1f} ms; first request median "
-                f"{statistics.median(firsts_ms):.1f} ms, max {max(firsts_ms):.1f} ms, {met}/{len(firsts_ms)} 200s within "
-                f"{NORMAL_LATENCY_FACTOR:g}x the same request alone on the idle service ({lone_ref_ms:.1f} ms; "
-                f"warm median {idle_ms:.1f} ms); the same request alone after "
-                f"{args.pause_s:g} s without load: median {statistics.median(lones_ms):.1f} ms, "
-                f"max {max(lones_ms):.1f} ms"
-            )
+                    status, latency_ms, timing = timed_post(client, service.url)
+            if stall_round:
+                slowest_ms = max(ms for _, ms in samples)
+                back_ms = next((sent for sent, ms in samples if ms <= RESPONSIVE_MS), float("nan"))
+                stalls_ms.append(slowest_ms)
+                print(
+                    f"round {index} (stall): slowest /health {slowest_ms:.1f} ms; /health within "
+                    f"{RESPONSIVE_MS:g} ms again from +{back_ms:.0f} ms after wrk's exit",
+                    flush=True,
+                )
+            else:
+                firsts_ms.append(latency_ms)
+                met += status == 200 and latency_ms <= NORMAL_LATENCY_FACTOR * lone_ref_ms
+                print(
+                    f"round {index} (first request): {status} in {latency_ms:.1f} ms{in_service(timing)} "
+                    f"({normal_latency_verdict(status, latency_ms, lone_ref_ms, idle_ms)})",
+                    flush=True,
+                )
+            time.sleep(args.pause_s)
+            if not stall_round:  # the like-for-like reference: alone, on a new connection, no load before
+                lone_ms, lone_timing = lone_request(service.url)
+                lones_ms.append(lone_ms)
+                print(
+                    f"    the same request alone {args.pause_s:g} s later: {lone_ms:.1f} ms{in_service(lone_timing)}",
+                    flush=True,
+                )
+        print(
+            f"\n{args.connections} connections closing at once: slowest /health median "
+            f"{statistics.median(stalls_ms):.1f} ms, max {max(stalls_ms):.1f} ms; first request median "
+            f"{statistics.median(firsts_ms):.1f} ms, max {max(firsts_ms):.1f} ms, {met}/{len(firsts_ms)} 200s within "
+            f"{NORMAL_LATENCY_FACTOR:g}x the same request alone on the idle service ({lone_ref_ms:.1f} ms; "
+            f"warm median {idle_ms:.1f} ms); the same request alone after "
+            f"{args.pause_s:g} s without load: median {statistics.median(lones_ms):.1f} ms, "
+            f"max {max(lones_ms):.1f} ms"
+        )
     return 0
 
 
