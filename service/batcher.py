@@ -254,6 +254,7 @@ class Batcher:
             self._cond.notify_all()
         self.metrics.queue_depth.set(self._waiting)
         if hangup is not None:
+            hangup.on_mark(lambda: self._release_queue_space(job))
             hangup.subscribe(lambda: self._abandon(job, "disconnected"))
         try:
             result = await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
@@ -268,6 +269,15 @@ class Batcher:
         if result is None:  # raised here, not kept in the future: see service/hangups.py
             raise ClientGone()
         return result
+
+    def _release_queue_space(self, job: _Job) -> None:
+        """The caller's connection dropped: its queued inputs stop counting now, before its abandonment runs
+        (a slice of hang-ups at a time), so the estimated wait the next request is admitted on leaves them out."""
+        with self._cond:
+            if job.counted:
+                self._uncount(job, job.counted)
+                if self._awaiting_more:
+                    self._cond.notify_all()
 
     def _abandon(self, job: _Job, reason: str) -> None:
         """The caller gave up: its queued inputs stop counting now, so they hold no queue space, and they are
@@ -375,9 +385,6 @@ class Batcher:
             job.remaining = len(ids)
             items += [_Item(job, i, row, next(self._seq), t_end_s) for i, row in enumerate(ids)]
         with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
-            for job in live:
-                if job.given_up() and job.counted:  # marked lost, not yet abandoned: its inputs count no more
-                    self._uncount(job, job.counted)
             items = [item for item in items if not item.job.given_up()]
             self._pending.extend(items)
             self._cond.notify_all()

@@ -33,6 +33,9 @@ class HangupSignal(Protocol):
 
     lost: bool  # set the moment the connection drops, before the callbacks run; read by the worker threads
 
+    def on_mark(self, callback: Callable[[], None]) -> None:
+        """Run callback (cheap) on the event loop the moment the connection drops (now if it has)."""
+
     def subscribe(self, callback: Callable[[], None]) -> None:
         """Run callback on the event loop once the hang-up is handled (now if it already has been)."""
 

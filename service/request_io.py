@@ -24,17 +24,30 @@ class ConnectionLost:
     The batcher registers one that abandons the request's work and fails its wait, so a burst of
     disconnections frees queue space and stops abandoned batches a loop turn or two after they happen, and
     the handler needs no task of its own watching for `http.disconnect`. The protocol marks the signal at
-    once (`lost`, a flag the batcher's workers read, so no input of a gone request is computed) and fires its
-    callbacks a slice of connections per loop turn (service/teardown.py).
+    once (`lost`, a flag the batcher's workers read, so no input of a gone request is computed, and the few
+    cheap `on_mark` callbacks: the batcher frees the request's queue space, so the next request is not
+    refused for it) and fires the other callbacks a slice of connections per loop turn (service/teardown.py).
     """
 
     def __init__(self) -> None:
         self.lost = False  # set the moment the connection drops; read from any thread
         self._callbacks: list[Callable[[], None]] = []
+        self._mark_callbacks: list[Callable[[], None]] = []
 
     def mark(self) -> None:
-        """The connection dropped: say so now; fire() runs the callbacks."""
+        """The connection dropped: say so now and run the on_mark callbacks; fire() runs the others."""
         self.lost = True
+        callbacks, self._mark_callbacks = self._mark_callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_mark(self, callback: Callable[[], None]) -> None:
+        """Run callback (cheap: it runs inside the protocol's connection teardown) the moment the connection
+        drops, or now if it already has."""
+        if self.lost:
+            callback()
+        else:
+            self._mark_callbacks.append(callback)
 
     def subscribe(self, callback: Callable[[], None]) -> None:
         """Run callback when the connection drops, or now if it already has."""
@@ -44,7 +57,7 @@ class ConnectionLost:
             self._callbacks.append(callback)
 
     def fire(self) -> None:
-        self.lost = True
+        self.mark()
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             callback()

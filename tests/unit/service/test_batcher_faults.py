@@ -136,6 +136,7 @@ def test_inputs_marked_lost_while_tokenised_stop_counting_so_no_worker_waits_for
             gone = asyncio.create_task(b.submit(["gone"], 5000, gone_lost))
             await asyncio.sleep(0.05)  # being tokenised
             gone_lost.mark()
+            assert b.queue_depth == 0
             result = await b.submit(["live"], 5000)
             assert result.queue_ms < 1000  # not max_wait (2 s) spent waiting for "gone"
             assert encoder.batches == [[3]]  # "live" alone
@@ -159,6 +160,7 @@ def test_work_marked_lost_is_never_computed_and_its_wait_ends_when_the_signal_fi
             running_lost, queued_lost, running, queued = await running_and_queued(b, encoder)
             running_lost.mark()
             queued_lost.mark()
+            assert b.queue_depth == 0  # at once: the next request is not refused for inputs nobody waits for
             result = await b.submit(["after"], 5000)
             assert result.queue_ms < 1000  # the gone batch (2 s) stopped at its next layer; "queued" skipped
             assert result.embeddings.shape[0] == 1

@@ -189,3 +189,27 @@ def test_a_request_read_as_its_hold_ends_is_not_held_again(monkeypatch: pytest.M
     assert (transport.paused, holds) == (1, [1])
     protocol._hold_if_early(refusal)  # but sending again at once is early again
     assert (transport.paused, holds) == (2, [1, 1])
+
+
+def test_mark_runs_the_on_mark_callbacks_once_and_fire_the_others_after() -> None:
+    lost = ConnectionLost()
+    calls: list[str] = []
+    lost.on_mark(lambda: calls.append("marked"))
+    lost.subscribe(lambda: calls.append("fired"))
+    lost.mark()
+    assert lost.lost and calls == ["marked"]
+    lost.mark()
+    lost.fire()
+    lost.fire()
+    assert calls == ["marked", "fired"]
+    lost.on_mark(lambda: calls.append("late"))  # already gone: at once
+    assert calls == ["marked", "fired", "late"]
+
+
+def test_fire_alone_runs_the_on_mark_callbacks_first() -> None:
+    lost = ConnectionLost()
+    calls: list[str] = []
+    lost.subscribe(lambda: calls.append("fired"))
+    lost.on_mark(lambda: calls.append("marked"))
+    lost.fire()
+    assert calls == ["marked", "fired"]
