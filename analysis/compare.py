@@ -4,6 +4,10 @@ Steps are matched by their load (users, or arrival rate), never by position: a 3
 compared with a 4-step ramp must not pair users=1 with users=10. A change whose statistic the data
 cannot support (too few ok samples for the percentile, too few seconds for a throughput interval,
 a zero-width bootstrap interval) carries a warning and never a better/worse verdict.
+
+"Overall" is the comparison at the highest load both runs share, for every metric alike: one load, so
+goodput, latency and errors come from the same requests and one bootstrap. Pooling steps would mix
+loads and weight each by its request count, which itself changes with the candidate's speed.
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ from analysis.bootstrap import (
     resampled_ratios,
     rng_for,
 )
-from analysis.gate import BudgetScope, GateResult, GateRule, evaluate_gate, gate_status
+from analysis.gate import (
+    BudgetScope,
+    GateResult,
+    GateRule,
+    empty_sides,
+    evaluate_gate,
+    failure_lines,
+    gate_status,
+)
 from analysis.steps import PERCENTILE_METHOD
 from analysis.summary import RunAnalysis
 from analysis.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE
@@ -73,40 +85,73 @@ class MetricChange(BaseModel):
 
 
 class StepComparison(BaseModel):
+    """One pair of steps at the same load; `*_n_ok` say whether either side has anything to compare."""
+
     index: int
     label: str
     base_load: float | None
     cand_load: float | None
     metrics: dict[str, MetricChange]
+    base_n_ok: int
+    cand_n_ok: int
     cand_index: int | None = None
 
 
 class CandidateComparison(BaseModel):
+    """One candidate against the baseline. `overall` is a copy of the step at the highest load both runs
+    share (`overall_step` names it; None and empty metrics when no step matched)."""
+
     run_id: str
     label: str
     steps: list[StepComparison]
     overall: StepComparison
+    overall_step: str | None = None
     mismatches: list[str]
     unmatched: list[str] = []
     error_budget: float = 0.0
     gate: list[GateResult] = []
 
     @property
+    def empty_steps(self) -> list[str]:
+        """A line per matched step where a run has no ok requests: nothing there can be compared."""
+        out = []
+        for step in self.steps:
+            sides = empty_sides(step.base_n_ok, step.cand_n_ok)
+            if sides:
+                out.append(f"step {step.label} has no ok requests in the {sides}")
+        return out
+
+    @property
+    def no_verdict_reasons(self) -> list[str]:
+        """Why this candidate cannot pass: unmatched loads, steps without ok requests, rules without a
+        verdict (those at an empty step are covered by its line)."""
+        empty = {s.label for s in self.steps if empty_sides(s.base_n_ok, s.cand_n_ok)}
+        undecided = [g.line for g in self.gate if g.status == "no_verdict" and g.scope not in empty]
+        return [*self.unmatched, *self.empty_steps, *undecided]
+
+    @property
     def status(self) -> str:
         """One of fail, no_verdict, pass (see analysis.gate.gate_status)."""
-        return gate_status(self.gate, loads_match=not self.unmatched)
+        return gate_status(self.gate, self.no_verdict_reasons)
 
     @property
     def gate_failed(self) -> bool:
         return self.status == "fail"
 
     @property
+    def failures(self) -> list[str]:
+        """One line per failed metric and step (see analysis.gate.failure_lines)."""
+        return failure_lines(self.gate)
+
+    @property
     def warnings(self) -> list[str]:
-        """Why some changes have no verdict: unmatched loads and statistics the data cannot support."""
-        out = list(self.unmatched)
-        for scope in [*self.steps, self.overall]:
-            out += [f"{m.metric} at {scope.label}: {m.warning}" for m in scope.metrics.values() if m.warning]
-        return out
+        """Changes the data cannot support (too few samples, too short, zero-width), one line each."""
+        return [
+            f"{m.metric} at {step.label}: {m.warning}"
+            for step in self.steps
+            for m in step.metrics.values()
+            if m.warning
+        ]
 
 
 class Comparison(BaseModel):
@@ -233,11 +278,14 @@ def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dic
     rng = rng_for(seed)
     changes: dict[str, MetricChange] = {}
     seconds = min(len(base.ok_counts), len(cand.ok_counts))
+    # nothing was sent in a run at this step: its zero goodput is an absence, not a measurement
+    unsent = [name for name, x in (("baseline", base), ("candidate", cand)) if not x.n_requests]
+    no_requests = f"no requests in the {' and the '.join(unsent)}" if unsent else None
     b_qps = resampled_ratios(base.ok_counts, base.bin_widths_s, n_boot, rng)
     c_qps = resampled_ratios(cand.ok_counts, cand.bin_widths_s, n_boot, rng)
     changes["qps"] = _change(
         "qps", base.qps, cand.qps, interval(c_qps - b_qps),
-        _short("s of steady state", seconds, MIN_QPS_SECONDS),
+        no_requests or _short("s of steady state", seconds, MIN_QPS_SECONDS),
     )  # fmt: skip
     for metric, q in LATENCY_METRICS.items():
         b, c = base.latency_sorted, cand.latency_sorted
@@ -255,7 +303,7 @@ def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dic
             float(base.token_counts.sum() / base.bin_widths_s.sum()),
             float(cand.token_counts.sum() / cand.bin_widths_s.sum()),
             interval(c_tok - b_tok),
-            _short("s of steady state", seconds, MIN_QPS_SECONDS),
+            no_requests or _short("s of steady state", seconds, MIN_QPS_SECONDS),
         )
     changes["error_rate"] = _error_rate_change(base, cand)
     for metric in TELEMETRY_METRICS:
@@ -313,33 +361,13 @@ def environment_mismatches(base: RunAnalysis, cand: RunAnalysis) -> list[str]:
     return [name for name, differs in checks.items() if differs]
 
 
-def overall_metrics(
-    base: RunAnalysis,
-    base_samples: dict[int, Samples],
-    cand_samples: dict[int, Samples],
-    pairs: list[tuple[int, int]],
-    n_boot: int,
-) -> dict[str, MetricChange]:
-    """QPS at each run's peak, errors over all steps, latency at the baseline's peak step in both runs.
+def highest_shared(steps: list[StepComparison]) -> StepComparison | None:
+    """The matched step at the highest load: what "overall" means for every metric."""
+    return max(steps, key=lambda s: s.base_load or 0.0, default=None)
 
-    Latency pooled over all steps would mix loads: a candidate that serves more requests at the high
-    steps would look slower overall even if it were faster at every step. So the overall latency
-    change is measured at one load, the one where the baseline peaked, matched by load.
-    """
-    metrics = compare_samples(base_samples[OVERALL_INDEX], cand_samples[OVERALL_INDEX], n_boot, seed=0)
-    peak = max(
-        (i for i in base_samples if i != OVERALL_INDEX), key=lambda i: base_samples[i].qps, default=None
-    )
-    cand_index = dict(pairs).get(peak) if peak is not None else None
-    if peak is None or cand_index is None:
-        for metric in LATENCY_METRICS:
-            metrics.pop(metric, None)
-        return metrics
-    at_peak = compare_samples(base_samples[peak], cand_samples[cand_index], n_boot, seed=peak + 1)
-    for metric in LATENCY_METRICS:
-        if metric in at_peak:
-            metrics[metric] = at_peak[metric]
-    return metrics
+
+def _n_ok(samples: Samples) -> int:
+    return samples.n_ok if samples.n_ok is not None else len(samples.latency_sorted)
 
 
 def compare_runs(
@@ -362,34 +390,43 @@ def compare_runs(
                 index=b_index, label=base_samples[b_index].label, base_load=base_samples[b_index].load,
                 cand_load=cand_samples[c_index].load, cand_index=c_index,
                 metrics=compare_samples(base_samples[b_index], cand_samples[c_index], n_boot, seed=b_index + 1),
+                base_n_ok=_n_ok(base_samples[b_index]), cand_n_ok=_n_ok(cand_samples[c_index]),
             )
             for b_index, c_index in pairs
         ]  # fmt: skip
-        overall = StepComparison(
-            index=OVERALL_INDEX,
-            label="overall",
-            base_load=None,
-            cand_load=None,
-            metrics=overall_metrics(base, base_samples, cand_samples, pairs, n_boot),
+        top = highest_shared(steps)
+        overall = (
+            top.model_copy(update={"label": "overall"})
+            if top is not None
+            else StepComparison(
+                index=OVERALL_INDEX,
+                label="overall",
+                base_load=None,
+                cand_load=None,
+                metrics={},
+                base_n_ok=0,
+                cand_n_ok=0,
+            )
         )
         budget = error_budget if error_budget is not None else cand.summary.error_budget
-        comparison = CandidateComparison(
-            run_id=cand.summary.run_id,
-            label=cand.summary.run_id,
-            steps=steps,
-            overall=overall,
-            mismatches=environment_mismatches(base, cand),
-            unmatched=unmatched,
-            error_budget=budget,
-        )
         budget_scopes = [
             BudgetScope(label=s.label, n_requests=s.n_requests, n_failed=s.n_failed)
-            for i, s in sorted(cand_samples.items(), key=lambda kv: (kv[0] == OVERALL_INDEX, kv[0]))
+            for i, s in sorted(cand_samples.items())
+            if i != OVERALL_INDEX
         ]
-        comparison.gate = evaluate_gate(
-            rules or [], [*steps, overall], budget_scopes, budget, bool(unmatched)
+        results.append(
+            CandidateComparison(
+                run_id=cand.summary.run_id,
+                label=cand.summary.run_id,
+                steps=steps,
+                overall=overall,
+                overall_step=top.label if top is not None else None,
+                mismatches=environment_mismatches(base, cand),
+                unmatched=unmatched,
+                error_budget=budget,
+                gate=evaluate_gate(rules or [], steps, budget_scopes, budget),
+            )
         )
-        results.append(comparison)
     return Comparison(
         base_run_id=base.summary.run_id,
         base_label=base.summary.run_id,

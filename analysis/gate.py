@@ -6,14 +6,19 @@
     "%"     := NUMBER is relative to the baseline; without it NUMBER is absolute in the metric's unit,
                except error_rate, whose absolute unit is percentage points (error_rate:+0.1 = +0.1 pp).
 
-A rule fails at a step (or overall) when the point estimate of the change crosses the threshold AND
-the change's 95% confidence interval excludes zero: noise alone never fails a build.
+A rule fails at a step when the point estimate of the change crosses the threshold AND the change's
+95% confidence interval excludes zero: noise alone never fails a build.
 
-The error budget is always a rule, whatever --gate says: a candidate step (or the candidate overall)
-whose error rate is above the budget fails, however fast it was; being above the baseline's rate by
-more than the budget is covered by it. A rule whose change the data cannot support (too few samples,
-steps too short, loads that do not match) gets no verdict; the candidate then has no verdict either
-unless some rule failed.
+Every rule is checked at every step the two runs share (steps are matched by load) and nowhere else.
+"Overall" is the comparison at the highest load both runs share, itself one of those steps, so it adds
+no rule of its own: one regression is one failed result, and one line per metric and step.
+
+The error budget is always a rule, whatever --gate says: every candidate step whose error rate is
+above the budget fails, however fast it was; being above the baseline's rate by more than the budget
+is covered by it. A step without ok requests (in either run) can never pass: its speed rules have no
+verdict and the error budget judges it. The candidate has no verdict, unless some rule failed, when
+the loads do not match, when a shared step has no ok requests, or when any rule at any step has no
+verdict (too few samples, steps too short).
 """
 
 from __future__ import annotations
@@ -101,7 +106,7 @@ class BudgetScope(BaseModel):
 
 
 class GateResult(BaseModel):
-    """One rule at one scope (a step, or "overall"): its status and a one-line reason with the numbers."""
+    """One rule at one step: its status and a one-line reason with the numbers."""
 
     rule: str
     scope: str
@@ -163,7 +168,7 @@ def describe_change(
     )
 
 
-def _speed_result(rule: GateRule, scope: StepComparison, loads_differ: bool) -> GateResult:
+def _speed_result(rule: GateRule, scope: StepComparison) -> GateResult:
     change = scope.metrics.get(rule.metric)
     figures = None
     if change is not None:
@@ -182,8 +187,11 @@ def _speed_result(rule: GateRule, scope: StepComparison, loads_differ: bool) -> 
             change=figures,
         )
 
-    if scope.label == "overall" and loads_differ:
-        return result("no_verdict", "no verdict: the runs' loads differ (steps are matched by users/rate)")
+    empty = empty_sides(scope.base_n_ok, scope.cand_n_ok)
+    if empty:
+        return result(
+            "no_verdict", f"no verdict: no ok requests in the {empty} here; the error budget judges it"
+        )
     if change is None:
         return result("no_verdict", f"no verdict: {rule.metric} was not measured in both runs")
     text = describe_change(rule.metric, change.base, change.cand, change.rel, (change.ci_low, change.ci_high))
@@ -196,8 +204,11 @@ def _speed_result(rule: GateRule, scope: StepComparison, loads_differ: bool) -> 
     return result("pass", text)
 
 
+BUDGET_RULE_PREFIX = "error_budget:"
+
+
 def budget_rule_text(budget: float) -> str:
-    return f"error_budget:{budget * 100.0:g}%"
+    return f"{BUDGET_RULE_PREFIX}{budget * 100.0:g}%"
 
 
 def _budget_result(scope: BudgetScope, budget: float) -> GateResult:
@@ -220,24 +231,38 @@ def _budget_result(scope: BudgetScope, budget: float) -> GateResult:
     return result("pass", f"{text} <= budget {fmt_value(ERROR_BUDGET_METRIC, budget)}")
 
 
+def empty_sides(base_n_ok: int, cand_n_ok: int) -> str | None:
+    """Which run has no ok requests at a step ("baseline", "candidate", both), or None."""
+    sides = [name for name, n in (("baseline", base_n_ok), ("candidate", cand_n_ok)) if n == 0]
+    return " and the ".join(sides) if sides else None
+
+
 def evaluate_gate(
     rules: list[GateRule],
-    scopes: list[StepComparison],
+    steps: list[StepComparison],
     budget_scopes: list[BudgetScope],
     error_budget: float,
-    loads_differ: bool,
 ) -> list[GateResult]:
-    """Every rule at every matched step and overall, then the error budget at every candidate step."""
-    results = [_speed_result(rule, scope, loads_differ) for scope in scopes for rule in rules]
+    """Every rule at every matched step, then the error budget at every candidate step."""
+    results = [_speed_result(rule, step) for step in steps for rule in rules]
     return results + [_budget_result(scope, error_budget) for scope in budget_scopes]
 
 
-def gate_status(results: list[GateResult], loads_match: bool) -> GateStatus:
-    """fail if any rule failed; no verdict if speed rules were asked for but the loads differ or an
-    overall result has no verdict; pass otherwise (step-level gaps stay warnings)."""
+def gate_status(results: list[GateResult], reasons: list[str]) -> GateStatus:
+    """fail if any rule failed (a failure is a verdict, whatever else could not be judged); else no
+    verdict if anything could not be judged (a reason, or a rule without a verdict); else pass."""
     if any(r.failed for r in results):
         return "fail"
-    speed = [r for r in results if not r.rule.startswith("error_budget:")]
-    if speed and (not loads_match or any(r.status == "no_verdict" and r.scope == "overall" for r in speed)):
+    if reasons or any(r.status == "no_verdict" for r in results):
         return "no_verdict"
     return "pass"
+
+
+def failure_lines(results: list[GateResult]) -> list[str]:
+    """One line per failed metric and step, the error budget first (a run that failed its requests is
+    wrong before it is slow); an error_rate rule failing where the budget failed too joins its line."""
+    failed = sorted((r for r in results if r.failed), key=lambda r: not r.rule.startswith(BUDGET_RULE_PREFIX))
+    lines: dict[tuple[str, str], list[GateResult]] = {}
+    for r in failed:
+        lines.setdefault((r.scope, r.metric), []).append(r)
+    return [first.line + "".join(f"; also fails {r.rule}" for r in rest) for first, *rest in lines.values()]

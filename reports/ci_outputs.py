@@ -1,9 +1,10 @@
 """What a CI system reads from `embedperf compare`: a JSON verdict and a JUnit XML file.
 
-JUnit layout: one <testsuite> per candidate, one <testcase> per gate rule and scope (each matched
-step, "overall", and the error budget at every candidate step). A failed rule is a <failure> whose
-message carries the numbers; a rule without a verdict is <skipped> with the reason; loads that do
-not match add one skipped "step matching" case listing the unmatched steps.
+JUnit layout: one <testsuite> per candidate, one <testcase> per gate rule and matched step, and the
+error budget at every candidate step. A failed rule is a <failure> whose message carries the numbers;
+a rule without a verdict is <skipped> with the reason; loads that do not match add one skipped "step
+matching" case listing the unmatched steps, and steps without ok requests one skipped "ok requests"
+case listing them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def _atomic_write(path: Path, text: str) -> None:
 def _candidate_json(cand: CandidateComparison) -> dict[str, Any]:
     data = cand.model_dump(mode="json")
     data["status"] = cand.status
-    data["failures"] = [g.line for g in cand.gate if g.failed]
+    data["failures"] = cand.failures
+    data["no_verdict_reasons"] = cand.no_verdict_reasons
     data["warnings"] = cand.warnings
     return data
 
@@ -75,6 +77,12 @@ def _suite(parent: ET.Element, comparison: Comparison, cand: CandidateComparison
         counts["tests"] += 1
         counts["skipped"] += 1
         ET.SubElement(case, "skipped", message="loads differ: " + "; ".join(cand.unmatched))
+    if cand.empty_steps:
+        case = ET.SubElement(suite, "testcase", classname=classname, name="ok requests at every matched step")
+        case.set("time", "0")
+        counts["tests"] += 1
+        counts["skipped"] += 1
+        ET.SubElement(case, "skipped", message="; ".join(cand.empty_steps))
     for key, value in counts.items():
         suite.set(key, str(value))
     suite.set("errors", "0")

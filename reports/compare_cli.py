@@ -1,7 +1,8 @@
 """`embedperf compare`: baseline vs candidate runs -> comparison HTML (+ JSON / JUnit for CI).
 
 Exit codes: 0 every candidate passes; 1 a gate rule (or the error budget) failed; 2 no verdict
-(steps too short for the statistic, or loads that do not match) or a usage error.
+(loads that do not match, a step without ok requests, steps too short for the statistic; with or
+without --gate) or a usage error.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ GATE_HELP = (
     "rises by more than N, '-' when it falls by more than N; with %% N is relative to the baseline, without "
     "it N is absolute in the metric's unit (error_rate: percentage points). Example: "
     "'p99_ms:+5%%,qps:-3%%,error_rate:+0.1' fails if P99 rises more than 5%%, goodput drops more than 3%%, or "
-    "the error rate rises more than 0.1 percentage points, at any step matched by load or overall. A rule "
+    "the error rate rises more than 0.1 percentage points, at any step matched by load. A rule "
     "fails only when the point estimate crosses the threshold AND the 95%% bootstrap confidence interval of "
     "the change excludes zero. The error budget is always checked, with or without --gate. Metrics: "
     + ", ".join(GATE_METRICS)
@@ -43,9 +44,10 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="embedperf compare",
         description=(
-            "Compare candidate runs against a baseline run. Exit codes: 0 pass; 1 a gate rule or the error "
-            "budget failed; 2 no verdict (steps too short for the statistic, loads that do not match) or a "
-            "usage error."
+            "Compare candidate runs against a baseline run. Overall is the comparison at the highest load "
+            "both runs share. Exit codes: 0 pass; 1 a gate rule or the error budget failed; 2 no verdict "
+            "(loads that do not match, a step without ok requests, steps too short for the statistic; with "
+            "or without --gate) or a usage error."
         ),
     )
     parser.add_argument("base_run", type=Path, help="baseline run folder")
@@ -90,16 +92,12 @@ def main(argv: list[str]) -> int:
     for cand in comparison.candidates:
         for warning in cand.warnings:
             print(f"embedperf compare: warning: {cand.label}: {warning}", file=sys.stderr)
+    undecided = [c for c in comparison.candidates if c.status == "no_verdict"]
+    for cand in undecided:
+        for reason in cand.no_verdict_reasons:
+            print(f"embedperf compare: no verdict: {cand.label}: {reason}", file=sys.stderr)
     if comparison.status == "fail":
-        # The error budget first: a run that failed its requests is wrong before it is slow.
-        failed = [
-            f"{c.label}: {g.line}"
-            for c in comparison.candidates
-            for g in sorted(
-                c.gate, key=lambda g: g.metric != "error_rate" or not g.rule.startswith("error_budget")
-            )
-            if g.failed
-        ]
+        failed = [f"{c.label}: {line}" for c in comparison.candidates for line in c.failures]
         for line in failed[1:]:
             print(f"embedperf compare: gate failed: {line}", file=sys.stderr)
         raise GateFailed(
@@ -107,7 +105,7 @@ def main(argv: list[str]) -> int:
         )
     if comparison.status == "no_verdict":
         raise GateInconclusive(
-            "no verdict: the runs cannot support the gate (see the warnings above); "
-            "hold each step longer (e.g. --set steps.duration_s=30) and compare runs of the same loads"
+            f"no verdict for {', '.join(c.label for c in undecided)} (reasons above): compare runs of the "
+            "same scenario, each step held long enough (e.g. --set steps.duration_s=30) and with ok requests"
         )
     return 0
