@@ -9,6 +9,11 @@ raises goodput by less than KNEE_MAX_QPS_GAIN (10 %) while its P99 rises by more
 KNEE_MIN_P99_RISE (20 %): more load buys little throughput and costs latency. A step over the
 error budget may be the "next" step but never the knee. No such step means the knee lies beyond
 the tested range.
+
+Lower bound: when no knee was found and the highest-load step still meets the SLO, the load never
+reached the limit, so the highest QPS meeting the SLO is only "at least" that much and a device plan
+read from it is "at most" that many devices. A knee, or a highest-load step that fails the SLO, means
+the limit lies inside the tested range and the figure is the answer.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ KNEE_MIN_P99_RISE = 0.20
 LITTLE_MISMATCH = 0.10
 DEFAULT_ERROR_BUDGET = 0.001
 DEFAULT_HEADROOM = 0.25
+# A ramp that never reached its limit is suggested again with its highest load times this factor.
+NEXT_LOAD_FACTOR = 2.0
 BACKOFF_ERROR_KINDS = frozenset({"connection_refused", "connection_reset", "connection_error", "timeout"})
 
 
@@ -47,6 +54,8 @@ class DevicePlan(BaseModel):
     replicas: int
     devices_per_replica: int
     devices: int
+    # True when read from a lower-bound capacity: fewer devices may do, so `devices` is "at most".
+    devices_upper_bound: bool = False
 
 
 class CapacityResult(BaseModel):
@@ -61,6 +70,22 @@ class CapacityResult(BaseModel):
     peak_qps: float | None = None
     little: list[LittleCheck] = []
     plan: DevicePlan | None = None
+    # The load never reached the limit (module doc): max_qps_meeting_slo is "at least" that much.
+    lower_bound: bool = False
+    highest_step_index: int | None = None  # the highest-load step with requests: where the load ended
+
+    def plan_for(self, devices_in_run: int, target_qps: float, headroom: float) -> DevicePlan | None:
+        """Devices for target_qps from this capacity (None when no step meets the SLO); the one way every
+        plan is made, so a lower-bound capacity always gives an at-most device count."""
+        if self.max_qps_meeting_slo is None or self.max_qps_meeting_slo <= 0:
+            return None
+        return device_plan(
+            self.max_qps_meeting_slo,
+            devices_in_run,
+            target_qps,
+            headroom,
+            capacity_lower_bound=self.lower_bound,
+        )
 
 
 def within_error_budget(step: StepStats, error_budget: float) -> bool:
@@ -128,8 +153,16 @@ def little_checks(steps: list[StepStats], think_s: float) -> list[LittleCheck]:
     return checks
 
 
-def device_plan(max_qps: float, devices_in_run: int, target_qps: float, headroom: float) -> DevicePlan:
-    """Replicas of the measured configuration: ceil(target / (max_qps_meeting_slo × (1 − headroom)))."""
+def device_plan(
+    max_qps: float,
+    devices_in_run: int,
+    target_qps: float,
+    headroom: float,
+    capacity_lower_bound: bool = False,
+) -> DevicePlan:
+    """Replicas of the measured configuration: ceil(target / (max_qps_meeting_slo × (1 − headroom))).
+
+    A lower-bound max_qps (the load never reached the limit) makes the device count an upper bound."""
     usable = max_qps * (1.0 - headroom)
     replicas = math.ceil(target_qps / usable) if usable > 0 else 0
     per_replica = max(devices_in_run, 1)
@@ -140,7 +173,29 @@ def device_plan(max_qps: float, devices_in_run: int, target_qps: float, headroom
         replicas=replicas,
         devices_per_replica=per_replica,
         devices=replicas * per_replica,
+        devices_upper_bound=capacity_lower_bound,
     )
+
+
+def highest_step(steps: list[StepStats]) -> StepStats | None:
+    """The highest-load step that was measured (has requests): where the tested range ends."""
+    measured = [s for s in steps if s.n_requests > 0]
+    return max(measured, key=lambda s: (s.load, s.index)) if measured else None
+
+
+def never_reached_limit(
+    steps: list[StepStats], knee_index: int | None, slo_p99_ms: float | None, error_budget: float
+) -> bool:
+    """No knee and the highest load still meets the SLO: the capacity found is only a lower bound."""
+    top = highest_step(steps)
+    return knee_index is None and top is not None and meets_slo(top, slo_p99_ms, error_budget)
+
+
+def higher_load_override(step: StepStats) -> str:
+    """The `--set` override that reruns `step` (a scenario step index) at NEXT_LOAD_FACTOR times its load."""
+    if step.rate is not None:
+        return f"steps.{step.index}.rate={step.rate * NEXT_LOAD_FACTOR:g}"
+    return f"steps.{step.index}.users={math.ceil((step.users or 1) * NEXT_LOAD_FACTOR)}"
 
 
 def capacity(
@@ -156,6 +211,7 @@ def capacity(
     best = max(meeting, key=lambda s: s.qps) if meeting else None
     knee = find_knee(steps, error_budget)
     knee_step = next((s for s in steps if s.index == knee), None)
+    top = highest_step(steps)
     result = CapacityResult(
         slo_p99_ms=slo_p99_ms,
         error_budget=error_budget,
@@ -167,7 +223,9 @@ def capacity(
         knee_qps=knee_step.qps if knee_step else None,
         peak_qps=max((s.qps for s in steps), default=None),
         little=little_checks(steps, think_s),
+        lower_bound=never_reached_limit(steps, knee, slo_p99_ms, error_budget),
+        highest_step_index=top.index if top else None,
     )
-    if best is not None and target_qps is not None:
-        result.plan = device_plan(best.qps, devices_in_run, target_qps, headroom)
+    if target_qps is not None:
+        result.plan = result.plan_for(devices_in_run, target_qps, headroom)
     return result

@@ -1,11 +1,22 @@
-"""`embedperf capacity`: print the capacity plan of a run (max QPS under an SLO, knee, devices for a target)."""
+"""`embedperf capacity`: print the capacity plan of a run (max QPS under an SLO, knee, devices for a target).
+
+Exit 0 when some step meets the SLO (the plan), 1 when none does or the run has no successful request
+(the SLO failed: one line says why), 2 on a usage error.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from analysis.capacity import DEFAULT_ERROR_BUDGET, KNEE_MAX_QPS_GAIN, KNEE_MIN_P99_RISE, LITTLE_MISMATCH
+from analysis.capacity import (
+    DEFAULT_ERROR_BUDGET,
+    KNEE_MAX_QPS_GAIN,
+    KNEE_MIN_P99_RISE,
+    LITTLE_MISMATCH,
+    higher_load_override,
+    within_error_budget,
+)
 from analysis.search import plan_lines
 from analysis.summary import RunSummary, analyse_folder
 from embedperf.errors import ConfigError
@@ -27,6 +38,52 @@ def no_success_line(summary: RunSummary) -> str | None:
     )
 
 
+def lower_bound_lines(summary: RunSummary) -> list[str]:
+    """The capacity of a load that never reached the limit: "at least", why, and how to find the limit."""
+    cap = summary.capacity
+    top = next((s.stats for s in summary.steps if s.stats.index == cap.highest_step_index), None)
+    where = (
+        f"its highest load, step {top.label}, still meets the SLO"
+        if top
+        else "its highest load meets the SLO"
+    )
+    load = "the ramp" if summary.search is None else "the search"
+    lines = [
+        f"  highest QPS meeting the SLO: at least {cap.max_qps_meeting_slo:.1f} "
+        f"(load {cap.max_load_meeting_slo:g}; {load} never reached the limit: no knee, and {where})"
+    ]
+    if top is not None and summary.search is None:
+        lines.append(
+            f"    for the limit: rerun with more load (e.g. --set {higher_load_override(top)}) "
+            "or run `embedperf search`"
+        )
+    else:
+        lines.append("    for the limit: search again with a higher --max-rate")
+    return lines
+
+
+def no_step_meets_line(summary: RunSummary) -> str | None:
+    """One line when steps succeeded but none met the SLO (exit 1), naming why the lightest step failed."""
+    cap = summary.capacity
+    if cap.max_qps_meeting_slo is not None or summary.totals.n_ok == 0:
+        return None
+    slo = f"P99 <= {cap.slo_p99_ms:g} ms" if cap.slo_p99_ms is not None else "no latency SLO"
+    head = f"no step meets the SLO ({slo}, error rate <= {cap.error_budget:.3%})"
+    measured = [s.stats for s in summary.steps if s.stats.n_requests > 0]
+    lowest = min(measured, key=lambda s: s.load) if measured else None
+    if lowest is None:
+        return f"{head}: no step has requests"
+    if not within_error_budget(lowest, cap.error_budget):
+        rate = f"{lowest.error_rate:.3%}" if lowest.error_rate is not None else "unknown"
+        why = f"its error rate {rate} is over the budget; see the errors by kind in the report"
+    else:
+        why = f"its P99 {lowest.latency.p99_ms or 0.0:.1f} ms is over the SLO; pass a looser --slo-p99-ms"
+    return (
+        f"{head}: capacity under this SLO is below the lowest tested load, step {lowest.label} "
+        f"(load {lowest.load:g}): {why}, or rerun with a lighter first step"
+    )
+
+
 def format_plan(summary: RunSummary) -> str:
     cap = summary.capacity
     lines = [f"capacity plan for {summary.run_id}"]
@@ -42,12 +99,12 @@ def format_plan(summary: RunSummary) -> str:
             f"{'yes' if step.meets_slo else 'no'}"
         )
     lines.append("  (goodput: successful requests/s; offered: all requests/s, failed ones included)")
-    if cap.max_qps_meeting_slo is not None:
+    if cap.max_qps_meeting_slo is not None and cap.lower_bound:
+        lines += lower_bound_lines(summary)
+    elif cap.max_qps_meeting_slo is not None:
         lines.append(
             f"  highest QPS meeting the SLO: {cap.max_qps_meeting_slo:.1f} (load {cap.max_load_meeting_slo:g})"
-        )
-    else:
-        lines.append("  no step meets the SLO: capacity under this SLO is below the lowest tested load")
+        )  # no step meeting the SLO: main's last line says so (exit 1)
     knee = next((s.stats for s in summary.steps if s.stats.index == cap.knee_index), None)
     lines.append(
         f"  knee: {knee.label} ({knee.qps:.1f} QPS)" if knee else "  knee: not reached in the tested range"
@@ -63,11 +120,17 @@ def format_plan(summary: RunSummary) -> str:
         )
     plan = cap.plan
     if plan is not None:
+        most = "at most " if plan.devices_upper_bound else ""
         lines.append(
-            f"  for {plan.target_qps:g} QPS with {plan.headroom:.0%} headroom: {plan.replicas} replica(s) x "
-            f"{plan.devices_per_replica} device(s) = {plan.devices} device(s) "
+            f"  for {plan.target_qps:g} QPS with {plan.headroom:.0%} headroom: "
+            f"{most}{plan.replicas} replica(s) x {plan.devices_per_replica} device(s) = "
+            f"{most}{plan.devices} device(s) "
             f"(usable {plan.usable_qps_per_replica:.1f} QPS per replica)"
         )
+        if plan.devices_upper_bound:
+            lines.append(
+                "    (at most: the capacity is a lower bound, so fewer devices may serve the target)"
+            )
     if summary.generator_cpu.saturated:
         lines.append("  WARNING: the load generator was CPU-saturated; the service may have more capacity")
     lines.append("  figures hold for this host and configuration only")
@@ -111,4 +174,8 @@ def main(argv: list[str]) -> int:
     print(format_plan(analysis.summary))
     for line in plan_lines(analysis.manifest, args.target_qps, args.headroom):  # runs of `embedperf search`
         print(line)
+    failed = no_step_meets_line(analysis.summary)
+    if failed is not None:
+        print(f"embedperf capacity: {failed}")
+        return 1
     return 0

@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from analysis.capacity import capacity, device_plan, find_knee, little_checks, think_time_s
+from analysis.capacity import (
+    CapacityResult,
+    capacity,
+    device_plan,
+    find_knee,
+    higher_load_override,
+    little_checks,
+    think_time_s,
+)
 from analysis.steps import LatencyStats, StepStats
 
 
@@ -65,3 +73,56 @@ def test_device_plan_formula() -> None:
     assert plan.devices == 32
     result = capacity(RAMP, 300.0, 0.001, devices_in_run=8, target_qps=1000.0, headroom=0.25)
     assert result.plan is not None and result.plan.devices == 32
+
+
+def test_a_ramp_that_never_reached_the_limit_is_a_lower_bound() -> None:
+    """No knee and the highest load (step 2: P99 280 ms, errors 0.05 %) meets the SLO: "at least"."""
+    result = capacity(RAMP[:3], 300.0, 0.001, target_qps=1000.0)
+    assert result.knee_index is None and result.highest_step_index == 2
+    assert result.lower_bound is True and result.max_qps_meeting_slo == 400.0
+    assert result.plan is not None and result.plan.devices_upper_bound is True  # at most that many devices
+
+
+@pytest.mark.parametrize(
+    ("steps", "slo_p99_ms", "error_budget", "why"),
+    [
+        (RAMP, 300.0, 0.001, "knee at step 2, last step over the error budget"),
+        (RAMP, 1000.0, 0.01, "knee at step 2, although the last step meets the SLO"),
+        (RAMP[:3], 200.0, 0.001, "no knee, but the last step's P99 280 ms is over the SLO"),
+        (RAMP[:3], 300.0, 0.0001, "no knee, but the last step's errors are over the budget"),
+    ],
+)
+def test_a_ramp_that_reached_the_limit_is_the_plain_figure(
+    steps: list[StepStats], slo_p99_ms: float, error_budget: float, why: str
+) -> None:
+    result = capacity(steps, slo_p99_ms, error_budget, target_qps=1000.0)
+    assert result.max_qps_meeting_slo is not None, why
+    assert result.lower_bound is False, why
+    assert result.plan is not None and result.plan.devices_upper_bound is False, why
+
+
+def test_highest_step_is_by_load_not_by_position() -> None:
+    """Steps listed out of load order: the highest load (step 1, 50 users, P99 over the SLO) decides."""
+    shuffled = [RAMP[0], RAMP[2], RAMP[1]]
+    assert capacity(shuffled, 200.0, 0.001).lower_bound is False
+    assert capacity(shuffled, 300.0, 0.001).lower_bound is True
+
+
+def test_no_step_meeting_the_slo_is_neither_a_figure_nor_a_lower_bound() -> None:
+    result = capacity(RAMP[:3], 10.0, 0.001, target_qps=1000.0)
+    assert result.max_qps_meeting_slo is None and result.lower_bound is False and result.plan is None
+
+
+def test_the_suggested_next_ramp_doubles_the_highest_load() -> None:
+    assert higher_load_override(RAMP[2]) == "steps.2.users=100"
+    rated = RAMP[1].model_copy(update={"users": None, "rate": 12.5})
+    assert higher_load_override(rated) == "steps.1.rate=25"
+
+
+def test_a_capacity_written_before_the_flag_loads_as_not_a_lower_bound() -> None:
+    old = capacity(RAMP, 300.0, 0.001, target_qps=1000.0).model_dump()
+    del old["lower_bound"], old["highest_step_index"], old["plan"]["devices_upper_bound"]
+    loaded = CapacityResult.model_validate(old)
+    assert (
+        loaded.lower_bound is False and loaded.plan is not None and loaded.plan.devices_upper_bound is False
+    )

@@ -39,7 +39,7 @@ def test_capacity_plan(tmp_path, capsys) -> None:
     assert "no step meets the SLO" not in out
     assert "Little's law step 3: users 100" in out
     assert re.search(r"for 1000 QPS with 25% headroom: \d+ replica\(s\) x 2 device\(s\)", out)
-    assert embedperf(["capacity", str(folder.root), "--slo-p99-ms", "100"]) == 0
+    assert embedperf(["capacity", str(folder.root), "--slo-p99-ms", "100"]) == 1  # the SLO failed
     out = capsys.readouterr().out
     assert "no step meets the SLO" in out and "highest QPS meeting the SLO" not in out
 
