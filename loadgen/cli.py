@@ -11,9 +11,17 @@ from pathlib import Path
 
 from collectors.options import DeviceOptions, add_device_options
 from loadgen.local_workers import LocalWorkers
+from loadgen.options import add_api_key_option, add_step_options, export_api_key, step_overrides
 from loadgen.runner import run_scenario_outcome
 from loadgen.verdict import EXIT_INCOMPLETE
-from scenarios.loader import OVERRIDE_HELP, PROFILES, add_override_option, parse_overrides, shipped_scenarios
+from scenarios.loader import (
+    OVERRIDE_HELP,
+    PROFILES,
+    add_override_option,
+    load_scenario,
+    parse_overrides,
+    shipped_scenarios,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,8 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a load scenario (locust --headless in a subprocess) and print the run folder.",
         epilog=OVERRIDE_HELP,
     )
+    names = ", ".join(shipped_scenarios())
+    parser.add_argument("scenario", nargs="?", help=f"shipped scenario ({names}) or a YAML path")
     parser.add_argument(
-        "scenario", help=f"shipped scenario ({', '.join(shipped_scenarios())}) or a YAML path"
+        "--scenario",
+        dest="scenario_option",
+        default=None,
+        metavar="NAME|PATH",
+        help="the same as the positional SCENARIO, spelt as Locust's option",
     )
     parser.add_argument(
         "--host", default=None, help="target base URL (default: the scenario's target.base_url)"
@@ -32,16 +46,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder (default runs/)"
     )
     parser.add_argument("--label", default="", help="label appended to the run id")
-    parser.add_argument("--profile", choices=PROFILES, default=None, help="scenario profile (quick or full)")
+    parser.add_argument(
+        "--profile",
+        "--scenario-profile",
+        choices=PROFILES,
+        default=None,
+        help="scenario profile (quick or full); --scenario-profile is Locust's spelling",
+    )
     add_override_option(parser)
     parser.add_argument("--no-collectors", action="store_true", help="do not sample telemetry during the run")
     parser.add_argument("--timeout-s", type=float, default=None, help="stop the run after this many seconds")
-    parser.add_argument(
-        "--api-key",
-        default=None,
-        help="API key sent as a Bearer token (default: the environment variable named by target.api_key_env, "
-        "EMBEDPERF_TARGET_API_KEY)",
-    )
+    add_step_options(parser)
+    add_api_key_option(parser)
     parser.add_argument(
         "--workers",
         type=int,
@@ -54,14 +70,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    overrides = parse_overrides(args.overrides)
-    host = args.host
-    if host is None:
-        from scenarios.loader import load_scenario
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The options, with the scenario given once: positionally or as --scenario (exit 2 otherwise)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.scenario and args.scenario_option and args.scenario != args.scenario_option:
+        parser.error(
+            f"two scenarios given ({args.scenario!r} and --scenario {args.scenario_option!r}); give one"
+        )
+    args.scenario = args.scenario or args.scenario_option
+    if not args.scenario:
+        parser.error("name the scenario to run: embedperf run ramp (or --scenario NAME|PATH)")
+    return args
 
-        host = load_scenario(args.scenario, profile=args.profile, overrides=overrides).target.base_url
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    overrides = step_overrides(parse_overrides(args.overrides), args)
+    # validated before anything starts; local workers inherit the key with the environment
+    scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
+    export_api_key(args.api_key, scenario.target.api_key_env)
+    host = args.host or scenario.target.base_url
     with LocalWorkers.for_scenario(args.workers, args.scenario, args.profile, overrides) as workers:
         outcome = run_scenario_outcome(
             args.scenario,

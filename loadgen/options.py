@@ -1,8 +1,66 @@
-"""embedperf's Locust options as the web UI shows them: choices for selects, the --set text field."""
+"""Options that `locust -f locustfiles/...` and `embedperf run` share, and how the web UI shows them.
+
+Both commands take the same spelling for the same thing (--step-duration-s, --warmup-s,
+--api-key); each is defined here once so their help texts and meaning cannot drift apart.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+from collections.abc import MutableMapping
+
 from scenarios.loader import load_scenario, shipped_scenarios
+
+API_KEY_HELP = (
+    "API key sent as a Bearer token (default: the environment variable named by target.api_key_env, "
+    "EMBEDPERF_TARGET_API_KEY)"
+)
+# --set KEY=VALUE spelled out for the two commonest overrides; an explicit --set of the same key wins.
+STEP_SHORTHANDS: dict[str, str] = {"step_duration_s": "steps.duration_s", "warmup_s": "steps.warmup_s"}
+
+
+def add_step_options(parser: argparse._ActionsContainer) -> None:
+    """--step-duration-s and --warmup-s: every step's length and its trimmed warm-up."""
+    parser.add_argument(
+        "--step-duration-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="every step's duration in seconds (shorthand for --set steps.duration_s=S)",
+    )
+    parser.add_argument(
+        "--warmup-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds at the start of every step the analysis trims; shorter than the step "
+        "(shorthand for --set steps.warmup_s=S)",
+    )
+
+
+def add_api_key_option(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument("--api-key", default=None, metavar="KEY", help=API_KEY_HELP)
+
+
+def step_overrides(overrides: dict[str, str], options: object) -> dict[str, str]:
+    """The step shorthands that options carry, then the --set overrides: overrides apply in order, so
+    `--set steps.warmup_s=2` and `--set steps.1.warmup_s=2` both win over `--warmup-s`."""
+    shorthands = {
+        key: str(value)
+        for attr, key in STEP_SHORTHANDS.items()
+        if (value := getattr(options, attr, None)) not in (None, "")
+    }
+    return {**shorthands, **overrides}
+
+
+def export_api_key(
+    api_key: str | None, env_name: str, environ: MutableMapping[str, str] | None = None
+) -> None:
+    """Put --api-key where every request of this process and its children reads the key: the
+    environment variable the scenario names (target.api_key_env). No key given: the variable as set."""
+    if api_key:
+        (os.environ if environ is None else environ)[env_name] = api_key
 
 
 class Suggestions(list[str]):
@@ -18,7 +76,6 @@ def scenario_choices(default_scenario: str) -> Suggestions:
     open_loop = load_scenario(default_scenario).is_open_loop
     names = [n for n in shipped_scenarios() if load_scenario(n).is_open_loop == open_loop]
     return Suggestions(names if default_scenario in names else [default_scenario, *names])
-
 
 
 def rejoin_overrides(items: list[str]) -> list[str]:

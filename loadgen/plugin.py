@@ -25,7 +25,15 @@ from loadgen import context, distributed, preflight, session, verdict, webui
 from loadgen.live import RunFollower
 from loadgen.live_export import LiveExporter
 from loadgen.monitor import CpuMonitor, settle_heap
-from loadgen.options import Suggestions, rejoin_overrides, scenario_choices
+from loadgen.options import (
+    Suggestions,
+    add_api_key_option,
+    add_step_options,
+    export_api_key,
+    rejoin_overrides,
+    scenario_choices,
+    step_overrides,
+)
 from loadgen.shares import share_from_options
 from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overrides
 from scenarios.models import Scenario
@@ -80,10 +88,8 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
     )
     _in_web_ui(group.add_argument("--label", default="", help="label appended to the run id and kept in the manifest"))
     group.add_argument("--runs-dir", default="runs", help="where the run folder is created (default runs/)")
-    group.add_argument(
-        "--step-duration-s", type=float, default=None, help="shorthand for --set steps.duration_s=N"
-    )
-    group.add_argument("--warmup-s", type=float, default=None, help="shorthand for --set steps.warmup_s=N")
+    add_step_options(group)
+    add_api_key_option(group)
     group.add_argument(
         "--no-collectors",
         action="store_true",
@@ -106,13 +112,8 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
 
 
 def scenario_from_options(options: Any) -> Scenario:
-    overrides = parse_overrides(rejoin_overrides(list(options.scenario_set or [])))
-    if options.step_duration_s not in (None, ""):
-        overrides.setdefault("steps.duration_s", str(options.step_duration_s))
-    if options.warmup_s not in (None, ""):
-        overrides.setdefault("steps.warmup_s", str(options.warmup_s))
-    scenario = load_scenario(options.scenario, profile=options.scenario_profile or None, overrides=overrides)
-    return scenario
+    overrides = step_overrides(parse_overrides(rejoin_overrides(list(options.scenario_set or []))), options)
+    return load_scenario(options.scenario, profile=options.scenario_profile or None, overrides=overrides)
 
 
 def check_locustfile(environment: Environment, scenario: Scenario) -> None:
@@ -140,6 +141,7 @@ def resolve(environment: Environment) -> tuple[Scenario, session.RunOptions]:
     options = environment.parsed_options
     scenario = scenario_from_options(options)
     check_locustfile(environment, scenario)
+    export_api_key(getattr(options, "api_key", None), scenario.target.api_key_env)
     if options is not None:
         options.embedperf_resolved = scenario.model_dump_json()  # custom options travel to workers
     return scenario, run_options(options)
@@ -204,6 +206,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         resolved = getattr(environment.parsed_options, "embedperf_resolved", "")
         scenario = Scenario.model_validate_json(resolved)
+        export_api_key(getattr(environment.parsed_options, "api_key", None), scenario.target.api_key_env)
         host = environment.host or scenario.target.base_url
         name = context.worker_name(runner.client_id, runner.worker_index)
         _worker_cpu = CpuMonitor(worker=name)

@@ -8,6 +8,7 @@ each of those into one line and exit code 2, with nothing measured.
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -23,7 +24,8 @@ PREFLIGHT_TEXT = "embedperf pre-flight check"
 RETRY_STATUSES = frozenset({429, 502, 503, 504})  # busy, not wrong: worth a second try
 RETRIES = 3
 RETRY_WAIT_S = 1.0
-BODY_EXCERPT_CHARS = 200
+BODY_EXCERPT_CHARS = 120  # of an unexpected answer, whitespace collapsed: the error stays one line
+_HTML_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
 def normalise_base_url(url: str, path: str = "/v1/embeddings") -> str:
@@ -63,35 +65,51 @@ def check_target(scenario: Scenario, host: str) -> str:
     """
     base = normalise_base_url(host, scenario.target.path)
     url = base + scenario.target.path
-    status, body = _post_once(scenario, url)
+    status, content_type, body = _post_once(scenario, url)
     if status == 200:
         ctx = build_context(scenario, base, _discard, "preflight", None)
         ctx.expected_dim = None  # shape only: the run measures (and records) a wrong dimension
         reason, _ = check_body(body, ctx, 1)
         if reason:
             raise TargetError(
-                f"{url} answered 200 but not with embeddings ({reason}); is --host an OpenAI-compatible "
-                "embeddings service?"
+                f"{url} answered 200 but not with embeddings ({reason}): {answer_excerpt(body, content_type)}; "
+                "is --host an OpenAI-compatible embeddings service?"
             )
         return base
-    raise TargetError(_status_message(scenario, url, status, body))
+    raise TargetError(_status_message(scenario, url, status, content_type, body))
+
+
+def answer_excerpt(body: bytes, content_type: str) -> str:
+    """An unexpected answer in one line: its content type, then an HTML page's title or the first
+    BODY_EXCERPT_CHARS characters with whitespace collapsed (a proxy's error page is many lines)."""
+    kind = content_type.split(";", 1)[0].strip() or "no content type"
+    title = _HTML_TITLE.search(body) if "html" in kind or body.lstrip()[:1] == b"<" else None
+    raw = title.group(1) if title else body
+    text = " ".join(raw.decode("utf-8", errors="replace").split())
+    if len(text) > BODY_EXCERPT_CHARS:
+        text = text[:BODY_EXCERPT_CHARS] + "…"
+    if title:
+        return f"{kind}, page title {text!r}"
+    return f"{kind}: {text}" if text else f"{kind}, empty body"
 
 
 def _discard(_: list[Any]) -> None:
     """The pre-flight request is not a measurement: its row goes nowhere."""
 
 
-def _post_once(scenario: Scenario, url: str) -> tuple[int, bytes]:
+def _post_once(scenario: Scenario, url: str) -> tuple[int, str, bytes]:
+    """(status, content type, body) of one embeddings request, retried while the target says busy."""
     target = scenario.target
     payload = {"input": [PREFLIGHT_TEXT], "model": target.model, "encoding_format": target.encoding_format}
     data = json.dumps(payload).encode()
-    status, body = 0, b""
+    status, content_type, body = 0, "", b""
     for attempt in range(RETRIES):
         request = urllib.request.Request(url, data=data, headers=request_headers(scenario), method="POST")
         try:
             with urllib.request.urlopen(request, timeout=target.timeout_s) as resp:  # noqa: S310 - user-given target
-                return int(resp.status), resp.read()
+                return int(resp.status), resp.headers.get("Content-Type", ""), resp.read()
         except urllib.error.HTTPError as exc:
+            content_type = exc.headers.get("Content-Type", "") if exc.headers else ""
             status, body = exc.code, exc.read() or b""
         except urllib.error.URLError as exc:
             raise TargetError(_unreachable(url, exc.reason, target.timeout_s)) from None
@@ -100,7 +118,7 @@ def _post_once(scenario: Scenario, url: str) -> tuple[int, bytes]:
         if status not in RETRY_STATUSES or attempt == RETRIES - 1:
             break
         time.sleep(RETRY_WAIT_S)
-    return status, body
+    return status, content_type, body
 
 
 def _unreachable(url: str, reason: object, timeout_s: float) -> str:
@@ -116,20 +134,18 @@ def _unreachable(url: str, reason: object, timeout_s: float) -> str:
     )
 
 
-def _status_message(scenario: Scenario, url: str, status: int, body: bytes) -> str:
+def _status_message(scenario: Scenario, url: str, status: int, content_type: str, body: bytes) -> str:
     env = scenario.target.api_key_env
     if status in (401, 403):
-        return (
-            f"the target refused the API key (HTTP {status} from {url}); pass --api-key KEY to "
-            f"`embedperf run` or set {env}"
-        )
+        return f"the target refused the API key (HTTP {status} from {url}); pass --api-key KEY or set {env}"
     if status == 404:
         return (
             f"POST {url} answered 404 Not Found: wrong path; pass the service's base URL as --host "
             "(http://HOST:PORT, or an OpenAI base URL ending in /v1) or set target.path"
         )
-    excerpt = body[:BODY_EXCERPT_CHARS].decode("utf-8", errors="replace").strip()
-    return f"POST {url} answered HTTP {status} to one embeddings request: {excerpt or '(empty body)'}"
+    return (
+        f"POST {url} answered HTTP {status} to one embeddings request ({answer_excerpt(body, content_type)})"
+    )
 
 
 def target_for_locust(scenario: Scenario, host: str, check: bool) -> str:

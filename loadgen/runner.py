@@ -22,6 +22,7 @@ from typing import IO
 
 from embedperf.errors import TargetError
 from embedperf.schema import RunFolder
+from loadgen.options import export_api_key
 from loadgen.preflight import check_target
 from loadgen.verdict import EXIT_INCOMPLETE, EXIT_USAGE
 from scenarios.loader import load_scenario, scenario_path
@@ -134,9 +135,8 @@ def run_scenario_outcome(
     runs_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     resolved = load_scenario(scenario, profile=profile, overrides=overrides)
-    if api_key:
-        env[resolved.target.api_key_env] = api_key
-        os.environ[resolved.target.api_key_env] = api_key  # the pre-flight request sends it too
+    export_api_key(api_key, resolved.target.api_key_env, env)
+    export_api_key(api_key, resolved.target.api_key_env)  # the pre-flight request sends it too
     host = check_target(resolved, host)
     cmd = locust_command(scenario, host, runs_dir, label, profile, overrides, collectors, extra_args)
     out = echo if echo is not None else sys.stderr
@@ -210,8 +210,11 @@ def folder_left_by(runs_dir: Path, before: set[str], pid: int) -> RunFolder | No
 
 
 def _pump(proc: subprocess.Popen[str], out: IO[str], folder_line: list[str]) -> None:
+    """Pass Locust's output on, all but its `run folder:` line: the command that ran it prints the
+    folder once, last, where scripts look for it."""
     assert proc.stdout is not None
     for line in proc.stdout:
-        out.write(line)
         if line.startswith(RUN_FOLDER_PREFIX):
             folder_line.append(line[len(RUN_FOLDER_PREFIX) :].strip())
+            continue
+        out.write(line)

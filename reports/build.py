@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analysis.capacity import DEFAULT_HEADROOM, LITTLE_MISMATCH, device_plan
+from analysis.capacity import DEFAULT_HEADROOM, LITTLE_MISMATCH
 from analysis.decomposition import COMPONENTS
 from analysis.health import HealthCheck
 from analysis.minute_series import THROTTLE_DROP_FRACTION, THROTTLE_TEMP_RISE_C
@@ -21,6 +21,7 @@ from reports.figures import run_figures
 from reports.i18n import LANGS, error_kind_text, reason_text, t
 from reports.render import num, pct, render
 from reports.search_section import search_section
+from reports.tables import CAPPED_MARK, bottleneck_rows, telemetry_rows
 from reports.view import bottlenecks, energy, field, goodput, headline, target_plan
 
 TOP_ERRORS = 10
@@ -81,12 +82,10 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
     labels = {s.stats.index: s.stats.label for s in summary.steps}
     steps_bottlenecks = bottlenecks(summary)
     cap = summary.capacity
-    per_1k = (
-        device_plan(cap.max_qps_meeting_slo, summary.devices_in_run, PLAN_REFERENCE_QPS, DEFAULT_HEADROOM)
-        if cap.max_qps_meeting_slo
-        else None
-    )
+    per_1k = cap.plan_for(summary.devices_in_run, PLAN_REFERENCE_QPS, DEFAULT_HEADROOM)
     plan = target_plan(summary)
+    bn_rows, bn_capped = bottleneck_rows(summary, steps_bottlenecks)
+    tel_rows, tel_capped = telemetry_rows(summary)
     extras = {
         "tokens": any(field(s.stats, "tokens_per_s") is not None for s in summary.steps),
         "cosine": any(field(s.stats, "quality_cosine_mean") is not None for s in summary.steps),
@@ -103,6 +102,11 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
         info=summary.service_info or ServiceInfo(),
         headline=headline(summary, steps_bottlenecks),
         bottlenecks=steps_bottlenecks,
+        bottleneck_rows=bn_rows,
+        bottleneck_capped=bn_capped,
+        telemetry_rows=tel_rows,
+        telemetry_capped=tel_capped,
+        capped_mark=CAPPED_MARK,
         energy=energy(analysis),
         plan=plan,
         per_1k=per_1k,

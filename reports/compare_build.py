@@ -12,6 +12,7 @@ from analysis.gate import GateRule
 from analysis.summary import RunAnalysis, analyse_folder
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
+from reports.config_diff import config_difference
 from reports.figures import figure_lang, figure_style, to_data_uri
 from reports.i18n import t
 from reports.render import render
@@ -63,6 +64,12 @@ def render_comparison(comparison: Comparison, runs: list[RunAnalysis], lang: str
         metrics=COMPARE_METRICS,
         figure=load_curves(runs, lang),
         runs=[r.summary for r in runs],
+        differences=[
+            config_difference(
+                runs[0].summary.service_info, runs[0].summary.host, run.summary.service_info, run.summary.host
+            )
+            for run in runs[1:]
+        ],
     )
 
 

@@ -128,6 +128,13 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "目标 {target} QPS、预留 {headroom} 余量：需要本配置 {replicas} 个副本（每个 {devices_per} 张卡），"
         "共 {devices} 张卡；按每副本可用 {usable} QPS 计算。",
     ),
+    "plan_text_at_most": (
+        "For {target} QPS with {headroom} headroom: at most {replicas} replica(s) of this configuration "
+        "({devices_per} device(s) each) = at most {devices} device(s), assuming {usable} usable QPS per replica; "
+        "at most, because the capacity is a lower bound (the ramp never reached the limit).",
+        "目标 {target} QPS、预留 {headroom} 余量：最多需要本配置 {replicas} 个副本（每个 {devices_per} 张卡），"
+        "最多共 {devices} 张卡；按每副本可用 {usable} QPS 计算。之所以是“最多”，是因为容量只是下限（压测未触及极限）。",
+    ),
     "plan_hint": (
         "Run `embedperf capacity RUN --target-qps N --headroom 0.25` for the devices needed for a target.",
         "运行 `embedperf capacity RUN --target-qps N --headroom 0.25` 计算目标所需设备数。",
@@ -282,6 +289,28 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "yes": ("yes", "是"),
     "no": ("no", "否"),
     "meets_slo": ("Meets SLO", "满足 SLO"),
+    "steps_detail": ("Latency and errors per step, in detail", "各阶梯延迟与错误明细"),
+    "service_busy_short": ("Inference worker busy mean / max (%)", "推理线程忙碌 均值/最大 (%)"),
+    "service_busy_note": (
+        "Inference worker busy is the device utilisation as the service itself measures it.",
+        "推理线程忙碌即服务自测的设备利用率。",
+    ),
+    "cpu_core_note": (
+        "Process CPU (load generator, service) is a percentage of one core: 250% is two and a half cores "
+        "busy, so it can exceed 100% and is not capped.",
+        "进程 CPU（压测机、服务）以单核为 100%：250% 即占满两个半核，因此可以超过 100%，不做截断。",
+    ),
+    "capped_note": (
+        "shown as 100%: a busy share summed over worker threads, or sampled over a window slightly shorter "
+        "than the step, can read above 100%, but nothing is busier than fully busy.",
+        "显示为 100%：按线程累加的忙碌比例、或采样窗口略短于阶梯时，读数可能超过 100%，但不可能比满负荷更忙。",
+    ),
+    "capped_measured": ("Measured", "实测值"),
+    "cap_device_util": ("device utilisation", "设备利用率"),
+    "cap_mem_bw": ("memory bandwidth utilisation", "内存带宽利用率"),
+    "cap_service_busy": ("inference worker busy", "推理线程忙碌"),
+    "config_diff": ("Configuration, baseline → candidate", "配置：基线 → 候选"),
+    "same_config": ("same configuration", "配置相同"),
     # comparison
     "baseline": ("Baseline", "基线"),
     "candidate": ("Candidate", "候选"),
@@ -294,8 +323,16 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "no_sig": ("no significant difference", "无显著差异"),
     "overall": ("Overall", "总体"),
     "summary_table": ("Optimisation | QPS gain | resource saving", "优化项 | QPS 提升 | 资源节省"),
-    "qps_gain": ("Peak QPS gain", "峰值 QPS 提升"),
-    "p99_change": ("P99 change at peak", "峰值处 P99 变化"),
+    "qps_gain": ("Goodput change", "有效吞吐变化"),
+    "p99_change": ("P99 change", "P99 变化"),
+    "overall_at": ("Overall = step", "总体 = 阶梯"),
+    "overall_definition": (
+        "Overall is the comparison at the highest load both runs share, for every metric (goodput, latency, "
+        "errors, resources from the same requests). Rules are checked at every matched step; overall adds no "
+        "rule of its own, so one regression is one failure.",
+        "“总体”指两次运行共有的最高负载阶梯上的对比，所有指标均如此（有效吞吐、延迟、错误与资源来自同一批请求）。"
+        "规则在每个匹配阶梯上检查；总体不另设规则，因此一次退化只报一次失败。",
+    ),
     "resource_change": ("Device util. change", "设备利用率变化"),
     "cpu_change": ("Service CPU change", "服务 CPU 变化"),
     "mem_change": ("Device memory change", "设备内存变化"),
@@ -307,6 +344,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "gate_pass": ("pass", "通过"),
     "gate_fail": ("FAIL", "失败"),
+    "rule_held": ("held", "满足"),
     "mismatch_warning": (
         "The runs differ in {what}: the comparison may reflect the environment, not the change.",
         "两次运行的 {what} 不同：对比结果可能反映环境差异而非改动本身。",
@@ -348,10 +386,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "fig_matrix": ("Configurations overlaid", "各配置叠加对比"),
     "cache_hit_ratio": ("cache hit ratio", "缓存命中率"),
     "compare_note": (
-        "Steps are matched by load (users or rate), never by position. Overall: goodput is each run's peak, latency is measured at the step where the "
-        "baseline peaked (pooling all steps would mix loads). Changes are candidate − baseline; percentile CIs are a seeded "
+        "Steps are matched by load (users or rate), never by position. Overall is the step at the highest load both runs "
+        "share (pooling steps would mix loads). Changes are candidate − baseline; percentile CIs are a seeded "
         "bootstrap of the difference (2000 resamples), goodput CIs resample whole seconds of successful requests.",
-        "阶梯按负载（用户数或速率）匹配，而非按位置。总体：有效吞吐取各自峰值，时延取基线达到峰值的阶梯（混合所有阶梯会混淆负载）。变化量为 候选 − 基线；分位数置信区间为差值的固定种子自助法（2000 次），有效吞吐置信区间对每秒成功请求数重采样。",
+        "阶梯按负载（用户数或速率）匹配，而非按位置。总体为两次运行共有的最高负载阶梯（混合所有阶梯会混淆负载）。变化量为 候选 − 基线；分位数置信区间为差值的固定种子自助法（2000 次），有效吞吐置信区间对每秒成功请求数重采样。",
     ),
     # headline and reviewer-facing additions
     "kind_closed_loop": ("closed loop", "闭环"),
@@ -362,6 +400,20 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "{qps} req/s at P99 ≤ {p99} ms on {n} device(s)",
         "{n} 个设备上 P99 ≤ {p99} ms 时可承载 {qps} req/s",
     ),
+    "capacity_answer_lower": (
+        "at least {qps} req/s at P99 ≤ {p99} ms on {n} device(s)",
+        "{n} 个设备上 P99 ≤ {p99} ms 时可承载至少 {qps} req/s",
+    ),
+    "capacity_lower_note": (
+        "A lower bound: the ramp never reached the limit (no knee, and its highest load, step {step}, still "
+        "met the SLO).",
+        "这只是下限：压测未触及极限（未出现拐点，最高负载阶梯 {step} 仍满足 SLO）。",
+    ),
+    "capacity_lower_next": (
+        "For the limit, rerun with more load (e.g. --set {override}) or run `embedperf search`.",
+        "如需得到极限值，请加大负载重跑（例如 --set {override}），或运行 `embedperf search`。",
+    ),
+    "at_least": ("at least", "至少"),
     "measured_p99": (
         "measured P99 at that step: {p99} ms; goodput, successful requests only",
         "该阶梯实测 P99：{p99} ms；按有效吞吐（仅成功请求）计",
@@ -500,6 +552,13 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "每 1000 req/s 需 {devices} 个设备（预留 {headroom} 余量，每副本可用 {usable} req/s）；"
         "在场景中设置 slo.target_qps 可得到目标负载下的规划。",
     ),
+    "plan_per_1k_at_most": (
+        "at most {devices} device(s) per 1,000 req/s with {headroom} headroom ({usable} usable req/s per "
+        "replica; at most, because the capacity is a lower bound); set slo.target_qps in the scenario for a "
+        "plan at your target.",
+        "每 1000 req/s 最多需 {devices} 个设备（预留 {headroom} 余量，每副本可用 {usable} req/s；容量只是下限，"
+        "故为“最多”）；在场景中设置 slo.target_qps 可得到目标负载下的规划。",
+    ),
     "plan_unavailable": (
         "no step meets the SLO, so no device count can be derived",
         "没有阶梯满足 SLO，无法推算设备数",
@@ -526,12 +585,16 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "reason_col": ("Reason (numbers)", "原因（数值）"),
     "compare_warnings": ("Warnings: changes without a verdict", "警告：无法给出结论的变化"),
     "unmatched_steps": ("Steps without a match at the same load", "未能按相同负载匹配的阶梯"),
+    "no_verdict_because": (
+        "No verdict: this comparison cannot judge the candidate, because",
+        "无结论：本次对比无法评判候选运行，原因如下",
+    ),
     "no_verdict_note": (
         "No verdict is given where the data cannot support one: fewer ok samples than the percentile needs "
-        "(P99: 100, P95: 20), fewer than 10 s of steady state for a goodput interval, a zero-width interval, or "
-        "loads that do not match. Hold steps longer and compare runs of the same loads.",
+        "(P99: 100, P95: 20), fewer than 10 s of steady state for a goodput interval, a zero-width interval, "
+        "loads that do not match, or a step without ok requests. Hold steps longer and compare runs of the same loads.",
         "数据不足时不给结论：成功样本少于分位数所需（P99：100，P95：20）、稳态不足 10 秒无法估计吞吐区间、"
-        "区间宽度为零，或负载不匹配。请延长阶梯时长，并对比相同负载的运行。",
+        "区间宽度为零、负载不匹配，或阶梯没有成功请求。请延长阶梯时长，并对比相同负载的运行。",
     ),
     "error_budget_rule": (
         "The error budget ({budget}) is always a gate rule: a candidate step over it fails, whatever its speed.",
@@ -552,18 +615,34 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "measured P99 at the answer: {p99} ms; {probes} probe(s)",
         "答案处实测 P99：{p99} ms；共 {probes} 次探测",
     ),
+    "search_measured_interval": (
+        "measured P99 at the answer: {p99} ms ({confidence} interval {lower}-{upper} ms); {probes} probe(s)",
+        "答案处实测 P99：{p99} ms（{confidence} 置信区间 {lower}-{upper} ms）；共 {probes} 次探测",
+    ),
+    "search_verdict_met": (
+        "met with confidence up to {rps} req/s (search: {status})",
+        "在 {rps} req/s 及以下以置信度满足（搜索：{status}）",
+    ),
+    "search_verdict_none": (
+        "not met at any probed rate (search: {status})",
+        "所有探测速率均不满足（搜索：{status}）",
+    ),
+    "fs_interval": ("P99 and its {confidence} interval", "P99 及其 {confidence} 置信区间"),
     "search_arrivals": ("arrivals: {arrival}", "到达过程：{arrival}"),
     "search_rule": (
         "Open-loop probes; latency is measured from each request's intended send time. A probe passes when the "
         "upper end of its {confidence} P99 interval (order statistics, binomial) is <= {p99} ms, its error rate "
         "<= {budget}% and its goodput >= {goodput} of the offered rate (answers completed within the probe's "
         "window); it fails when the lower end is above the SLO or errors/goodput fail it; otherwise it is "
-        "repeated once, then reported uncertain. Bracket by x{growth}, bisect until (high - low) / high <= "
-        "{precision}, confirm the answer with a {confirm}x longer probe.",
+        "repeated once and judged on both samples pooled. A rate still uncertain then is at the SLO within the "
+        "interval and bounds the bracket from above like a failing one. Bracket by x{growth}, bisect until "
+        "(top - low) / top <= {precision}, confirm the answer with a {confirm}x longer probe (never longer than "
+        "max_probe_s).",
         "开环探测；延迟从每个请求的计划发送时刻计时。当某次探测的 P99 {confidence} 置信区间（顺序统计量，二项分布）"
         "上端 <= {p99} ms、错误率 <= {budget}% 且有效吞吐 >= 发送速率的 {goodput}（在探测时间窗内完成的应答）时判为通过；"
-        "区间下端高于 SLO 或错误率/有效吞吐不达标时判为失败；否则重复一次，仍不能判定则报告为不确定。"
-        "按 x{growth} 定界，二分直到 (上界 - 下界) / 上界 <= {precision}，最后以 {confirm} 倍时长的探测确认答案。",
+        "区间下端高于 SLO 或错误率/有效吞吐不达标时判为失败；否则重复一次，并合并两次样本判定。合并后仍不确定的速率"
+        "即在区间分辨率内处于 SLO，与失败速率一样作为区间上界。按 x{growth} 定界，二分直到 (上界 - 下界) / 上界 <= "
+        "{precision}，最后以 {confirm} 倍时长（不超过 max_probe_s）的探测确认答案。",
     ),
     "search_at_answer": ("At the answer", "答案处"),
     "search_phase": ("Phase", "阶段"),
@@ -589,6 +668,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "sv_fail": ("fail", "失败"),
     "sv_uncertain": ("uncertain", "不确定"),
     "sst_found": ("found", "已找到"),
+    "sst_at_slo": ("at the SLO within its interval", "在置信区间内处于 SLO"),
+    "sst_wide_interval": ("interval too wide for --precision", "置信区间过宽，达不到 --precision"),
     "sst_uncertain": ("uncertain", "不确定"),
     "sst_unconfirmed": ("unconfirmed", "未确认"),
     "sst_above_max_rate": ("above the maximum rate", "超出最高速率"),
@@ -606,7 +687,27 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "every probe up to max_rate {rate:g} req/s passed",
         "直到 max_rate {rate:g} req/s 的所有探测均通过",
     ),
-    "sn_below_min_rate": ("even {rate:g} req/s misses the SLO", "即使 {rate:g} req/s 也不满足 SLO"),
+    "sn_below_min_rate": (
+        "even {rate:g} req/s, the lowest rate this search probes, does not meet the SLO with confidence "
+        "(below {floor:.3g} req/s a {probe_s:g} s probe collects fewer than {samples:g} ok answers)",
+        "即使本次搜索探测的最低速率 {rate:g} req/s 也不能以置信度满足 SLO"
+        "（低于 {floor:.3g} req/s 时，{probe_s:g} s 的探测收集不到 {samples:g} 个成功应答）",
+    ),
+    "sn_at_slo": (
+        "at {rate:g} req/s the P99 is at the SLO within its {confidence_pct:g}% interval "
+        "({lower_ms:.1f}-{upper_ms:.1f} ms); the SLO is met with confidence up to {answer:g} req/s",
+        "在 {rate:g} req/s 处，P99 在其 {confidence_pct:g}% 置信区间（{lower_ms:.1f}-{upper_ms:.1f} ms）内处于 SLO；"
+        "以置信度满足 SLO 的速率最高为 {answer:g} req/s",
+    ),
+    "sn_wide_interval": (
+        "at {rate:g} req/s, {gap_pct:.0f}% above the answer {answer:g} req/s (more than --precision "
+        "{precision_pct:g}%), the P99's {confidence_pct:g}% interval ({lower_ms:.1f}-{upper_ms:.1f} ms) still "
+        "contains the SLO: with {samples:g} ok answers the interval is too wide to narrow the answer; raise "
+        "--min-ok-requests (and --max-probe-s so probes can collect them)",
+        "在 {rate:g} req/s（比答案 {answer:g} req/s 高 {gap_pct:.0f}%，超过 --precision {precision_pct:g}%）处，"
+        "P99 的 {confidence_pct:g}% 置信区间（{lower_ms:.1f}-{upper_ms:.1f} ms）仍包含 SLO：{samples:g} 个成功应答"
+        "的区间太宽，无法收窄答案；请增大 --min-ok-requests（并相应增大 --max-probe-s 以便探测能收集到）",
+    ),
     "sn_max_duration": ("stopped at --max-duration {seconds:g} s", "在 --max-duration {seconds:g} s 处停止"),
     # analysis.search.REASONS, by code
     "sr_error_budget": (
@@ -633,6 +734,29 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     # latency by input length (_lengths.html.j2)
     "lengths_title": ("Latency by input length (tokens per request)", "按输入长度的延迟（每请求 token 数）"),
     "input_tokens": ("Input tokens", "输入 token 数"),
+    # slowest requests (_slowest.html.j2) and the fallback model's share per step
+    "slowest_title": ("Slowest requests (steady state, ok)", "最慢的请求（稳态，成功）"),
+    "slowest_note": (
+        "Each request was sent with its X-Request-ID: search the service's log for the ID to see what the "
+        "service did with it. Server total is the service's own time (Server-Timing).",
+        "每个请求都带有其 X-Request-ID：在服务日志中搜索该 ID，可查看服务如何处理该请求。服务端合计为服务自测的耗时"
+        "（Server-Timing）。",
+    ),
+    "request_id": ("Request ID", "请求 ID"),
+    "served_model": ("Served by", "应答模型"),
+    "sent_utc": ("Sent (UTC)", "发送时间 (UTC)"),
+    "n_inputs": ("Inputs", "输入条数"),
+    "fallback_share": ("Fallback share", "降级模型占比"),
+    "fallback_flag": (
+        "part of this step was answered by the fallback model {model}",
+        "该阶梯的部分请求由降级模型 {model} 应答",
+    ),
+    "fallback_note": (
+        "⚑ = steps partly answered by the fallback model {model} (the share of ok requests whose answer named "
+        "it in X-Served-Model): their figures measure a mix of two models.",
+        "⚑ = 部分请求由降级模型 {model} 应答的阶梯（占比为应答头 X-Served-Model 标明该模型的成功请求所占比例）："
+        "其指标反映的是两个模型的混合。",
+    ),
     # quality probes (_quality_probes.html.j2)
     "qp_title": (
         "Quality probes (cosine to fp32 reference, gate {gate})",

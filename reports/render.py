@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from reports.i18n import t
 from reports.view import field
 
-MISSING = "—"
+MISSING = "n/a"  # an empty cell; a compound cell with nothing measured is one n/a, never "— / —%"
 
 
 def num(value: float | int | None, digits: int = 2) -> str:
@@ -32,6 +32,13 @@ def pct(fraction: float | None, digits: int = 3) -> str:
     if fraction is None:
         return MISSING
     return f"{fraction * 100:.{digits}f}%"
+
+
+def pair(first: str, second: str, unit: str = "", sep: str = " / ") -> str:
+    """Two formatted figures in one cell (mean / max, an interval); one n/a when neither was measured."""
+    if first == MISSING and second == MISSING:
+        return MISSING
+    return f"{first}{sep}{second}{unit if second != MISSING else ''}"
 
 
 def signed_pct(fraction: float | None, digits: int = 1) -> str:
@@ -69,7 +76,9 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(num=num, pct=pct, signed_pct=signed_pct, utc=utc, kv=kv, get=field)
+    env.globals.update(
+        num=num, pct=pct, pair=pair, na=MISSING, signed_pct=signed_pct, utc=utc, kv=kv, get=field
+    )
     return env
 
 

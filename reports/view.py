@@ -1,7 +1,7 @@
 """What the run report shows above and beside the tables: headline, bottlenecks, energy, device plan.
 
 The summary's sections are read through `field`, so a report renders from a run folder written by
-an older or newer writer (a missing section is "—", never a template error).
+an older or newer writer (a missing section is "n/a", never a template error).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from analysis.bottleneck import Bottleneck, step_bottleneck
-from analysis.capacity import DEFAULT_HEADROOM, DevicePlan, device_plan
+from analysis.capacity import DEFAULT_HEADROOM, DevicePlan, higher_load_override
 from analysis.summary import RunAnalysis, RunSummary
 
 
@@ -59,6 +59,10 @@ class Headline(BaseModel):
     incomplete: bool
     n_requests: int
     n_ok: int
+    # summary.capacity.lower_bound, the field `embedperf capacity` reads too: max_qps is "at least"
+    lower_bound: bool = False
+    highest_label: str | None = None  # the highest-load step, which still met the SLO (lower bound only)
+    next_override: str | None = None  # the `--set` that reruns that step at higher load (lower bound only)
 
 
 def headline(summary: RunSummary, bottlenecks: list[Bottleneck]) -> Headline:
@@ -74,6 +78,8 @@ def headline(summary: RunSummary, bottlenecks: list[Bottleneck]) -> Headline:
     n_requests = field(totals, "n_requests", sum(s.stats.n_requests for s in summary.steps))
     n_ok = field(totals, "n_ok", sum(s.stats.n_ok for s in summary.steps))
     generator = summary.generator_cpu
+    lower_bound = bool(field(cap, "lower_bound", False)) and best is not None
+    top = by_index.get(field(cap, "highest_step_index")) if lower_bound else None
     return Headline(
         max_qps=goodput(best.stats) if best else None,
         at_p99_ms=best.stats.latency.p99_ms if best else None,
@@ -89,6 +95,9 @@ def headline(summary: RunSummary, bottlenecks: list[Bottleneck]) -> Headline:
         incomplete=not summary.complete,
         n_requests=int(n_requests),
         n_ok=int(n_ok),
+        lower_bound=lower_bound,
+        highest_label=top.stats.label if top else None,
+        next_override=higher_load_override(top.stats) if top and summary.search is None else None,
     )
 
 
@@ -130,7 +139,6 @@ def target_plan(summary: RunSummary) -> DevicePlan | None:
     if summary.capacity.plan is not None:
         return summary.capacity.plan
     target = field(field(summary.scenario, "slo"), "target_qps")
-    max_qps = summary.capacity.max_qps_meeting_slo
-    if target is None or max_qps is None or max_qps <= 0:
+    if target is None:
         return None
-    return device_plan(max_qps, summary.devices_in_run, float(target), DEFAULT_HEADROOM)
+    return summary.capacity.plan_for(summary.devices_in_run, float(target), DEFAULT_HEADROOM)

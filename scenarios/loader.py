@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from embedperf.errors import ConfigError
 from scenarios.datasets import load_dataset
-from scenarios.models import CHECK_FILES, Scenario
+from scenarios.models import CHECK_FILES, WARMUP_TOO_LONG, Scenario
 
 SCENARIOS_DIR = Path(__file__).resolve().parent
 CORPORA_DIR = SCENARIOS_DIR / "corpora"
@@ -185,9 +185,13 @@ def _set_path(node: Any, keys: list[str], value: Any, full_key: str, path: Path,
 
 
 def format_validation_error(path: Path, exc: ValidationError) -> str:
-    """One readable line per problem, each naming the file, the field and what is valid."""
-    lines = [f"{path}: invalid scenario"]
+    """One readable line per problem, each naming the file, the field and what is valid; a single
+    problem is a single line."""
+    lines: list[str] = []
+    warmups = [err for err in exc.errors() if err["type"] == WARMUP_TOO_LONG]
     for err in exc.errors():
+        if err["type"] == WARMUP_TOO_LONG:
+            continue
         loc = [str(p) for p in err["loc"]]
         dotted = ".".join(loc) or "(top level)"
         if err["type"] == "extra_forbidden":
@@ -205,7 +209,31 @@ def format_validation_error(path: Path, exc: ValidationError) -> str:
             )
         else:
             lines.append(f"  {dotted}: {err['msg']}")
-    return "\n".join(lines)
+    if warmups:
+        lines.append("  " + _warmup_line(warmups))
+    if len(lines) == 1:
+        return f"{path}: invalid scenario: {lines[0].strip()}"
+    return "\n".join([f"{path}: invalid scenario", *lines])
+
+
+def _warmup_line(errors: list[Any]) -> str:
+    """Every step whose warm-up is not shorter than the step, in one line with the flags that fix it."""
+    where = [".".join(str(p) for p in err["loc"]) or "steps" for err in errors]
+    values = {(err["ctx"]["warmup_s"], err["ctx"]["duration_s"]) for err in errors}
+    if len(values) == 1:
+        warmup_s, duration_s = values.pop()
+        what = f"steps.warmup_s ({warmup_s} s) must be shorter than steps.duration_s ({duration_s} s)"
+        at = f" ({', '.join(where)})"
+    else:
+        what = "steps.warmup_s must be shorter than steps.duration_s"
+        at = ": " + ", ".join(
+            f"{w} warm-up {e['ctx']['warmup_s']} s of {e['ctx']['duration_s']} s"
+            for w, e in zip(where, errors, strict=True)
+        )
+    return (
+        f"{what}{at}; shorten the warm-up (--warmup-s S or --set steps.warmup_s=S) or lengthen the steps "
+        "(--step-duration-s S or --set steps.duration_s=S)"
+    )
 
 
 def _valid_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:

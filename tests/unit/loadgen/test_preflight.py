@@ -102,9 +102,9 @@ def test_good_target_returns_normalised_base_and_sends_the_key(serve, monkeypatc
     ("status", "body", "says"),
     [
         (401, b'{"error":"bad key"}', "the target refused the API key (HTTP 401"),
-        (403, b"{}", "pass --api-key KEY to `embedperf run` or set EMBEDPERF_TARGET_API_KEY"),
+        (403, b"{}", "pass --api-key KEY or set EMBEDPERF_TARGET_API_KEY"),
         (404, b'{"detail":"Not Found"}', "404 Not Found: wrong path"),
-        (500, b"boom", "answered HTTP 500 to one embeddings request: boom"),
+        (500, b"boom", "answered HTTP 500 to one embeddings request (application/json: boom)"),
         (200, b'{"hello": "world"}', "answered 200 but not with embeddings (answer has no `data` list)"),
         (200, b"<html>", "not with embeddings (invalid JSON in a 200 answer)"),
     ],

@@ -1,0 +1,86 @@
+"""The options Locust and `embedperf run` share parse alike: --api-key, --step-duration-s, --warmup-s
+(a --set of the same key wins), and an unexpected answer from the target is excerpted in one line.
+
+Locust's side runs in a subprocess: importing Locust monkey-patches the process it runs in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadgen import cli as run_cli
+from loadgen.preflight import BODY_EXCERPT_CHARS, answer_excerpt
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SHARED = ["--api-key", "k-123", "--step-duration-s", "4", "--warmup-s", "1", "--set", "steps.1.warmup_s=2"]
+# Locust's own parser with embedperf's options on it, as `locust -f locustfiles/ramp.py` builds it; then
+# the scenario those options resolve to and the environment variable the key was exported to.
+LOCUST_PARSE = """
+import json, os, sys
+from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
+from locust.env import Environment
+from loadgen.plugin import add_arguments, resolve
+
+parser = get_empty_argument_parser(add_help=False)
+setup_parser_arguments(parser)
+add_arguments(parser, "ramp")
+options = parser.parse_args(["-f", "locustfiles/ramp.py", "--scenario", "smoke", *sys.argv[1:]])
+scenario, _ = resolve(Environment(user_classes=[], parsed_options=options))
+print(json.dumps({
+    "api_key": options.api_key,
+    "steps": [[s.duration_s, s.warmup_s] for s in scenario.steps],
+    "exported": os.environ.get(scenario.target.api_key_env),
+}))
+"""
+
+
+def locust_parse(*args: str) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", LOCUST_PARSE, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("EMBEDPERF_")},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_locust_parses_api_key_and_the_step_shorthands_and_exports_the_key() -> None:
+    got = locust_parse(*SHARED, "--set", "target.api_key_env=MY_TARGET_KEY")
+    assert got["api_key"] == "k-123"
+    assert got["steps"] == [[4.0, 1.0], [4.0, 2.0]]  # a --set of one step wins over --warmup-s
+    assert got["exported"] == "k-123"  # where every request (pre-flight included) reads it
+
+
+def test_locust_without_api_key_leaves_the_environment_variable_alone() -> None:
+    got = locust_parse("--step-duration-s", "4")
+    assert got["api_key"] is None and got["exported"] is None
+    assert got["steps"] == [[4.0, 1.0], [4.0, 1.0]]  # smoke's own warm-up
+
+
+def test_embedperf_run_parses_the_same_options() -> None:
+    args = run_cli.parse_args(["--scenario", "smoke", "--scenario-profile", "quick", *SHARED])
+    assert (args.scenario, args.profile, args.api_key) == ("smoke", "quick", "k-123")
+    assert (args.step_duration_s, args.warmup_s) == (4.0, 1.0)
+    assert run_cli.parse_args(["smoke"]).scenario == "smoke"
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli.parse_args(["smoke", "--scenario", "ramp"])
+    assert exit_info.value.code == 2
+
+
+def test_an_html_page_is_its_content_type_and_title() -> None:
+    page = b"<html>\n<head>\n  <title>\n 502 Bad\n Gateway</title></head>\n<body>" + b"<p>x</p>\n" * 50
+    assert answer_excerpt(page, "text/html; charset=utf-8") == "text/html, page title '502 Bad Gateway'"
+
+
+def test_other_answers_are_cut_to_one_short_line() -> None:
+    long_text = b"line one\n\n   line two\t" + b"word " * 100
+    excerpt = answer_excerpt(long_text, "text/plain")
+    assert "\n" not in excerpt and excerpt.startswith("text/plain: line one line two word")
+    assert len(excerpt) == len("text/plain: ") + BODY_EXCERPT_CHARS + 1 and excerpt.endswith("…")
+    assert answer_excerpt(b"", "") == "no content type, empty body"
+    assert answer_excerpt(b'{"error": "bad"}', "application/json") == 'application/json: {"error": "bad"}'
