@@ -1,219 +1,99 @@
-"""SLO capacity search, the pure part: probe verdicts with a P99 confidence interval, bracket and bisect.
+"""SLO capacity search, the pure part: bracket, bisect and confirm from each probe's verdict.
 
 The load side (loadgen/search.py) runs the probes this module asks for and hands back what each
 one measured; everything here is arithmetic on those figures, so it is tested without a target.
-A probe passes only when the upper end of its P99 interval is within the SLO and fails only when
-the lower end is above it (or when errors or a goodput shortfall fail it outright); anything in
-between is repeated once and then reported as uncertain, never rounded to a verdict.
+A probe's verdict comes from analysis.search_stats; the record it leaves from analysis.search_record.
+
+A rate whose probe stays uncertain after its pooled repeat is information, not a dead end: its
+P99 interval contains the SLO, so the limit is at that rate within the measurement's resolution.
+It bounds the bracket from above like a failing rate ("top": the lowest rate not known to pass
+above the highest pass), and bisection goes on until (top - low) / top <= precision. The answer
+is then never more than --precision below a rate whose P99 interval contains the SLO, unless the
+status says why (wide_interval, max_duration, unconfirmed).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from analysis.capacity import device_plan
-from embedperf.schema import Manifest
+from analysis.search_record import (
+    NOTES,
+    OUTCOMES,
+    Outcome,
+    Phase,
+    ProbeRecord,
+    SearchRecord,
+    SearchStatus,
+    SearchSummary,
+    devices_serving,
+    headline,
+    plan_lines,
+    read_search,
+    search_summary,
+)
+from analysis.search_stats import (
+    COUNT_MARGIN,
+    QUANTILE,
+    REASONS,
+    Feasibility,
+    Params,
+    ProbeMeasurement,
+    Verdict,
+    feasibility,
+    judge,
+    quantile_ci,
+    reason_text,
+    samples_to_bound,
+)
 from scenarios.models import Search, Slo
 
-Verdict = Literal["pass", "fail", "uncertain"]
-Phase = Literal["bracket", "bisect", "repeat", "confirm"]
-SearchStatus = Literal[
-    "found", "uncertain", "below_min_rate", "above_max_rate", "max_duration", "unconfirmed"
+__all__ = [
+    "COUNT_MARGIN",
+    "NOTES",
+    "OUTCOMES",
+    "QUANTILE",
+    "REASONS",
+    "RULE",
+    "Feasibility",
+    "Outcome",
+    "Phase",
+    "ProbeMeasurement",
+    "ProbePlan",
+    "ProbeRecord",
+    "SearchRecord",
+    "SearchState",
+    "SearchStatus",
+    "SearchSummary",
+    "Verdict",
+    "devices_serving",
+    "feasibility",
+    "headline",
+    "judge",
+    "plan_lines",
+    "quantile_ci",
+    "read_search",
+    "reason_text",
+    "samples_to_bound",
+    "search_summary",
 ]
-QUANTILE = 0.99
-MAX_CONFIRMS = 2
-COUNT_MARGIN = 1.15  # a probe aims 15% above min_ok_requests: a Poisson count falls short of its mean
+
+# A failed confirmation is information too (the pass it checked was noise): the search narrows below
+# it and confirms again; after this many it stops, status unconfirmed.
+MAX_CONFIRMS = 5
 
 RULE = (
     "open-loop probes; latency is measured from each request's intended send time. A probe passes "
     "when the upper end of its {confidence:.0%} P99 interval "
     "(order statistics, binomial) is <= {p99:g} ms, its error rate <= {budget:g}% and its goodput >= "
     "{goodput:.0%} of the offered rate (answers completed within the probe's window); it fails when the lower end is above the SLO or errors/goodput "
-    "fail it; otherwise it is repeated once, then reported uncertain. Bracket by x{growth:g}, bisect "
-    "until (high - low) / high <= {precision:.0%}, confirm the answer with a {confirm:g}x longer probe."
+    "fail it; otherwise it is repeated once and judged on both samples pooled. A rate still uncertain then "
+    "is at the SLO within the interval and bounds the bracket from above like a failing one. Bracket by "
+    "x{growth:g}, bisect until (top - low) / top <= {precision:.0%}, confirm the answer with a {confirm:g}x "
+    "longer probe (never longer than max_probe_s)."
 )
-
-
-# Why a probe got its verdict, and why a search stopped: code -> English text (str.format params).
-# The report renders the same codes in its own language (reports/i18n.py keys sr_<code>, sn_<status>).
-REASONS: dict[str, str] = {
-    "error_budget": "error rate {error_rate_pct:.2f}% above the budget {budget_pct:g}%",
-    "goodput_short": "goodput {goodput_rps:.1f} req/s short of the offered {offered_rps:.1f} req/s",
-    "no_ok": "no ok request after the warm-up",
-    "p99_within": "P99 {p99_ms:.1f} ms, interval up to {upper_ms:.1f} ms within {slo_ms:g} ms",
-    "p99_above": "P99 {p99_ms:.1f} ms, interval from {lower_ms:.1f} ms above {slo_ms:g} ms",
-    "p99_straddles": "P99 {p99_ms:.1f} ms, interval {lower_ms:.1f} ms .. {upper_text} straddles the SLO",
-}
-NOTES: dict[str, str] = {
-    "found": "",
-    "uncertain": "the P99 at {rate:g} req/s stays within its interval of the SLO",
-    "unconfirmed": "the confirming probe at {rate:g} req/s failed",
-    "above_max_rate": "every probe up to max_rate {rate:g} req/s passed",
-    "below_min_rate": "even {rate:g} req/s misses the SLO",
-    "max_duration": "stopped at --max-duration {seconds:g} s",
-}
-Params = dict[str, float | str]
-
-
-class ProbeMeasurement(BaseModel):
-    """What one probe measured (after its warm-up); latencies are from the intended send time."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    rate: float
-    duration_s: float
-    scheduled: int
-    ok: int
-    errors: int
-    ok_done: int = Field(description="Ok answers that arrived within the probe's steady window (goodput).")
-    ok_latency_ms: list[float] = Field(default_factory=list, exclude=True)
-
-    def pooled(self, other: ProbeMeasurement) -> ProbeMeasurement:
-        """Two probes at the same rate as one sample (a repeat adds to the first, it does not replace it)."""
-        return ProbeMeasurement(
-            rate=self.rate,
-            duration_s=self.duration_s + other.duration_s,
-            scheduled=self.scheduled + other.scheduled,
-            ok=self.ok + other.ok,
-            errors=self.errors + other.errors,
-            ok_done=self.ok_done + other.ok_done,
-            ok_latency_ms=self.ok_latency_ms + other.ok_latency_ms,
-        )
-
-
-class ProbeRecord(BaseModel):
-    """One probe as the manifest keeps it (step index = the run folder's stage index)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    stage_index: int
-    label: str
-    phase: Phase
-    rate: float
-    duration_s: float
-    scheduled: int
-    ok: int
-    error_rate: float
-    offered_rps: float
-    goodput_rps: float
-    p50_ms: float | None
-    p99_ms: float | None
-    p99_lower_ms: float | None
-    p99_upper_ms: float | None
-    verdict: Verdict
-    reason: str
-    reason_code: str = Field("", description="Key of REASONS; the report translates it.")
-    reason_params: Params = Field(default_factory=dict)
-
-
-class SearchRecord(BaseModel):
-    """manifest.search: the rule, every probe in run order, the bracket history and the answer."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    rule: str
-    slo_p99_ms: float
-    error_budget_pct: float
-    precision: float
-    confidence: float
-    arrival: str
-    growth: float = 2.0
-    goodput_tolerance: float = 0.05
-    confirm_factor: float = 2.0
-    probes: list[ProbeRecord] = Field(default_factory=list)
-    brackets: list[tuple[float | None, float | None]] = Field(
-        default_factory=list, description="(highest passing, lowest failing) rate after each probe."
-    )
-    status: SearchStatus = "found"
-    answer_rps: float | None = None
-    answer_p99_ms: float | None = None
-    uncertainty_rps: tuple[float | None, float | None] = Field(
-        default=(None, None), description="The answer lies between these rates (the final bracket)."
-    )
-    confirm_stage_index: int | None = None
-    note: str = ""
-    note_params: Params = Field(default_factory=dict, description="Parameters of NOTES[status].")
-
-
-def quantile_ci(values_ms: Sequence[float], q: float, confidence: float) -> tuple[float | None, float, float]:
-    """Point estimate and distribution-free interval for the q-quantile from order statistics.
-
-    The number of samples below the true quantile is Binomial(n, q); the interval runs between the
-    order statistics at that distribution's two tail quantiles. With too few samples an end is
-    unbounded (-inf / +inf), which makes the verdict uncertain instead of optimistic.
-    """
-    n = len(values_ms)
-    if n == 0:
-        return None, -math.inf, math.inf
-    x = np.sort(np.asarray(values_ms, dtype=float))
-    point = float(np.quantile(x, q, method="inverted_cdf"))
-    alpha = 1.0 - confidence
-    lo_k = _binom_ppf(alpha / 2.0, n, q)  # number of samples below the lower bound
-    hi_k = _binom_ppf(1.0 - alpha / 2.0, n, q) + 1  # 1-based order statistic for the upper bound
-    lower = float(x[lo_k - 1]) if lo_k >= 1 else -math.inf
-    upper = float(x[hi_k - 1]) if hi_k <= n else math.inf
-    return point, lower, upper
-
-
-def _binom_ppf(p: float, n: int, q: float) -> int:
-    """Smallest k with P(Binomial(n, q) <= k) >= p (log-space pmf, exact for any n)."""
-    ks = np.arange(n + 1, dtype=float)
-    log_pmf = (
-        np.array([math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) for k in ks])
-        + ks * math.log(q)
-        + (n - ks) * math.log1p(-q)
-    )
-    cdf = np.cumsum(np.exp(log_pmf - log_pmf.max()))
-    cdf /= cdf[-1]
-    return int(np.searchsorted(cdf, p - 1e-12))
-
-
-def judge(
-    m: ProbeMeasurement, slo: Slo, spec: Search
-) -> tuple[Verdict, str, Params, tuple[float | None, float, float]]:
-    """The verdict of one probe, why (a REASONS code and its params), and the P99 estimate and interval."""
-    ci = quantile_ci(m.ok_latency_ms, QUANTILE, spec.confidence)
-    error_rate = m.errors / m.scheduled if m.scheduled else 0.0
-    if error_rate * 100.0 > slo.error_budget_pct:
-        return (
-            "fail",
-            "error_budget",
-            {"error_rate_pct": error_rate * 100.0, "budget_pct": slo.error_budget_pct},
-            ci,
-        )
-    offered = m.scheduled / m.duration_s if m.duration_s > 0 else 0.0
-    goodput = m.ok_done / m.duration_s if m.duration_s > 0 else 0.0
-    if m.scheduled - m.ok_done > _goodput_allowance(m, offered, spec.goodput_tolerance):
-        return "fail", "goodput_short", {"goodput_rps": goodput, "offered_rps": offered}, ci
-    point, lower, upper = ci
-    if point is None:
-        return "uncertain", "no_ok", {}, ci
-    if upper <= slo.p99_ms:
-        return "pass", "p99_within", {"p99_ms": point, "upper_ms": upper, "slo_ms": slo.p99_ms}, ci
-    if lower > slo.p99_ms:
-        return "fail", "p99_above", {"p99_ms": point, "lower_ms": lower, "slo_ms": slo.p99_ms}, ci
-    upper_text = "unbounded (too few samples)" if math.isinf(upper) else f"{upper:.1f} ms"
-    return "uncertain", "p99_straddles", {"p99_ms": point, "lower_ms": lower, "upper_text": upper_text}, ci
-
-
-def reason_text(code: str, params: Params) -> str:
-    """A probe's reason in English (the manifest and the console keep this text)."""
-    return REASONS[code].format(**params) if code in REASONS else code
-
-
-def _goodput_allowance(m: ProbeMeasurement, offered_rps: float, tolerance: float) -> float:
-    """How many answers a probe may miss in its window before it counts as falling behind.
-
-    The tolerance share of the requests, but never less than the count noise at the window's
-    edges (requests in flight when it closes): 3 x sqrt(1 + rate x median latency).
-    """
-    p50_s = float(np.median(m.ok_latency_ms)) / 1000.0 if m.ok_latency_ms else 0.0
-    return max(tolerance * m.scheduled, 3.0 * math.sqrt(1.0 + offered_rps * p50_s))
 
 
 class ProbePlan(BaseModel):
@@ -227,14 +107,19 @@ class ProbePlan(BaseModel):
 
 
 class SearchState:
-    """Bracket, then bisect, then confirm; decides each next probe from the verdicts so far."""
+    """Bracket, then bisect, then confirm; decides each next probe from the verdicts so far.
+
+    Raises ConfigError on construction when the search cannot bound a P99 at all (see
+    analysis.search_stats.feasibility); never plans a probe below the floor or above max_probe_s.
+    """
 
     def __init__(self, spec: Search, slo: Slo, arrival: str) -> None:
         self.spec = spec
         self.slo = slo
-        self.low: float | None = None  # highest rate that passed
-        self.high: float | None = None  # lowest rate that failed
-        self.passes: list[float] = []
+        self.limits = feasibility(spec)
+        self.passes: list[float] = []  # rates that passed (dropped once a probe at or below fails)
+        self.fails: list[float] = []
+        self.at_slo: dict[float, ProbeRecord] = {}  # rate -> the pooled probe whose interval holds the SLO
         self.confirms = 0
         self.done = False
         self.record = SearchRecord(
@@ -255,17 +140,43 @@ class SearchState:
             growth=spec.growth,
             goodput_tolerance=spec.goodput_tolerance,
             confirm_factor=spec.confirm_factor,
+            samples_needed=self.limits.samples_needed,
+            floor_rps=self.limits.floor_rps,
+            min_rate_rps=self.limits.min_rate,
         )
         self._last: ProbeRecord | None = None
+        self._last_plan: ProbePlan | None = None
         self._last_measurement: ProbeMeasurement | None = None
+        self._confirming: float | None = None  # the rate a confirm (or its repeat) is checking
+
+    @property
+    def low(self) -> float | None:
+        """The highest rate that passed (and was not contradicted by a probe at or below it)."""
+        return max(self.passes) if self.passes else None
+
+    @property
+    def high(self) -> float | None:
+        """The lowest rate that failed."""
+        return min(self.fails) if self.fails else None
+
+    @property
+    def top(self) -> float | None:
+        """The lowest rate above `low` not known to pass: failing, or at the SLO within its interval."""
+        low = self.low
+        candidates = [r for r in self.at_slo if low is None or r > low]
+        if self.high is not None:
+            candidates.append(self.high)
+        return min(candidates) if candidates else None
 
     def probe_duration_s(self, rate: float, phase: Phase) -> float:
         """Long enough for min_ok_requests after the warm-up (with margin for Poisson counts), within
-        [min_probe_s, max_probe_s]."""
+        [min_probe_s, max_probe_s]; a confirming probe confirm_factor times longer, still <= max_probe_s."""
         spec = self.spec
-        wanted = spec.warmup_s + COUNT_MARGIN * spec.min_ok_requests / rate
+        wanted = spec.warmup_s + COUNT_MARGIN * self.limits.samples_needed / rate
         duration = min(max(wanted, spec.min_probe_s), spec.max_probe_s)
-        return duration * spec.confirm_factor if phase == "confirm" else duration
+        if phase == "confirm":
+            duration = min(duration * spec.confirm_factor, spec.max_probe_s)
+        return duration
 
     def next_probe(self, elapsed_s: float) -> ProbePlan | None:
         """The next probe, or None when the search is over (the record then holds the answer)."""
@@ -282,41 +193,82 @@ class SearchState:
 
     def _plan(self) -> ProbePlan | None:
         spec, last = self.spec, self._last
-        if last is None:
+        if last is None or self._last_plan is None:
             return self._at(spec.start_rate, "bracket")
-        if last.verdict == "uncertain":
-            if last.phase != "repeat":
-                return self._at(last.rate, "repeat")
-            self._finish("uncertain", {"rate": last.rate})
-            return None
-        if last.phase == "confirm":
+        if last.verdict == "uncertain" and last.phase != "repeat":
+            return ProbePlan(rate=last.rate, duration_s=self._last_plan.duration_s, phase="repeat")
+        if self._confirming is not None:
+            rate, self._confirming = self._confirming, None
             if last.verdict == "pass":
-                self._finish("found", {})
+                self._finish(*self._final_status())
                 return None
             if self.confirms >= MAX_CONFIRMS:
-                self._finish("unconfirmed", {"rate": last.rate})
+                self._finish("unconfirmed", {"rate": rate})
                 return None
-        if self.high is None:
-            assert self.low is not None
-            if self.low >= spec.max_rate:
+        low, top = self.low, self.top
+        if top is None:
+            assert low is not None
+            if low >= spec.max_rate:
                 self._finish("above_max_rate", {"rate": spec.max_rate})
                 return None
-            return self._at(min(self.low * spec.growth, spec.max_rate), "bracket")
-        if self.low is None:
-            if self.high <= spec.min_rate:
-                self._finish("below_min_rate", {"rate": spec.min_rate})
+            return self._at(min(low * spec.growth, spec.max_rate), "bracket")
+        if low is None:
+            # the floor as a probe rate (_at rounds to 3 places): never below the floor itself
+            floor = math.ceil(self.limits.min_rate * 1000.0) / 1000.0
+            if top <= floor:
+                self._finish(
+                    "below_min_rate",
+                    {
+                        "rate": top,
+                        "floor": self.limits.floor_rps,
+                        "probe_s": spec.max_probe_s,
+                        "samples": float(self.limits.samples_needed),
+                    },
+                )
                 return None
-            return self._at(max(self.high / spec.growth, spec.min_rate), "bracket")
-        if (self.high - self.low) / self.high <= spec.precision:
+            return self._at(max(top / spec.growth, floor), "bracket")
+        if (top - low) / top <= spec.precision:
             self.confirms += 1
-            return self._at(self.low, "confirm")
-        return self._at((self.low + self.high) / 2.0, "bisect")
+            self._confirming = low
+            return self._at(low, "confirm")
+        return self._at((low + top) / 2.0, "bisect")
 
     def _at(self, rate: float, phase: Phase) -> ProbePlan:
         return ProbePlan(rate=round(rate, 3), duration_s=self.probe_duration_s(rate, phase), phase=phase)
 
+    def _final_status(self) -> tuple[SearchStatus, Params]:
+        """found when no rate above the answer is at the SLO (the top fails); at_slo when such rates lie
+        within --precision of the answer; wide_interval when one lies further above (even above a failing
+        rate: the measurements then disagree by more than --precision)."""
+        low = self.low
+        assert low is not None
+        above = sorted(r for r in self.at_slo if r > low)  # above a failing rate too: the rule names any
+        if not above:
+            return "found", {}
+        widest = above[-1]
+        if (widest - low) / widest > self.spec.precision:
+            return "wide_interval", self._at_slo_params(widest, low) | {
+                "gap_pct": (widest - low) / low * 100.0,
+                "precision_pct": self.spec.precision * 100.0,
+                "samples": float(self.at_slo[widest].judged_samples),
+            }
+        return "at_slo", self._at_slo_params(above[0], low)
+
+    def _at_slo_params(self, rate: float, answer: float) -> Params:
+        probe = self.at_slo[rate]
+        # an unbounded end (too few samples) shows the point estimate instead
+        point = probe.p99_ms if probe.p99_ms is not None else self.slo.p99_ms
+        return {
+            "rate": rate,
+            "answer": answer,
+            "confidence_pct": self.spec.confidence * 100.0,
+            "lower_ms": probe.p99_lower_ms if probe.p99_lower_ms is not None else point,
+            "upper_ms": probe.p99_upper_ms if probe.p99_upper_ms is not None else point,
+        }
+
     def add(self, plan: ProbePlan, stage_index: int, label: str, m: ProbeMeasurement) -> ProbeRecord:
         """Record a probe's measurement and move the bracket (a repeat is judged on both samples pooled)."""
+        own = m
         if plan.phase == "repeat" and self._last_measurement is not None:
             m = self._last_measurement.pooled(m)
         self._last_measurement = m
@@ -327,12 +279,14 @@ class SearchState:
             label=label,
             phase=plan.phase,
             rate=plan.rate,
-            duration_s=m.duration_s,
-            scheduled=m.scheduled,
-            ok=m.ok,
-            error_rate=m.errors / m.scheduled if m.scheduled else 0.0,
-            offered_rps=m.scheduled / m.duration_s if m.duration_s > 0 else 0.0,
-            goodput_rps=m.ok_done / m.duration_s if m.duration_s > 0 else 0.0,
+            duration_s=own.duration_s,
+            scheduled=own.scheduled,
+            ok=own.ok,
+            error_rate=own.errors / own.scheduled if own.scheduled else 0.0,
+            offered_rps=own.scheduled / own.duration_s if own.duration_s > 0 else 0.0,
+            goodput_rps=own.ok_done / own.duration_s if own.duration_s > 0 else 0.0,
+            unfinished=len(own.unfinished_ms),
+            judged_samples=len(m.ok_latency_ms) + len(m.unfinished_ms),
             p50_ms=float(np.quantile(ok, 0.5, method="inverted_cdf")) if len(ok) else None,
             p99_ms=point,
             p99_lower_ms=_finite(lower),
@@ -344,19 +298,23 @@ class SearchState:
         )
         if verdict == "pass":
             self.passes.append(plan.rate)
-            self.low = max(self.low or 0.0, plan.rate)
-            if plan.phase == "confirm":
+            if plan.phase == "confirm" or (plan.phase == "repeat" and self._confirming is not None):
                 self.record.confirm_stage_index = stage_index
-                self.record.answer_p99_ms = point
         elif verdict == "fail":
-            self.high = plan.rate if self.high is None else min(self.high, plan.rate)
-            if self.low is not None and self.low >= plan.rate:  # a failed confirmation moves the answer down
-                self.passes = [r for r in self.passes if r < plan.rate]
-                self.low = max(self.passes) if self.passes else None
+            self.fails.append(plan.rate)
+            self._contradicted(plan.rate)
+        elif plan.phase == "repeat":  # still uncertain on the pooled sample: at the SLO
+            self.at_slo[plan.rate] = probe
+            self._contradicted(plan.rate)
         self.record.probes.append(probe)
-        self.record.brackets.append((self.low, self.high))
+        self.record.brackets.append((self.low, self.top))
         self._last = probe
+        self._last_plan = plan
         return probe
+
+    def _contradicted(self, rate: float) -> None:
+        """A rate that fails or is at the SLO is no longer an answer, nor is any pass at or above it."""
+        self.passes = [r for r in self.passes if r < rate]
 
     def _finish(self, status: SearchStatus, note_params: Params) -> None:
         self.done = True
@@ -364,98 +322,18 @@ class SearchState:
         rec.status = status
         rec.note = NOTES[status].format(**note_params)
         rec.note_params = note_params
-        rec.answer_rps = self.low
-        rec.uncertainty_rps = (self.low, self.high)
-        if rec.answer_p99_ms is None and self.low is not None:
-            at_answer = [p for p in rec.probes if p.rate == self.low and p.verdict == "pass"]
-            rec.answer_p99_ms = at_answer[-1].p99_ms if at_answer else None
+        low, top = self.low, self.top
+        rec.answer_rps = low
+        rec.uncertainty_rps = (low, top)
+        above = [r for r in self.at_slo if low is not None and r > low]
+        rec.at_slo_rps = max(above) if above else None
+        at_answer = [p for p in rec.probes if low is not None and p.rate == low and p.verdict == "pass"]
+        if at_answer:
+            best = at_answer[-1]  # the confirming probe when there is one (it runs last at the answer)
+            rec.answer_p99_ms = best.p99_ms
+            rec.answer_p99_lower_ms = best.p99_lower_ms
+            rec.answer_p99_upper_ms = best.p99_upper_ms
 
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
-
-
-def read_search(manifest: Manifest) -> SearchRecord | None:
-    """manifest.search back as the typed record it was written from (None for runs without a search)."""
-    raw = (manifest.model_extra or {}).get("search")
-    return SearchRecord.model_validate(raw) if raw else None
-
-
-def devices_serving(manifest: Manifest) -> int:
-    """How many devices the answer is divided by: the run's serving devices (1 when none is known)."""
-    return max(len(manifest.serving_devices.indices), 1)
-
-
-def headline(record: SearchRecord, devices: int) -> str:
-    """'N req/s per device at P99 <= X ms' (or why there is no such N)."""
-    if record.answer_rps is None:
-        return f"no probed rate meets P99 <= {record.slo_p99_ms:g} ms ({record.status}: {record.note})"
-    per_device = record.answer_rps / max(devices, 1)
-    low, high = record.uncertainty_rps
-    span = f", between {low:g} and {high:g} req/s" if high is not None else ""
-    tail = "" if record.status == "found" else f" [{record.status}: {record.note}]"
-    return (
-        f"{per_device:.1f} req/s per device at P99 <= {record.slo_p99_ms:g} ms "
-        f"({record.answer_rps:g} req/s on {devices} device(s){span}){tail}"
-    )
-
-
-class SearchSlo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    p99_ms: float
-    error_budget_pct: float
-
-
-class SearchSummary(BaseModel):
-    """summary.json `search`: the searched answer for CI tools and the matrix, without the manifest."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    status: SearchStatus
-    answer_rps: float | None = Field(description="Highest rate that met the SLO (all serving devices).")
-    per_device_rps: float | None = Field(description="answer_rps / devices.")
-    devices: int
-    p99_ms: float | None = Field(description="P99 measured at the answer (the confirming probe's).")
-    slo: SearchSlo
-    bracket: tuple[float | None, float | None] = Field(
-        description="(highest passing, lowest failing) rate: the answer's uncertainty."
-    )
-    probes: int
-    note: str = ""
-
-
-def search_summary(manifest: Manifest) -> SearchSummary | None:
-    """The answer of a search run as summary.json carries it (None for runs that were not a search)."""
-    record = read_search(manifest)
-    if record is None:
-        return None
-    devices = devices_serving(manifest)
-    answer = record.answer_rps
-    return SearchSummary(
-        status=record.status,
-        answer_rps=answer,
-        per_device_rps=answer / devices if answer is not None else None,
-        devices=devices,
-        p99_ms=record.answer_p99_ms,
-        slo=SearchSlo(p99_ms=record.slo_p99_ms, error_budget_pct=record.error_budget_pct),
-        bracket=record.uncertainty_rps,
-        probes=len(record.probes),
-        note=record.note,
-    )
-
-
-def plan_lines(manifest: Manifest, target_qps: float | None, headroom: float) -> list[str]:
-    """`embedperf capacity` on a search run: the searched answer, and devices for a target from it."""
-    record = read_search(manifest)
-    if record is None:
-        return []
-    devices = devices_serving(manifest)
-    lines = [f"  capacity search: {headline(record, devices)}"]
-    if target_qps is not None and record.answer_rps is not None:
-        plan = device_plan(record.answer_rps, devices, target_qps, headroom)
-        lines.append(
-            f"  from the searched answer, for {target_qps:g} QPS with {headroom:.0%} headroom: {plan.replicas} "
-            f"replica(s) x {plan.devices_per_replica} device(s) = {plan.devices} device(s)"
-        )
-    return lines

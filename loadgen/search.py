@@ -4,75 +4,35 @@ The probes go through the same dispatcher as stepped open-loop runs (loadgen.ope
 their rows through the same recorder; a tap on the row sink keeps the few figures the next
 decision needs (ok, latency from intended, done time) for the probe in progress. The answer
 lands in `RunContext.search`, which the run session writes into manifest.search.
+
+A probe's wall time is bounded: no request starts after its window (max_probe_s at most; an
+arrival the dispatcher reaches later is recorded as dropped), and the wait for answers still in
+flight after the window is the scenario's `drain_s`. A request unanswered by then counts in the
+probe's verdict as slower than the SLO (analysis.search_stats); its row still lands, under its
+probe's stage, when it ends. Before the next probe the driver waits (at most target.timeout_s)
+for such stragglers, so they do not load the next probe; that wait belongs to no probe.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
 
 import gevent.pool
 from locust.contrib.fasthttp import FastHttpSession
 from locust.env import Environment
 
-from analysis.search import ProbeMeasurement, SearchState
+from analysis.search import ProbeMeasurement, ProbePlan, SearchState
 from embedperf.errors import ConfigError
-from embedperf.schema import REQUEST_COLUMNS
 from loadgen import session
 from loadgen.context import RunContext
+from loadgen.exchange import dropped_row
 from loadgen.openloop import START_LEAD_S, Stage, dispatch, new_stats
 from loadgen.payloads import PayloadSampler
+from loadgen.probe_window import ProbeTap, ProbeWindow
 from loadgen.schedule import arrivals
 from scenarios.models import Step
 
-_STAGE = REQUEST_COLUMNS.index("stage_index")
-_OK = REQUEST_COLUMNS.index("ok")
-_INTENDED = REQUEST_COLUMNS.index("t_intended_unix_s")
-_DONE = REQUEST_COLUMNS.index("t_done_unix_s")
-_LATENCY = REQUEST_COLUMNS.index("latency_from_intended_ms")
-
-
-class ProbeTap:
-    """Sits between the dispatcher and the recorder; keeps the current probe's rows' key figures."""
-
-    def __init__(self, sink: Callable[[list[Any]], None]) -> None:
-        self.sink = sink
-        self.stage_index = -1
-        self.rows: list[tuple[bool, float, float | None, float | None]] = []
-
-    def __call__(self, row: list[Any]) -> None:
-        if row[_STAGE] == self.stage_index:
-            self.rows.append((bool(row[_OK]), row[_INTENDED], row[_DONE], row[_LATENCY]))
-        self.sink(row)
-
-    def start(self, stage_index: int) -> None:
-        self.stage_index = stage_index
-        self.rows = []
-
-    def measurement(
-        self, rate: float, t_origin_unix_s: float, duration_s: float, warmup_s: float
-    ) -> ProbeMeasurement:
-        """The probe's figures in its steady window (after the warm-up, to its scheduled end).
-
-        Requests count by intended start; goodput counts ok answers that completed inside the
-        window, so a target that falls behind shows a goodput below the offered rate.
-        """
-        steady_from = t_origin_unix_s + warmup_s
-        steady_to = t_origin_unix_s + duration_s
-        steady = [r for r in self.rows if r[1] >= steady_from]
-        ok = [r for r in steady if r[0]]
-        return ProbeMeasurement(
-            rate=rate,
-            duration_s=duration_s - warmup_s,
-            scheduled=len(steady),
-            ok=len(ok),
-            errors=len(steady) - len(ok),
-            ok_done=sum(
-                1 for r in self.rows if r[0] and r[2] is not None and steady_from <= r[2] <= steady_to
-            ),
-            ok_latency_ms=[r[3] for r in ok if r[3] is not None],
-        )
+WINDOW_ENDED = "dropped: the probe's window ended before it could start"
 
 
 def run_search(
@@ -87,7 +47,13 @@ def run_search(
             "search runs in the process that writes the run folder; run it without Locust workers "
             "(distributed search is not supported)"
         )
-    state = SearchState(spec, scenario.slo, scenario.open_loop.arrival)
+    state = SearchState(spec, scenario.slo, scenario.open_loop.arrival)  # ConfigError when infeasible
+    if state.limits.min_rate_raised:
+        print(
+            f"search: min_rate {spec.min_rate:g} req/s raised to {state.limits.min_rate:.3g} req/s: "
+            f"{state.limits.floor_reason(spec)}",
+            flush=True,
+        )
     tap = ProbeTap(ctx.sink)
     ctx.sink = tap
     stats = ctx.open_loop_stats
@@ -97,31 +63,60 @@ def run_search(
     index = 0
     try:
         while (plan := state.next_probe(time.time() - t_start)) is not None:
-            label = f"{plan.phase}:{plan.rate:g}"
-            step = Step.model_validate(
-                {"label": label, "rate": plan.rate, "duration_s": plan.duration_s, "warmup_s": spec.warmup_s}
-            )
-            stage: Stage = (index, label, None, plan.rate)
-
-            def stage_of(_index: int, stage: Stage = stage) -> Stage:
-                return stage
-
-            tap.start(index)
-            t_origin = time.time() + START_LEAD_S
-            run.timeline.begin(index, label, t_origin, rate=plan.rate, warmup_s=spec.warmup_s)
-            schedule = arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index)
-            dispatch(client, ctx, sampler, environment, schedule, stage_of, pool, stats)
-            gevent.sleep(max(0.0, t_origin + plan.duration_s - time.time()))
-            run.timeline.end(t_origin + plan.duration_s)
-            pool.join(timeout=scenario.drain_s + scenario.target.timeout_s)
-            m = tap.measurement(plan.rate, t_origin, plan.duration_s, spec.warmup_s)
-            probe = state.add(plan, index, label, m)
+            m = _probe(client, ctx, sampler, environment, pool, stats, tap, plan, index)
+            probe = state.add(plan, index, f"{plan.phase}:{plan.rate:g}", m)
             print(
                 f"search probe {index}: {plan.phase} {plan.rate:g} req/s -> {probe.verdict} ({probe.reason})",
                 flush=True,
             )
+            pool.join(timeout=scenario.target.timeout_s)  # stragglers end before the next probe starts
             index += 1
     finally:
         ctx.sink = tap.sink
         ctx.search = state.record.model_dump(mode="json")
     return stats
+
+
+def _probe(
+    client: FastHttpSession,
+    ctx: RunContext,
+    sampler: PayloadSampler,
+    environment: Environment,
+    pool: gevent.pool.Pool,
+    stats: dict[str, float],
+    tap: ProbeTap,
+    plan: ProbePlan,
+    index: int,
+) -> ProbeMeasurement:
+    """One probe: its arrivals within its window, then at most drain_s for the answers in flight."""
+    scenario, spec = ctx.scenario, ctx.scenario.search
+    run = session.current_session()
+    assert run is not None
+    label = f"{plan.phase}:{plan.rate:g}"
+    step = Step.model_validate(
+        {"label": label, "rate": plan.rate, "duration_s": plan.duration_s, "warmup_s": spec.warmup_s}
+    )
+    stage: Stage = (index, label, None, plan.rate)
+
+    def stage_of(_index: int) -> Stage:
+        return stage
+
+    tap.start(index)
+    t_origin = time.time() + START_LEAD_S
+    run.timeline.begin(index, label, t_origin, rate=plan.rate, warmup_s=spec.warmup_s)
+    window = ProbeWindow(
+        arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index),
+        t_origin,
+        plan.duration_s,
+    )
+    dispatch(client, ctx, sampler, environment, window, stage_of, pool, stats, origin_unix_s=t_origin)
+    for arrival in window.left_out:
+        stats["scheduled"] += 1
+        stats["dropped"] += 1
+        dropped_row(ctx, sampler.next(), t_origin + arrival.offset_s, WINDOW_ENDED, stage)
+    gevent.sleep(max(0.0, window.end_unix_s - time.time()))
+    run.timeline.end(window.end_unix_s)
+    pool.join(timeout=scenario.drain_s)
+    return tap.measurement(
+        plan.rate, t_origin, plan.duration_s, spec.warmup_s, window.started_unix_s, time.time()
+    )

@@ -1,11 +1,26 @@
-"""`embedperf search`: the highest open-loop rate that meets the SLO, as one run folder and report."""
+"""`embedperf search`: the highest open-loop rate that meets the SLO, as one run folder and report.
+
+Exit codes: 0 an answer (found, at the SLO within --precision, or every rate up to --max-rate
+passed); 1 no probed rate meets the SLO; 2 usage or pre-flight error (nothing measured, e.g. probes
+that could never bound a P99); 3 the search did not finish; 4 the search could not narrow its
+answer to --precision (its status says why: the P99 interval too wide, time limit, unconfirmed).
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from analysis.search import devices_serving, headline, read_search
+from analysis.search import (
+    QUANTILE,
+    Outcome,
+    SearchRecord,
+    devices_serving,
+    feasibility,
+    headline,
+    read_search,
+    samples_to_bound,
+)
 from embedperf.schema import read_manifest
 from loadgen.runner import run_scenario
 from scenarios.loader import OVERRIDE_HELP, PROFILES, add_override_option, load_scenario, parse_overrides
@@ -13,6 +28,15 @@ from scenarios.loader import OVERRIDE_HELP, PROFILES, add_override_option, load_
 DEFAULT_SCENARIO = "query"
 INCOMPLETE_EXIT = 3
 RUN_MARGIN_S = 120.0  # beyond --max-duration: start-up, drains and the final probe's overrun
+EXIT_CODES: dict[Outcome, int] = {"answer": 0, "no_rate": 1, "not_narrowed": 4}
+EXIT_HELP = (
+    "Exit codes: 0 an answer within --precision (status found or at_slo; above_max_rate: every rate up to "
+    "--max-rate passed); 1 no probed rate meets the SLO (below_min_rate); 2 usage or pre-flight error, "
+    "nothing measured (e.g. --min-ok-requests too few to bound a P99, or --start-rate/--max-rate below the "
+    "lowest rate a --max-probe-s probe can judge); 3 the search did not finish; 4 no answer to --precision "
+    "(wide_interval: the P99 interval contains the SLO more than --precision above the answer; "
+    "max_duration; unconfirmed). "
+)
 
 # flag -> scenario field it sets
 FLAG_FIELDS: dict[str, str] = {
@@ -34,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="embedperf search",
         description="Probe open-loop rates (bracket, then bisect, then confirm) for the highest rate whose "
         "P99 meets the SLO with confidence; writes one run folder (one step per probe) and its report.",
-        epilog=OVERRIDE_HELP,
+        epilog=EXIT_HELP + OVERRIDE_HELP,
     )
     parser.add_argument(
         "scenario",
@@ -54,9 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-duration-s", type=float, default=None, help="stop the search after this long")
     parser.add_argument("--start-rate", type=float, default=None, help="first probe's rate (req/s)")
     parser.add_argument("--max-rate", type=float, default=None, help="highest rate to try (req/s)")
-    parser.add_argument("--min-ok-requests", type=int, default=None, help="ok requests per probe (1000)")
+    parser.add_argument(
+        "--min-ok-requests",
+        type=int,
+        default=None,
+        help=f"ok requests per probe (1000; at least {samples_to_bound(QUANTILE, 0.95)}, the fewest that bound "
+        "a P99 at 95%% confidence)",
+    )
     parser.add_argument("--min-probe-s", type=float, default=None, help="shortest probe")
-    parser.add_argument("--max-probe-s", type=float, default=None, help="longest probe")
+    parser.add_argument(
+        "--max-probe-s",
+        type=float,
+        default=None,
+        help="longest probe, repeats and confirming probes included (plus at most drain_s for answers "
+        "in flight); sets the lowest rate a probe can judge",
+    )
     parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder")
     parser.add_argument("--label", default="search", help="label appended to the run id (default search)")
     parser.add_argument("--profile", choices=PROFILES, default=None, help="scenario profile")
@@ -75,6 +111,7 @@ def main(argv: list[str]) -> int:
         if value is not None:
             overrides[key] = str(value)
     scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
+    feasibility(scenario.search)  # ConfigError (exit 2) before any probe; the run prints a raised min_rate
     folder = run_scenario(
         args.scenario,
         host=args.host or scenario.target.base_url,
@@ -87,8 +124,8 @@ def main(argv: list[str]) -> int:
     )
     manifest = read_manifest(folder)
     record = read_search(manifest)
-    print(f"run folder: {folder.root}")
     if record is None:
+        print(f"run folder: {folder.root}")
         print(
             f"embedperf search: the search did not finish (no manifest.search in {folder.manifest}); see above"
         )
@@ -98,4 +135,10 @@ def main(argv: list[str]) -> int:
         from reports.build import build_report
 
         print(f"report: {build_report(folder)}")
-    return 0 if record.answer_rps is not None else 1
+    print(f"run folder: {folder.root}")
+    return exit_code(record)
+
+
+def exit_code(record: SearchRecord) -> int:
+    """0 an answer, 1 no probed rate meets the SLO, 4 not narrowed to --precision (see EXIT_HELP)."""
+    return EXIT_CODES[record.outcome]

@@ -781,6 +781,108 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "cosine": ("Cosine", "余弦"),
     "cosine_stats": ("mean {mean} · min {min} · P1 {p1}", "均值 {mean} · 最小 {min} · P1 {p1}"),
     "precision_gate_text": ("mean cosine ≥ {gate} ({profile})", "平均余弦 ≥ {gate}（{profile}）"),
+    # the precision report (embedperf precision --report)
+    "pr_title": ("Precision check", "精度检查"),
+    "pr_verdict": ("Verdict", "结论"),
+    "pr_passes": ("Passes every precision gate", "通过全部精度门限"),
+    "pr_fails": ("Fails the precision gate", "未通过精度门限"),
+    "pr_dataset": ("Evaluation set", "评测集"),
+    "pr_cosine_stats": (
+        "mean {mean} · P5 {p5} · P1 {p1} · min {min}",
+        "均值 {mean} · P5 {p5} · P1 {p1} · 最小 {min}",
+    ),
+    "pr_gates": ("Gates", "门限"),
+    "pr_gate": ("Gate", "门限"),
+    "pr_threshold": ("Threshold", "阈值"),
+    "pr_measured": ("Measured", "实测"),
+    "pr_gate_mean": ("Mean cosine to fp32", "与 fp32 的平均余弦"),
+    "pr_gate_domain": ("Every domain: mean and P5 cosine", "每个领域：平均与 P5 余弦"),
+    "pr_gate_topk": ("agreement@{k}", "agreement@{k}（前 {k} 近邻重合率）"),
+    "pr_domains_failing": ("{n} of {total} below", "{total} 个中 {n} 个低于阈值"),
+    "pr_profile_note": (
+        "Profile {profile}; each threshold can be set with --min-domain-cosine and --min-topk-agreement.",
+        "档位 {profile}；阈值可用 --min-domain-cosine 与 --min-topk-agreement 调整。",
+    ),
+    "pr_domains": ("Agreement per domain", "分领域一致性"),
+    "pr_domains_note": (
+        "Each language, input-length band (tokens) and label value is gated on its own: its mean and its P5 "
+        "cosine must both reach {gate}, so a domain the configuration damages fails even when the overall mean "
+        "passes.",
+        "每种语言、输入长度区间（token 数）和标签值单独把关：其平均余弦与 P5 余弦都须达到 {gate}，"
+        "因此即使总体均值通过，被该配置损坏的领域也会判为不通过。",
+    ),
+    "pr_axis": ("Breakdown", "维度"),
+    "pr_group": ("Group", "分组"),
+    "pr_n": ("Texts", "文本数"),
+    "pr_min": ("Min", "最小"),
+    "pr_worst": ("Worst inputs (cosine)", "最差输入（余弦）"),
+    "pr_worst_overall": ("The {n} inputs furthest from fp32", "离 fp32 最远的 {n} 条输入"),
+    "pr_id": ("Id", "编号"),
+    "pr_text": ("Text", "文本"),
+    "pr_retrieval": ("Retrieval agreement", "检索一致性"),
+    "pr_retrieval_note_queries": (
+        "Each of the {q} queries against the {d} documents: the overlap of its top-{k} neighbours under fp32 and "
+        "under the candidate, and Spearman's rank correlation of its whole ranking.",
+        "{q} 条查询分别检索 {d} 篇文档：fp32 与候选配置下前 {k} 个近邻的重合率，以及完整排序的 Spearman 秩相关。",
+    ),
+    "pr_retrieval_note_all": (
+        "Each of the {q} texts against the other {d}: the overlap of its top-{k} neighbours under fp32 and under "
+        "the candidate, and Spearman's rank correlation of its whole ranking.",
+        "{q} 条文本分别检索其余 {d} 条：fp32 与候选配置下前 {k} 个近邻的重合率，以及完整排序的 Spearman 秩相关。",
+    ),
+    "pr_mean_min": ("mean {mean} · min {min}", "均值 {mean} · 最小 {min}"),
+    "pr_rank_correlation": ("Rank correlation (Spearman)", "秩相关（Spearman）"),
+    "pr_layers": ("Agreement layer by layer", "逐层一致性"),
+    "pr_layers_note": (
+        "Hidden states of fp32 and the candidate on the same {n} inputs, compared token by token with padding "
+        "masked: cosine mean, P5 and min; relative error ‖cand − fp32‖ / ‖fp32‖ mean / P95 / max; drop is the "
+        "mean cosine lost against the layer's input. Hidden states agree less than pooled embeddings (pooling "
+        "averages errors out): the gate line ({gate}) locates where the deviation starts, the verdict stays "
+        "with the embedding gate.",
+        "fp32 与候选配置在同样 {n} 条输入上的隐藏状态，逐 token 比较（屏蔽填充）：余弦的均值、P5 与最小值；"
+        "相对误差 ‖cand − fp32‖ / ‖fp32‖ 的均值 / P95 / 最大值；下降为相对该层输入损失的平均余弦。"
+        "隐藏状态的一致性低于池化后的向量（池化会平均掉误差）：门限线（{gate}）用于定位偏差从哪里开始，"
+        "结论仍以向量门限为准。",
+    ),
+    "pr_first_below": ("First layer below {gate}: {name}", "第一个低于 {gate} 的层：{name}"),
+    "pr_none_below": ("No layer's mean cosine is below {gate}", "没有层的平均余弦低于 {gate}"),
+    "pr_largest_drop": ("largest drop: {name}", "下降最大的层：{name}"),
+    "pr_largest_drop_linear": ("largest drop of a Linear: {name}", "下降最大的线性层：{name}"),
+    "pr_layer": ("Layer", "层"),
+    "pr_n_tokens": ("Tokens", "token 数"),
+    "pr_rel_error": ("Relative error (mean / P95 / max)", "相对误差（均值 / P95 / 最大）"),
+    "pr_drop": ("Drop", "下降"),
+    "fig_pr_layers": ("Agreement against depth", "一致性随深度的变化"),
+    "fig_pr_linears": ("Each Linear's output (mean cosine)", "各线性层输出（平均余弦）"),
+    "pr_fig_depth": ("encoder layer", "编码层"),
+    "pr_fig_cosine": ("token cosine to fp32", "与 fp32 的 token 余弦"),
+    "pr_fig_mean": ("mean", "均值"),
+    "pr_fig_gate": ("gate {gate}", "门限 {gate}"),
+    "pr_advice": ("Which Linear layers int8 keeps in fp32", "int8 应保留哪些线性层为 fp32"),
+    "pr_kept": ("Kept in fp32", "保留 fp32"),
+    "pr_kept_text": (
+        "{kept} of {n} Linear layers (attention-only, {attn_expr}, keeps {attn})",
+        "{n} 个线性层中保留 {kept} 个（仅注意力量化 {attn_expr} 保留 {attn} 个）",
+    ),
+    "pr_advised": ("Advised variant (loaded as the service loads it)", "建议的变体（按服务的加载方式加载）"),
+    "pr_one_fewer": ("With one layer fewer in fp32", "少保留一层时"),
+    "pr_check": (
+        "cosine {cosine} · agreement@10 {agreement} · {kept} kept in fp32",
+        "余弦 {cosine} · agreement@10 {agreement} · 保留 {kept} 个 fp32 层",
+    ),
+    "pr_advice_none": (
+        "No int8 variant passes the gate on this model: keep it in fp32 or use bf16.",
+        "该模型没有能通过门限的 int8 变体：请保持 fp32 或使用 bf16。",
+    ),
+    "pr_sensitivity": (
+        "Sensitivity: each Linear alone in int8 ({probe} of {n} texts)",
+        "敏感度：每次只量化一个线性层（{n} 条文本中的 {probe} 条）",
+    ),
+    "pr_cosine_drop": ("Cosine lost", "余弦损失"),
+    "pr_speed": ("Speed, measured side by side in one run", "同一次运行中并排实测的速度"),
+    "pr_variant": ("Variant", "变体"),
+    "pr_texts_per_s": ("Texts/s", "文本/秒"),
+    "pr_ratio": ("vs fp32", "相对 fp32"),
     # matrix by searched capacity
     "searched_capacity": ("Searched capacity (req/s per device)", "搜索所得容量（每设备 req/s）"),
     "searched_bracket": ("between {low} and {high}", "介于 {low} 与 {high}"),

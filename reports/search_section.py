@@ -31,8 +31,11 @@ class SearchSection:
 
     record: SearchRecord
     headline: str
+    measured: str  # the P99 at the answer with its interval, and how many probes
     status: str
     note: str
+    verdict: str  # the SLO verdict line of the headline: agrees with the answer, whatever the probes did
+    verdict_ok: bool  # an answer to --precision (exit 0)
     rule: str
     probes: list[ProbeText]
     devices: int
@@ -55,8 +58,11 @@ def search_section(analysis: RunAnalysis, lang: str) -> SearchSection | None:
     return SearchSection(
         record=record,
         headline=search_headline(record, devices, lang),
+        measured=measured_text(record, lang),
         status=t(f"sst_{record.status}", lang),
         note=note_text(record, lang),
+        verdict=verdict_text(record, lang),
+        verdict_ok=record.outcome == "answer",
         rule=t(
             "search_rule",
             lang,
@@ -83,10 +89,45 @@ def search_section(analysis: RunAnalysis, lang: str) -> SearchSection | None:
 
 
 def note_text(record: SearchRecord, lang: str) -> str:
-    """Why the search stopped where it did ('' when it found its answer)."""
+    """Why the search stopped where it did ('' when it found its answer).
+
+    A record written before a note gained parameters keeps its stored English note."""
     if record.status == "found" or not record.note:
         return ""
-    return t(f"sn_{record.status}", lang, **record.note_params) if record.note_params else record.note
+    if not record.note_params:
+        return record.note
+    try:
+        return t(f"sn_{record.status}", lang, **record.note_params)
+    except (KeyError, IndexError, ValueError):
+        return record.note
+
+
+def measured_text(record: SearchRecord, lang: str) -> str:
+    """The P99 measured at the answer, with its interval when the record has one."""
+    p99 = f"{record.answer_p99_ms:.1f}" if record.answer_p99_ms is not None else "n/a"
+    lower, upper = record.answer_p99_lower_ms, record.answer_p99_upper_ms
+    if lower is None or upper is None:
+        return t("search_measured", lang, p99=p99, probes=len(record.probes))
+    return t(
+        "search_measured_interval",
+        lang,
+        p99=p99,
+        confidence=f"{record.confidence:.0%}",
+        lower=f"{lower:.1f}",
+        upper=f"{upper:.1f}",
+        probes=len(record.probes),
+    )
+
+
+def verdict_text(record: SearchRecord, lang: str) -> str:
+    """The headline's SLO verdict for a search: met up to the answer, or not met at any probed rate.
+
+    A search's probes above the limit fail by design, so the per-step verdict ("met at some steps
+    only") says nothing about the answer; this line says what the headline says."""
+    status = t(f"sst_{record.status}", lang)
+    if record.answer_rps is None:
+        return t("search_verdict_none", lang, status=status)
+    return t("search_verdict_met", lang, rps=f"{record.answer_rps:g}", status=status)
 
 
 def search_headline(record: SearchRecord, devices: int, lang: str) -> str:
@@ -118,21 +159,25 @@ def search_headline(record: SearchRecord, devices: int, lang: str) -> str:
 
 
 def search_figure(record: SearchRecord, lang: str) -> str:
-    """P50 and P99 (with its interval) of every probe against its rate, coloured by verdict, answer marked."""
+    """Every probe's P99 and its interval (error bars; an unbounded end runs to the plot's edge) against
+    its rate, coloured by verdict, with P50, the SLO line, the final bracket shaded and the answer marked."""
     with plt.rc_context(figure_style(lang)):
         fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        known = [p.p99_upper_ms or p.p99_ms for p in record.probes if p.p99_ms is not None]
+        top_ms = max([*known, record.slo_p99_ms]) * 1.5  # where an unbounded upper end is drawn to
+        bottom_ms = min([p.p99_lower_ms or p.p99_ms or top_ms for p in record.probes] + [record.slo_p99_ms])
         for verdict, colour in VERDICT_COLOURS.items():
             probes = [p for p in record.probes if p.verdict == verdict and p.p99_ms is not None]
             if not probes:
                 continue
             rate = np.array([p.rate for p in probes])
             p99 = np.array([p.p99_ms for p in probes], dtype=float)
-            lower = np.array([p.p99_lower_ms if p.p99_lower_ms is not None else np.nan for p in probes])
-            upper = np.array([p.p99_upper_ms if p.p99_upper_ms is not None else np.nan for p in probes])
+            lower = np.array([p.p99_lower_ms if p.p99_lower_ms is not None else bottom_ms for p in probes])
+            upper = np.array([p.p99_upper_ms if p.p99_upper_ms is not None else top_ms for p in probes])
             ax.errorbar(
                 rate,
                 p99,
-                yerr=[np.nan_to_num(p99 - lower), np.nan_to_num(upper - p99)],
+                yerr=[np.clip(p99 - lower, 0.0, None), np.clip(upper - p99, 0.0, None)],
                 fmt="o",
                 color=colour,
                 capsize=3,
@@ -140,6 +185,10 @@ def search_figure(record: SearchRecord, lang: str) -> str:
             )
             p50 = [p.p50_ms for p in probes]
             ax.scatter(rate, [np.nan if v is None else v for v in p50], marker="x", color=colour, s=18)
+        low, high = record.uncertainty_rps
+        if low is not None and high is not None:
+            span = t("search_span", lang, low=f"{low:g}", high=f"{high:g}").lstrip("，, ")
+            ax.axvspan(low, high, color="#4c72b0", alpha=0.12, label=span)
         for i, p in enumerate(record.probes):
             if p.p99_ms is not None:
                 ax.annotate(str(i), (p.rate, p.p99_ms), fontsize=7, xytext=(3, 3), textcoords="offset points")
@@ -154,7 +203,9 @@ def search_figure(record: SearchRecord, lang: str) -> str:
         ax.set_yscale("log")
         ax.set_xlabel(t("fs_xlabel", lang))
         ax.set_ylabel(t("fs_ylabel", lang))
-        ax.set_title(t("fig_search", lang))
+        ax.set_title(
+            f"{t('fig_search', lang)} · {t('fs_interval', lang, confidence=f'{record.confidence:.0%}')}"
+        )
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         return to_data_uri(fig)

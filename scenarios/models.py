@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 ScenarioKind = Literal["ramp", "openloop", "soak", "spike"]
 SCENARIO_KINDS: tuple[str, ...] = ("ramp", "openloop", "soak", "spike")
@@ -15,6 +16,8 @@ CORPORA_DIR = Path(__file__).resolve().parent / "corpora"
 # Validation context key: check that named files exist (set when a scenario is loaded for a run, not
 # when a stored manifest is read back on another machine).
 CHECK_FILES = "check_files"
+# Error type of a step whose warm-up is not shorter than the step (the loader gathers them into one line).
+WARMUP_TOO_LONG = "warmup_too_long"
 
 
 class _Strict(BaseModel):
@@ -179,9 +182,12 @@ class Step(_Strict):
 
     @model_validator(mode="after")
     def _warmup_fits(self) -> Step:
+        """A warm-up as long as the step leaves nothing to measure; the loader says so in one line."""
         if self.warmup_s >= self.duration_s:
-            raise ValueError(
-                f"warmup_s ({self.warmup_s}) must be shorter than duration_s ({self.duration_s})"
+            raise PydanticCustomError(
+                WARMUP_TOO_LONG,
+                "steps.warmup_s ({warmup_s} s) must be shorter than steps.duration_s ({duration_s} s)",
+                {"warmup_s": f"{self.warmup_s:g}", "duration_s": f"{self.duration_s:g}"},
             )
         return self
 
@@ -209,18 +215,46 @@ class Search(_Strict):
     """`embedperf search`: probe open-loop rates for the highest one that meets the SLO."""
 
     enabled: bool = Field(False, description="Run the search instead of the scenario's steps.")
-    start_rate: float = Field(10.0, gt=0, description="First probe's rate (requests per second).")
-    min_rate: float = Field(0.5, gt=0, description="Stop bracketing downwards below this rate.")
+    start_rate: float = Field(
+        25.0,
+        gt=0,
+        description="First probe's rate (requests per second); not below the floor, the lowest rate at "
+        "which a max_probe_s probe collects min_ok_requests (the search refuses it otherwise).",
+    )
+    min_rate: float | None = Field(
+        None,
+        gt=0,
+        description="Stop bracketing downwards at this rate (default and never below: the floor, where a "
+        "probe of max_probe_s still collects min_ok_requests).",
+    )
     max_rate: float = Field(100_000.0, gt=0, description="Stop bracketing upwards above this rate.")
     growth: float = Field(2.0, gt=1, description="Bracketing multiplies (divides) the rate by this.")
-    precision: float = Field(0.05, gt=0, lt=1, description="Stop when (high - low) / high is within this.")
-    min_ok_requests: int = Field(1000, ge=10, description="Ok requests a probe aims for (stable P99).")
+    precision: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="Stop bisecting when (top - low) / top is within this (top: the lowest rate above the "
+        "answer that failed or whose P99 interval contains the SLO).",
+    )
+    min_ok_requests: int = Field(
+        1000,
+        ge=10,
+        description="Ok requests a probe aims for (stable P99); at least the number that can bound a P99 "
+        "at the search's confidence (368 at 95%), else the search refuses to start.",
+    )
     min_probe_s: float = Field(5.0, gt=0, description="Shortest probe.")
-    max_probe_s: float = Field(60.0, gt=0, description="Longest probe (the time bound at low rates).")
+    max_probe_s: float = Field(
+        60.0,
+        gt=0,
+        description="Longest probe, warm-up included (repeats and confirming probes too); the drain of "
+        "requests still in flight adds at most drain_s.",
+    )
     warmup_s: float = Field(
         1.0, ge=0, description="Seconds at the start of each probe left out of its verdict."
     )
-    confirm_factor: float = Field(2.0, ge=1, description="The confirming probe is this many times longer.")
+    confirm_factor: float = Field(
+        2.0, ge=1, description="The confirming probe is this many times longer (at most max_probe_s)."
+    )
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence of the P99 interval.")
     goodput_tolerance: float = Field(
         0.05,
@@ -234,7 +268,7 @@ class Search(_Strict):
 
     @model_validator(mode="after")
     def _rates(self) -> Search:
-        if not self.min_rate <= self.start_rate <= self.max_rate:
+        if not (self.min_rate or 0.0) <= self.start_rate <= self.max_rate:
             raise ValueError("search needs min_rate <= start_rate <= max_rate")
         if self.min_probe_s > self.max_probe_s:
             raise ValueError("search.min_probe_s must not exceed search.max_probe_s")

@@ -7,11 +7,16 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+from matplotlib.container import ErrorbarContainer
+from matplotlib.figure import Figure
+
 from analysis.lengths import LengthBin
 from analysis.quality_gate import QualityGate, QualityStep
 from analysis.search import ProbeMeasurement, SearchRecord, SearchState
 from analysis.synth import synthesize
 from embedperf.schema import Manifest, RunFolder, read_manifest, write_manifest
+from reports import search_section
 from reports.build import build_report
 from reports.i18n import CATALOGUE
 from reports.render import render
@@ -40,16 +45,22 @@ KEPT = {
 KEPT |= {"Little"}  # Little's law
 
 
-def _search_record() -> SearchRecord:
-    """The search state machine driven by a target whose P99 crosses the SLO at LIMIT_RPS."""
+def _search_record(limit_rps: float = LIMIT_RPS) -> SearchRecord:
+    """The search state machine driven by a target whose P99 crosses the SLO at limit_rps."""
     spec = Search.model_validate(
-        {"start_rate": 40.0, "min_ok_requests": 200, "min_probe_s": 2.0, "warmup_s": 0.5}
+        {
+            "start_rate": 40.0,
+            "min_ok_requests": 400,
+            "min_probe_s": 2.0,
+            "warmup_s": 0.5,
+            "max_duration_s": 1e6,
+        }
     )
     state = SearchState(spec, Slo(p99_ms=SLO_MS, error_budget_pct=0.1), "poisson")
     stage, elapsed = 0, 0.0
     while (plan := state.next_probe(elapsed)) is not None:
         n = int(plan.rate * (plan.duration_s - spec.warmup_s))
-        latency_ms = 20.0 if plan.rate <= LIMIT_RPS else 400.0
+        latency_ms = 20.0 if plan.rate <= limit_rps else 400.0
         m = ProbeMeasurement(
             rate=plan.rate,
             duration_s=plan.duration_s - spec.warmup_s,
@@ -64,10 +75,10 @@ def _search_record() -> SearchRecord:
     return state.record
 
 
-def _search_run(tmp_path: Path) -> tuple[RunFolder, SearchRecord]:
+def _search_run(tmp_path: Path, limit_rps: float = LIMIT_RPS) -> tuple[RunFolder, SearchRecord]:
     """A run folder with manifest.search, written through the writers (synth rows + the manifest writer)."""
     folder = synthesize(tmp_path / "run", n_requests=2000, n_devices=2, hours=0.02)
-    record = _search_record()
+    record = _search_record(limit_rps)
     manifest = read_manifest(folder)
     raw = manifest.model_dump(mode="json") | {"search": record.model_dump(mode="json")}
     write_manifest(folder, Manifest.model_validate(raw))
@@ -93,6 +104,7 @@ def test_summary_json_and_headline_carry_the_searched_answer(tmp_path: Path) -> 
     assert search["status"] == "found" and search["answer_rps"] == record.answer_rps
     assert search["per_device_rps"] == record.answer_rps / devices
     assert search["p99_ms"] == record.answer_p99_ms and search["slo"]["p99_ms"] == SLO_MS
+    assert search["p99_upper_ms"] == record.answer_p99_upper_ms <= SLO_MS and search["outcome"] == "answer"
     low, high = search["bracket"]
     assert low == record.answer_rps and high is not None and low < LIMIT_RPS < high
     headline = report[report.index('id="headline"') :][:800]
@@ -135,3 +147,56 @@ def test_zh_length_and_quality_blocks_have_no_untranslated_heading() -> None:
         assert _headings(zh) and {h: _english_words(h) for h in _headings(zh) if _english_words(h)} == {}
         assert _headings(en) != _headings(zh)
     assert "以下阶梯的向量质量低于门限：u6" in render("_quality_probes.html.j2", "zh", quality=quality)
+
+
+def _verdict_cell(report: str) -> str:
+    cell = re.search(r'<td id="search-verdict" class="(\w+)">(.*?)</td>', report, re.S)
+    assert cell is not None, "the headline has no search verdict"
+    return f"{cell.group(1)}: {html.unescape(cell.group(2))}"
+
+
+def test_the_verdict_line_agrees_with_the_headline(tmp_path: Path) -> None:
+    # A search probes past the limit on purpose, so its steps always "meet the SLO at some steps only";
+    # the headline's verdict must say what the answer says instead.
+    folder, record = _search_run(tmp_path / "a")
+    report = build_report(folder).read_text(encoding="utf-8")
+    headline = report[
+        report.index('id="headline"') : report.index("</section>", report.index('id="headline"'))
+    ]
+    assert _verdict_cell(headline).startswith(f"pass: met with confidence up to {record.answer_rps:g} req/s")
+    assert "met at some steps only" not in headline
+
+    folder, record = _search_run(tmp_path / "b", limit_rps=1.0)  # below the floor: no rate meets the SLO
+    assert record.status == "below_min_rate" and record.answer_rps is None
+    for lang, none_text, some_steps in (
+        ("en", "not met at any probed rate", CATALOGUE["verdict_partial"][0]),
+        ("zh", CATALOGUE["search_verdict_none"][1].split("（")[0], CATALOGUE["verdict_partial"][1]),
+    ):
+        report = build_report(folder, lang=lang).read_text(encoding="utf-8")
+        headline = report[
+            report.index('id="headline"') : report.index("</section>", report.index('id="headline"'))
+        ]
+        no_answer = CATALOGUE["search_no_answer"][0 if lang == "en" else 1].split("{")[0]
+        assert no_answer in html.unescape(headline)
+        cell = _verdict_cell(headline)
+        assert cell.startswith(f"warn: {none_text}") and some_steps not in headline, cell
+    note = html.unescape(report)
+    assert "最低速率" in note  # the reason (the floor) is rendered in the report's language
+
+
+def test_the_search_figure_draws_every_probe_interval_the_slo_and_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    record = _search_record()
+    drawn: list[Figure] = []
+    monkeypatch.setattr(search_section, "to_data_uri", lambda fig: drawn.append(fig) or "data:")
+    search_section.search_figure(record, "en")
+    (ax,) = drawn[0].axes
+    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    points = sorted(float(x) for c in bars for x in c.lines[0].get_xdata())
+    assert points == sorted(p.rate for p in record.probes if p.p99_ms is not None)
+    assert all(c.has_yerr for c in bars)
+    flat = [line for line in ax.lines if len(set(line.get_ydata())) == 1 and len(set(line.get_xdata())) > 1]
+    assert any(line.get_ydata()[0] == SLO_MS for line in flat)  # the SLO
+    upright = [line for line in ax.lines if len(set(line.get_xdata())) == 1 and len(line.get_xdata()) == 2]
+    assert any(line.get_xdata()[0] == record.answer_rps for line in upright)  # the answer
