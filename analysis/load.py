@@ -37,10 +37,15 @@ REQUEST_ANALYSIS_COLUMNS: tuple[str, ...] = (
     "n_inputs",
     "input_tokens",
     "probe_cosine",
+    "worker",
+    "request_id",
+    "served_model",
 )
 TELEMETRY_ANALYSIS_COLUMNS: tuple[str, ...] = ("ts_unix_s", "host", "source", "device", "metric", "value")
 
-_STRING_COLUMNS = frozenset({"endpoint", "error", "host", "source", "device", "metric"})
+_STRING_COLUMNS = frozenset(
+    {"endpoint", "error", "host", "source", "device", "metric", "worker", "served_model"}
+)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from analysis.order_stats import (
     exact_percentiles,
     linear_ranks,
 )
+from analysis.served_models import served_fields, served_model_counts_by_stage
 from analysis.steps import (
     MIN_SAMPLES_P99,
     MIN_SAMPLES_P999,
@@ -408,6 +409,7 @@ def _step_stats(
     open_loop: bool,
     n_boot: int,
     lateness_tolerance_ms: float,
+    served: dict[str, Any],
 ) -> tuple[StepStats, list[float]]:
     """The step's statistics and its ok-latency CDF (quantiles at CDF_LEVELS_PCT; empty without ok rows)."""
     start, end = window
@@ -460,6 +462,7 @@ def _step_stats(
         offered_qps=n_requests / duration_s,
         tokens_per_s=float(agg["tokens_sum"]) / duration_s if agg["tokens_n"] else None,
         **_quality(agg),
+        **served,
         errors_by_kind=_errors_by_kind(con, stage.index) if n_error + n_timeout else {},
         latency=latency,
         p99_ci_ms=bootstrap_percentile_ci(latency.n, 99.0, ok_stats, n_boot, seed=stage.index),
@@ -480,8 +483,12 @@ def request_aggregates(
     open_loop: bool,
     n_boot: int = DEFAULT_N_BOOT,
     lateness_tolerance_ms: float = OpenLoop.model_fields["lateness_tolerance_ms"].default,
+    fallback_model: str | None = None,
 ) -> RequestAggregates:
-    """Every per-step figure of the run from the `prepared` view (create_views first)."""
+    """Every per-step figure of the run from the `prepared` view (create_views first).
+
+    fallback_model: the target's /info `fallback_model`, whose share of each step's answers is counted.
+    """
     names = list(_AGGREGATES)
     select = ", ".join(f"{expr} AS {name}" for name, expr in _AGGREGATES.items())
     rows = con.execute(f"SELECT stage, {select} FROM prepared GROUP BY stage").fetchall()
@@ -493,12 +500,13 @@ def request_aggregates(
     ).fetchall()
     checked = (sum(r[1] for r in per_stage), sum(r[2] for r in per_stage))
     trimmed = {int(r[0]): int(r[3]) for r in per_stage if r[3]}
+    served = served_model_counts_by_stage(con)
     steps: dict[int, StepAggregates] = {}
     for stage in sorted(stages, key=lambda s: s.index):
         agg = by_stage.get(stage.index, empty)
         stats, cdf_ms = _step_stats(
             con, stage, windows.windows[stage.index], agg, int(trimmed.get(stage.index, 0)), open_loop, n_boot,
-            lateness_tolerance_ms,
+            lateness_tolerance_ms, served_fields(served.get(stage.index, {}), fallback_model),
         )  # fmt: skip
         steps[stage.index] = StepAggregates(
             stats=stats,

@@ -14,6 +14,7 @@ import sys
 from analysis import minute_series, ooc, ooc_tables, ooc_telemetry
 from analysis.ooc_figures import ReportFigures
 from analysis.row_figures import RequestTotals, RowFigures
+from analysis.slowest import slowest_requests_ooc
 from analysis.soak import SOAK_MIN_DURATION_S, is_soak
 from analysis.summary import RunAnalysis, Settings, is_open_loop, run_window, summarise, write_analysis
 from embedperf.schema import Manifest, RunFolder, open_run_folder, read_manifest
@@ -34,6 +35,7 @@ def analyse_run(
         requests = ooc.request_aggregates(
             con, manifest.stages, windows, is_open_loop(manifest), n_boot=settings.n_boot,
             lateness_tolerance_ms=manifest.scenario.open_loop.lateness_tolerance_ms,
+            fallback_model=manifest.service_info.fallback_model if manifest.service_info else None,
         )  # fmt: skip
         totals = ooc_tables.totals(con)
         t0, minutes = minute_series.request_minutes(con) if long_run else (None, [])
@@ -48,6 +50,7 @@ def analyse_run(
             outage_windows=ooc_tables.outage_windows(con),
             t_done_max_unix_s=t_done_max,
             soak=ooc_tables.soak_inputs(con, t0, minutes) if t0 is not None and is_soak(manifest) else None,
+            slowest=slowest_requests_ooc(con),
         )
         run_t0, run_t1 = run_window(manifest, t_done_max)
         figures = ReportFigures(

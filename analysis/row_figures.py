@@ -16,6 +16,7 @@ from analysis.bootstrap import DEFAULT_N_BOOT
 from analysis.decomposition import Decomposition, decompose
 from analysis.load import RunData
 from analysis.outage import OutageWindow, outage_windows
+from analysis.slowest import SlowRequest, slowest_requests
 from analysis.soak import SoakInputs, soak_inputs
 from analysis.steps import (
     OUTCOME_OK,
@@ -65,6 +66,7 @@ class RowFigures:
     outage_windows: list[OutageWindow]
     t_done_max_unix_s: float | None
     soak: SoakInputs | None
+    slowest: list[SlowRequest]  # the slowest ok requests of the steady state, with their IDs
 
 
 def request_totals(data: RunData) -> RequestTotals:
@@ -82,10 +84,14 @@ def row_figures(data: RunData, open_loop: bool, n_boot: int = DEFAULT_N_BOOT) ->
     prepared = prepare_requests(data.requests, manifest.stages)
     tolerance_ms = manifest.scenario.open_loop.lateness_tolerance_ms
     stages = sorted(manifest.stages, key=lambda s: s.index)
+    fallback_model = manifest.service_info.fallback_model if manifest.service_info else None
     stats = [
-        step_stats(prepared, stage, open_loop, n_boot=n_boot, lateness_tolerance_ms=tolerance_ms)
+        step_stats(
+            prepared, stage, open_loop, n_boot=n_boot, lateness_tolerance_ms=tolerance_ms,
+            fallback_model=fallback_model,
+        )
         for stage in stages
-    ]
+    ]  # fmt: skip
     decomposition: dict[int, Decomposition | None] = {}
     for stage in stages:
         rows = prepared.rows.iloc[prepared.slices[stage.index]]
@@ -102,4 +108,5 @@ def row_figures(data: RunData, open_loop: bool, n_boot: int = DEFAULT_N_BOOT) ->
         outage_windows=outage_windows(data.requests),
         t_done_max_unix_s=float(np.nanmax(done)) if np.isfinite(done).any() else None,
         soak=soak_inputs(steady) if len(steady) else None,
+        slowest=slowest_requests(prepared.rows),
     )

@@ -10,6 +10,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from analysis.bootstrap import DEFAULT_N_BOOT, percentile_ci
+from analysis.served_models import served_fields, served_model_counts
 from embedperf.schema import StageRecord
 from scenarios.models import OpenLoop
 
@@ -97,6 +98,15 @@ class StepStats(BaseModel):
     n_quality_probes: int = Field(0, description="Answered quality probes (payload.quality_probes).")
     quality_cosine_mean: float | None = Field(None, description="Mean cosine of probe answers to fp32.")
     quality_cosine_min: float | None = Field(None, description="Lowest cosine of a probe answer to fp32.")
+    served_models: dict[str, int] = Field(
+        default_factory=dict,
+        description="Ok requests per model their answer named (X-Served-Model); empty when the target names none.",
+    )
+    fallback_share: float | None = Field(
+        default=None,
+        description="Share of the ok requests naming a model that the target's /info fallback_model answered; "
+        "None when no answer named a model or the target declares no fallback.",
+    )
 
     @property
     def load(self) -> float:
@@ -299,6 +309,7 @@ def step_stats(
     open_loop: bool,
     n_boot: int = DEFAULT_N_BOOT,
     lateness_tolerance_ms: float = OpenLoop.model_fields["lateness_tolerance_ms"].default,
+    fallback_model: str | None = None,
 ) -> StepStats:
     rows = prepared.rows.iloc[prepared.slices[stage.index]]
     start, end = prepared.windows[stage.index]
@@ -349,6 +360,7 @@ def step_stats(
         warnings=warnings,
         tokens_per_s=_tokens_per_s(ok_rows, duration_s),
         **_quality(ok_rows),
+        **served_fields(served_model_counts(ok_rows), fallback_model),
     )
 
 

@@ -22,6 +22,7 @@ from analysis.outage import OutageWindow
 from analysis.quality import Finding, findings
 from analysis.row_figures import RequestTotals, RowFigures, row_figures
 from analysis.search import SearchSummary, search_summary
+from analysis.slowest import SlowRequest
 from analysis.soak import SoakResult, is_soak, soak_result
 from analysis.steps import PERCENTILE_METHOD, StepStats
 from analysis.telemetry import TelemetryIndex, TelemetryStats, telemetry_gaps
@@ -78,6 +79,8 @@ class RunSummary(BaseModel):
     # runs of 10 minutes or more: drift, memory growth and thermal throttling from per-minute series
     soak_minutes: SoakFindings | None = None
     search: SearchSummary | None = None  # the capacity search's answer (analysis.search), for search runs
+    # the slowest ok requests of the steady state with their X-Request-ID (analysis.slowest)
+    slowest_requests: list[SlowRequest] = []
 
 
 @dataclass
@@ -238,6 +241,7 @@ def summarise(
         serving_devices=serving.devices,
         device_table=serving.table,
         search=search_summary(manifest),
+        slowest_requests=rows.slowest,
     )
     return summary, serving
 
@@ -276,7 +280,7 @@ STEP_COLUMNS: tuple[str, ...] = (
     "qps", "error_rate", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_ci_low_ms",
     "p99_ci_high_ms", "p999_ms", "max_ms", "device_util_mean_pct", "mem_bw_util_mean_pct",
     "temp_max_c", "power_mean_w", "generator_cpu_mean_pct", "meets_slo",
-    "goodput_qps", "offered_qps", "errors_by_kind",
+    "goodput_qps", "offered_qps", "errors_by_kind", "fallback_share",
 )  # fmt: skip
 # qps is goodput (successful requests per second); offered_qps counts failed requests too.
 
@@ -294,6 +298,7 @@ def step_row(step: StepReport) -> dict[str, Any]:
         "generator_cpu_mean_pct": tel.generator_cpu_mean_pct, "meets_slo": step.meets_slo,
         "goodput_qps": s.goodput_qps, "offered_qps": s.offered_qps,
         "errors_by_kind": ";".join(f"{kind}:{n}" for kind, n in s.errors_by_kind.items()),
+        "fallback_share": s.fallback_share,
     }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from embedperf.errors import ConfigError
@@ -43,6 +44,7 @@ WARMUP_MAX_S = 30.0
 SERVICE_RSS_MB = 1800.0
 CHUNK_ROWS = 1_000_000  # request rows generated and written at a time
 CHUNK_SECONDS = 3600  # telemetry seconds generated and written at a time
+MODEL = "all-MiniLM-L6-v2"  # what /info names and every ok answer's X-Served-Model
 
 
 def _strings(values: list[str], codes: np.ndarray) -> pa.Array:
@@ -64,6 +66,7 @@ def synth_request_chunks(
     rng: np.random.Generator, run_id: str, stages: list[StageRecord], n_requests: int, latency_scale: float
 ) -> Iterator[pa.Table]:
     """Request rows in time order, at most CHUNK_ROWS at a time (each stage cut into equal time slices)."""
+    first_id = 1
     for k, (stage, n) in enumerate(zip(stages, _stage_counts(n_requests).tolist(), strict=True)):
         start, end = stage.start_unix_s, float(stage.end_unix_s or stage.start_unix_s)
         mean_latency_ms = (stage.users or 1) / (n / (end - start)) * 1000.0
@@ -72,7 +75,22 @@ def synth_request_chunks(
         for j in range(n_chunks):
             n_chunk = n // n_chunks + (1 if j < n % n_chunks else 0)
             lo = start + j * span_s
-            yield _request_chunk(rng, run_id, stages, k, n_chunk, (lo, lo + span_s), mean_latency_ms)
+            chunk = _request_chunk(rng, run_id, stages, k, n_chunk, (lo, lo + span_s), mean_latency_ms)
+            yield _with_ids(chunk, first_id)
+            first_id += n_chunk
+
+
+def _with_ids(chunk: pa.Table, first_id: int) -> pa.Table:
+    """Request IDs (`synth-<n>`, unique in the run) and the served model of every ok answer.
+
+    Derived from the row's position and outcome alone, so the rows' random draws stay as they were.
+    """
+    numbers = pc.cast(pa.array(np.arange(first_id, first_id + chunk.num_rows)), pa.string())
+    ids = pc.binary_join_element_wise("synth", numbers, "-")
+    served = pc.if_else(chunk.column("ok"), pa.scalar(MODEL), pa.scalar(None, pa.string()))
+    return chunk.set_column(chunk.schema.get_field_index("request_id"), "request_id", ids).set_column(
+        chunk.schema.get_field_index("served_model"), "served_model", served
+    )
 
 
 def _request_chunk(
@@ -143,6 +161,8 @@ def _request_chunk(
             "batch_size": _masked(batch, ok, pa.int32()),
             "batch_tokens": _masked(batch * 64, ok, pa.int64()),
             "probe_cosine": pa.nulls(n, pa.float64()),
+            "request_id": pa.nulls(n, pa.string()),  # filled by _with_ids
+            "served_model": pa.nulls(n, pa.string()),
         }
     ).cast(REQUEST_SCHEMA)
 
@@ -273,7 +293,7 @@ def synthesize(
         kind="synthetic",
         label="synthetic",
         service_info={
-            "model": "all-MiniLM-L6-v2",
+            "model": MODEL,
             "dimension": 384,
             "device": f"npu (x{n_devices}, synthetic)",
             "precision": "fp16",

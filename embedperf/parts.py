@@ -213,7 +213,21 @@ def _stream_batches(part: Path, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
                 return
             except (pa.ArrowInvalid, OSError):
                 return  # torn final batch
-            yield batch.select(schema.names).cast(schema) if batch.schema != schema else batch
+            yield conform(batch, schema)
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch in `schema`'s column order and types; a column an older writer did not have is null."""
+    if batch.schema == schema:
+        return batch
+    names = set(batch.schema.names)
+    arrays = [
+        batch.column(field.name).cast(field.type)
+        if field.name in names
+        else pa.nulls(batch.num_rows, field.type)
+        for field in schema
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def read_csv_part(part: Path, schema: pa.Schema) -> pa.Table:
@@ -224,7 +238,7 @@ def read_csv_part(part: Path, schema: pa.Schema) -> pa.Table:
     if not data.endswith(b"\n"):
         data = data[: data.rfind(b"\n") + 1]  # torn final row
     try:
-        return pacsv.read_csv(
+        table = pacsv.read_csv(
             pa.BufferReader(data),
             read_options=pacsv.ReadOptions(column_names=None),
             convert_options=pacsv.ConvertOptions(
@@ -235,7 +249,8 @@ def read_csv_part(part: Path, schema: pa.Schema) -> pa.Table:
                 true_values=["true", "True", "1"],
                 false_values=["false", "False", "0"],
             ),
-        ).select(schema.names)
+        )
+        return pa.Table.from_batches([conform(b, schema) for b in table.to_batches()], schema=schema)
     except (pa.ArrowInvalid, KeyError) as exc:
         raise RunFolderError(f"{part} is not a valid parts file: {exc}") from exc
 
@@ -267,7 +282,7 @@ def finalise_parts(parts_dir: Path, target: Path, schema: pa.Schema, sort_keys: 
         if target.is_file():
             parquet = pq.ParquetFile(target)
             for batch in parquet.iter_batches(batch_size=ROW_GROUP_ROWS):
-                yield batch.select(schema.names).cast(schema)
+                yield conform(batch, schema)
         yield from iter_part_batches(parts_dir, schema)
 
     reader = pa.RecordBatchReader.from_batches(schema, (b for b in batches() if b.num_rows))

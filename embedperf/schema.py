@@ -23,6 +23,9 @@ from embedperf.errors import RunFolderError
 from embedperf.parts import finalise_parts, iter_part_batches, remove_parts
 from scenarios.models import SCENARIO_KINDS, Health, Scenario, Slo, Target
 
+# Bumped when an older reader could not read a new folder. Adding a nullable request column is not
+# such a change: readers fill a column an older folder lacks with nulls (Parquet files, Arrow and
+# CSV parts alike), and an older reader leaves a column it does not know unread.
 SCHEMA_VERSION = 2
 
 # --------------------------------------------------------------------------------------------
@@ -58,6 +61,10 @@ REQUEST_SCHEMA = pa.schema(
         ("batch_tokens", pa.int64()),
         # quality probes (payload.quality_probes): cosine of the answer to the stored fp32 reference
         ("probe_cosine", pa.float64()),
+        # the X-Request-ID embedperf sent (null: never sent), so the service's log line can be found
+        ("request_id", pa.string()),
+        # the X-Served-Model the answer named (null: the target does not send it), e.g. a fallback model
+        ("served_model", pa.string()),
     ]
 )
 REQUEST_COLUMNS: tuple[str, ...] = tuple(REQUEST_SCHEMA.names)
@@ -72,6 +79,8 @@ SERVER_TIMING_COLUMNS: Mapping[str, str] = {
 }
 BATCH_SIZE_HEADER = "X-Batch-Size"
 BATCH_TOKENS_HEADER = "X-Batch-Tokens"
+REQUEST_ID_HEADER = "X-Request-ID"  # sent with every request; the service echoes it and logs it
+SERVED_MODEL_HEADER = "X-Served-Model"  # the model that produced an answer's vectors (main or fallback)
 
 # --------------------------------------------------------------------------------------------
 # Telemetry rows: long format, one row per sample.
@@ -224,6 +233,10 @@ class ServiceInfo(BaseModel):
     precision: str | None = None
     config: dict[str, Any] | None = None
     devices: list[ServiceDevice] = Field(default_factory=list)
+    fallback_model: str | None = Field(
+        default=None,
+        description="The lighter model the target degrades to under load; answers it produced name it.",
+    )
 
     @field_validator("devices", mode="before")
     @classmethod
@@ -232,6 +245,12 @@ class ServiceInfo(BaseModel):
         if not isinstance(value, list):
             return []
         return [d for d in value if isinstance(d, dict) and d.get("kind") in ("npu", "cuda", "cpu")]
+
+    @field_validator("fallback_model", mode="before")
+    @classmethod
+    def _model_id(cls, value: object) -> object:
+        """A fallback named other than by a string id cannot match an answer's header: treated as none."""
+        return value if isinstance(value, str) and value else None
 
     def accelerator_indices(self) -> list[int]:
         return sorted({d.index for d in self.devices if d.kind in ("npu", "cuda")})

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.request_ids import request_ids
 from loadgen.shares import ScheduleShare
 from scenarios.models import Scenario
 
@@ -33,6 +34,7 @@ class RunContext:
     search: dict[str, Any] | None = None  # the capacity search's record (loadgen.search), when one ran
     schedule_share: ScheduleShare | None = None  # open loop: this process's arrivals (loadgen.shares)
     share_claimed: bool = False
+    request_ids: Iterator[str] = field(default_factory=request_ids)  # X-Request-ID of each request sent
 
     def claim_share(self) -> ScheduleShare | None:
         """The share to dispatch, once per run: a second dispatcher in this process (Locust rebalancing

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from gevent import Timeout as GeventTimeout
 
-from embedperf.schema import REQUEST_COLUMNS
+from embedperf.schema import REQUEST_COLUMNS, REQUEST_ID_HEADER, SERVED_MODEL_HEADER
 from loadgen.context import RunContext
 from loadgen.headers import TIMING_VALUE_COLUMNS, raw_timing_values
 from loadgen.payloads import RequestPayload
@@ -154,14 +154,17 @@ def send_embeddings(
     catch_response=True)` plus `success()`/`failure()` would, without building the context-manager
     copy of every response: this runs once per request and its CPU is the generator's budget.
     The row holds the raw `Server-Timing` and batch headers in the timing columns; the recorder
-    parses them a batch at a time (headers.parse_raw_timing), off the request path.
+    parses them a batch at a time (headers.parse_raw_timing), off the request path. Every request
+    carries its own `X-Request-ID` (ctx.request_ids); the row keeps it and the answer's
+    `X-Served-Model` as sent, the body is never read for the model.
     """
     target = ctx.scenario.target
     url = f"{client.base_url}{target.path}"  # as FastHttpSession._build_url does for a relative path
     data = json.dumps(
         {"input": payload.inputs, "model": target.model, "encoding_format": target.encoding_format}
     )
-    headers = _request_headers(client, ctx)
+    request_id = next(ctx.request_ids)
+    headers = {**_request_headers(client, ctx), REQUEST_ID_HEADER: request_id}  # a copy: requests overlap
     t_sent = time.time()
     p_sent = time.perf_counter()
     resp = client._send_request_safe_mode("POST", url, payload=data, headers=headers)
@@ -221,6 +224,8 @@ def send_embeddings(
         len(content),
         *(raw_timing_values(headers_in.get) if headers_in is not None else _NO_TIMING),
         answer_cosine(content, payload.reference) if payload.reference is not None and not error else None,
+        request_id,
+        headers_in.get(SERVED_MODEL_HEADER) if headers_in is not None else None,  # raw; see recorder
     ]
     ctx.sink(row)
     return row
@@ -274,6 +279,6 @@ assert REQUEST_COLUMNS[6:19] == (
     "input_tokens",
     "response_bytes",
 ), "send_embeddings builds rows in REQUEST_COLUMNS order"
-assert REQUEST_COLUMNS[19:] == (*TIMING_VALUE_COLUMNS, "probe_cosine"), (
+assert REQUEST_COLUMNS[19:] == (*TIMING_VALUE_COLUMNS, "probe_cosine", "request_id", "served_model"), (
     "send_embeddings builds rows in REQUEST_COLUMNS order"
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -191,3 +191,17 @@ def _parse_rows(columns: list[Any], start: int) -> None:
         for i, value in enumerate(timing_values(headers.get)):
             out[i][row] = value
     columns[start : start + width] = out
+
+
+def header_text_column(values: Sequence[Any]) -> pa.Array:
+    """A batch of raw single-value header values (X-Served-Model) as one string column.
+
+    The request path stores what the header getter returned; a header sent on several lines comes
+    back as a list, joined here as HTTP joins repeated fields (", "), so it matches no one model.
+    """
+    try:
+        return pa.array(values, type=pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array(
+            [", ".join(map(str, v)) if isinstance(v, list | tuple) else v for v in values], type=pa.string()
+        )

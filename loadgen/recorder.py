@@ -3,7 +3,7 @@
 Rows reach the recorder from local users or, in distributed mode, in batches forwarded by
 workers; either way the process that owns the run folder tags each row with the stage whose
 real boundaries contain its intended start, then appends it to an Arrow stream part (PartsWriter,
-written off the request path; the raw timing headers are parsed there, a batch at a time).
+written off the request path; the raw response headers are parsed there, a batch at a time).
 `close()` streams the parts into requests.parquet.
 """
 
@@ -16,12 +16,13 @@ from typing import Any
 
 from embedperf.parts import PartsWriter
 from embedperf.schema import REQUEST_COLUMNS, REQUEST_SCHEMA, RunFolder, StageRecord, compact_parts
-from loadgen.headers import TIMING_VALUE_COLUMNS, parse_raw_timing
+from loadgen.headers import TIMING_VALUE_COLUMNS, header_text_column, parse_raw_timing
 
 STAGE_INDEX_POS = REQUEST_COLUMNS.index("stage_index")
 T_INTENDED_POS = REQUEST_COLUMNS.index("t_intended_unix_s")
 RUN_ID_POS = REQUEST_COLUMNS.index("run_id")
 TIMING_POS = REQUEST_COLUMNS.index(TIMING_VALUE_COLUMNS[0])
+SERVED_MODEL_POS = REQUEST_COLUMNS.index("served_model")
 StageTag = tuple[int, str, int | None, float | None]  # stage_index, stage_label, target_users, target_rate
 
 
@@ -80,9 +81,10 @@ class StageTimeline:
         return tags[max(bisect.bisect_right(self._starts, t_unix_s) - 1, 0)]
 
 
-def _parse_timing(columns: list[Any]) -> None:
-    """Rows carry the raw timing headers (see exchange.send_embeddings); each batch parses them at once."""
+def _parse_headers(columns: list[Any]) -> None:
+    """Rows carry raw header values (see exchange.send_embeddings); each batch parses them at once."""
     parse_raw_timing(columns, TIMING_POS)
+    columns[SERVED_MODEL_POS] = header_text_column(columns[SERVED_MODEL_POS])
 
 
 class Recorder:
@@ -92,7 +94,7 @@ class Recorder:
         self.folder = folder
         self.run_id = folder.run_id
         self.timeline = timeline
-        self._writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, part_name, prepare=_parse_timing)
+        self._writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, part_name, prepare=_parse_headers)
         self._append = self._writer.write_values
         self._closed = False
         self.rows_received = 0

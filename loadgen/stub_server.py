@@ -8,7 +8,9 @@ the steady state of a generator from outside it). `--workers K` serves at most K
 time, each taking the fixed delay, so its capacity is exactly K / delay (a known limit for the
 capacity search to find). `--corrupt-above N` answers each text with its own vector (seeded by
 the text) and scrambles it when it arrives with more than N requests in flight, like a batching bug that
-only shows under load (quality probes must catch it).
+only shows under load (quality probes must catch it). Like the reference service, it echoes a request's
+`X-Request-ID` and names the model of each answer (`X-Served-Model`, `--served-model`);
+`--no-timing-headers` leaves out every header a plain embeddings target would not send.
 """
 
 from __future__ import annotations
@@ -49,8 +51,10 @@ class StubApp:
         fail_every: int = 0,
         info_devices: tuple[int, ...] = (),
         corrupt_above: int = 0,
+        served_model: str = "stub",
     ) -> None:
         self.corrupt_above = corrupt_above
+        self.served_model = served_model.encode()
         self.in_flight = 0
         self.fail_every = fail_every
         self.info_devices = info_devices
@@ -74,7 +78,7 @@ class StubApp:
             body += message.get("body", b"")
             more = message.get("more_body", False)
         if path == "/v1/embeddings":
-            await self._embeddings(body, send)
+            await self._embeddings(body, send, _request_id(scope))
         elif path == "/_stall":
             ms = float(parse_qs(scope.get("query_string", b"").decode()).get("ms", ["1000"])[0])
             self.stall_until = time.monotonic() + ms / 1000.0
@@ -89,13 +93,13 @@ class StubApp:
             await _respond(send, 404, b'{"error":"not found"}')
 
     def _info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"model": "stub", "dimension": self.dim, "device": "cpu"}
+        info: dict[str, Any] = {"model": self.served_model.decode(), "dimension": self.dim, "device": "cpu"}
         if self.info_devices:
             info["device"] = ",".join(f"npu:{i}" for i in self.info_devices)
             info["devices"] = [{"kind": "npu", "index": i, "name": f"npu:{i}"} for i in self.info_devices]
         return info
 
-    async def _embeddings(self, body: bytes, send: Send) -> None:
+    async def _embeddings(self, body: bytes, send: Send, request_id: bytes | None = None) -> None:
         t0 = time.perf_counter()
         self.requests += 1
         try:
@@ -144,8 +148,19 @@ class StubApp:
                 (b"server-timing", timing.encode()),
                 (b"x-batch-size", str(len(inputs)).encode()),
                 (b"x-batch-tokens", str(len(inputs) * 7).encode()),
+                (b"x-served-model", self.served_model),
             ]
+            if request_id is not None:
+                headers.append((b"x-request-id", request_id))
         await _respond(send, 200, json.dumps(out).encode(), headers)
+
+
+def _request_id(scope: Scope) -> bytes | None:
+    """The client's X-Request-ID (ASGI header names arrive lower-cased)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id":
+            return bytes(value)
+    return None
 
 
 def text_vector(text: str, dim: int, scrambled: bool = False) -> list[float]:
@@ -193,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--corrupt-above", type=int, default=0, help="per-text vectors, scrambled above this many in flight"
     )
+    parser.add_argument("--served-model", default="stub", help="the X-Served-Model of every answer")
     args = parser.parse_args(argv)
     devices = tuple(int(v) for v in args.info_devices.split(",") if v.strip())
     app = StubApp(
@@ -204,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         args.fail_every,
         devices,
         args.corrupt_above,
+        args.served_model,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

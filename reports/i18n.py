@@ -867,8 +867,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "pr_advised": ("Advised variant (loaded as the service loads it)", "建议的变体（按服务的加载方式加载）"),
     "pr_one_fewer": ("With one layer fewer in fp32", "少保留一层时"),
     "pr_check": (
-        "cosine {cosine} · agreement@10 {agreement} · {kept} kept in fp32",
-        "余弦 {cosine} · agreement@10 {agreement} · 保留 {kept} 个 fp32 层",
+        "cosine {cosine} · agreement@{k} {agreement} · {kept} kept in fp32",
+        "余弦 {cosine} · agreement@{k} {agreement} · 保留 {kept} 个 fp32 层",
     ),
     "pr_advice_none": (
         "No int8 variant passes the gate on this model: keep it in fp32 or use bf16.",

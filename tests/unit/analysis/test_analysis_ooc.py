@@ -27,6 +27,7 @@ from embedperf.schema import (
 from tests.golden.builders import telemetry_table
 
 T0 = 1_780_000_000.0
+FALLBACK = "m-int8"
 
 
 def _stages(open_loop: bool) -> list[StageRecord]:
@@ -58,6 +59,10 @@ def _with_edge_cases(table: pa.Table, rng: np.random.Generator) -> pa.Table:
         cols["ok"][i], cols["error"][i] = False, "dropped: generator behind schedule"
     for i in rng.choice(n, size=n // 100, replace=False):
         cols["t_sent_unix_s"][i] = cols["t_intended_unix_s"][i] + rng.uniform(0.0, 0.05)
+    for i in rng.choice(n, size=n // 20, replace=False):  # answers of the fallback model
+        cols["served_model"][i] = FALLBACK
+    for i in rng.choice(n, size=n // 30, replace=False):  # answers naming no model, requests without an ID
+        cols["served_model"][i] = cols["request_id"][i] = None
     cols["stage_index"][0] = 7  # a stage the manifest does not know
     return pa.table(cols, schema=REQUEST_SCHEMA)
 
@@ -87,14 +92,16 @@ def test_step_figures_equal_the_in_memory_analysis(
     prepared = prepare_requests(load_requests(folder), stages)
     with ooc.connect(tmp_path) as con:
         windows = ooc.create_views(con, ooc.request_files(folder, tmp_path), stages)
-        out = ooc.request_aggregates(con, stages, windows, open_loop, n_boot=500)
+        out = ooc.request_aggregates(con, stages, windows, open_loop, n_boot=500, fallback_model=FALLBACK)
     assert out.windows == prepared.windows
     assert out.dropped == prepared.dropped and out.dropped["outside_stage"] >= 1
     assert out.warmup_trimmed == prepared.warmup_trimmed
-    late_and_dropped = 0
+    late_and_dropped = fallback_served = 0
     for stage in stages:
-        expected = step_stats(prepared, stage, open_loop, n_boot=500)
+        expected = step_stats(prepared, stage, open_loop, n_boot=500, fallback_model=FALLBACK)
         got = out.steps[stage.index].stats
+        assert got.fallback_share is not None and set(got.served_models) <= {FALLBACK, "all-MiniLM-L6-v2"}
+        fallback_served += got.served_models.get(FALLBACK, 0)
         exact = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms")
         for lat_got, lat_exp in [(got.latency, expected.latency), (got.error_latency, expected.error_latency)] + (
             [(got.open_loop.from_intended, expected.open_loop.from_intended)]  # type: ignore[union-attr]
@@ -126,6 +133,7 @@ def test_step_figures_equal_the_in_memory_analysis(
         assert dec_got.n == dec_exp.n
         assert dec_got.parts_ms == pytest.approx(dec_exp.parts_ms, rel=1e-9, abs=1e-9)
     assert late_and_dropped > 0 or not open_loop
+    assert fallback_served > 0
 
 
 def test_empty_run_gives_empty_steps(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from embedperf import schema
@@ -149,3 +150,30 @@ def test_reader_merges_parquet_and_leftover_parts(tmp_path: Path) -> None:
     with PartsWriter(folder.telemetry_parts, schema.TELEMETRY_SCHEMA, "b") as w:
         w.write([2.0, "h", "psutil", "cpu", "cpu_util_pct", 2.0])
     assert schema.read_telemetry_table(folder).column("value").to_pylist() == [1.0, 2.0]
+
+
+def test_parts_written_before_the_id_columns_read_with_them_null(tmp_path: Path) -> None:
+    """A run folder an older embedperf left mid-run (Arrow and CSV parts without request_id and
+    served_model) reads, compacts and keeps every row; the new columns are null."""
+    folder = schema.RunFolder(tmp_path / "old").create()
+    older = pa.schema([f for f in schema.REQUEST_SCHEMA if f.name not in ("request_id", "served_model")])
+    row = {"run_id": "old", "worker": "w0", "stage_index": 0, "t_sent_unix_s": 5.0, "ok": True}
+    with PartsWriter(folder.requests_parts, older, "w0") as writer:
+        writer.write(row)
+    (folder.requests_parts / "w1.csv").write_text(
+        "run_id,worker,stage_index,t_sent_unix_s,ok\nold,w1,0,4.0,true\n", encoding="utf-8"
+    )
+    table = schema.read_requests_table(folder)
+    assert table.schema == schema.REQUEST_SCHEMA and table.num_rows == 2
+    assert table.column("request_id").null_count == table.column("served_model").null_count == 2
+    assert schema.compact_parts(folder.requests_parts, folder.requests, schema.REQUEST_SCHEMA) == 2
+    back = schema.read_requests_table(folder).to_pydict()
+    assert back["worker"] == ["w1", "w0"] and back["request_id"] == [None, None]  # sorted by send time
+
+
+def test_a_targets_fallback_model_is_typed_and_an_unusable_one_is_none() -> None:
+    named = schema.ServiceInfo.model_validate({"model": "m", "fallback_model": "m@int8"})
+    assert named.fallback_model == "m@int8"
+    for odd in (None, "", 3, {"path": "/x"}):
+        info = schema.ServiceInfo.model_validate({"model": "m", "fallback_model": odd})
+        assert info.fallback_model is None and info.model == "m"

@@ -8,12 +8,19 @@ from typing import Any
 
 import pytest
 
-from embedperf.schema import REQUEST_COLUMNS, RunFolder, read_requests_table
+from embedperf.schema import (
+    REQUEST_COLUMNS,
+    REQUEST_ID_HEADER,
+    SERVED_MODEL_HEADER,
+    RunFolder,
+    read_requests_table,
+)
 from loadgen.context import RunContext
-from loadgen.exchange import _check_parsed, check_body, send_embeddings
+from loadgen.exchange import _check_parsed, check_body, dropped_row, send_embeddings
 from loadgen.headers import TIMING_VALUE_COLUMNS, parse_server_timing, raw_timing_values, timing_values
 from loadgen.payloads import RequestPayload
 from loadgen.recorder import Recorder, StageTimeline
+from loadgen.request_ids import request_ids
 from scenarios.loader import load_scenario
 
 
@@ -70,7 +77,7 @@ def test_fast_check_accepts_the_common_answer_and_reads_tokens() -> None:
 def test_timing_values_follow_the_row_tail_and_the_dict_parser() -> None:
     start = REQUEST_COLUMNS.index(TIMING_VALUE_COLUMNS[0])
     assert REQUEST_COLUMNS[start : start + len(TIMING_VALUE_COLUMNS)] == TIMING_VALUE_COLUMNS
-    assert REQUEST_COLUMNS[start + len(TIMING_VALUE_COLUMNS) :] == ("probe_cosine",)
+    assert REQUEST_COLUMNS[start + len(TIMING_VALUE_COLUMNS) :] == ("probe_cosine", "request_id", "served_model")
     header = "queue;dur=1.5, tokenize;dur=0.25, compute;dur=5, post;dur=0.5, total;dur=7.25"
     headers = {"Server-Timing": header, "X-Batch-Size": "8", "X-Batch-Tokens": " 120 "}
     values = timing_values(headers.get)
@@ -111,12 +118,14 @@ class _Client:
     def __init__(self, response: _Response) -> None:
         self.response = response
         self.bodies: list[dict[str, Any]] = []
+        self.sent_headers: list[dict[str, str]] = []
         self.request_event = _Event()
 
     def _send_request_safe_mode(self, method: str, url: str, payload: str, headers: dict[str, str]) -> _Response:
         assert method == "POST" and url == f"{self.base_url}/v1/embeddings"
         assert headers["Content-Type"] == "application/json"
         self.bodies.append(json.loads(payload))
+        self.sent_headers.append(dict(headers))
         return self.response
 
     @property
@@ -274,3 +283,50 @@ def test_rows_with_parsed_values_and_raw_rows_share_a_batch(tmp_path: Path) -> N
     parsed = [1.0, None, None, None, 2.0, 3, None]
     rows = [parsed, raw_timing_values(SERVICE_HEADERS.get), [None] * 7]
     assert _recorded_timing(tmp_path, rows) == [parsed, timing_values(SERVICE_HEADERS.get), [None] * 7]
+
+
+def test_every_request_carries_its_own_id_and_the_row_keeps_it_with_the_served_model(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path / "run").create()
+    timeline = StageTimeline()
+    timeline.begin(0, "u1", 0.0, users=1)
+    recorder = Recorder(folder, timeline)
+    ctx = _ctx(4, recorder.write_values)
+    main = _Client(_Response(_answer(4), {SERVED_MODEL_HEADER: "minilm"}))
+    fallback = _Client(_Response(_answer(4), {SERVED_MODEL_HEADER: "minilm-int8"}))
+    silent = _Client(_Response(_answer(4), {}))  # a target that names no model
+    repeated = _Client(_Response(_answer(4), {SERVED_MODEL_HEADER: ["a", "b"]}))  # sent on two lines
+    rows = [
+        send_embeddings(client, ctx, RequestPayload(["ab"], "/v1/embeddings"))  # type: ignore[arg-type]
+        for client in (main, fallback, main, silent, repeated)
+    ]
+    sent = [h[REQUEST_ID_HEADER] for c in (main, fallback, silent, repeated) for h in c.sent_headers]
+    ids = [dict(zip(REQUEST_COLUMNS, r, strict=True))["request_id"] for r in rows]
+    assert sorted(sent) == sorted(ids) and len(set(ids)) == len(ids) == 5
+    assert all(0 < len(i) <= 24 and i.isascii() for i in ids)
+    assert REQUEST_ID_HEADER not in _request_headers_of(main)  # the cached headers stay shared and ID-free
+    assert recorder.close() == 5
+    table = read_requests_table(folder).to_pydict()
+    assert table["request_id"] == ids
+    assert table["served_model"] == ["minilm", "minilm-int8", "minilm", None, "a, b"]
+
+
+def _request_headers_of(client: _Client) -> dict[str, str]:
+    return getattr(client, "_embedperf_headers")  # noqa: B009 - the per-client cache exchange keeps
+
+
+def test_request_ids_are_unique_across_generator_processes() -> None:
+    """Each process (each RunContext) draws its own prefix: two workers' IDs never meet in one run."""
+    a, b = _ctx(4), _ctx(4)
+    first = [next(a.request_ids) for _ in range(1000)]
+    second = [next(b.request_ids) for _ in range(1000)]
+    assert len(set(first) | set(second)) == 2000
+    assert {i.rsplit("-", 1)[0] for i in first} != {i.rsplit("-", 1)[0] for i in second}
+    fixed = request_ids("run7")
+    assert (next(fixed), next(fixed)) == ("run7-1", "run7-2")
+
+
+def test_a_dropped_request_has_no_id() -> None:
+    rows: list[list[Any]] = []
+    row = dropped_row(_ctx(4, rows.append), RequestPayload(["a"], "/v1/embeddings"), 1.0, "dropped: x", None)
+    got = dict(zip(REQUEST_COLUMNS, row, strict=True))
+    assert got["request_id"] is None and got["served_model"] is None and rows == [row]
