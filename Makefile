@@ -14,7 +14,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test lint bench bench-service bench-recorder bench-collectors \
-        bench-report bench-overload bench-burst bench-teardown bench-refusal fuzz report compare capacity matrix precision clean search bench-distributed
+        bench-report bench-overload bench-ab fuzz report compare capacity matrix precision clean search bench-distributed
 
 help: ## show this help
 	@echo "embedperf: load testing and benchmarking for embedding inference services"
@@ -35,6 +35,7 @@ help: ## show this help
 	@echo "  SLO_P99_MS=300 TARGET_QPS=1000 HEADROOM=0.25   capacity (SLO_P99_MS also search)"
 	@echo "  TARGET=http://$(HOST):$(PORT) SCENARIO=query   search"
 	@echo "  ROWS=10000000            bench-report"
+	@echo "  REV=<commit>             bench-ab: the previous service version (default HEAD)"
 	@echo "  VENV=$(VENV)               the virtual environment"
 
 $(STAMP): pyproject.toml
@@ -77,9 +78,9 @@ bench: setup ## start the service, run the ramp (PROFILE=quick|full), stop it, w
 report: setup ## build report.html for the newest run (or RUN=runs/<id>)
 	$(EP) report $(if $(RUN),$(RUN),--latest --runs-dir $(RUNS))
 
-compare: setup ## compare BASE=runs/<id> with CAND=runs/<id> [GATE="p99_ms:+5%,qps:-3%"] [JSON=f.json] [JUNIT=f.xml] [OUT=f.html]
+compare: setup ## compare BASE=runs/<id> with CAND=runs/<id> [GATE="p99_ms:+5%,qps:-3%"] [JSON=f.json] [JUNIT=f.xml] [OUT=f.html]; exit code (0/1/2) in CAND/compare.exit
 	@test -n "$(BASE)" -a -n "$(CAND)" || { echo "usage: make compare BASE=runs/<id> CAND=runs/<id> [GATE=...] [JSON=FILE] [JUNIT=FILE] [OUT=FILE]"; exit 2; }
-	$(EP) compare $(BASE) $(CAND) $(if $(GATE),--gate "$(GATE)") $(if $(JSON),--json "$(JSON)") $(if $(JUNIT),--junit "$(JUNIT)") $(if $(OUT),--out "$(OUT)")
+	rc=0; $(EP) compare $(BASE) $(CAND) $(if $(GATE),--gate "$(GATE)") $(if $(JSON),--json "$(JSON)") $(if $(JUNIT),--junit "$(JUNIT)") $(if $(OUT),--out "$(OUT)") || rc=$$?; test ! -d "$(CAND)" || echo $$rc > "$(CAND)/compare.exit"; exit $$rc
 
 capacity: setup ## capacity plan for RUN (SLO_P99_MS=300 TARGET_QPS=1000 HEADROOM=0.25)
 	$(EP) capacity $(if $(RUN),$(RUN),--latest --runs-dir $(RUNS)) --slo-p99-ms $(or $(SLO_P99_MS),300) \
@@ -92,14 +93,15 @@ search: setup ## highest rate meeting the P99 SLO against TARGET (default http:/
 matrix: setup ## optimisation before/after matrix (scenarios/optimizations.yaml)
 	$(EP) matrix scenarios/optimizations.yaml --profile $(PROFILE) --runs-dir $(RUNS)
 
-precision: setup ## int8 (all layers, attention only) and bf16 against fp32; all run, exit 1 if any gate fails
+precision: setup ## int8 (all layers, with its layer view; attention only) and bf16 against fp32, reports in $(RUNS)/precision-*.html; exit 1 if any gate fails
 	@rc=0; keep() { c=$$?; if [ $$c -gt $$rc ]; then rc=$$c; fi; }; \
-	echo "$(EP) precision --precision int8"; \
-	$(EP) precision --precision int8 || keep; \
+	echo "$(EP) precision --precision int8 --layers"; \
+	$(EP) precision --precision int8 --layers --report $(RUNS)/precision-int8.html || keep; \
 	echo "$(EP) precision --precision int8 --int8-exclude 'output\.dense|intermediate'"; \
-	$(EP) precision --precision int8 --int8-exclude 'output\.dense|intermediate' || keep; \
+	$(EP) precision --precision int8 --int8-exclude 'output\.dense|intermediate' --report $(RUNS)/precision-int8-attn.html || keep; \
 	echo "$(EP) precision --precision bf16"; \
-	$(EP) precision --precision bf16 || keep; \
+	$(EP) precision --precision bf16 --report $(RUNS)/precision-bf16.html || keep; \
+	echo "which Linear layers int8 should keep in fp32 (minutes): $(EP) precision --precision int8 --advise"; \
 	exit $$rc
 
 bench-service: setup ## service benchmark: offline ceiling vs QPS/P50/P99 at 1/10/50/100 clients, batching off/on
@@ -111,17 +113,11 @@ bench-recorder: setup ## recorder cost and accuracy benchmark
 bench-collectors: setup ## collector drift, jitter and CPU benchmark
 	$(PY) benchmarks/bench_collectors.py
 
-bench-overload: setup system-deps ## wrk at 500 and 1,000 connections: goodput vs capacity, P99, 429 latency, /health P99, 10 MB bodies and RSS
+bench-overload: setup system-deps ## 10 MB bodies and RSS, the 2,048-input request, P99/P50 at 100 connections, wrk at 500/1,000: goodput, P99, 429s, /health
 	$(PY) benchmarks/bench_overload.py --service-arg=--threads --service-arg=1
 
-bench-burst: setup system-deps ## 12 opening bursts of 1,000 connections: how many 429s take over 50 ms
-	$(PY) benchmarks/bench_burst.py --service-arg=--threads --service-arg=1
-
-bench-teardown: setup system-deps ## 1,000 connections closing at once: event-loop stall, and the first request after it
-	$(PY) benchmarks/bench_teardown.py --service-arg=--threads --service-arg=1
-
-bench-refusal: setup ## CPU cost of one 429: refused by the HTTP protocol vs by the ASGI app, side by side
-	$(PY) benchmarks/bench_refusal.py
+bench-ab: setup system-deps ## wrk req/s at 10 and 50 connections, the service of REV (default HEAD) against the working tree, alternating
+	$(PY) benchmarks/bench_service_ab.py $(if $(REV),--rev $(REV)) --service-arg=--threads --service-arg=1
 
 fuzz: setup ## schemathesis against the service's /openapi.json (bounded): fails on any 5xx
 	$(PY) benchmarks/fuzz_service.py

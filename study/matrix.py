@@ -78,11 +78,12 @@ def changes_numerics(settings: dict[str, Any]) -> bool:
 def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     """Precision figures for every configuration that changes numerics (fp16, bf16, int8)."""
     from service.model import load_model
-    from study.corpus import load_eval_corpus
+    from study.corpus import shipped_eval_set
     from study.precision import compare_embeddings
+    from study.precision_gate import PrecisionGates
 
-    corpus = load_eval_corpus()
-    texts = [t.text for t in corpus]
+    corpus = shipped_eval_set()
+    texts = [t.text for t in corpus.texts]
     results: dict[str, dict[str, Any]] = {}
     reference = None
     for config in spec.configurations:
@@ -101,12 +102,12 @@ def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, 
         result = compare_embeddings(
             reference,
             candidate,
-            [t.id for t in corpus],
-            [f"{t.lang}/{t.length}" for t in corpus],
+            corpus.texts,
             candidate_name=f"{config.name} ({precision})",
-            profile=spec.precision_profile,
+            gates=PrecisionGates.for_profile(spec.precision_profile),
+            label_fields=corpus.label_fields,
         )
-        results[config.name] = asdict(result)
+        results[config.name] = result.model_dump()
     return results
 
 

@@ -1,124 +1,110 @@
-"""Precision verification: a configuration's embeddings against an fp32 reference on a fixed corpus.
+"""Precision verification: a configuration's embeddings against an fp32 reference on an evaluation set.
 
-Figures: cosine similarity per text (mean, min, P1) and top-k retrieval agreement (for every text
-used as a query, the overlap of its k nearest neighbours under the reference and the candidate).
+Figures: cosine per text (mean, P5, P1, min), the same per domain (language, length band, labels) with
+the worst inputs, and retrieval agreement (does each query find the same top-k neighbours?). The gate
+reads all three (study.precision_gate); the layer view and the int8 advice attach to the same result.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
 
 import httpx
 import numpy as np
+from pydantic import BaseModel
 
-from embedperf.errors import ConfigError, TargetError
+from embedperf.errors import TargetError
+from study.advice import Advice
+from study.corpus import EvalText
+from study.domains import DomainAgreement, WorstInput, domain_breakdown, worst_inputs
+from study.layers import LayerReport
+from study.precision_gate import PrecisionGates, gate_failures
+from study.retrieval import RetrievalAgreement, retrieval_agreement
+from study.vectors import cosine_per_text
 
-GateProfile = Literal["standard", "strict"]
-GATE_MIN_MEAN_COSINE: dict[str, float] = {"standard": 0.99, "strict": 0.999}
-TOP_K = 10
+WORST_OVERALL = 10
 
 
-class Encoder(Protocol):
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray: ...
+class PrecisionResult(BaseModel):
+    """What one comparison found; `passed` is the whole gate, `failures` says why not.
 
-
-@dataclass
-class PrecisionResult:
-    """What one comparison found; `passed` applies the gate of `profile`."""
+    topk, topk_agreement_* and gate_min_mean_cosine are kept flat beside `retrieval` and `gates`: the run
+    report and the matrix read them from precision.json."""
 
     candidate: str
     reference: str
+    dataset: str
     n_texts: int
     cosine_mean: float
-    cosine_min: float
+    cosine_p5: float
     cosine_p1: float
+    cosine_min: float
     topk: int
     topk_agreement_mean: float
     topk_agreement_min: float
+    retrieval: RetrievalAgreement
     profile: str
     gate_min_mean_cosine: float
+    gates: PrecisionGates
     passed: bool
-    by_group: dict[str, dict[str, float]] = field(default_factory=dict)
-    worst_ids: list[str] = field(default_factory=list)
+    failures: list[str]
+    domains: list[DomainAgreement]
+    worst: list[WorstInput]
+    layers: LayerReport | None = None
+    advice: Advice | None = None
+
+    @property
+    def failing_domains(self) -> list[DomainAgreement]:
+        return [d for d in self.domains if not d.passed]
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, ensure_ascii=False)
-
-
-def _normalise(vectors: np.ndarray) -> np.ndarray:
-    vectors = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1.0, norms)
-
-
-def cosine_per_text(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
-    if reference.shape != candidate.shape:
-        raise ConfigError(
-            f"reference embeddings {reference.shape} and candidate {candidate.shape} differ in shape; "
-            "compare configurations of the same model and output dimension"
-        )
-    return np.sum(_normalise(reference) * _normalise(candidate), axis=1)
-
-
-def topk_agreement(reference: np.ndarray, candidate: np.ndarray, k: int = TOP_K) -> np.ndarray:
-    """Per query: |top-k(ref) ∩ top-k(cand)| / k, the query itself excluded from its neighbours."""
-    n = reference.shape[0]
-    k = min(k, n - 1)
-    if k < 1:
-        raise ConfigError("top-k agreement needs at least two texts")
-
-    def neighbours(vectors: np.ndarray) -> np.ndarray:
-        unit = _normalise(vectors)
-        sims = unit @ unit.T
-        np.fill_diagonal(sims, -np.inf)
-        return np.argsort(-sims, axis=1, kind="stable")[:, :k]
-
-    ref_nn, cand_nn = neighbours(reference), neighbours(candidate)
-    return np.array([len(set(a) & set(b)) / k for a, b in zip(ref_nn, cand_nn, strict=True)])
+        return self.model_dump_json(indent=2)
 
 
 def compare_embeddings(
     reference: np.ndarray,
     candidate: np.ndarray,
-    ids: Sequence[str],
-    groups: Sequence[str],
+    texts: Sequence[EvalText],
     *,
     candidate_name: str,
+    gates: PrecisionGates,
+    label_fields: Sequence[str] = (),
+    token_counts: Sequence[int] | None = None,
     reference_name: str = "fp32",
-    profile: GateProfile = "standard",
+    dataset: str = "shipped evaluation corpus",
 ) -> PrecisionResult:
+    """Every figure and the verdict of one candidate; without token_counts there is no length breakdown."""
     cos = cosine_per_text(reference, candidate)
-    agree = topk_agreement(reference, candidate)
-    by_group: dict[str, dict[str, float]] = {}
-    group_arr = np.asarray(groups)
-    for group in sorted(set(groups)):
-        mask = group_arr == group
-        by_group[group] = {
-            "n": int(mask.sum()),
-            "cosine_mean": float(cos[mask].mean()),
-            "cosine_min": float(cos[mask].min()),
-        }
-    threshold = GATE_MIN_MEAN_COSINE[profile]
-    worst = np.argsort(cos, kind="stable")[:5]
+    retrieval = retrieval_agreement(reference, candidate, [t.kind for t in texts], gates.topk)
+    domains = domain_breakdown(cos, texts, token_counts, label_fields, gates.min_domain_cosine)
+    failures = gate_failures(
+        gates,
+        float(cos.mean()),
+        [d.label for d in domains if not d.passed],
+        retrieval.agreement_mean,
+        retrieval.k,
+    )
     return PrecisionResult(
         candidate=candidate_name,
         reference=reference_name,
+        dataset=dataset,
         n_texts=len(cos),
         cosine_mean=float(cos.mean()),
-        cosine_min=float(cos.min()),
+        cosine_p5=float(np.percentile(cos, 5)),
         cosine_p1=float(np.percentile(cos, 1)),
-        topk=min(TOP_K, len(cos) - 1),
-        topk_agreement_mean=float(agree.mean()),
-        topk_agreement_min=float(agree.min()),
-        profile=profile,
-        gate_min_mean_cosine=threshold,
-        passed=bool(cos.mean() >= threshold),
-        by_group=by_group,
-        worst_ids=[ids[i] for i in worst],
+        cosine_min=float(cos.min()),
+        topk=retrieval.k,
+        topk_agreement_mean=retrieval.agreement_mean,
+        topk_agreement_min=retrieval.agreement_min,
+        retrieval=retrieval,
+        profile=gates.profile,
+        gate_min_mean_cosine=gates.min_mean_cosine,
+        gates=gates,
+        passed=not failures,
+        failures=failures,
+        domains=domains,
+        worst=worst_inputs(cos, texts, np.arange(len(cos)), WORST_OVERALL),
     )
 
 
@@ -159,4 +145,4 @@ def write_result(result: PrecisionResult, path: Path) -> None:
 
 
 def read_result(path: Path) -> PrecisionResult:
-    return PrecisionResult(**json.loads(path.read_text(encoding="utf-8")))
+    return PrecisionResult.model_validate_json(path.read_text(encoding="utf-8"))
