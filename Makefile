@@ -13,7 +13,7 @@ PORT    ?= 8086
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help setup system-deps serve test lint bench bench-service bench-recorder bench-collectors \
+.PHONY: help setup system-deps serve test test-quick lint bench bench-service bench-recorder bench-collectors \
         bench-report bench-overload bench-ab fuzz report compare capacity matrix precision clean search bench-distributed
 
 help: ## show this help
@@ -24,7 +24,7 @@ help: ## show this help
 	@echo
 	@echo "Targets:"
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n", $$1, $$2}' \
-	  | sed -e 's|$$(HOST)|$(HOST)|g' -e 's|$$(PORT)|$(PORT)|g'
+	  | sed -e 's|$$(HOST)|$(HOST)|g' -e 's|$$(PORT)|$(PORT)|g' -e 's|$$(RUNS)|$(RUNS)|g'
 	@echo
 	@echo "Variables (make VAR=value target; current values shown):"
 	@echo "  PROFILE=$(PROFILE)            quick|full: how long each step is held (bench, matrix)"
@@ -68,9 +68,13 @@ serve: setup ## start the reference service on $(HOST):$(PORT) (Ctrl-C stops it)
 test: setup system-deps ## run every test (unit, integration, e2e)
 	$(PY) -m pytest -q --durations=15 tests
 
-lint: setup ## ruff and mypy
+test-quick: setup ## the edit-test loop: unit tests and the integration tests that start no process (about a minute)
+	$(PY) -m pytest -q -m "not slow and not browser" tests
+
+lint: setup ## ruff, mypy and the import layering contracts (lint-imports; pyproject's [tool.importlinter])
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 bench: setup ## start the service, run the ramp (PROFILE=quick|full), stop it, write and print the report
 	$(EP) bench --profile $(PROFILE) --runs-dir $(RUNS) --port $(PORT)

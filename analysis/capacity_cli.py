@@ -17,8 +17,9 @@ from analysis.capacity import (
     higher_load_override,
     within_error_budget,
 )
+from analysis.ooc_run import analyse_folder
 from analysis.search import plan_lines
-from analysis.summary import RunSummary, analyse_folder
+from analysis.summary import RunSummary
 from embedperf.errors import ConfigError
 from embedperf.schema import resolve_run_folder
 

@@ -13,7 +13,6 @@ loads and weight each by its request count, which itself changes with the candid
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel
@@ -26,6 +25,13 @@ from analysis.bootstrap import (
     resampled_ratios,
     rng_for,
 )
+from analysis.compare_model import (
+    LATENCY_METRICS,
+    OVERALL_INDEX,
+    MetricChange,
+    Samples,
+    StepComparison,
+)
 from analysis.gate import (
     BudgetScope,
     GateResult,
@@ -35,9 +41,9 @@ from analysis.gate import (
     failure_lines,
     gate_status,
 )
+from analysis.ooc_samples import step_samples
 from analysis.steps import PERCENTILE_METHOD
 from analysis.summary import RunAnalysis
-from analysis.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE
 from embedperf.schema import ServiceInfo
 
 LOWER_IS_BETTER: dict[str, bool] = {
@@ -51,10 +57,8 @@ LOWER_IS_BETTER: dict[str, bool] = {
     "service_cpu_pct": True,
     "mem_used_mb": True,
 }
-LATENCY_METRICS: dict[str, float] = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0}
 TELEMETRY_METRICS: tuple[str, ...] = ("device_util_pct", "service_cpu_pct", "mem_used_mb")
 Z_95 = 1.959963984540054
-OVERALL_INDEX = -1
 # A throughput interval resamples whole seconds: with fewer than this many the bootstrap has too few
 # distinct resamples to say anything (5 s steps gave "5.0 ... 5.0" around a change of 7.4).
 MIN_QPS_SECONDS = 10
@@ -65,36 +69,6 @@ MIN_TELEMETRY_SAMPLES = 5
 def min_samples_for(q_pct: float) -> int:
     """Ok samples a percentile needs: at least one sample beyond it (P99: 100, P95: 20, P50: 2)."""
     return math.ceil(100.0 / (100.0 - q_pct) - 1e-9)
-
-
-class MetricChange(BaseModel):
-    """Candidate − baseline. `ci_*` bound the absolute difference; `rel` is diff / baseline.
-
-    `warning` says why the data cannot support a verdict (then `verdict` is "no_sig").
-    """
-
-    metric: str
-    base: float | None
-    cand: float | None
-    diff: float | None
-    rel: float | None
-    ci_low: float | None
-    ci_high: float | None
-    verdict: str  # "better" | "worse" | "no_sig"
-    warning: str | None = None
-
-
-class StepComparison(BaseModel):
-    """One pair of steps at the same load; `*_n_ok` say whether either side has anything to compare."""
-
-    index: int
-    label: str
-    base_load: float | None
-    cand_load: float | None
-    metrics: dict[str, MetricChange]
-    base_n_ok: int
-    cand_n_ok: int
-    cand_index: int | None = None
 
 
 class CandidateComparison(BaseModel):
@@ -171,36 +145,6 @@ class Comparison(BaseModel):
         return self.status == "fail"
 
 
-@dataclass
-class Samples:
-    """What a comparison resamples for one step (or the whole run)."""
-
-    label: str
-    load_key: tuple[str, float] | None
-    latency_sorted: np.ndarray
-    ok_counts: np.ndarray  # ok requests per 1 s bin of the steady window
-    bin_widths_s: np.ndarray  # each bin's width; the last one may be partial
-    qps: float  # goodput: ok requests per second
-    n_requests: int
-    n_failed: int
-    telemetry: dict[str, np.ndarray]
-    token_counts: np.ndarray | None = None  # input tokens of ok requests per 1 s bin (None: not reported)
-    # exact percentiles of every ok row (latency_sorted may be a bounded reservoir of them)
-    exact_ms: dict[float, float | None] | None = None
-    n_ok: int | None = None  # ok rows (latency_sorted holds all of them or a bounded reservoir)
-
-    @property
-    def load(self) -> float | None:
-        return self.load_key[1] if self.load_key else None
-
-
-def load_key(users: int | None, rate: float | None) -> tuple[str, float]:
-    """What two steps must share to be compared: the same arrival rate, or the same number of users."""
-    if rate is not None:
-        return ("rate", round(float(rate), 6))
-    return ("users", float(users or 0))
-
-
 def per_second_bins(ts: np.ndarray, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
     """Counts of ts in 1 s bins of [start, end] and the bins' widths (the last bin holds the remainder)."""
     duration = end - start
@@ -211,31 +155,6 @@ def per_second_bins(ts: np.ndarray, start: float, end: float) -> tuple[np.ndarra
     widths[-1] = duration - (n_bins - 1)
     offset = np.clip(np.floor(ts - start), 0, n_bins - 1).astype(np.int64)
     return np.bincount(offset, minlength=n_bins).astype(np.float64), widths
-
-
-def telemetry_samples(analysis: RunAnalysis, start: float, end: float) -> dict[str, np.ndarray]:
-    """Per-second means of each resource metric within the window."""
-    index = analysis.telemetry
-    out: dict[str, np.ndarray] = {}
-    picks = (
-        ("device_util_pct", index.accelerator, None, "device_util_pct"),
-        ("mem_used_mb", index.accelerator, None, "mem_used_mb"),
-        ("service_cpu_pct", index.other, SERVICE_DEVICE, "cpu_util_pct"),
-        ("generator_cpu_pct", index.other, GENERATOR_DEVICE, "cpu_util_pct"),
-    )
-    for name, frame, device, metric in picks:
-        if not len(frame):
-            continue
-        ts = frame["ts_unix_s"].to_numpy()
-        lo, hi = np.searchsorted(ts, start, side="left"), np.searchsorted(ts, end, side="right")
-        sub = frame.iloc[lo:hi]
-        mask = (sub["metric"] == metric).to_numpy()  # labels compared as codes, no string per row
-        if device is not None:
-            mask = mask & (sub["device"] == device).to_numpy()
-        sub = sub[mask]
-        if len(sub):
-            out[name] = sub.groupby(np.floor(sub["ts_unix_s"].to_numpy()))["value"].mean().to_numpy()
-    return out
 
 
 def _point(samples: Samples, q: float) -> float | None:
@@ -378,8 +297,6 @@ def compare_runs(
     error_budget: float | None = None,
 ) -> Comparison:
     """Compare each candidate with the baseline; the gate always holds the candidate's error budget."""
-    from analysis.ooc_samples import step_samples  # reads the runs out of core; it imports this module
-
     base_samples = step_samples(base)
     results = []
     for cand in candidates:

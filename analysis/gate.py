@@ -24,14 +24,12 @@ verdict (too few samples, steps too short).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
+from analysis.compare_model import StepComparison
 from embedperf.errors import ConfigError
-
-if TYPE_CHECKING:
-    from analysis.compare import StepComparison
 
 GateStatus = Literal["pass", "fail", "no_verdict"]
 ERROR_BUDGET_METRIC = "error_rate"

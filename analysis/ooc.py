@@ -39,8 +39,8 @@ from analysis.steps import (
     OpenLoopStats,
     ServerStats,
     StepStats,
-    error_kind,
 )
+from embedperf.error_kinds import error_kind
 from embedperf.parts import finalise_parts, part_files
 from embedperf.schema import REQUEST_SCHEMA, REQUEST_SORT_KEYS, RunFolder, StageRecord
 from scenarios.models import OpenLoop

@@ -1,6 +1,6 @@
 """One run analysed out of core: the summary and every figure input, none of the request rows in memory.
 
-`analyse_run(folder)` is what `embedperf report`, `compare` and `capacity` use for runs of any length:
+`analyse_folder(folder)` is what `embedperf report`, `compare` and `capacity` use for runs of any length:
 DuckDB over the Parquet files with its memory capped and its spill folder under RUN_DIR/analysis/.
 Pass 1 reads the request rows (analysis/ooc.py per-step statistics, analysis/ooc_tables.py run-wide
 figures, analysis/minute_series.py series); pass 2 the telemetry (analysis/ooc_telemetry.py), joined
@@ -10,6 +10,7 @@ by time. `python -m analysis.ooc_run RUN_DIR` writes RUN_DIR/analysis/summary.js
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from analysis import minute_series, ooc, ooc_tables, ooc_telemetry
 from analysis.ooc_figures import ReportFigures
@@ -76,6 +77,11 @@ def analyse_run(
             minute_series.add_telemetry_minutes(con, minutes, serving.devices or None)
             summary.soak_minutes = minute_series.soak_findings(minutes)
     return RunAnalysis(summary=summary, manifest=manifest, folder=folder, telemetry=index, figures=figures)
+
+
+def analyse_folder(folder: RunFolder, slo_p99_ms: float | None = None, **kwargs: Any) -> RunAnalysis:
+    """analyse_run with its Settings from keyword options (slo_p99_ms, error_budget, target_qps, ...)."""
+    return analyse_run(folder, Settings(slo_p99_ms=slo_p99_ms, **kwargs))
 
 
 def _duration_s(manifest: Manifest) -> float:

@@ -4,7 +4,8 @@ The percentile intervals of analysis/compare.py resample each step's ok latencie
 100M of them, so each step gives a seeded reservoir of at most MAX_LATENCY_SAMPLES (DuckDB
 `USING SAMPLE reservoir(...) REPEATABLE`, one thread so the seed fixes the draw); a step with fewer
 rows gives every row, as before. Point estimates stay exact: the steps' own percentiles, and for the
-whole run order statistics over every ok row. Per-second ok counts and token sums are GROUP BYs.
+whole run order statistics over every ok row. Per-second ok counts and token sums are GROUP BYs;
+per-second telemetry means come from the run's in-memory telemetry index.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import duckdb
 import numpy as np
 
 from analysis import ooc, order_stats
-from analysis.compare import LATENCY_METRICS, OVERALL_INDEX, Samples, load_key, telemetry_samples
+from analysis.compare_model import LATENCY_METRICS, OVERALL_INDEX, Samples, load_key
 from analysis.summary import RunAnalysis
+from analysis.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE
 
 MAX_LATENCY_SAMPLES = 100_000
 SAMPLE_SEED = 20_240_601
@@ -106,6 +108,31 @@ def _exact(
         return out
 
     return dict(zip(pcts, order_stats.exact_percentiles(n, list(pcts), fetch), strict=True))
+
+
+def telemetry_samples(analysis: RunAnalysis, start: float, end: float) -> dict[str, np.ndarray]:
+    """Per-second means of each resource metric within the window."""
+    index = analysis.telemetry
+    out: dict[str, np.ndarray] = {}
+    picks = (
+        ("device_util_pct", index.accelerator, None, "device_util_pct"),
+        ("mem_used_mb", index.accelerator, None, "mem_used_mb"),
+        ("service_cpu_pct", index.other, SERVICE_DEVICE, "cpu_util_pct"),
+        ("generator_cpu_pct", index.other, GENERATOR_DEVICE, "cpu_util_pct"),
+    )
+    for name, frame, device, metric in picks:
+        if not len(frame):
+            continue
+        ts = frame["ts_unix_s"].to_numpy()
+        lo, hi = np.searchsorted(ts, start, side="left"), np.searchsorted(ts, end, side="right")
+        sub = frame.iloc[lo:hi]
+        mask = (sub["metric"] == metric).to_numpy()  # labels compared as codes, no string per row
+        if device is not None:
+            mask = mask & (sub["device"] == device).to_numpy()
+        sub = sub[mask]
+        if len(sub):
+            out[name] = sub.groupby(np.floor(sub["ts_unix_s"].to_numpy()))["value"].mean().to_numpy()
+    return out
 
 
 def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:

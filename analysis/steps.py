@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from analysis.bootstrap import DEFAULT_N_BOOT, percentile_ci
 from analysis.served_models import served_fields, served_model_counts
+from embedperf.error_kinds import error_kind
 from embedperf.schema import StageRecord
 from scenarios.models import OpenLoop
 
@@ -141,27 +142,6 @@ def classify_outcomes(requests: pd.DataFrame) -> np.ndarray:
         timeout |= (codes >= 0) & np.asarray(timeout_cat)[np.maximum(codes, 0)]
     outcome[(~ok) & timeout] = OUTCOME_TIMEOUT
     return outcome
-
-
-def error_kind(status_code: float | None, error: str | None) -> str:
-    """One failed request's kind: connection_refused / connection_reset / timeout / http_<code> / ...
-
-    Rows without a status never got an HTTP answer; their error text (the exception's name and
-    message, as the exchange records it) tells refused from reset from timed out.
-    """
-    text = (error or "").lower()
-    if status_code is not None and status_code == status_code and status_code > 0:
-        code = int(status_code)
-        return f"http_{code}" if code != 200 else "invalid_answer"
-    if "refused" in text:
-        return "connection_refused"
-    if "reset" in text or "broken pipe" in text or "remotedisconnected" in text:
-        return "connection_reset"
-    if "timeout" in text or "timed out" in text:
-        return "timeout"
-    if text.startswith("dropped"):
-        return "dropped"
-    return "connection_error" if text else "unknown"
 
 
 def errors_by_kind(failed: pd.DataFrame) -> dict[str, int]:

@@ -29,7 +29,7 @@ from analysis.telemetry import TelemetryIndex, TelemetryStats, telemetry_gaps
 from embedperf.schema import CollectorStatus, GeneratorCpu, HostInfo, Manifest, RunFolder, ServiceInfo
 from scenarios.models import Scenario, Slo
 
-__all__ = ["RequestTotals", "RunAnalysis", "RunSummary", "analyse", "analyse_folder", "write_analysis"]
+__all__ = ["RequestTotals", "RunAnalysis", "RunSummary", "analyse", "write_analysis"]
 
 
 class StepReport(BaseModel):
@@ -261,13 +261,6 @@ def _generator_cpu(steps: list[StepReport]) -> float | None:
         s.telemetry.generator_cpu_mean_pct for s in steps if s.telemetry.generator_cpu_mean_pct is not None
     ]
     return float(np.mean(values)) if values else None
-
-
-def analyse_folder(folder: RunFolder, slo_p99_ms: float | None = None, **kwargs: Any) -> RunAnalysis:
-    """The run analysed out of core (DuckDB over the Parquet files): memory bounded whatever its length."""
-    from analysis.ooc_run import analyse_run  # the engine imports this module's models
-
-    return analyse_run(folder, Settings(slo_p99_ms=slo_p99_ms, **kwargs))
 
 
 def load_and_analyse(folder: RunFolder, settings: Settings = Settings()) -> RunSummary:

@@ -40,7 +40,7 @@ def _locust_count(locust_dir: Path) -> int:
 def run_rate(
     url: str, workers: int, arrival: str, rate: float, duration_s: float, runs_dir: Path
 ) -> dict[str, Any]:
-    from analysis.summary import analyse_folder
+    from analysis.ooc_run import analyse_folder
     from embedperf.schema import RunFolder, read_manifest, read_requests_table
 
     before = set(runs_dir.iterdir()) if runs_dir.exists() else set()

@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from collectors.base import Source, begin_source, start_source_threads
+from collectors.cli import build_sources
 from collectors.clock import TickScheduler
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError, ConfigError
@@ -231,8 +232,6 @@ def _is_loopback(address: str) -> bool:
 
 
 def build_agent(args: argparse.Namespace) -> Agent:
-    from collectors.cli import build_sources
-
     names = [n.strip() for n in args.sources.split(",") if n.strip()]
     unknown = [n for n in names if n not in AGENT_SOURCES]
     if unknown or not names:

@@ -9,9 +9,15 @@ from types import FrameType
 
 from pydantic import ValidationError
 
+from collectors.agent_pull import AgentSource
 from collectors.base import Source
 from collectors.config import SOURCE_NAMES, CollectorConfig
+from collectors.host import HostSource
+from collectors.npu_smi import NpuSmiSource
+from collectors.nvml import NvmlSource
+from collectors.prometheus_pull import PrometheusSource
 from collectors.runner import CollectorRunner
+from collectors.service_metrics import ServiceMetricsSource
 from embedperf.errors import ConfigError, EmbedperfError
 
 LOCAL_DEVICE_SOURCES = frozenset({"npu_smi", "nvml"})
@@ -111,12 +117,6 @@ def config_from_args(argv: list[str]) -> CollectorConfig:
 
 def build_sources(config: CollectorConfig) -> list[Source]:
     """Every requested source; in `auto` mode absent ones are `skipped` with the reason, explicit ones `failed`."""
-    from collectors.host import HostSource
-    from collectors.npu_smi import NpuSmiSource
-    from collectors.nvml import NvmlSource
-    from collectors.prometheus_pull import PrometheusSource
-    from collectors.service_metrics import ServiceMetricsSource
-
     candidates: list[Source] = [
         NpuSmiSource(config),
         NvmlSource(),
@@ -144,8 +144,6 @@ def build_sources(config: CollectorConfig) -> list[Source]:
             source.status.set("skipped" if config.sources == "auto" else "failed", reason)
         sources.append(source)
     if config.agents:
-        from collectors.agent_pull import AgentSource
-
         sources += [AgentSource(config, url) for url in config.agents]
     return sources
 

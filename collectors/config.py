@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from collectors.local_host import is_local_host
+
 SOURCE_NAMES: tuple[str, ...] = ("npu_smi", "nvml", "psutil", "service", "prometheus")
 NPU_SMI_ENV = "EMBEDPERF_NPU_SMI"
 
@@ -92,7 +94,5 @@ class CollectorConfig(BaseModel):
     @property
     def remote_target(self) -> str | None:
         """The target's host name when it is not this machine (its devices are not ours to sample)."""
-        from collectors.host import is_local_host
-
         host = urlsplit(self.service_url).hostname if self.service_url else None
         return host if host and not is_local_host(host) else None

@@ -6,8 +6,6 @@ this host; its children (workers) are counted with it.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -15,6 +13,7 @@ import psutil
 
 from collectors.base import Reading, Source
 from collectors.config import CollectorConfig
+from collectors.local_host import is_local_host
 
 MB = 1024.0 * 1024.0
 PID_LOOKUP_RETRY_S = 10.0
@@ -30,19 +29,6 @@ def listening_pid(port: int) -> int | None:
         if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
             return int(conn.pid)
     return None
-
-
-def is_local_host(host: str) -> bool:
-    if host in ("localhost", socket.gethostname(), socket.getfqdn()):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback or host in _local_addresses()
-    except ValueError:
-        return False
-
-
-def _local_addresses() -> set[str]:
-    return {a.address for addrs in psutil.net_if_addrs().values() for a in addrs}
 
 
 class ProcessGroup:

@@ -6,6 +6,7 @@ import importlib
 import sys
 from collections.abc import Callable
 
+from embedperf import __version__
 from embedperf.errors import EmbedperfError
 
 # name -> (module, one-line help). Each module exposes `main(argv: list[str]) -> int`.
@@ -14,14 +15,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("collectors.cli", "sample npu-smi / NVML / host / service telemetry into a run folder"),
     "agent": ("collectors.agent", "serve this host's npu-smi / NVML / host telemetry to runs on other hosts"),
     "run": ("loadgen.cli", "run a load scenario with Locust and write a run folder"),
-    "bench": ("loadgen.bench", "start the service, run the ramp, stop it, write the report (make bench)"),
+    "bench": ("study.bench", "start the service, run the ramp, stop it, write the report (make bench)"),
     "report": ("reports.cli", "build RUN_DIR/report.html from a run folder"),
     "compare": ("reports.compare_cli", "compare runs (baseline vs candidates) with a CI gate"),
     "capacity": ("analysis.capacity_cli", "capacity plan: max QPS under an SLO, devices for a target"),
     "synth": ("analysis.synth", "write a synthetic run folder (scale tests, demos)"),
     "matrix": ("study.matrix_cli", "run the optimisation before/after matrix"),
     "precision": ("study.precision_cli", "check embeddings of a configuration against fp32"),
-    "search": ("loadgen.search_cli", "find the highest open-loop rate that meets the P99 SLO (capacity search)"),
+    "search": ("study.search_cli", "find the highest open-loop rate that meets the P99 SLO (capacity search)"),
 }
 
 
@@ -49,8 +50,6 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0
     if args[0] in ("-V", "--version"):
-        from embedperf import __version__
-
         print(f"embedperf {__version__}")
         return 0
     name = args[0]

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.steps import error_kind
+from embedperf.error_kinds import error_kind
 from embedperf.errors import RunFolderError
 from embedperf.parts import PART_SUFFIX, part_files
 from embedperf.schema import REQUEST_COLUMNS, RunFolder, read_manifest

@@ -48,7 +48,7 @@ def activate() -> None:
     path = our_locustfile(list(getattr(sys, "argv", []) or []))
     if path is None:
         return
-    from loadgen.plugin import install
+    from loadgen.plugin import install  # Locust loads only for `locust -f <ours> --help`
 
     install(default_scenario=path.stem)
 

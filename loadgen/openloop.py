@@ -35,13 +35,9 @@ def run_schedule(
 ) -> dict[str, float]:
     """Dispatch the scenario's whole arrival schedule; returns counters (scheduled, sent, late, dropped).
 
-    With `search.enabled` the schedule is decided probe by probe instead (loadgen.search).
+    A capacity search (`search.enabled`) decides its schedule probe by probe instead: loadgen.search.
     """
     scenario = ctx.scenario
-    if scenario.search.enabled:
-        from loadgen.search import run_search
-
-        return run_search(client, ctx, sampler, environment)
     share = ctx.claim_share()  # this process's part of the arrivals (loadgen.shares), once per run
     stats = ctx.open_loop_stats
     if share is None:

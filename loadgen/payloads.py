@@ -79,7 +79,7 @@ TokenCounter = Callable[[list[str]], list[int]]
 
 @lru_cache(maxsize=4)
 def _hf_tokenizer(path: str) -> Any:
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # transformers (and torch) load only for a scenario's tokenizer
 
     return AutoTokenizer.from_pretrained(path)
 

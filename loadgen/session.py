@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from locust.env import Environment
+from locust.runners import MasterRunner
 
 from embedperf.provenance import git_info, host_info, package_versions
 from embedperf.schema import (
@@ -116,8 +117,6 @@ class RunSession:
 
     @property
     def _is_master(self) -> bool:
-        from locust.runners import MasterRunner
-
         return isinstance(self.environment.runner, MasterRunner)
 
     def add_cpu_samples(self, samples: list[dict[str, Any]]) -> None:

@@ -16,6 +16,7 @@ from loadgen.cookies import install_lean_cookie_jar
 from loadgen.exchange import send_embeddings
 from loadgen.openloop import run_schedule
 from loadgen.payloads import PayloadSampler
+from loadgen.search import run_search
 
 _user_seq = itertools.count()
 _STATUS_COL = REQUEST_COLUMNS.index("status_code")
@@ -70,7 +71,8 @@ class EmbeddingUser(_EmbeddingClient):
 
 
 class OpenLoopUser(_EmbeddingClient):
-    """One dispatcher that starts requests at scheduled instants (see loadgen.openloop)."""
+    """One dispatcher that starts requests at scheduled instants: the scenario's steps (loadgen.openloop)
+    or a capacity search's probes (loadgen.search)."""
 
     wait_time = constant(0)
 
@@ -79,6 +81,7 @@ class OpenLoopUser(_EmbeddingClient):
 
     @task
     def dispatch(self) -> None:
-        run_schedule(self.client, self.ctx, self.payloads, self.environment)
+        run = run_search if self.ctx.scenario.search.enabled else run_schedule
+        run(self.client, self.ctx, self.payloads, self.environment)
         while True:  # the shape stops this user after the drain period
             gevent.sleep(1.0)

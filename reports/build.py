@@ -11,10 +11,11 @@ from analysis.capacity import DEFAULT_HEADROOM, LITTLE_MISMATCH
 from analysis.decomposition import COMPONENTS
 from analysis.health import HealthCheck
 from analysis.minute_series import THROTTLE_DROP_FRACTION, THROTTLE_TEMP_RISE_C
+from analysis.ooc_run import analyse_folder
 from analysis.quality import Finding
 from analysis.quality_gate import quality_gate
 from analysis.soak import DRIFT_MAX_PCT_PER_H, LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H
-from analysis.summary import RunAnalysis, analyse_folder, write_analysis
+from analysis.summary import RunAnalysis, write_analysis
 from embedperf.errors import ConfigError
 from embedperf.schema import RunFolder, ServiceInfo
 from reports.figures import run_figures

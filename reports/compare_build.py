@@ -9,7 +9,8 @@ import numpy as np
 
 from analysis.compare import Comparison, compare_runs
 from analysis.gate import GateRule
-from analysis.summary import RunAnalysis, analyse_folder
+from analysis.ooc_run import analyse_folder
+from analysis.summary import RunAnalysis
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
 from reports.config_diff import config_difference

@@ -76,7 +76,7 @@ def _csv(path: Path, field: str) -> list[str]:
 
 
 def _parquet(path: Path, field: str) -> list[str]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # pyarrow loads only for a Parquet dataset; scenario loading stays light
 
     names = pq.read_schema(path).names
     if field not in names:

@@ -1,5 +1,6 @@
-"""The optimisation study: before/after matrix of service configurations and precision verification.
+"""The studies and commands that compose every other stage: the optimisation matrix, precision
+verification, `embedperf bench` (serve, run, report) and `embedperf search` (probe, report).
 
-It composes every other stage (service, load generation, analysis, reports), so it sits on top of
-them rather than inside one.
+They start services, run load, analyse and build reports, so they sit on top of those stages
+rather than inside one.
 """

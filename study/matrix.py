@@ -14,8 +14,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.search import devices_serving, headline, read_search
 from embedperf.errors import EmbedperfError
-from embedperf.schema import RunFolder, make_run_id
+from embedperf.schema import RunFolder, make_run_id, read_manifest
+from scenarios.loader import load_scenario
 from study.matrix_spec import Configuration, MatrixSpec, service_args
 
 MATRIX_FILE = "matrix.json"
@@ -77,6 +79,8 @@ def changes_numerics(settings: dict[str, Any]) -> bool:
 
 def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     """Precision figures for every configuration that changes numerics (fp16, bf16, int8)."""
+    # torch (service.model, and study.precision through study.advice) loads only when a configuration
+    # changes numerics
     from service.model import load_model
     from study.corpus import shipped_eval_set
     from study.precision import compare_embeddings
@@ -118,8 +122,7 @@ def search_timeout_s(spec: MatrixSpec, overrides: dict[str, str]) -> float | Non
     """
     if spec.measure != "search":
         return None
-    from loadgen.search_cli import RUN_MARGIN_S
-    from scenarios.loader import load_scenario
+    from study.search_cli import RUN_MARGIN_S  # it brings the report builder (matplotlib): search runs only
 
     scenario = load_scenario(spec.scenario, profile=spec.profile, overrides=overrides)
     return scenario.search.max_duration_s + RUN_MARGIN_S
@@ -127,9 +130,6 @@ def search_timeout_s(spec: MatrixSpec, overrides: dict[str, str]) -> float | Non
 
 def searched_answer(run_folder: RunFolder) -> str:
     """The search's one-line answer, for the matrix log."""
-    from analysis.search import devices_serving, headline, read_search
-    from embedperf.schema import read_manifest
-
     manifest = read_manifest(run_folder)
     record = read_search(manifest)
     return headline(record, devices_serving(manifest)) if record is not None else "no search record"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from embedperf.errors import ConfigError
 from scenarios.loader import add_override_option
 from study.matrix import MatrixRecord, run_matrix
+from study.matrix_report import build_matrix_report
 from study.matrix_spec import load_matrix_spec
 
 EPILOG = """\
@@ -71,16 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from study.matrix_report import build_matrix_report
-
     args = build_parser().parse_args(argv)
     if args.report_only is not None:
         report = build_matrix_report(args.report_only, lang=args.lang)
         print(f"matrix report: {report}")
         return 0
     if args.repeat < 1:
-        from embedperf.errors import ConfigError
-
         raise ConfigError("--repeat must be at least 1")
     spec = load_matrix_spec(args.spec)
     if args.only:

@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from analysis.compare import MetricChange, compare_runs
+from analysis.ooc_run import analyse_folder
 from analysis.search import SearchSummary
-from analysis.summary import RunAnalysis, analyse_folder
+from analysis.summary import RunAnalysis
 from embedperf.errors import RunFolderError
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html

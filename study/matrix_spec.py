@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from embedperf.errors import ConfigError
+from scenarios.models import Search
 
 ServiceValue = bool | int | float | str
 
@@ -80,8 +81,6 @@ class MatrixSpec(BaseModel):
     @field_validator("search")
     @classmethod
     def _search_fields(cls, value: dict[str, float | int]) -> dict[str, float | int]:
-        from scenarios.models import Search
-
         valid = [f for f in Search.model_fields if f != "enabled"]
         unknown = [k for k in value if k not in valid]
         if unknown:

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from embedperf.errors import ConfigError, GateFailed
 from embedperf.schema import open_run_folder
+from loadgen.quality import write_reference_set
 from service.model import EmbeddingModel, load_model
 from study.advice import Advice, VariantCheck, advise, probe_indexes
 from study.corpus import EvalSet, load_dataset, shipped_eval_set
@@ -227,8 +228,6 @@ def run_precision(args: argparse.Namespace, gates: PrecisionGates) -> PrecisionR
     token_counts = [len(ids) for ids in reference.tokenize(texts)]
     ref_vectors = reference.encode(texts)
     if args.write_reference is not None:
-        from loadgen.quality import write_reference_set
-
         model_name = str(args.model) if args.model else "default model"
         print(f"reference set: {write_reference_set(args.write_reference, texts, ref_vectors, model_name)}")
 
@@ -302,7 +301,7 @@ def main(argv: list[str]) -> int:
         write_result(result, folder.precision)
         print(f"result: {folder.precision} (rebuild the report with: embedperf report {folder.root})")
     if args.report:
-        from study.precision_report import write_precision_report
+        from study.precision_report import write_precision_report  # matplotlib loads only for --report
 
         print(f"report: {write_precision_report(result, args.report, args.lang)}")
     if result.advice is not None:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import pytest
@@ -25,7 +26,6 @@ from tests.e2e.test_real_deployment_e2e import (
     assert_serving_figures,
     embedperf,
     fake_env,
-    run_and_report,
     summary_of,
 )
 
@@ -105,24 +105,6 @@ def test_agent_serves_prometheus_and_json_and_guards_the_network(tmp_path: Path)
         assert ok.status_code == 200 and ok.json()["now_unix_s"] > 0
 
 
-def test_run_pulls_the_serving_figures_from_an_agent(tmp_path: Path) -> None:
-    """The generator has no npu-smi; the agent on the 'service host' has the 8-NPU fake."""
-    with (
-        running_stub("--delay-ms", "2") as target,
-        agent("--sources", "npu_smi,host", "--host-label", "svc-a", env=fake_env(tmp_path)) as (url, _),
-    ):
-        folder = run_and_report(target, tmp_path / "runs", no_npu_env(), "--devices", "3,5", "--agent", url)
-    manifest = read_manifest(folder)
-    statuses = {c.name: c.status for c in manifest.collectors}
-    assert statuses["npu_smi"] == "skipped" and statuses[f"agent {url}"] == "ok"
-    [record] = manifest.agents
-    assert record.host == "svc-a" and record.status == "ok" and record.offset_s is not None
-    assert abs(record.offset_s) < 0.05 and record.missing_s == []
-    telemetry = read_telemetry_table(folder).to_pandas()
-    assert set(telemetry[telemetry["source"] == "npu_smi"]["host"]) == {"svc-a"}
-    assert_serving_figures(folder)
-
-
 def pulled_into_the_run(runs_dir: Path, agent_url: str) -> bool:
     """Whether the run under runs_dir has pulled samples the agent took after the collectors started.
 
@@ -140,50 +122,63 @@ def pulled_into_the_run(runs_dir: Path, agent_url: str) -> bool:
     return False
 
 
-def test_two_agents_one_skewed_one_killed_mid_run(tmp_path: Path) -> None:
+class TwoAgentRun(NamedTuple):
+    folder: RunFolder
+    url_a: str  # svc-a: the 8-NPU fake npu-smi, 3 and 5 serving
+    url_b: str  # svc-b: host figures only, its clock SKEW_S ahead; killed mid-run
+
+
+@pytest.fixture(scope="module")
+def two_agent_run(tmp_path_factory: pytest.TempPathFactory) -> TwoAgentRun:
+    """`embedperf run --agent A --agent B` from a generator without npu-smi; B is killed once the run
+    holds some of its samples. The run must exit 0 (a lost agent is a gap, not a failed run) and
+    `embedperf report` 0."""
+    tmp_path = tmp_path_factory.mktemp("agents")
     runs_dir = tmp_path / "runs"
     with (
         running_stub("--delay-ms", "2") as target,
         agent("--sources", "npu_smi", "--host-label", "svc-a", env=fake_env(tmp_path)) as (url_a, _),
         agent(
-            "--sources",
-            "host",
-            "--host-label",
-            "svc-b",
-            "--clock-skew-s",
-            str(SKEW_S),
-            env=fake_env(tmp_path),
+            "--sources", "host", "--host-label", "svc-b", "--clock-skew-s", str(SKEW_S), env=fake_env(tmp_path)
         ) as (url_b, proc_b),
-    ):
-        cmd = [
-            "run",
-            "smoke",
-            "--host",
-            target,
-            "--runs-dir",
-            str(runs_dir),
-            "--set",
-            "steps.duration_s=5",
-            "--devices",
-            "3,5",
-        ]
-        run = subprocess.Popen(
-            [sys.executable, "-m", "embedperf.cli", *cmd, "--agent", url_a, "--agent", url_b],
-            cwd=REPO_ROOT,
-            env=no_npu_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    ):  # fmt: skip
+        cmd = ["run", "smoke", "--host", target, "--runs-dir", str(runs_dir), "--set", "steps.duration_s=5",
+               "--devices", "3,5", "--agent", url_a, "--agent", url_b]  # fmt: skip
+        log = tmp_path / "run.log"
+        with open(log, "wb") as out:
+            run = subprocess.Popen(
+                [sys.executable, "-m", "embedperf.cli", *cmd],
+                cwd=REPO_ROOT, env=no_npu_env(), stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
         deadline = time.monotonic() + 120.0
         while not pulled_into_the_run(runs_dir, url_b) and time.monotonic() < deadline:
+            assert run.poll() is None, log.read_text(errors="replace")[-3000:]
             time.sleep(0.2)  # svc-b's first seconds reach the run folder (pulled every 2 s), then it dies
         proc_b.kill()
         proc_b.wait(timeout=10)
-        assert run.wait(timeout=180) in (0, 1)
+        assert run.wait(timeout=180) == 0, log.read_text(errors="replace")[-3000:]
     [folder_path] = [p for p in runs_dir.iterdir() if (p / "manifest.json").is_file()]
     report = embedperf("report", str(folder_path), env=no_npu_env())
-    assert report.returncode in (0, 1), report.stderr
-    open_folder = RunFolder(folder_path)
+    assert report.returncode == 0, report.stderr
+    return TwoAgentRun(RunFolder(folder_path), url_a, url_b)
+
+
+def test_run_pulls_the_serving_figures_from_an_agent(two_agent_run: TwoAgentRun) -> None:
+    """The generator has no npu-smi; the agent on the 'service host' has the 8-NPU fake."""
+    folder, url = two_agent_run.folder, two_agent_run.url_a
+    manifest = read_manifest(folder)
+    statuses = {c.name: c.status for c in manifest.collectors}
+    assert statuses["npu_smi"] == "skipped" and statuses[f"agent {url}"] == "ok"
+    record = next(r for r in manifest.agents if r.url == url)
+    assert record.host == "svc-a" and record.status == "ok" and record.offset_s is not None
+    assert abs(record.offset_s) < 0.05 and record.missing_s == []
+    telemetry = read_telemetry_table(folder).to_pandas()
+    assert set(telemetry[telemetry["source"] == "npu_smi"]["host"]) == {"svc-a"}
+    assert_serving_figures(folder)
+
+
+def test_two_agents_one_skewed_one_killed_mid_run(two_agent_run: TwoAgentRun) -> None:
+    open_folder, url_a, url_b = two_agent_run
     manifest = read_manifest(open_folder)
     assert manifest.complete
     records = {r.url: r for r in manifest.agents}

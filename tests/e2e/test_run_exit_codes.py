@@ -15,11 +15,12 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 import pytest
 
-from analysis.summary import analyse_folder
+from analysis.ooc_run import analyse_folder
 from embedperf.schema import RunFolder, read_manifest, read_requests_table
 from loadgen.service_proc import free_port
 
@@ -76,8 +77,13 @@ def stub() -> Iterator[Stub]:
     server.kill()
 
 
+class HealthyRun(NamedTuple):
+    folder: RunFolder
+    stub_url: str  # the target's plain base URL, http://127.0.0.1:PORT
+
+
 @pytest.fixture(scope="module")
-def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> RunFolder:
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> HealthyRun:
     """A healthy smoke run given the host as users often type it: trailing slash and a /v1 base URL."""
     server = Stub()
     try:
@@ -86,15 +92,15 @@ def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> RunFolder:
     finally:
         server.kill()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return folder_of(proc.stdout)
+    return HealthyRun(folder_of(proc.stdout), server.url)
 
 
-def test_trailing_slash_and_v1_base_url_are_normalised(healthy_run: RunFolder) -> None:
-    manifest = read_manifest(healthy_run)
-    assert manifest.complete and manifest.target_url.endswith(":" + manifest.target_url.split(":")[-1])
-    assert manifest.target_url.endswith("/v1/embeddings") and "//v1" not in manifest.target_url
-    assert "/v1/v1" not in manifest.target_url
-    rows = read_requests_table(healthy_run).to_pylist()
+def test_trailing_slash_and_v1_base_url_are_normalised(healthy: HealthyRun) -> None:
+    manifest = read_manifest(healthy.folder)
+    assert manifest.complete
+    assert manifest.target_url == f"{healthy.stub_url}/v1/embeddings"  # not //v1, /v1/v1 or a dropped /v1
+    assert manifest.target.base_url == healthy.stub_url
+    rows = read_requests_table(healthy.folder).to_pylist()
     assert len(rows) > 20 and all(r["ok"] and r["status_code"] == 200 for r in rows)
 
 
@@ -158,7 +164,7 @@ def test_locust_headless_checks_the_target_before_any_load(tmp_path: Path) -> No
 
 
 def test_dead_target_mid_run_exits_1_backs_off_and_fails_the_gate(
-    healthy_run: RunFolder, stub: Stub, tmp_path: Path
+    healthy: HealthyRun, stub: Stub, tmp_path: Path
 ) -> None:
     run = subprocess.Popen(
         [*EMBEDPERF, "run", "smoke", "--host", stub.url, "--runs-dir", str(tmp_path), "--label", "dead", *SHORT],
@@ -188,7 +194,7 @@ def test_dead_target_mid_run_exits_1_backs_off_and_fails_the_gate(
     [outage] = summary.outage_windows
     assert outage.end_unix_s >= last.steady_end_unix_s - 2.0  # the target stayed down to the end
     gate = embedperf(
-        "compare", str(healthy_run.root), str(folder.root), "--gate", "qps:-3%,p99_ms:+50%",
+        "compare", str(healthy.folder.root), str(folder.root), "--gate", "qps:-3%,p99_ms:+50%",
         "--out", str(tmp_path / "compare.html"),
     )  # fmt: skip
     assert gate.returncode == 1, gate.stdout[-2000:] + gate.stderr[-2000:]

@@ -7,15 +7,19 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from embedperf.schema import RunFolder, read_telemetry_table
+from embedperf.schema import TELEMETRY_SCHEMA, RunFolder, read_telemetry_table
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 FAKE_NPU_SMI = REPO_ROOT / "tests" / "fakes" / "npu_smi.py"
+WAIT_TIMEOUT_S = 120.0  # a guard against a hang, not a performance bound
+POLL_S = 0.25
 
 
 def fake_npu_smi(tmp_path: Path) -> Path:
@@ -46,6 +50,31 @@ def stop_collector(proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> in
         proc.kill()
         proc.wait(5)
         raise AssertionError("collector ignored SIGTERM") from None
+
+
+def written_so_far(out: Path) -> pd.DataFrame:
+    """The samples a running collector has flushed so far (its telemetry parts, read as a crash would)."""
+    folder = RunFolder(out)
+    if not folder.telemetry_parts.is_dir():
+        return TELEMETRY_SCHEMA.empty_table().to_pandas()
+    return read_telemetry_table(folder).to_pandas()
+
+
+def wait_until(
+    proc: subprocess.Popen[bytes], out: Path, done: Callable[[pd.DataFrame], bool], what: str
+) -> pd.DataFrame:
+    """Poll what the running collector has written until `done` holds: the event a test waits for,
+    in place of a sleep long enough for it on an idle host."""
+    deadline = time.monotonic() + WAIT_TIMEOUT_S
+    while True:
+        assert proc.poll() is None, f"collector exited early; log: {collector_log(out)}"
+        frame = written_so_far(out)
+        if done(frame):
+            return frame
+        assert time.monotonic() < deadline, (
+            f"{what}: not seen in {WAIT_TIMEOUT_S:.0f} s; log: {collector_log(out)}"
+        )
+        time.sleep(POLL_S)
 
 
 def read_outputs(out: Path) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:

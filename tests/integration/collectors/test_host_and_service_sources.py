@@ -12,11 +12,21 @@ from pathlib import Path
 from wsgiref.simple_server import WSGIServer
 
 import httpx
+import pandas as pd
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 sys.path.insert(0, str(Path(__file__).parent))
-from collector_run import event_kinds, read_outputs, start_collector, stop_collector  # noqa: E402
+from collector_run import (  # noqa: E402
+    WAIT_TIMEOUT_S,
+    collector_log,
+    event_kinds,
+    read_outputs,
+    start_collector,
+    stop_collector,
+    wait_until,
+    written_so_far,
+)
 
 from tests.conftest import free_port  # noqa: E402
 
@@ -65,6 +75,17 @@ class FakeService:
             self._thread.join(2)
 
 
+def sampled(frame: pd.DataFrame, source: str, after_unix_s: float = 0.0) -> int:
+    """Distinct tick times a source has written after an instant."""
+    return int(frame[(frame.source == source) & (frame.ts_unix_s > after_unix_s)].ts_unix_s.nunique())
+
+
+def rated(frame: pd.DataFrame, after_unix_s: float = 0.0) -> int:
+    """Request rates the service source has derived (each from two scrapes) after an instant."""
+    rates = frame[(frame.metric == "request_rate_qps") & (frame.ts_unix_s > after_unix_s)]
+    return int(rates.ts_unix_s.nunique())
+
+
 @pytest.fixture
 def busy_generator() -> Iterator[int]:
     proc = subprocess.Popen(
@@ -92,11 +113,17 @@ def test_host_and_service_sources_with_a_metrics_gap(tmp_path: Path, busy_genera
         str(busy_generator),
     )
     try:
-        time.sleep(6)
+        wait_until(proc, out, lambda f: rated(f) >= 4, "four request rates from the service")
         service.stop()  # the target stops answering
-        time.sleep(3)
+        stopped = time.time()
+
+        def gap_seen(frame: pd.DataFrame) -> bool:  # the host was sampled twice while the service was away
+            return sampled(frame, "psutil", stopped) >= 2
+
+        wait_until(proc, out, gap_seen, "host samples while the service was down")
         service.start()  # and comes back with its counters reset
-        time.sleep(4)
+        back = time.time()
+        wait_until(proc, out, lambda f: rated(f, back) >= 2, "two request rates after the service came back")
     finally:
         rc = stop_collector(proc)
         service.stop()
@@ -128,17 +155,29 @@ def test_host_and_service_sources_with_a_metrics_gap(tmp_path: Path, busy_genera
 def test_real_reference_service(tmp_path: Path, reference_service: str) -> None:
     out = tmp_path / "run"
     proc = start_collector(out, "--sources", "service,psutil", "--service-url", reference_service)
-    deadline = time.monotonic() + 6
+
+    def busy_rates_seen(frame: pd.DataFrame) -> bool:  # what the assertions below read, seen under load
+        svc = frame[frame.source == "service"]
+        busy = {
+            m
+            for m in ("request_rate_qps", "busy_frac", "tokens_per_s")
+            if (svc[svc.metric == m].value > 0).any()
+        }
+        return len(busy) == 3 and sampled(frame, "psutil") >= 1
+
     sent = 0
     try:
         with httpx.Client(timeout=30) as client:
-            while time.monotonic() < deadline:
-                r = client.post(
-                    f"{reference_service}/v1/embeddings",
-                    json={"input": ["hello world"] * 4, "model": "all-MiniLM-L6-v2"},
-                )
-                assert r.status_code == 200, r.text
-                sent += 1
+            deadline = time.monotonic() + WAIT_TIMEOUT_S
+            while not busy_rates_seen(written_so_far(out)):  # the load goes on until the collector saw it
+                assert time.monotonic() < deadline and proc.poll() is None, collector_log(out)
+                for _ in range(5):
+                    r = client.post(
+                        f"{reference_service}/v1/embeddings",
+                        json={"input": ["hello world"] * 4, "model": "all-MiniLM-L6-v2"},
+                    )
+                    assert r.status_code == 200, r.text
+                    sent += 1
     finally:
         rc = stop_collector(proc)
     assert rc == 0 and sent > 0

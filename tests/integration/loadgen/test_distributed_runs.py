@@ -7,9 +7,9 @@ import csv
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -19,7 +19,7 @@ import httpx
 import psutil
 import pytest
 
-from analysis.summary import analyse_folder
+from analysis.ooc_run import analyse_folder
 from embedperf.schema import Manifest, RunFolder, read_manifest, read_requests_table
 from loadgen import cli as run_cli
 from loadgen.local_workers import LocalWorkers
@@ -27,6 +27,7 @@ from loadgen.stub_server import running_stub
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 QUIET = ["--no-collectors", "--loglevel", "WARNING"]
+WAIT_TIMEOUT_S = 90.0  # a guard against a hang, not a performance bound
 
 
 @pytest.fixture
@@ -70,6 +71,14 @@ def _run(locustfile: str, n_workers: int, tmp_path: Path, *args: str) -> tuple[i
         out, err = master.communicate(timeout=120)
     assert all(p.poll() is not None for p in workers.procs)
     return master.returncode, _folder(out), err
+
+
+def forwarded_by(runs_dir: Path) -> set[str]:
+    """The workers whose rows the master has written into the run folder so far (its parts)."""
+    folders = [p for p in runs_dir.iterdir() if p.is_dir()]
+    if len(folders) != 1:
+        return set()
+    return set(read_requests_table(RunFolder(folders[0]), ["worker"]).column("worker").to_pylist())
 
 
 def _stages_once(manifest: Manifest) -> None:
@@ -134,10 +143,9 @@ def test_worker_killed_mid_run_is_named_with_its_missing_seconds(stub_url: str, 
             "--set", "steps=[{users: 4, duration_s: 9}]",
         )  # fmt: skip
         start = time.monotonic()
-        while httpx.get(f"{stub_url}/_count").json()["requests"] < 200:
-            assert time.monotonic() - start < 90 and master.poll() is None
+        while len(forwarded_by(tmp_path)) < 2:  # both workers' rows are in the master's run folder
+            assert time.monotonic() - start < WAIT_TIMEOUT_S and master.poll() is None
             time.sleep(0.2)
-        time.sleep(2.5)  # both workers have forwarded rows (every second) by now
         os.kill(workers.pids[0], signal.SIGKILL)
         out, err = master.communicate(timeout=120)
     assert master.returncode == 0, err[-3000:]  # the run finishes with the other worker
@@ -154,26 +162,38 @@ def test_worker_killed_mid_run_is_named_with_its_missing_seconds(stub_url: str, 
     assert table.num_rows > 0 and set(table.column("worker").to_pylist()) == {gone[0].worker, alive[0].worker}
 
 
-def _wait_listening(port: int) -> None:
-    for _ in range(300):
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"master never listened on {port}")
+class LogWatch:
+    """Reads a process's stderr to its end in a thread, noting when a line containing `wanted` appears."""
+
+    def __init__(self, proc: subprocess.Popen[str], wanted: str) -> None:
+        self.lines: list[str] = []
+        self.seen = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(proc, wanted), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen[str], wanted: str) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self.lines.append(line)
+            if wanted in line:
+                self.seen.set()
+
+    def text(self) -> str:
+        self._thread.join(timeout=30)
+        return "".join(self.lines)
 
 
 def test_sigterm_while_the_master_waits_for_workers(stub_url: str, tmp_path: Path) -> None:
     with ExitStack() as stack:
         workers = stack.enter_context(LocalWorkers(1, REPO_ROOT / "locustfiles" / "ramp.py"))
-        master = _start_master(  # it expects a second worker that never comes
-            workers, "ramp.py", "--runs-dir", str(tmp_path), "--host", stub_url, expect=2
-        )
-        _wait_listening(workers.master_port)
-        time.sleep(2.0)  # the one worker connects
+        master = _start_master(  # it expects a second worker that never comes; INFO: Locust logs each arrival
+            workers, "ramp.py", "--runs-dir", str(tmp_path), "--host", stub_url, "--loglevel", "INFO", expect=2,
+        )  # fmt: skip
+        log = LogWatch(master, "reported as ready. 1 workers connected.")
+        assert log.seen.wait(WAIT_TIMEOUT_S), log.lines[-20:]  # the one worker has connected
         master.send_signal(signal.SIGTERM)
-        out, err = master.communicate(timeout=60)
-        assert master.returncode == 2, err[-3000:]
+        master.wait(timeout=60)
+        assert master.returncode == 2, log.text()[-3000:]
         assert workers.procs[0].wait(timeout=60) is not None  # told to quit: no orphan
     assert list(tmp_path.iterdir()) == []  # nothing was measured
 
@@ -225,6 +245,48 @@ def test_embedperf_run_two_workers_closed_loop_one_folder_each_stage_once(
     assert sum(w.rows for w in manifest.workers) == table.num_rows
     cpu_of = {s["worker"] for s in manifest.generator_cpu_samples}  # type: ignore[attr-defined]
     assert cpu_of >= names | {"master"}  # the master's own CPU beside the workers'
+
+
+def _children(parent: psutil.Process, flag: str) -> list[psutil.Process]:
+    """The parent's descendants whose command line holds `flag` (--worker, --master)."""
+    found = []
+    for child in parent.children(recursive=True):
+        try:
+            if flag in child.cmdline():
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def test_sigkill_of_embedperf_run_with_workers_leaves_no_worker(stub_url: str, tmp_path: Path) -> None:
+    """`embedperf run --workers 2` killed outright (no handler of its own runs): its workers die with it."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "embedperf.cli", "run", "smoke", "--host", stub_url, "--runs-dir", str(tmp_path),
+         "--no-collectors", "--workers", "2", "--set", "steps.duration_s=60"],
+        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    runner = psutil.Process(run.pid)
+    masters: list[psutil.Process] = []
+    try:
+        start = time.monotonic()
+        while len(forwarded_by(tmp_path)) < 2:  # both workers are sending load and forwarding its rows
+            assert time.monotonic() - start < WAIT_TIMEOUT_S and run.poll() is None
+            time.sleep(0.2)
+        workers = _children(runner, "--worker")
+        masters = _children(runner, "--master")
+        assert len(workers) == 2 and len(masters) == 1
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=10)
+        gone, alive = psutil.wait_procs(workers, timeout=60)  # by PID: a reused name proves nothing
+        assert not alive, f"workers left running after SIGKILL of embedperf run: {[p.pid for p in alive]}"
+        assert sorted(p.pid for p in gone) == sorted(w.pid for w in workers)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        for master in masters:  # the orphaned master is not what this test is about: end it by PID
+            if master.is_running():
+                master.kill()
 
 
 def test_row_forwarding_at_5000_rows_per_s_loses_nothing() -> None:

@@ -104,6 +104,7 @@ def test_validation_mix_and_wrong_dimension(stub_server: StubServer, tmp_path: P
         "--set", "steps=[{users: 2, duration_s: 2}]", "--set", "payload.validation_mix=0.5",
         "--set", "target.dimension=16", "--no-collectors",
     )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]  # every answer had the wrong dimension
     folder = RunFolder(folder_from_output(proc.stdout))
     rows = read_requests_table(folder).to_pylist()
     empty = [r for r in rows if r["endpoint"] == "validation:empty_must_fail"]
@@ -116,20 +117,30 @@ def test_validation_mix_and_wrong_dimension(stub_server: StubServer, tmp_path: P
 
 def test_open_loop_schedule_against_delay_server_with_stall(stub_server: StubServer, tmp_path: Path) -> None:
     url = stub_server("--delay-ms", "20")
-    stall_at = {}
+    stall_at: dict[str, float] = {}
+    started = threading.Event()
 
     def stall() -> None:
-        time.sleep(4.0)
-        stall_at["before"] = time.time()
-        httpx.post(f"{url}/_stall?ms=1000", timeout=5)
-        stall_at["after"] = time.time()  # the stall began between these two instants
+        """Once 120 requests (3 s of the load) have arrived, the service pauses for 1 s."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not started.wait(0.05):
+            if httpx.get(f"{url}/_count", timeout=5).json()["requests"] >= 120:
+                stall_at["before"] = time.time()
+                httpx.post(f"{url}/_stall?ms=1000", timeout=5)
+                stall_at["after"] = time.time()  # the stall began between these two instants
+                started.set()
 
-    threading.Thread(target=stall, daemon=True).start()
+    stall_thread = threading.Thread(target=stall, daemon=True)
+    stall_thread.start()
     proc = run_locust(
         "openloop.py", "--headless", "--host", url, "--runs-dir", str(tmp_path), "--no-collectors",
         "--set", "steps=[{rate: 40, duration_s: 4}, {rate: 40, duration_s: 3}]",
         "--set", "open_loop.arrival=constant", "--set", "drain_s=1.5",
     )  # fmt: skip
+    started.set()  # stops the poller if the load never reached 120 requests
+    stall_thread.join(timeout=10)
+    assert proc.returncode == 0, proc.stderr[-3000:]  # late answers are answers: within the error budget
+    assert "before" in stall_at and "after" in stall_at, "the stall was never injected"
     folder = RunFolder(folder_from_output(proc.stdout))
     rows = read_requests_table(folder).to_pylist()
     assert 270 <= len(rows) <= 282  # 40/s x 7 s
@@ -159,6 +170,7 @@ def test_open_loop_in_flight_cap_records_dropped_rows(stub_server: StubServer, t
         "--set", "steps=[{rate: 50, duration_s: 2}]", "--set", "open_loop.max_in_flight=5",
         "--set", "open_loop.arrival=constant",
     )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]  # dropped arrivals are failures, over the budget
     rows = read_requests_table(RunFolder(folder_from_output(proc.stdout))).to_pylist()
     dropped = [r for r in rows if r["error"] == "dropped: in-flight cap"]
     assert len(rows) == 100 and len(dropped) > 50

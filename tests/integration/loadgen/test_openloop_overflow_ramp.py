@@ -39,6 +39,7 @@ def test_queue_overflow_waits_instead_of_dropping(tmp_path: Path) -> None:
     assert last["latency_from_intended_ms"] > 2000
 
 
+@pytest.mark.quick  # the schedule alone: no process
 def test_ramp_moves_the_rate_linearly_from_the_previous_step() -> None:
     steps = [Step(rate=10, duration_s=10), Step(rate=110, duration_s=20, ramp_s=10)]
     got = [a for a in arrivals(steps, "constant") if a.stage_index == 1]
@@ -53,6 +54,7 @@ def test_ramp_moves_the_rate_linearly_from_the_previous_step() -> None:
     assert all(10 <= a.offset_s < 30 for a in poisson)
 
 
+@pytest.mark.quick  # the schedule alone: no process
 def test_ramp_from_zero_on_the_first_step() -> None:
     got = list(arrivals([Step(rate=100, duration_s=4, ramp_s=4)], "constant"))
     assert len(got) == pytest.approx(200, abs=1)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.summary import RunAnalysis, analyse_folder
+from analysis.ooc_run import analyse_folder
+from analysis.summary import RunAnalysis
 from analysis.synth import synthesize
 from embedperf.schema import RunFolder, StageRecord
 from reports.build import build_report, render_run_report

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from analysis.compare import MetricChange
-from analysis.summary import analyse_folder
+from analysis.ooc_run import analyse_folder
 from analysis.synth import synthesize
 from embedperf.schema import RunFolder
 from study.matrix import MatrixRecord, MatrixRun

@@ -6,7 +6,7 @@ import pytest
 
 from analysis.compare import compare_runs
 from analysis.gate import parse_gate
-from analysis.summary import analyse_folder
+from analysis.ooc_run import analyse_folder
 from tests.golden.fixtures import golden_copy
 
 

@@ -8,7 +8,7 @@ import pytest
 from analysis.bootstrap import interval, resampled_ratios, rng_for
 from analysis.compare import MIN_QPS_SECONDS, compare_runs, min_samples_for, per_second_bins
 from analysis.gate import parse_gate
-from analysis.summary import analyse_folder
+from analysis.ooc_run import analyse_folder
 from tests.golden.builders import stepped_run
 
 GATE = "qps:-3%,p99_ms:+50%"

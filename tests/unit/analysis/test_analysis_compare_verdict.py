@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from analysis.compare import compare_runs
-from analysis.summary import analyse_folder
+from analysis.ooc_run import analyse_folder
 from embedperf.cli import main as embedperf
 from embedperf.schema import RunFolder, StageRecord
 from tests.golden.builders import REFUSED, T0_UNIX_S, ok_row, write_run
@@ -193,6 +193,7 @@ def test_overall_is_the_highest_shared_load_for_every_metric(runs) -> None:
     assert cand.overall.metrics["p99_ms"].base == ten.latency.p99_ms
 
 
+@pytest.mark.slow  # runs `make compare` three times
 def test_make_compare_keeps_the_exit_code_the_readme_promises(runs, tmp_path) -> None:
     """make turns any failing recipe into 2; the comparison's own code lands in CAND/compare.exit."""
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())

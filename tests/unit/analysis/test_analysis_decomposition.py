@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from analysis.decomposition import COMPONENTS, decompose
-from analysis.summary import analyse_folder
+from analysis.ooc_run import analyse_folder
 from tests.golden.fixtures import golden_copy
 
 

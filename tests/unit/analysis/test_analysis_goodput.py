@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from analysis.capacity_cli import main as capacity_main
+from analysis.ooc_run import analyse_folder
 from analysis.steps import error_kind
-from analysis.summary import analyse_folder, write_analysis
+from analysis.summary import write_analysis
 from embedperf.schema import RunFolder, StageRecord
 from tests.golden.builders import T0_UNIX_S, ok_row, scenario_for_stages, write_run
 

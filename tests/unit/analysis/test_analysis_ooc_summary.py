@@ -14,8 +14,9 @@ from analysis import ooc, ooc_samples
 from analysis.compare import OVERALL_INDEX
 from analysis.lengths import latency_by_input_tokens
 from analysis.load import load_run
+from analysis.ooc_run import analyse_folder
 from analysis.steps import OUTCOME_OK, prepare_requests
-from analysis.summary import RunAnalysis, analyse_folder, load_and_analyse
+from analysis.summary import RunAnalysis, load_and_analyse
 from analysis.synth import synth_request_chunks, synthesize
 from embedperf.schema import RunFolder, StageRecord, write_requests_parquet
 from tests.golden.builders import scenario_for_stages, write_run

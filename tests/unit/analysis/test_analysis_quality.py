@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.summary import analyse_folder
+from analysis.ooc_run import analyse_folder
 from analysis.telemetry import telemetry_gaps
 from embedperf.schema import CollectorStatus, GeneratorCpu, StageRecord
 from tests.golden.builders import T0_UNIX_S, ok_row, telemetry_table, write_run

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from analysis.summary import RunSummary, analyse_folder, load_and_analyse
+from analysis.ooc_run import analyse_folder
+from analysis.summary import RunSummary, load_and_analyse
 from embedperf.schema import RunFolder, StageRecord, read_requests_table
 from tests.golden.builders import T0_UNIX_S, ok_row, write_run
 from tests.golden.fixtures import golden_copy

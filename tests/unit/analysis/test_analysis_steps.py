@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.summary import analyse_folder
+from analysis.ooc_run import analyse_folder
 from embedperf.schema import StageRecord
 from tests.golden.builders import T0_UNIX_S, ok_row, write_run
 from tests.golden.fixtures import golden_copy

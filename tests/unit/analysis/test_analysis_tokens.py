@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from analysis.compare import compare_samples
+from analysis.ooc_run import analyse_folder
 from analysis.ooc_samples import step_samples
-from analysis.summary import analyse_folder
 from embedperf.schema import RunFolder, StageRecord
 from tests.golden.builders import T0_UNIX_S, ok_row, write_run
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from collectors.clock import TickScheduler
 
 
@@ -43,15 +45,52 @@ def test_wall_clock_step_reanchors() -> None:
     assert ts is not None and abs(ts - clocks.wall()) < 0.05 + 1e-6
 
 
+class FakeStop(threading.Event):
+    """A stop event that is never set: waiting on it advances the fake clocks instead of sleeping."""
+
+    def __init__(self, clocks: FakeClocks) -> None:
+        super().__init__()
+        self.clocks = clocks
+        self.waited_s: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert timeout is not None and timeout > 0
+        self.waited_s.append(timeout)
+        self.clocks.mono_s += timeout
+        return False
+
+
 def test_real_ticks_are_on_interval_boundaries() -> None:
+    """On the real clocks: every tick is a multiple of the interval, and a tick the host was too busy to
+    take is counted as missed, never bunched up (the wake-up time itself is checked on fake clocks)."""
     sched = TickScheduler(0.1)
     stop = threading.Event()
-    ticks = [sched.wait(stop) for _ in range(5)]
-    assert all(t is not None for t in ticks)
+    ticks: list[float] = []
+    missed_before_first = 0
+    for _ in range(5):
+        tick = sched.wait(stop)
+        assert tick is not None
+        ticks.append(tick)
+        missed_before_first = missed_before_first if len(ticks) > 1 else sched.missed_ticks
     for t in ticks:
-        assert t is not None
         assert abs(round(t / 0.1) * 0.1 - t) < 1e-6
-    assert time.time() - ticks[-1] < 0.1  # woke at the tick, not an interval later
+    steps = [round((b - a) / 0.1) for a, b in zip(ticks, ticks[1:], strict=False)]
+    assert all(step >= 1 for step in steps)  # strictly later, each on its own boundary
+    if sched.reanchors == 0:  # (a wall clock stepped mid-test starts a new series of boundaries)
+        assert sum(steps) == len(steps) + sched.missed_ticks - missed_before_first  # skipped ones counted
+
+
+def test_wait_returns_at_the_tick_not_an_interval_later() -> None:
+    clocks = FakeClocks(1000.03)
+    sched = TickScheduler(0.1, wall=clocks.wall, monotonic=clocks.monotonic)
+    stop = FakeStop(clocks)
+    for k in range(1, 6):
+        tick = sched.wait(stop)
+        assert tick == pytest.approx(1000.0 + 0.1 * k, abs=1e-9)
+        assert clocks.wall() == pytest.approx(tick, abs=1e-9)  # woke at the tick itself
+        clocks.mono_s += 0.03  # sampling takes a while: the next tick stays on its boundary
+    assert sum(stop.waited_s) == pytest.approx(0.07 + 4 * 0.07, abs=1e-9)
+    assert sched.missed_ticks == 0 and sched.reanchors == 0
 
 
 def test_stop_interrupts_wait() -> None:

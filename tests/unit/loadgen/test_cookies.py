@@ -15,6 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 CLIENT = """
@@ -72,6 +74,7 @@ def run_client(url: str) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow  # a Python process that imports Locust
 def test_a_cookie_the_target_sets_is_sent_back() -> None:
     with cookie_server("lb=replica-2; Path=/") as (url, seen):
         result = run_client(url)
@@ -81,6 +84,7 @@ def test_a_cookie_the_target_sets_is_sent_back() -> None:
     assert result["calls"] == ["extract", "add", "add"]  # later answers set no cookie: nothing to read
 
 
+@pytest.mark.slow  # a Python process that imports Locust
 def test_without_cookies_the_jar_does_no_work() -> None:
     with cookie_server(None) as (url, seen):
         result = run_client(url)

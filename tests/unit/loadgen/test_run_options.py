@@ -49,6 +49,7 @@ def locust_parse(*args: str) -> dict[str, object]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a Python process that imports Locust
 def test_locust_parses_api_key_and_the_step_shorthands_and_exports_the_key() -> None:
     got = locust_parse(*SHARED, "--set", "target.api_key_env=MY_TARGET_KEY")
     assert got["api_key"] == "k-123"
@@ -56,6 +57,7 @@ def test_locust_parses_api_key_and_the_step_shorthands_and_exports_the_key() -> 
     assert got["exported"] == "k-123"  # where every request (pre-flight included) reads it
 
 
+@pytest.mark.slow  # a Python process that imports Locust
 def test_locust_without_api_key_leaves_the_environment_variable_alone() -> None:
     got = locust_parse("--step-duration-s", "4")
     assert got["api_key"] is None and got["exported"] is None

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import loadgen.search_cli as search_cli
+import study.search_cli as search_cli
 from analysis.search import SearchRecord
 from analysis.synth import synthesize
 from embedperf.cli import main

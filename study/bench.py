@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import shutil
 import time
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 from collectors.options import DeviceOptions, add_device_options
 from loadgen.runner import run_scenario_outcome
 from loadgen.service_proc import ServiceProcess
+from reports.build import build_report
 from scenarios.loader import PROFILES, add_override_option, parse_overrides
 
 
@@ -80,11 +80,6 @@ def main(argv: list[str]) -> int:
         return outcome.exit_code
     shutil.move(str(log_path), str(folder.root / "service.log"))
     print(f"run folder: {folder.root}", flush=True)
-    try:
-        build_report = importlib.import_module("reports.build").build_report
-    except (ImportError, AttributeError) as exc:
-        print(f"report builder not available ({exc}); the run folder is complete: {folder.root}")
-        return outcome.exit_code
     report = build_report(folder, lang="en")
     print(f"report: {report}")
     return outcome.exit_code

@@ -23,6 +23,7 @@ from analysis.search import (
 )
 from embedperf.schema import read_manifest
 from loadgen.runner import run_scenario
+from reports.build import build_report
 from scenarios.loader import OVERRIDE_HELP, PROFILES, add_override_option, load_scenario, parse_overrides
 
 DEFAULT_SCENARIO = "query"
@@ -132,8 +133,6 @@ def main(argv: list[str]) -> int:
         return INCOMPLETE_EXIT
     print(f"capacity: {headline(record, devices_serving(manifest))}")
     if not args.no_report:
-        from reports.build import build_report
-
         print(f"report: {build_report(folder)}")
     print(f"run folder: {folder.root}")
     return exit_code(record)
