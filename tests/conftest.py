@@ -35,13 +35,10 @@ def start_service(extra_args: list[str], log_path: Path) -> tuple[subprocess.Pop
 
 
 @contextmanager
-def uvicorn_in_thread(app: Any, http: type[Any]) -> Iterator[tuple[str, int]]:
-    """A real uvicorn server for `app` with the protocol class `http`, on a free loopback port, in a thread."""
+def uvicorn_in_thread(config: Any) -> Iterator[tuple[str, int]]:
+    """A real uvicorn server run from `config` (a uvicorn.Config; give it port 0) in a thread: (host, port)."""
     import uvicorn
 
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", timeout_keep_alive=30, http=http
-    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -69,8 +66,36 @@ def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
 
 
 @pytest.fixture(scope="session")
-def reference_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def reference_service_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shared reference service's output: its own log and its JSON access log (stderr by default)."""
+    return tmp_path_factory.mktemp("service") / "service.log"
+
+
+@pytest.fixture(scope="session")
+def reference_service(reference_service_log: Path) -> Iterator[str]:
     """The real reference service (MiniLM on CPU, batching on), shared by the whole session."""
-    log_path = tmp_path_factory.mktemp("service") / "service.log"
-    with ServiceProcess([], log_path=log_path, ready_timeout_s=SERVICE_READY_TIMEOUT_S) as service:
+    with ServiceProcess(
+        [], log_path=reference_service_log, ready_timeout_s=SERVICE_READY_TIMEOUT_S
+    ) as service:
         yield service.url
+
+
+TESTS_DIR = REPO_ROOT / "tests"
+PROCESS_FIXTURES = frozenset({"reference_service"})  # fixtures that start a process or load a model
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Sort every test into a tier by where it lives, so a new test lands in the right one unmarked.
+
+    `make test-quick` (-m "not slow and not browser") is the edit-test loop: tests/unit, and the
+    integration tests marked `quick` because they start no process. Everything under tests/e2e and
+    tests/integration, and any test that uses the reference service, is `slow`: `make test` runs it.
+    A unit test that starts a process (make, locust, a CLI) carries an explicit `slow` marker.
+    """
+    for item in items:
+        parts = item.path.relative_to(TESTS_DIR).parts if item.path.is_relative_to(TESTS_DIR) else ()
+        tier = parts[0] if parts else ""
+        needs_process = bool(PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+        unmarked_integration = tier == "integration" and item.get_closest_marker("quick") is None
+        if tier == "e2e" or needs_process or unmarked_integration:
+            item.add_marker(pytest.mark.slow)

@@ -194,7 +194,7 @@ def test_two_agents_one_skewed_one_killed_mid_run(two_agent_run: TwoAgentRun) ->
     # svc-b ticks on whole seconds of its own clock; on ours they fall SKEW_S earlier (fraction .75).
     fractions = (b_rows["ts_unix_s"] % 1.0).to_numpy()
     assert abs(fractions - (1.0 - SKEW_S % 1.0)).max() < 0.05
-    assert b_rows["ts_unix_s"].min() >= manifest.start_unix_s - 1.0
+    assert manifest.start_unix_s is not None and b_rows["ts_unix_s"].min() >= manifest.start_unix_s - 1.0
     assert not {int(t // 1) for t in b_rows["ts_unix_s"]} & set(b.missing_s)
     summary = summary_of(open_folder)
     codes = {f["code"] for f in summary["findings"]}

@@ -18,7 +18,7 @@ def test_bench_quick_profile_writes_a_complete_run_and_report(tmp_path: Path) ->
     # The quick profile with seconds-long steps: the same code path as `make bench`, shorter.
     proc = subprocess.run(
         [sys.executable, "-m", "embedperf.cli", "bench", "--profile", "quick", "--runs-dir", str(runs),
-         "--port", str(free_port()), "--set", "steps.duration_s=4", "--set", "steps.warmup_s=1"],
+         "--port", str(free_port()), "--set", "steps.duration_s=2", "--set", "steps.warmup_s=0.5"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

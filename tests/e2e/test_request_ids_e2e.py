@@ -16,9 +16,8 @@ from pathlib import Path
 import uvicorn
 
 from embedperf.schema import RunFolder, read_manifest, read_requests_table
-from loadgen.service_proc import ServiceProcess
 from loadgen.stub_server import StubApp
-from tests.conftest import SERVICE_READY_TIMEOUT_S, uvicorn_in_thread
+from tests.conftest import uvicorn_in_thread
 from tests.fakes.request_log import RequestLog, logged_ids
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -71,17 +70,17 @@ def test_slowest_request_ids_are_found_in_a_stub_targets_access_log(tmp_path: Pa
     assert [r["request_id"] for r in summary["slowest_requests"]] == ids  # the same list, for scripts
 
 
-def test_slowest_request_ids_are_found_in_the_reference_services_log(tmp_path: Path) -> None:
-    log = tmp_path / "access.jsonl"
-    args = ["--access-log", str(log)]
-    with ServiceProcess(
-        args, log_path=tmp_path / "service.out", ready_timeout_s=SERVICE_READY_TIMEOUT_S
-    ) as service:
-        folder, html = run_and_report(service.url, tmp_path / "runs")
+def test_slowest_request_ids_are_found_in_the_reference_services_log(
+    reference_service: str, reference_service_log: Path, tmp_path: Path
+) -> None:
+    """The shared reference service, run as `python -m service` runs by default: its access log on stderr."""
+    folder, html = run_and_report(reference_service, tmp_path / "runs")
     ids = slowest_ids(html)
     assert ids and "n/a" not in ids
-    missing = set(ids) - set(logged_ids(log))
-    assert not missing, f"slowest requests not in the service's access log {log}: {sorted(missing)}"
+    missing = set(ids) - set(logged_ids(reference_service_log))
+    assert not missing, (
+        f"slowest requests not in the service's access log {reference_service_log}: {sorted(missing)}"
+    )
     rows = read_requests_table(folder, ["served_model", "ok"]).to_pylist()
     info = read_manifest(folder).service_info
     assert info is not None and info.model

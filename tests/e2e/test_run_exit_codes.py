@@ -80,19 +80,31 @@ def stub() -> Iterator[Stub]:
 class HealthyRun(NamedTuple):
     folder: RunFolder
     stub_url: str  # the target's plain base URL, http://127.0.0.1:PORT
+    stdout: str
 
 
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> HealthyRun:
-    """A healthy smoke run given the host as users often type it: trailing slash and a /v1 base URL."""
+    """A healthy smoke run given the host as users often type it: trailing slash and a /v1 base URL;
+    labelled, as `embedperf run --label` names its folder."""
     server = Stub()
     try:
         runs = tmp_path_factory.mktemp("healthy")
-        proc = embedperf("run", "smoke", "--host", f"{server.url}/v1/", "--runs-dir", str(runs), *SHORT)
+        proc = embedperf(
+            "run", "smoke", "--host", f"{server.url}/v1/", "--runs-dir", str(runs), "--label", "e2e", *SHORT
+        )
     finally:
         server.kill()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return HealthyRun(folder_of(proc.stdout), server.url)
+    return HealthyRun(folder_of(proc.stdout), server.url, proc.stdout)
+
+
+def test_embedperf_run_smoke_prints_folder(healthy: HealthyRun) -> None:
+    last = healthy.stdout.strip().splitlines()[-1]
+    assert last == f"run folder: {healthy.folder.root}"  # the last line, where scripts look for it
+    assert healthy.folder.run_id.endswith("-smoke-e2e")
+    manifest = read_manifest(healthy.folder)
+    assert manifest.complete and manifest.label == "e2e"
 
 
 def test_trailing_slash_and_v1_base_url_are_normalised(healthy: HealthyRun) -> None:
@@ -118,7 +130,9 @@ class _Refuse(BaseHTTPRequestHandler):
 @pytest.fixture
 def refusing_target() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Refuse)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()  # quick shutdown()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()

@@ -90,7 +90,9 @@ def target() -> Iterator[object]:
         seen: list[str | None] = []
         handler = type("Handler", (_KeyedEmbeddings,), {"seen": seen, "page": page})
         server = _QuietServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()  # quick shutdown()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}", seen
 

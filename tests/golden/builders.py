@@ -133,8 +133,8 @@ def known_percentiles(root: Path) -> RunFolder:
     rows = [ok_row(0, float(t), float(v)) for t, v in zip(sent, latencies, strict=True)]
     for i in range(50):
         rows.append(ok_row(0, T0_UNIX_S + 0.1 * i, 5000.0))
-    failed = {"ok": False, "srv_total_ms": None, "srv_queue_ms": None, "srv_tokenize_ms": None}
-    failed |= {"srv_compute_ms": None, "srv_post_ms": None, "batch_size": None}
+    failed: dict[str, Any] = {"ok": False, "srv_total_ms": None, "srv_queue_ms": None}
+    failed |= {"srv_tokenize_ms": None, "srv_compute_ms": None, "srv_post_ms": None, "batch_size": None}
     for i in range(5):
         error = SCRIPT_ERROR if i == 0 else "503 Service Unavailable: queue full"
         rows.append(ok_row(0, T0_UNIX_S + 20.0 + i, 3.0, status_code=503, error=error, **failed))

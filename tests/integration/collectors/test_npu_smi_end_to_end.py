@@ -22,11 +22,9 @@ from collector_run import (  # noqa: E402
 
 from embedperf.schema import CANONICAL_METRICS  # noqa: E402
 
-Frame = pd.DataFrame
-
 
 def run_until(
-    tmp_path: Path, done: Callable[[Frame], bool], what: str, args: list[str], env: dict[str, str]
+    tmp_path: Path, done: Callable[[pd.DataFrame], bool], what: str, args: list[str], env: dict[str, str]
 ) -> Path:
     """Run the collector against the fake npu-smi until `done` holds for what it has written, then stop it."""
     out = tmp_path / "run"
@@ -47,7 +45,7 @@ def calls(tmp_path: Path) -> list[str]:
     return log.read_text(encoding="utf-8").splitlines() if log.is_file() else []
 
 
-def sampled(frame: Frame, device: str, metric: str | None = None, after_unix_s: float = 0.0) -> int:
+def sampled(frame: pd.DataFrame, device: str, metric: str | None = None, after_unix_s: float = 0.0) -> int:
     """Distinct sample times of a device (and metric) after an instant."""
     rows = frame[(frame.device == device) & (frame.ts_unix_s > after_unix_s)]
     if metric is not None:
@@ -64,7 +62,7 @@ def test_watch_mode_survives_a_lost_device_and_a_hung_stream(tmp_path: Path) -> 
     }
     restarted: list[float] = []
 
-    def resumed_after_the_restart(frame: Frame) -> bool:
+    def resumed_after_the_restart(frame: pd.DataFrame) -> bool:
         if not restarted and sum("watch" in c for c in calls(tmp_path)) >= 2:
             restarted.append(time.time())  # the second watch stream has started
         return bool(restarted) and all(
@@ -103,7 +101,7 @@ def test_watch_mode_survives_a_lost_device_and_a_hung_stream(tmp_path: Path) -> 
 def test_poll_mode_records_invalid_card_id_and_keeps_the_others(tmp_path: Path) -> None:
     env = {"FAKE_NPU_IDS": "4,5", "FAKE_NPU_LOST_ID": "5", "FAKE_NPU_LOST_AFTER_S": "2.5"}
 
-    def npu4_outlived_npu5(frame: Frame) -> bool:
+    def npu4_outlived_npu5(frame: pd.DataFrame) -> bool:
         npu4, npu5 = frame[frame.device == "npu4.chip0"], frame[frame.device == "npu5.chip0"]
         return (
             npu4.ts_unix_s.nunique() >= 4
@@ -127,7 +125,7 @@ def test_poll_mode_records_invalid_card_id_and_keeps_the_others(tmp_path: Path) 
 
 
 def test_failing_npu_smi_is_reported_and_does_not_stop_host(tmp_path: Path) -> None:
-    def host_sampled_after_npu_smi_ran(frame: Frame) -> bool:
+    def host_sampled_after_npu_smi_ran(frame: pd.DataFrame) -> bool:
         return bool(calls(tmp_path)) and sampled(frame, "cpu") >= 2
 
     out = run_until(
@@ -145,7 +143,7 @@ def test_failing_npu_smi_is_reported_and_does_not_stop_host(tmp_path: Path) -> N
 def test_npu_ids_filter_and_na_power_absent(tmp_path: Path, mode: str) -> None:
     env = {"FAKE_NPU_IDS": "0,9,32", "FAKE_NPU_WATCH_FORMAT": "950"}
 
-    def both_sampled_twice(frame: Frame) -> bool:
+    def both_sampled_twice(frame: pd.DataFrame) -> bool:
         metric = "device_util_pct" if mode == "watch" else None
         return all(sampled(frame, d, metric) >= 2 for d in ("npu9.chip0", "npu32.chip0"))
 

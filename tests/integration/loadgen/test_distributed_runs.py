@@ -263,11 +263,12 @@ def test_sigkill_of_embedperf_run_with_workers_leaves_no_worker(stub_url: str, t
     """`embedperf run --workers 2` killed outright (no handler of its own runs): its workers die with it."""
     run = subprocess.Popen(
         [sys.executable, "-m", "embedperf.cli", "run", "smoke", "--host", stub_url, "--runs-dir", str(tmp_path),
-         "--no-collectors", "--workers", "2", "--set", "steps.duration_s=60"],
+         "--no-collectors", "--workers", "2", "--set", "steps=[{users: 4, duration_s: 60}]"],
         cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     runner = psutil.Process(run.pid)
     masters: list[psutil.Process] = []
+    workers: list[psutil.Process] = []
     try:
         start = time.monotonic()
         while len(forwarded_by(tmp_path)) < 2:  # both workers are sending load and forwarding its rows
@@ -281,12 +282,12 @@ def test_sigkill_of_embedperf_run_with_workers_leaves_no_worker(stub_url: str, t
         gone, alive = psutil.wait_procs(workers, timeout=60)  # by PID: a reused name proves nothing
         assert not alive, f"workers left running after SIGKILL of embedperf run: {[p.pid for p in alive]}"
         assert sorted(p.pid for p in gone) == sorted(w.pid for w in workers)
-    finally:
+    finally:  # whatever happened, nothing this test started outlives it (ended by PID)
         if run.poll() is None:
             run.kill()
-        for master in masters:  # the orphaned master is not what this test is about: end it by PID
-            if master.is_running():
-                master.kill()
+        for proc in [*workers, *masters]:  # the orphaned master is not what this test is about
+            if proc.is_running():
+                proc.kill()
 
 
 def test_row_forwarding_at_5000_rows_per_s_loses_nothing() -> None:

@@ -160,7 +160,7 @@ def test_open_loop_schedule_against_delay_server_with_stall(stub_server: StubSer
     for r in in_stall:  # every request scheduled during the stall shows it
         assert r["latency_from_intended_ms"] >= (t_stall + 1.0 - r["t_intended_unix_s"]) * 1000 - 60
     manifest = read_manifest(folder)
-    assert manifest.kind == "open_loop" and manifest.open_loop["dropped"] == 0
+    assert manifest.kind == "open_loop" and manifest.open_loop["dropped"] == 0  # type: ignore[attr-defined]
 
 
 def test_open_loop_in_flight_cap_records_dropped_rows(stub_server: StubServer, tmp_path: Path) -> None:
@@ -201,7 +201,9 @@ def test_sigterm_leaves_a_readable_folder(stub_server: StubServer, tmp_path: Pat
     assert "run folder: " in out
 
 
-def test_locust_statistics_count_every_failure_the_rows_record(stub_server: StubServer, tmp_path: Path) -> None:
+def test_locust_statistics_count_every_failure_the_rows_record(
+    stub_server: StubServer, tmp_path: Path
+) -> None:
     """Each request is reported to Locust once, as a failure exactly when its row says so, with its reason."""
     url = stub_server("--delay-ms", "2", "--fail-every", "4")
     proc = run_locust(

@@ -24,6 +24,7 @@ LATENCY_MS = 20.0
 DEVICE = "npu0.chip0"
 BASE_TELEMETRY = {"device_util_pct": 50.0, "service_cpu_pct": 100.0, "mem_used_mb": 1000.0}
 TELEMETRY_RULES = "device_util_pct:+5%,service_cpu_pct:+10%,mem_used_mb:+100"
+N_BOOT = 500  # resamples per interval: the changes here are far outside the noise
 
 
 def open_loop_run(root: Path, rates: list[float], seed: int) -> RunFolder:
@@ -78,14 +79,15 @@ def closed_loop_run(root: Path, users: list[int], seed: int, telemetry: dict[str
         )
         for t in np.sort(rng.uniform(start, start + STEP_S, int(10 * u * STEP_S))):
             rows.append(ok_row(i, float(t), LATENCY_MS * float(rng.uniform(0.8, 1.2)), users=u))
-    for s in range(int(len(users) * STEP_S) if telemetry is not None else 0):
+    means = telemetry or {}
+    for s in range(int(len(users) * STEP_S) if means else 0):
         ts = T0_UNIX_S + s + 0.5
         noise = rng.normal(0.0, 1.0, 3)  # a constant series has a zero-width interval: never a verdict
         samples += [
-            (ts, "npu_smi", DEVICE, "device_util_pct", telemetry["device_util_pct"] + noise[0]),
-            (ts, "npu_smi", DEVICE, "mem_used_mb", telemetry["mem_used_mb"] + noise[1]),
+            (ts, "npu_smi", DEVICE, "device_util_pct", means["device_util_pct"] + noise[0]),
+            (ts, "npu_smi", DEVICE, "mem_used_mb", means["mem_used_mb"] + noise[1]),
             (ts, "npu_smi", DEVICE, "mem_total_mb", 4000.0),
-            (ts, "psutil", "proc:service", "cpu_util_pct", telemetry["service_cpu_pct"] + noise[2]),
+            (ts, "psutil", "proc:service", "cpu_util_pct", means["service_cpu_pct"] + noise[2]),
         ]
     return write_run(root, rows, samples, stages)
 
@@ -102,11 +104,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunAnalysis]:
         "tele_same": closed_loop_run(root / "tele_same", [1, 5], seed=5, telemetry=BASE_TELEMETRY),
         "tele_heavier": closed_loop_run(root / "tele_heavier", [1, 5], seed=6, telemetry=heavier),
     }
-    return {name: analyse_folder(folder, n_boot=300) for name, folder in folders.items()}
+    return {name: analyse_folder(folder, n_boot=100) for name, folder in folders.items()}
 
 
 def test_open_loop_steps_are_matched_by_rate_not_position(runs: dict[str, RunAnalysis]) -> None:
-    cand = compare_runs(runs["open_base"], [runs["open_cand"]], parse_gate("p99_ms:+50%")).candidates[0]
+    cand = compare_runs(
+        runs["open_base"], [runs["open_cand"]], parse_gate("p99_ms:+50%"), n_boot=N_BOOT
+    ).candidates[0]
     assert [(s.label, s.base_load, s.cand_load) for s in cand.steps] == [
         ("r100", 100.0, 100.0),
         ("r200", 200.0, 200.0),
@@ -127,13 +131,15 @@ def test_a_rate_never_matches_the_same_number_of_users(runs: dict[str, RunAnalys
     """rate=10 req/s and users=10 are different loads, though both are "10"."""
     base = runs["closed_10"]
     open_10 = analyse_folder(open_loop_run(base.folder.root.parent / "open_10", [10.0], seed=7), n_boot=100)
-    cand = compare_runs(base, [open_10]).candidates[0]
+    cand = compare_runs(base, [open_10], n_boot=N_BOOT).candidates[0]
     assert cand.steps == [] and len(cand.unmatched) == 2
     assert cand.status == "no_verdict"
 
 
 def test_device_cpu_and_memory_rules_fail_where_the_candidate_uses_more(runs: dict[str, RunAnalysis]) -> None:
-    result = compare_runs(runs["tele_base"], [runs["tele_heavier"]], parse_gate(TELEMETRY_RULES))
+    result = compare_runs(
+        runs["tele_base"], [runs["tele_heavier"]], parse_gate(TELEMETRY_RULES), n_boot=N_BOOT
+    )
     cand = result.candidates[0]
     failed = {(g.metric, g.scope) for g in cand.gate if g.failed}
     assert failed == {(m, s) for m in BASE_TELEMETRY for s in ("users=1", "users=5")}
@@ -153,7 +159,9 @@ def test_device_cpu_and_memory_rules_fail_where_the_candidate_uses_more(runs: di
 def test_device_cpu_and_memory_rules_pass_when_the_telemetry_is_the_same(
     runs: dict[str, RunAnalysis],
 ) -> None:
-    cand = compare_runs(runs["tele_base"], [runs["tele_same"]], parse_gate(TELEMETRY_RULES)).candidates[0]
+    cand = compare_runs(
+        runs["tele_base"], [runs["tele_same"]], parse_gate(TELEMETRY_RULES), n_boot=N_BOOT
+    ).candidates[0]
     telemetry_results = [g for g in cand.gate if g.metric in BASE_TELEMETRY]
     assert len(telemetry_results) == 3 * 2  # every rule at every shared step
     assert all(g.status == "pass" for g in telemetry_results), [g.line for g in telemetry_results]
@@ -166,7 +174,9 @@ def test_a_resource_rule_without_telemetry_in_one_run_has_no_verdict(runs: dict[
         closed_loop_run(runs["tele_base"].folder.root.parent / "bare", [1, 5], seed=8, telemetry=None),
         n_boot=100,
     )
-    cand = compare_runs(runs["tele_base"], [bare], parse_gate("device_util_pct:+5%")).candidates[0]
+    cand = compare_runs(
+        runs["tele_base"], [bare], parse_gate("device_util_pct:+5%"), n_boot=N_BOOT
+    ).candidates[0]
     device = [g for g in cand.gate if g.metric == "device_util_pct"]
     assert device and all(
         g.status == "no_verdict" and "not measured in both runs" in g.reason for g in device

@@ -47,7 +47,9 @@ def serve() -> Iterator[object]:
     def start(status: int = 200, body: bytes = EMBEDDINGS) -> tuple[str, type[_Fixed]]:
         handler = type("Handler", (_Fixed,), {"status": status, "body": body, "seen": []})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()  # quick shutdown()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}", handler
 
