@@ -28,6 +28,19 @@ class InputTooLong(BatcherError):
         super().__init__(f"input[{index}] is longer than the model's limit of {max_tokens} tokens")
 
 
+class TooManyTokens(BatcherError):
+    """The request's inputs hold more tokens than one request may (found while tokenising it)."""
+
+    def __init__(self, tokens: int, limit: int, complete: bool) -> None:
+        self.tokens = tokens
+        self.limit = limit
+        counted = f"{tokens} tokens" if complete else f"at least {tokens} tokens"
+        super().__init__(
+            f"the request holds {counted}; at most {limit} are accepted per request (--max-request-tokens): "
+            "split it into smaller requests"
+        )
+
+
 class Overloaded(BatcherError):
     """Admission refused: the estimated queue wait would not leave the request time to finish."""
 
@@ -53,8 +66,3 @@ class BatcherStopped(BatcherError):
 
 class ComputeFailed(BatcherError):
     pass
-
-
-class ClientGone(BatcherError):
-    def __init__(self) -> None:
-        super().__init__("the client closed the connection before the response; its work was dropped")

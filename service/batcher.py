@@ -1,8 +1,10 @@
-"""Dynamic batcher: bounded queue of tokenised inputs -> batches cut by size, tokens and wait -> one device worker.
+"""Dynamic batcher: bounded queue of tokenised inputs -> fair batches cut by size, tokens and wait -> device workers.
 
-The event loop only enqueues and awaits; tokenisation runs on a tokeniser thread (or, with overlap off, on the
-worker between batches) and compute on the single worker thread, which resolves the asyncio futures with
-loop.call_soon_threadsafe. Anything with `tokenize` and `embed_token_ids` can stand in for the model in tests.
+The event loop only enqueues and awaits; tokenisation runs on a tokeniser thread (or, with overlap off, on a
+worker between batches) and compute on the worker threads, which resolve the asyncio futures with
+loop.call_soon_threadsafe. Large requests are tokenised a slice at a time and their inputs interleaved with
+other requests' (service/fair_queue.py), so no request waits for the whole of another. Anything with
+`tokenize` and `embed_token_ids` can stand in for the model in tests (service/encoder.py).
 """
 
 from __future__ import annotations
@@ -24,36 +26,38 @@ import numpy as np
 from service.batch_errors import (
     BatcherError,
     BatcherStopped,
-    ClientGone,
     ComputeFailed,
     DeadlineExceeded,
     InputTooLong,
     InvalidInput,
     Overloaded,
     QueueFull,
+    TooManyTokens,
 )
 from service.busy_window import BUSY_WINDOW_S, BusyWindow
 from service.degrade import DeviceHealth, is_out_of_memory
 from service.encoder import ComputeStopped, Encoder
-from service.hangups import HangupQueue, HangupSignal
+from service.fair_queue import BatchLimits, FairQueue, Item
+from service.fallback import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics
 from service.service_time import ServiceTime
 
 log = logging.getLogger("service.batcher")
-SORT_WINDOW_BATCHES = (
-    2  # sorting looks at this many batches' worth of the oldest inputs (wider: more skipping, longer tails)
-)
+SORT_WINDOW_BATCHES = 2  # sorting by length reorders this many batches' worth of the fair sequence
+TOKENIZE_SLICE = 64  # inputs of one request per tokeniser call: a large request cannot hold the tokeniser
 COMPUTE_NICE = 5  # niceness of the tokeniser and inference threads, relative to the event loop's 0
 # A running batch whose callers have gone down to this share (or none) stops at its next layer; the inputs
-# still wanted go back to the front of the queue and are recomputed in a smaller batch, sooner than the whole
-# batch would have finished (on a hang-up storm at the end of a load, one live request kept 31 dead ones busy).
+# still wanted go back to the front of the queue and are recomputed in a smaller batch.
 RESTART_LIVE_SHARE = 0.25
+# The cancellation message of a caller whose client hung up (the HTTP layer cancels with it), so the
+# abandonment is counted as `disconnected` rather than `cancelled`.
+CLIENT_DISCONNECTED = "disconnected"
 
 
 def yield_cpu_to_event_loop() -> None:
     """Lower the calling thread's CPU priority (Linux: nice is per thread, inherited by threads it starts, such
-    as torch's intra-op pool). When the host is short of CPU, the event loop then still answers /health,
-    /ready and 429s at once, instead of queueing behind compute. A no-op where not permitted."""
+    as torch's intra-op pool), so that on a host short of CPU the event loop still answers probes and 429s at
+    once instead of queueing behind compute. A no-op where not permitted."""
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), COMPUTE_NICE)
 
@@ -70,13 +74,15 @@ class BatcherConfig:
     long_input: Literal["truncate", "reject"] = "truncate"
     admit_wait_share: float = 1.0  # admit while the estimated wait <= this share of the request's deadline
     workers: int = 1  # inference threads taking batches from the one queue (one per serving device)
+    max_request_tokens: int = 0  # most tokens in one request (0: no limit)
+    model_id: str = "model"  # what results name as the model that produced them
 
 
 @dataclass
 class BatchResult:
-    """Embeddings of one request plus where its time went.
+    """Embeddings of one request, the model that produced them, and where its time went.
 
-    batch_size / batch_tokens describe the largest batch the request rode in (a request with many inputs can be
+    batch_size / batch_tokens describe the largest batch the request rode in (a request with many inputs is
     spread over several batches); batch_tokens counts padded tokens (inputs x longest), what the device computed.
     """
 
@@ -87,50 +93,38 @@ class BatchResult:
     compute_ms: float
     batch_size: int
     batch_tokens: int
+    model: str = "model"
 
 
 @dataclass(eq=False)
 class _Job:
     texts: list[str]
-    future: asyncio.Future[BatchResult | None]  # None: the client hung up (ClientGone)
-    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[BatchResult | BatcherError]  # an error is a result: see _resolve
     deadline_s: float
     deadline_ms: float
+    model: str
+    seq: int = 0  # arrival order
     t_submit_s: float = field(default_factory=time.perf_counter)
-    t_tok_start_s: float = 0.0
-    t_tok_end_s: float = 0.0
+    claimed: int = 0  # inputs handed to a tokeniser call so far
+    tokenize_s: float = 0.0
+    tokens: int = 0  # tokens of the inputs tokenised so far
     token_counts: list[int] = field(default_factory=list)
     results: np.ndarray | None = None
-    remaining: int = 0
+    remaining: int = 0  # inputs not yet computed
     compute_s: float = 0.0
     batch_size: int = 0
     batch_tokens: int = 0
     counted: int = 0  # inputs of this job still counted in the queue depth (not yet batched or dropped)
-    finished: bool = False  # set by the worker/tokeniser once the future has been (or is being) resolved
+    finished: bool = False  # set once the future has been (or is being) resolved
     cancelled: bool = False  # set by the event loop when the caller gave up
-    hangup: HangupSignal | None = None  # its connection's: lost before the abandonment runs on the loop
-
-    def given_up(self) -> bool:
-        """The caller gave up: abandoned, or its connection has dropped and the abandonment is on its way."""
-        hangup = self.hangup  # read once: the event loop clears it when the wait ends
-        return self.cancelled or (hangup is not None and hangup.lost)
 
     def unwanted(self) -> bool:
         """No input of it needs computing: answered (or being answered), or its caller gave up."""
-        return self.finished or self.given_up()
+        return self.finished or self.cancelled
 
 
-@dataclass(eq=False)
-class _Item:
-    job: _Job
-    index: int
-    ids: list[int]
-    seq: int
-    t_enqueued_s: float
-
-    @property
-    def length(self) -> int:
-        return len(self.ids)
+_Claim = tuple[_Job, int, int]  # a request and the slice [start, end) of its texts in one tokeniser call
+_Work = tuple[Literal["compute"], list[Item[_Job]]] | tuple[Literal["tokenize"], list[_Claim]]
 
 
 class Batcher:
@@ -142,26 +136,33 @@ class Batcher:
         config: BatcherConfig,
         metrics: ServiceMetrics | None = None,
         on_worker_start: Callable[[int], None] | None = None,
+        fallback: Fallback | None = None,
     ) -> None:
-        self.encoder = encoder
-        self.on_worker_start = on_worker_start  # runs first in worker thread i (e.g. binds its device)
         self.config = config
         self.metrics = metrics or ServiceMetrics()
+        self.on_worker_start = on_worker_start  # runs first in worker thread i (e.g. binds its device)
+        self.encoders: dict[str, Encoder] = {config.model_id: encoder}
+        horizon_s = max(BUSY_WINDOW_S, fallback.window_s if fallback else 0.0)
+        self._busy = BusyWindow(lanes=config.workers, horizon_s=horizon_s)
+        self.switch: FallbackSwitch | None = None
+        if fallback is not None:
+            self.encoders[fallback.model_id] = fallback.encoder
+            self.switch = FallbackSwitch(config.model_id, fallback, self._busy.fraction)
         self._cond = threading.Condition()
         self._tok_jobs: collections.deque[_Job] = collections.deque()
-        self._pending: list[_Item] = []
+        self._queue: FairQueue[_Job] = FairQueue()
+        self._queued_jobs: dict[_Job, None] = {}  # jobs with inputs counted in the queue depth, oldest first
         self._waiting = 0  # inputs accepted and not yet in a batch (the queue depth)
         self._tokenizing = 0
         self._awaiting_more = 0  # workers waiting (up to max_wait_ms) for inputs still being tokenised
         self._stopping = False
         self._seq = itertools.count()
-        self._busy = BusyWindow(lanes=config.workers)
         self.health = DeviceHealth(config.max_batch_size)
         self._service_time = ServiceTime()
         self.metrics.batch_limit.set(config.max_batch_size)
         self._threads: list[threading.Thread] = []
         self._results_lock = threading.Lock()
-        self._hangups = HangupQueue()  # wakes the handlers of hung-up requests, a few per turn
+        self._tokenizer_lock = threading.Lock()
 
     # ---- public API ----------------------------------------------------------------------------------------
 
@@ -180,7 +181,7 @@ class Batcher:
             thread.start()
 
     def stop(self, timeout_s: float = 60.0) -> None:
-        """Refuse new work, finish everything accepted, then end the threads."""
+        """Refuse new work, finish everything accepted (within timeout_s per thread), then end the threads."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
@@ -195,134 +196,147 @@ class Batcher:
         """Share of the last window_s the workers spent computing, averaged over workers (any device)."""
         return self._busy.fraction(window_s)
 
-    def estimated_wait_s(self, extra_inputs: int = 0) -> float:
-        """Queue wait a request of extra_inputs would see: inputs ahead of it x recent per-input compute time."""
-        return (self._waiting + extra_inputs) * self._service_time.per_input_s / max(1, self.config.workers)
+    def estimated_wait_s(self, ahead_requests: int = 0) -> float:
+        """How long a new request waits for its first input to be computed: batches interleave requests, so
+        every request queued ahead of it (and each of `ahead_requests` not yet queued) has one input computed
+        before it, whatever its size."""
+        inputs = len(self._queued_jobs) + ahead_requests + 1
+        return inputs * self._service_time.per_input_s / max(1, self.config.workers)
+
+    def drain_s(self) -> float:
+        """How long the inputs queued now take to compute: when a client refused for a full queue may retry."""
+        return self._waiting * self._service_time.per_input_s / max(1, self.config.workers)
 
     def check_admission(
-        self, n_inputs: int, deadline_ms: float, ahead_inputs: int = 0, judged_inputs: int = 0
+        self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
     ) -> None:
-        """Raise QueueFull or Overloaded when n_inputs should be shed now. submit() calls it under the lock;
-        the app also calls it before reading a body, so shedding costs no body read or parse, counting as
-        `ahead_inputs` the requests already admitted at the door but not yet queued here.
+        """Raise QueueFull or Overloaded when a request of n_inputs should be shed now. The admission middleware
+        calls it before a body is read, counting as `ahead_requests` the requests it let in that have not
+        reached the queue yet; submit() calls it again under the lock.
 
-        A request whose inputs were all judged on the estimated wait at the door (`judged_inputs`) is not
-        judged on it again: between the door and its turn here the estimate moves (the first batches of a
-        burst run slower), and a second verdict turned requests already let in into 429s a few hundred
-        milliseconds late, where the door answers in a few. The deadline still bounds their wait."""
-        waiting = self._waiting + ahead_inputs
+        A request already judged on the estimated wait before its body was read (`judged`) is not judged on it
+        again: the estimate moves meanwhile, and a second verdict would turn a request already let in into a
+        late 429. The deadline still bounds its wait, and the queue bound holds for all."""
+        waiting = self._waiting + ahead_requests
         if waiting + n_inputs > self.config.queue_size:
             self.metrics.shed.labels(reason="queue_full").inc()
             raise QueueFull(waiting, self.config.queue_size)
-        if n_inputs <= judged_inputs:
+        if judged or not waiting:  # an empty queue admits: there is no one to yield to
             return
-        wait_s = self.estimated_wait_s(ahead_inputs + n_inputs)
+        wait_s = self.estimated_wait_s(ahead_requests)
         limit_s = deadline_ms / 1000 * self.config.admit_wait_share
-        if waiting and wait_s > limit_s:  # an empty queue always admits: there is no one to yield to
+        if wait_s > limit_s:
             self.metrics.shed.labels(reason="estimated_wait").inc()
             raise Overloaded(wait_s, limit_s)
 
+    def model_for_new_request(self) -> str:
+        """The id of the model that would compute a request submitted now (the fallback while busy)."""
+        return self.switch.model_for_new_request() if self.switch else self.config.model_id
+
     async def submit(
-        self,
-        texts: list[str],
-        deadline_ms: float,
-        hangup: HangupSignal | None = None,
-        judged_inputs: int = 0,
+        self, texts: list[str], deadline_ms: float, judged: bool = False, model: str | None = None
     ) -> BatchResult:
-        """Embed texts; raises Overloaded, QueueFull, DeadlineExceeded, InputTooLong, InvalidInput,
-        BatcherStopped, ComputeFailed or ClientGone. A cancelled caller abandons its queued work. So does a
-        hangup: the workers skip the work as soon as it is marked lost, and its callback (on the event loop)
-        frees the queue space and ends the wait with ClientGone.
-        judged_inputs: how many inputs the service's door already admitted on the estimated wait
-        (`check_admission`)."""
+        """Embed texts with `model` (default: model_for_new_request()); raises Overloaded, QueueFull,
+        DeadlineExceeded, InputTooLong, TooManyTokens, InvalidInput, BatcherStopped or ComputeFailed. A
+        cancelled caller abandons its work wherever it is; cancelled with CLIENT_DISCONNECTED, it is counted
+        as a hang-up. judged: admission already judged it on the estimated wait (`check_admission`)."""
         loop = asyncio.get_running_loop()
+        model = model or self.model_for_new_request()
         job = _Job(
             texts=texts,
             future=loop.create_future(),
-            loop=loop,
             deadline_s=time.perf_counter() + deadline_ms / 1000,
             deadline_ms=deadline_ms,
+            model=model,
+            token_counts=[0] * len(texts),
+            remaining=len(texts),
             counted=len(texts),
-            hangup=hangup,
         )
         with self._cond:
             if self._stopping:
                 raise BatcherStopped()
-            self.check_admission(len(texts), deadline_ms, judged_inputs=judged_inputs)
+            self.check_admission(len(texts), deadline_ms, judged=judged)
+            job.seq = next(self._seq)
             self._waiting += len(texts)
+            self._queued_jobs[job] = None
             self._tok_jobs.append(job)
             self._cond.notify_all()
         self.metrics.queue_depth.set(self._waiting)
-        if hangup is not None:
-            hangup.on_mark(lambda: self._release_queue_space(job))
-            hangup.subscribe(lambda: self._abandon(job, "disconnected"))
+        outcome: BatchResult | BatcherError | None = None
         try:
-            result = await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
+            outcome = await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
+            if isinstance(outcome, BatcherError):
+                raise outcome
+            return outcome
         except TimeoutError:
             self._abandon(job, "deadline")
             raise DeadlineExceeded(deadline_ms) from None
-        except asyncio.CancelledError:
-            self._abandon(job, "cancelled")
+        except asyncio.CancelledError as exc:
+            self._abandon(job, CLIENT_DISCONNECTED if CLIENT_DISCONNECTED in exc.args else "cancelled")
             raise
-        finally:  # the signal holds the job through its callback: no cycle for the garbage collector
-            job.hangup = None
-        if result is None:  # raised here, not kept in the future: see service/hangups.py
-            raise ClientGone()
-        return result
-
-    def _release_queue_space(self, job: _Job) -> None:
-        """The caller's connection dropped: its queued inputs stop counting now, before its abandonment runs
-        (a slice of hang-ups at a time), so the estimated wait the next request is admitted on leaves them out."""
-        with self._cond:
-            if job.counted:
-                self._uncount(job, job.counted)
-                if self._awaiting_more:
-                    self._cond.notify_all()
+        finally:  # a raised error's traceback holds this frame: it must not hold the error (or the job) too
+            del job, outcome
 
     def _abandon(self, job: _Job, reason: str) -> None:
-        """The caller gave up: its queued inputs stop counting now, so they hold no queue space, and they are
-        skipped wherever they are (tokeniser queue, pending list, a running batch). Constant time: a burst
-        of disconnections must not walk the queue once per request while holding the workers' lock."""
+        """The caller gave up: its inputs stop counting and leave the queue now; any of them in a running batch
+        are skipped (and the batch stopped when few of its callers are left)."""
         with self._cond:
-            if job.cancelled or (job.finished and (job.future.done() or not job.given_up())):
+            if job.cancelled or job.finished:
                 return  # abandoned already, or answered before its caller gave up
             job.cancelled = True
-            job.finished = True
-            if job.counted:
-                self._uncount(job, job.counted)
-                # Only a worker waiting for inputs still coming cares. Waking the idle threads too, at the end
-                # of a load (~500 hang-ups at once), cost the event loop ~4 ms of thread switches.
-                if self._awaiting_more:
-                    self._cond.notify_all()
+            self._queue.drop_job(job)
+            self._uncount(job, job.counted)
+            if self._awaiting_more:  # only a worker waiting for inputs still coming cares
+                self._cond.notify_all()
         self.metrics.abandoned.labels(reason=reason).inc()
-        if reason == "disconnected" and not job.future.done():  # the caller still waits: end its wait soon
-            self._hangups.end(job.future, None)
 
     # ---- resolving futures from worker threads -------------------------------------------------------------
 
-    def _resolve(self, job: _Job, result: BatchResult | None, error: BaseException | None) -> None:
+    def _resolve(self, job: _Job, result: BatchResult | None, error: BatcherError | None) -> None:
+        """Answer job on its event loop; an error is the future's result, raised by submit() (as the future's
+        exception, its traceback made a cycle with asyncio's frames that kept the request's texts alive)."""
         job.finished = True
 
         def deliver() -> None:
-            if job.future.done() or job.given_up():  # a hung-up caller's wait is ended by _abandon
-                return
-            if error is not None:
-                job.future.set_exception(error)
-            else:
-                job.future.set_result(result)
+            if not (job.future.done() or job.cancelled):
+                job.future.set_result(error if error is not None else result)  # type: ignore[arg-type]
 
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-            job.loop.call_soon_threadsafe(deliver)
+            job.future.get_loop().call_soon_threadsafe(deliver)
 
     def _uncount(self, job: _Job, count: int) -> None:
-        """Called with the lock held: count of job's inputs left the queue (those of an abandoned job already
-        have, so this is a no-op for them)."""
+        """With the lock held: `count` of job's inputs left the queue (a no-op for those already uncounted)."""
         count = min(count, job.counted)
         job.counted -= count
         self._waiting -= count
+        if not job.counted:
+            self._queued_jobs.pop(job, None)
         self.metrics.queue_depth.set(self._waiting)
 
+    def _fail(self, job: _Job, error: BatcherError) -> None:
+        """Answer job with error: its inputs leave the queue (those in a running batch are skipped)."""
+        with self._cond:
+            if job.unwanted():
+                return
+            self._queue.drop_job(job)
+            self._uncount(job, job.counted)
+            self._resolve(job, None, error)
+
     # ---- tokenisation --------------------------------------------------------------------------------------
+
+    def _claim(self) -> list[_Claim]:
+        """With the lock held: the next tokeniser call, a slice of every request waiting for it (oldest first)."""
+        claims = []
+        for _ in range(len(self._tok_jobs)):
+            job = self._tok_jobs.popleft()
+            if job.unwanted():
+                continue
+            start, end = job.claimed, min(len(job.texts), job.claimed + TOKENIZE_SLICE)
+            job.claimed = end
+            claims.append((job, start, end))
+            if end < len(job.texts):
+                self._tok_jobs.append(job)
+        return claims
 
     def _tokenizer_loop(self) -> None:
         yield_cpu_to_event_loop()
@@ -332,131 +346,117 @@ class Batcher:
                     self._cond.wait()
                 if not self._tok_jobs:
                     return
-                jobs = list(self._tok_jobs)
-                self._tok_jobs.clear()
+                claims = self._claim()
                 self._tokenizing += 1
             try:
-                self._tokenize_jobs(jobs)
+                self._tokenize(claims)
             finally:
                 with self._cond:
                     self._tokenizing -= 1
                     self._cond.notify_all()
 
-    def _tokenize_jobs(self, jobs: list[_Job]) -> None:
-        """Tokenise several requests in one tokenizer call, then queue their inputs for batching."""
+    def _tokenize(self, claims: list[_Claim]) -> None:
+        """Tokenise slices of several requests, one tokeniser call per model, then queue them for batching."""
         t_start_s = time.perf_counter()
-        live: list[_Job] = []
-        for job in jobs:
-            job.t_tok_start_s = t_start_s
-            if job.given_up() or t_start_s > job.deadline_s:
-                self._fail_unqueued(job, DeadlineExceeded(job.deadline_ms))
-            else:
-                live.append(job)
-        if not live:
-            return
-        max_tokens = self.encoder.max_tokens
-        limit = max_tokens if self.config.long_input == "truncate" else max_tokens + 1
-        try:
-            all_ids = self.encoder.tokenize([text for job in live for text in job.texts], limit)
-        except Exception:  # one request's bad text must fail only that request: retry them one by one
-            all_ids = []
-            survivors = []
-            for job in live:
-                try:
-                    all_ids += self.encoder.tokenize(job.texts, limit)
-                    survivors.append(job)
-                except Exception as exc:
-                    log.warning("tokenisation of one request failed: %s", exc)
-                    error = InvalidInput(f"the tokeniser could not process the input: {exc}")
-                    self._fail_unqueued(job, error)
-            live = survivors
-        t_end_s = time.perf_counter()
-        offset = 0
-        items: list[_Item] = []
-        for job in live:
-            ids = all_ids[offset : offset + len(job.texts)]
-            offset += len(job.texts)
-            job.t_tok_end_s = t_end_s
-            too_long = next((i for i, row in enumerate(ids) if len(row) > max_tokens), None)
-            if too_long is not None:
-                self._fail_unqueued(job, InputTooLong(too_long, max_tokens))
-                continue
-            job.token_counts = [len(row) for row in ids]
-            job.remaining = len(ids)
-            items += [_Item(job, i, row, next(self._seq), t_end_s) for i, row in enumerate(ids)]
+        live = []
+        for claim in claims:
+            job = claim[0]
+            if not job.unwanted() and t_start_s > job.deadline_s:
+                self._fail(job, DeadlineExceeded(job.deadline_ms))
+            elif not job.unwanted():
+                live.append(claim)
+        by_model: dict[str, list[_Claim]] = {}
+        for claim in live:
+            by_model.setdefault(claim[0].model, []).append(claim)
+        items: list[Item[_Job]] = []
+        for model, group in by_model.items():
+            items += self._tokenize_group(self.encoders[model], group)
         with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
-            items = [item for item in items if not item.job.given_up()]
-            self._pending.extend(items)
+            self._queue.add([item for item in items if not item.job.unwanted()])
             self._cond.notify_all()
 
-    def _fail_unqueued(self, job: _Job, error: BatcherError) -> None:
-        with self._cond:
-            self._uncount(job, len(job.texts))
-        self._resolve(job, None, error)
+    def _tokenize_group(self, encoder: Encoder, claims: list[_Claim]) -> list[Item[_Job]]:
+        max_tokens = encoder.max_tokens
+        limit = max_tokens if self.config.long_input == "truncate" else max_tokens + 1
+        t_start_s = time.perf_counter()
+        with self._tokenizer_lock:  # fast tokenisers keep per-call state on the object: one call at a time
+            try:
+                all_ids = encoder.tokenize([text for job, s, e in claims for text in job.texts[s:e]], limit)
+            except Exception:  # one request's bad text must fail only that request: retry them one by one
+                all_ids, survivors = [], []
+                for job, start, end in claims:
+                    try:
+                        all_ids += encoder.tokenize(job.texts[start:end], limit)
+                        survivors.append((job, start, end))
+                    except Exception as exc:
+                        log.warning("tokenisation of one request failed: %s", exc)
+                        self._fail(job, InvalidInput(f"the tokeniser could not process the input: {exc}"))
+                claims = survivors
+        t_end_s = time.perf_counter()
+        offset = 0
+        items: list[Item[_Job]] = []
+        for job, start, end in claims:
+            ids = all_ids[offset : offset + end - start]
+            offset += end - start
+            job.tokenize_s += t_end_s - t_start_s
+            too_long = next((i for i, row in enumerate(ids) if len(row) > max_tokens), None)
+            if too_long is not None:
+                self._fail(job, InputTooLong(start + too_long, max_tokens))
+                continue
+            counts = [len(row) for row in ids]
+            job.token_counts[start:end] = counts
+            job.tokens += sum(counts)
+            budget = self.config.max_request_tokens
+            if budget and job.tokens > budget:
+                self._fail(job, TooManyTokens(job.tokens, budget, complete=end == len(job.texts)))
+                continue
+            items += [Item(job, start + i, row, t_end_s) for i, row in enumerate(ids)]
+        return items
 
     # ---- batching ------------------------------------------------------------------------------------------
 
     def _purge_expired(self, now_s: float) -> None:
-        """With the lock held: drop queued inputs of requests abandoned or past their deadline."""
-        dead = [item for item in self._pending if item.job.given_up() or now_s > item.job.deadline_s]
-        if not dead:
-            return
-        dead_ids = {id(item) for item in dead}
-        self._pending = [item for item in self._pending if id(item) not in dead_ids]
-        for item in dead:
+        """With the lock held: drop queued inputs of requests abandoned, answered or past their deadline."""
+        dropped = self._queue.drop(lambda job: job.unwanted() or now_s > job.deadline_s)
+        for item in dropped:
             self._uncount(item.job, 1)
-            if not item.job.unwanted():  # a hung-up caller's wait is ended by _abandon
-                self._resolve(item.job, None, DeadlineExceeded(item.job.deadline_ms))
+        for job in {id(item.job): item.job for item in dropped}.values():
+            if not job.unwanted():  # expired: its inputs not yet tokenised stop counting too
+                self._uncount(job, job.counted)
+                self._resolve(job, None, DeadlineExceeded(job.deadline_ms))
 
-    def _select(self) -> list[_Item]:
-        """Choose the next batch from the pending inputs; it always contains the oldest one (no starvation)."""
+    def _limits(self) -> BatchLimits:
         cfg = self.config
-        oldest = self._pending[0]
-        if not cfg.batching:
-            candidates = [item for item in self._pending if item.job is oldest.job]
-        elif cfg.sort_by_length:
-            window = self._pending[: cfg.max_batch_size * SORT_WINDOW_BATCHES]
-            candidates = sorted(window, key=lambda item: (abs(item.length - oldest.length), item.seq))
-        else:
-            candidates = self._pending
-        chosen: list[_Item] = []
-        longest = 0
-        batch_limit = self.health.batch_limit()
-        for item in candidates:
-            if len(chosen) >= batch_limit:
-                break
-            new_longest = max(longest, item.length)
-            if chosen and new_longest * (len(chosen) + 1) > cfg.max_batch_tokens:
-                if cfg.sort_by_length and cfg.batching:
-                    continue  # a shorter input further on may still fit
-                break
-            chosen.append(item)
-            longest = new_longest
-        return chosen
+        return BatchLimits(
+            max_inputs=self.health.batch_limit(),
+            max_tokens=cfg.max_batch_tokens,
+            sort_by_length=cfg.sort_by_length,
+            batching=cfg.batching,
+            sort_window=cfg.max_batch_size * SORT_WINDOW_BATCHES,
+        )
 
-    def _next_batch(self) -> list[_Item] | list[_Job] | None:
-        """Block until there is a batch to compute (list of items), jobs to tokenise (list of jobs), or the end."""
+    def _next_work(self) -> _Work | None:
+        """Block until there is a batch to compute, slices to tokenise (overlap off), or the end (None)."""
         with self._cond:
             while True:
                 if not self.config.overlap_tokenize and self._tok_jobs:
-                    jobs = list(self._tok_jobs)
-                    self._tok_jobs.clear()
-                    return jobs
+                    claims = self._claim()
+                    self._tokenizing += 1
+                    return "tokenize", claims
                 now_s = time.perf_counter()
                 self._purge_expired(now_s)
-                if self._pending:
-                    chosen = self._select()
-                    full = len(chosen) < len(self._pending) or len(chosen) >= self.health.batch_limit()
-                    wait_s = self._pending[0].t_enqueued_s + self.config.max_wait_ms / 1000 - now_s
+                if len(self._queue):
+                    limit = self.health.batch_limit()
+                    full = len(self._queue) >= limit
+                    wait_s = self._queue.oldest().t_enqueued_s + self.config.max_wait_ms / 1000 - now_s
                     # Wait only for inputs already accepted and still being tokenised: waiting for arrivals
                     # that may never come only adds latency (a lone client would pay max_wait on every call).
-                    more_coming = self._waiting > len(self._pending)
+                    more_coming = self._waiting > len(self._queue)
                     if not self.config.batching or full or wait_s <= 0 or not more_coming or self._stopping:
-                        chosen_ids = {id(item) for item in chosen}
-                        self._pending = [item for item in self._pending if id(item) not in chosen_ids]
+                        chosen = self._queue.select(self._limits())
                         for item in chosen:
                             self._uncount(item.job, 1)
-                        return chosen
+                        return "compute", chosen
                     self._awaiting_more += 1
                     try:
                         self._cond.wait(timeout=wait_s)
@@ -472,25 +472,31 @@ class Batcher:
         if self.on_worker_start is not None:
             self.on_worker_start(worker_index)
         while True:
-            work = self._next_batch()
+            work = self._next_work()
             if work is None:
                 return
-            if work and isinstance(work[0], _Job):
-                self._tokenize_jobs(work)
-            elif work:
-                self._compute(work)  # type: ignore[arg-type]
+            if work[0] == "tokenize":
+                try:
+                    self._tokenize(work[1])
+                finally:
+                    with self._cond:
+                        self._tokenizing -= 1
+                        self._cond.notify_all()
+            elif work[1]:
+                self._compute(work[1])
 
-    def _compute(self, batch: list[_Item]) -> None:
+    def _compute(self, batch: list[Item[_Job]]) -> None:
         batch = [item for item in batch if not item.job.unwanted()]  # callers that gave up cost nothing
         if not batch:
             return
         if self.config.sort_by_length:
             batch.sort(key=lambda item: item.length)
+        model = batch[0].job.model
         longest = max(item.length for item in batch)
         padded_tokens = longest * len(batch)
         t_start_s = time.perf_counter()
         try:
-            vectors = self.encoder.embed_token_ids(
+            vectors = self.encoders[model].embed_token_ids(
                 [item.ids for item in batch], should_stop=lambda: self._not_worth_finishing(batch)
             )
         except ComputeStopped:  # (nearly) every caller went away meanwhile: free the worker, requeue the rest
@@ -512,63 +518,64 @@ class Batcher:
         m.tokens.inc(sum(item.length for item in batch))
         self._busy.record(t_end_s, compute_s)
         with self._results_lock:  # with several workers, one request's inputs can finish on two threads
-            jobs: dict[int, _Job] = {}
-            for item, vector in zip(batch, vectors, strict=True):
-                job = item.job
-                if job.unwanted():
-                    continue
-                if job.results is None:
-                    job.results = np.empty((len(job.texts), vectors.shape[1]), dtype=np.float32)
-                job.results[item.index] = vector
-                job.remaining -= 1
-                jobs[id(job)] = job
-            for job in jobs.values():
-                job.compute_s += compute_s
-                if len(batch) > job.batch_size:
-                    job.batch_size, job.batch_tokens = len(batch), padded_tokens
-                if job.remaining == 0 and job.results is not None:
-                    tokenize_s = job.t_tok_end_s - job.t_tok_start_s
-                    queue_s = max(0.0, (t_end_s - job.t_submit_s) - tokenize_s - job.compute_s)
-                    result = BatchResult(
-                        embeddings=job.results,
-                        token_counts=job.token_counts,
-                        queue_ms=queue_s * 1000,
-                        tokenize_ms=tokenize_s * 1000,
-                        compute_ms=job.compute_s * 1000,
-                        batch_size=job.batch_size,
-                        batch_tokens=job.batch_tokens,
-                    )
-                    self._resolve(job, result, None)
+            self._store(batch, vectors, compute_s, padded_tokens, t_end_s)
+
+    def _store(
+        self, batch: list[Item[_Job]], vectors: np.ndarray, compute_s: float, padded: int, t_end_s: float
+    ) -> None:
+        """Put a computed batch's vectors in place; answer the requests it completed."""
+        jobs: dict[int, _Job] = {}
+        for item, vector in zip(batch, vectors, strict=True):
+            job = item.job
+            if job.unwanted():
+                continue
+            if job.results is None:
+                job.results = np.empty((len(job.texts), vectors.shape[1]), dtype=np.float32)
+            job.results[item.index] = vector
+            job.remaining -= 1
+            jobs[id(job)] = job
+        for job in jobs.values():
+            job.compute_s += compute_s
+            if len(batch) > job.batch_size:
+                job.batch_size, job.batch_tokens = len(batch), padded
+            if job.remaining == 0 and job.results is not None:
+                queue_s = max(0.0, (t_end_s - job.t_submit_s) - job.tokenize_s - job.compute_s)
+                result = BatchResult(
+                    embeddings=job.results,
+                    token_counts=job.token_counts,
+                    queue_ms=queue_s * 1000,
+                    tokenize_ms=job.tokenize_s * 1000,
+                    compute_ms=job.compute_s * 1000,
+                    batch_size=job.batch_size,
+                    batch_tokens=job.batch_tokens,
+                    model=job.model,
+                )
+                self._resolve(job, result, None)
 
     @staticmethod
-    def _not_worth_finishing(batch: list[_Item]) -> bool:
+    def _not_worth_finishing(batch: list[Item[_Job]]) -> bool:
         live = sum(1 for item in batch if not item.job.unwanted())
         return live <= len(batch) * RESTART_LIVE_SHARE
 
-    def _stopped(self, batch: list[_Item], t_start_s: float) -> None:
-        """A batch stopped part-way: its inputs still wanted go back to the front of the queue (in their order);
-        its time counts as busy, but not towards the per-input service time."""
+    def _stopped(self, batch: list[Item[_Job]], t_start_s: float) -> None:
+        """A batch stopped part-way: its inputs still wanted go back to the front of their requests' queues; its
+        time counts as busy, but not towards the per-input service time."""
         t_end_s = time.perf_counter()
         self._service_time.record_stop(t_end_s)
         self.metrics.stopped_batches.inc()
         self.metrics.compute_seconds.inc((t_end_s - t_start_s) / self.config.workers)
         self._busy.record(t_end_s, t_end_s - t_start_s)
         with self._cond:
-            live = sorted((item for item in batch if not item.job.unwanted()), key=lambda item: item.seq)
+            live = [item for item in batch if not item.job.unwanted()]
             for item in live:
                 item.job.counted += 1
+                self._queued_jobs[item.job] = None
             self._waiting += len(live)
-            self._pending[:0] = live
+            self._queue.requeue(live)
             self.metrics.queue_depth.set(self._waiting)
             self._cond.notify_all()
-        log.debug(
-            "stopped a batch of %d inputs after %.1f ms: its callers had gone; %d input(s) requeued",
-            len(batch),
-            (t_end_s - t_start_s) * 1000,
-            len(live),
-        )
 
-    def _device_error(self, batch: list[_Item], exc: Exception) -> None:
+    def _device_error(self, batch: list[Item[_Job]], exc: Exception) -> None:
         """Out of memory: split the batch and retry the halves (and keep batches small for a while).
         Any other error, or OOM on a single input, fails only this batch's requests and counts towards /ready."""
         if is_out_of_memory(exc) and len(batch) > 1:
@@ -586,15 +593,6 @@ class Batcher:
             self.health.record_error()
         self.metrics.device_errors.inc()
         log.error("batch of %d inputs failed: %s: %s", len(batch), type(exc).__name__, exc)
-        self._fail_batch(batch, ComputeFailed(f"inference failed: {type(exc).__name__}: {exc}"))
-
-    def _fail_batch(self, batch: list[_Item], error: BatcherError) -> None:
-        failed = {id(item.job): item.job for item in batch if not item.job.finished}
-        with self._cond:
-            rest = [item for item in self._pending if id(item.job) in failed]
-            if rest:
-                self._pending = [item for item in self._pending if id(item.job) not in failed]
-                for item in rest:
-                    self._uncount(item.job, 1)
-        for job in failed.values():
-            self._resolve(job, None, error)
+        error = ComputeFailed(f"inference failed: {type(exc).__name__}: {exc}")
+        for job in {id(item.job): item.job for item in batch}.values():
+            self._fail(job, error)

@@ -10,17 +10,19 @@ BUSY_WINDOW_S = 10.0
 
 
 class BusyWindow:
-    """Compute spans of the last BUSY_WINDOW_S, shared by `lanes` workers (the fraction is their mean)."""
+    """Compute spans of the last horizon_s (BUSY_WINDOW_S by default), shared by `lanes` workers (the fraction
+    is their mean)."""
 
-    def __init__(self, lanes: int = 1) -> None:
+    def __init__(self, lanes: int = 1, horizon_s: float = BUSY_WINDOW_S) -> None:
         self.lanes = lanes
+        self.horizon_s = horizon_s
         self._spans: collections.deque[tuple[float, float]] = collections.deque()  # (end, duration) in s
         self._lock = threading.Lock()
 
     def record(self, t_end_s: float, compute_s: float) -> None:
         with self._lock:
             self._spans.append((t_end_s, compute_s))
-            while self._spans and self._spans[0][0] < t_end_s - BUSY_WINDOW_S:
+            while self._spans and self._spans[0][0] < t_end_s - self.horizon_s:
                 self._spans.popleft()
 
     def fraction(self, window_s: float = BUSY_WINDOW_S) -> float:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from service.metrics import ServiceMetrics
-
-if TYPE_CHECKING:
-    from service.cache_redis import RedisCache
 
 
 class CachedEmbedding(NamedTuple):
@@ -79,10 +77,19 @@ class CacheLookup:
         return "partial" if found else "miss"
 
 
+class SharedCache(Protocol):
+    """The shared cache ResultCache asks after its LRU (service/cache_redis.py's RedisCache)."""
+
+    async def get_many(self, texts: Sequence[str]) -> list[CachedEmbedding | None] | None: ...
+    async def put_many(self, entries: Sequence[tuple[str, np.ndarray, int]]) -> None: ...
+    def status(self) -> dict[str, Any]: ...
+    async def close(self) -> None: ...
+
+
 class ResultCache:
     """The in-process LRU, then the shared Redis cache; counts hits and misses per input."""
 
-    def __init__(self, local: EmbeddingCache, shared: RedisCache | None, metrics: ServiceMetrics) -> None:
+    def __init__(self, local: EmbeddingCache, shared: SharedCache | None, metrics: ServiceMetrics) -> None:
         self.local = local
         self.shared = shared
         self.metrics = metrics

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import functools
 import logging
 import socket
 import sys
@@ -91,11 +90,9 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def uvicorn_config(settings: ServiceSettings, app: FastAPI) -> uvicorn.Config:
-    """uvicorn's settings for the app: its HTTP protocol answers the door's 429s without an ASGI task."""
+    """uvicorn's settings for the app: stock HTTP protocol, no access log of its own (the app writes one),
+    and a shutdown grace of its own (--shutdown-grace-s) after which requests still running are cancelled."""
     import uvicorn
-
-    from service.admission import admit_at_door
-    from service.door_protocol import service_protocol
 
     return uvicorn.Config(
         app,
@@ -105,11 +102,7 @@ def uvicorn_config(settings: ServiceSettings, app: FastAPI) -> uvicorn.Config:
         lifespan="on",
         access_log=False,
         timeout_keep_alive=max(1, round(settings.keep_alive_timeout_s)),
-        http=service_protocol(
-            settings.header_timeout_s,
-            door=functools.partial(admit_at_door, app.state.service),
-            on_hold=app.state.service.metrics.held_connections.inc,
-        ),
+        timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
     )
 
 

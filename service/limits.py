@@ -27,24 +27,6 @@ class ConcurrencyLimit:
         with self._lock:
             self.inflight -= 1
 
-    def slot(self) -> Slot | None:
-        """A place for one request, or None when all are taken."""
-        return Slot(self) if self.try_acquire() else None
-
-
-class Slot:
-    """One request's place under a ConcurrencyLimit, given back once however often release() is called:
-    when the client hangs up and again when its handler finishes."""
-
-    def __init__(self, limit: ConcurrencyLimit) -> None:
-        self._limit = limit
-        self._held = True
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._limit.release()
-
 
 class RateLimit:
     """Token bucket of `qps` requests per second with a one-second burst (0 = unlimited)."""

@@ -5,29 +5,10 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 STAGES = ("queue", "tokenize", "compute", "post", "total")
-LATENCY_BUCKETS_S = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.0075,
-    0.01,
-    0.015,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    1.5,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-)
+# fmt: off
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5,
+                     0.75, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0)
+# fmt: on
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512)
 BATCH_TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -52,9 +33,10 @@ class ServiceMetrics:
             "embedperf_queue_depth", "Inputs accepted and waiting for a batch.", registry=r
         )
         self.inflight = Gauge("embedperf_inflight_requests", "Embedding requests in flight.", registry=r)
-        self.held_connections = Counter(
-            "embedperf_held_connections",
-            "Connections left unread until their Retry-After passed: refused again before it had.",
+        self.served_requests = Counter(
+            "embedperf_served_requests_total",
+            "Embedding requests answered 200, by the model that produced their vectors (main or fallback).",
+            ["model"],
             registry=r,
         )
         self.batch_size = Histogram(
@@ -113,8 +95,8 @@ class ServiceMetrics:
         )
         self.abandoned = Counter(
             "embedperf_abandoned_total",
-            "Requests whose work was dropped before compute, by reason: disconnected (seen by the HTTP protocol), "
-            "cancelled (the request's task was), deadline.",
+            "Requests whose work was dropped before compute, by reason: disconnected (the client hung up), "
+            "cancelled (the request's task was, e.g. at the end of the shutdown grace), deadline.",
             ["reason"],
             registry=r,
         )

@@ -165,19 +165,25 @@ def _check_unicode(text: str, where: str) -> None:
         ) from None
 
 
-def request_body_schema(max_inputs: int, dimension: int, max_input_chars: int) -> dict[str, Any]:
-    """The JSON schema of a POST /v1/embeddings body, for the OpenAPI document (the route reads raw bytes)."""
+def request_body_schema(
+    max_inputs: int, dimension: int, max_input_chars: int, model_names: list[str] | None = None
+) -> dict[str, Any]:
+    """The JSON schema of a POST /v1/embeddings body, for the OpenAPI document (the route reads raw bytes);
+    model_names: the ids the service answers to."""
     text = {"type": "string", "minLength": 1, "maxLength": max_input_chars}
+    model: dict[str, Any] = {"type": "string", "description": "The served model id (or one of its aliases)."}
+    if model_names:
+        model["enum"] = model_names
     return {
         "title": "EmbeddingRequest",
         "type": "object",
-        "required": ["input"],
+        "required": ["input", "model"],
         "properties": {
             "input": {
                 "description": "Text to embed: a string or a list of strings.",
                 "anyOf": [text, {"type": "array", "items": text, "minItems": 1, "maxItems": max_inputs}],
             },
-            "model": {"type": "string", "description": "The served model id (or one of its aliases)."},
+            "model": model,
             "encoding_format": {"type": "string", "enum": ["float", "base64"], "default": "float"},
             "dimensions": {"type": "integer", "minimum": 1, "maximum": dimension},
             "user": {"type": "string"},

@@ -1,72 +1,20 @@
-"""Request intake that bounds what one client can cost: body size and read time, input length, disconnects."""
+"""Request intake that bounds what one client can cost: body size and read time, input length, hang-ups."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import Literal
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
+from starlette.types import Receive
 
+from service.batcher import CLIENT_DISCONNECTED
 from service.openai_api import CLIENT_CLOSED_REQUEST, ApiError
 
-T = TypeVar("T")
 # Truncate mode cuts each input to this many characters per model token before tokenising: a token covers at
 # least one character, and real text averages 2-6, so the cut never shortens what the model would see while a
 # megabyte of text costs the tokeniser only a few kilobytes.
 TRUNCATE_CHARS_PER_TOKEN = 16
-CONNECTION_LOST = "embedperf.connection_lost"  # scope["extensions"] key of a request's ConnectionLost
-
-
-class ConnectionLost:
-    """Callbacks the HTTP protocol (door_protocol.py) runs the moment a request's connection drops.
-
-    The batcher registers one that abandons the request's work and fails its wait, so a burst of
-    disconnections frees queue space and stops abandoned batches a loop turn or two after they happen, and
-    the handler needs no task of its own watching for `http.disconnect`. The protocol marks the signal at
-    once (`lost`, a flag the batcher's workers read, so no input of a gone request is computed, and the few
-    cheap `on_mark` callbacks: the batcher frees the request's queue space, so the next request is not
-    refused for it) and fires the other callbacks a slice of connections per loop turn (service/teardown.py).
-    """
-
-    def __init__(self) -> None:
-        self.lost = False  # set the moment the connection drops; read from any thread
-        self._callbacks: list[Callable[[], None]] = []
-        self._mark_callbacks: list[Callable[[], None]] = []
-
-    def mark(self) -> None:
-        """The connection dropped: say so now and run the on_mark callbacks; fire() runs the others."""
-        self.lost = True
-        callbacks, self._mark_callbacks = self._mark_callbacks, []
-        for callback in callbacks:
-            callback()
-
-    def on_mark(self, callback: Callable[[], None]) -> None:
-        """Run callback (cheap: it runs inside the protocol's connection teardown) the moment the connection
-        drops, or now if it already has."""
-        if self.lost:
-            callback()
-        else:
-            self._mark_callbacks.append(callback)
-
-    def subscribe(self, callback: Callable[[], None]) -> None:
-        """Run callback when the connection drops, or now if it already has."""
-        if self.lost:
-            callback()
-        else:
-            self._callbacks.append(callback)
-
-    def fire(self) -> None:
-        self.mark()
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback()
-
-
-def connection_lost_signal(request: Request) -> ConnectionLost | None:
-    """The request's ConnectionLost, when the HTTP protocol provides one (not with in-process clients)."""
-    signal: ConnectionLost | None = request.scope.get("extensions", {}).get(CONNECTION_LOST)
-    return signal
 
 
 async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
@@ -75,7 +23,9 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
-            raise ApiError(400, f"Content-Length {declared!r} is not a number", "invalid_request")
+            raise ApiError(
+                400, f"Content-Length {declared!r} is not a whole number of bytes", "invalid_content_length"
+            )
         if int(declared) > max_bytes:
             raise _too_large(int(declared), max_bytes)
     body = bytearray()
@@ -85,6 +35,8 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
                 body += chunk
                 if len(body) > max_bytes:
                     raise _too_large(len(body), max_bytes)
+    except ClientDisconnect:
+        raise client_gone() from None
     except TimeoutError:
         raise ApiError(
             408,
@@ -125,29 +77,47 @@ def limit_chars(
     return [text if len(text) <= cut else text[:cut] for text in texts]
 
 
-async def _disconnected(request: Request) -> None:
-    """Returns when the client goes away (the body has already been read, so only http.disconnect comes)."""
-    while (await request.receive())["type"] != "http.disconnect":
+def client_gone() -> ApiError:
+    """The answer to a request whose client hung up (nobody reads it; it shows in the access log)."""
+    return ApiError(
+        CLIENT_CLOSED_REQUEST, "the client closed the connection before the response", "client_closed_request"
+    )
+
+
+async def _hang_up(receive: Receive) -> None:
+    """Returns when the client goes away (the body has been read, so only http.disconnect can come)."""
+    while (await receive())["type"] != "http.disconnect":
         pass
 
 
-async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Await work, but cancel it when the client disconnects first: its queued inputs are then dropped
-    before compute and its queue space released (the batcher abandons a cancelled submission)."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:  # the server cancelled this request: abandon the work before leaving
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        raise
-    finally:
-        watcher.cancel()
-    if task.done():
-        return task.result()
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    raise ApiError(
-        CLIENT_CLOSED_REQUEST, "the client closed the connection before the response", "client_closed_request"
-    )
+class cancelled_on_hang_up:  # noqa: N801 - used as `async with cancelled_on_hang_up(receive):`
+    """Cancel the calling task with CLIENT_DISCONNECTED if the client hangs up inside the block.
+
+    As vLLM's server does: the ASGI receive channel says `http.disconnect` when the connection drops, and the
+    cancellation reaches the batcher, which drops the request's work wherever it is. The caller turns that
+    CancelledError into `client_gone()` (and uncancels its task); any other cancellation passes through.
+    (A class rather than contextlib's generator: it runs once per request.)
+    """
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self._inside = False
+
+    async def __aenter__(self) -> None:
+        self._task = asyncio.current_task()
+        self._inside = True
+        self._watcher = asyncio.create_task(_hang_up(self._receive))
+        self._watcher.add_done_callback(self._on_hang_up)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._inside = False
+        self._watcher.cancel()
+
+    def _on_hang_up(self, watcher: asyncio.Task[None]) -> None:
+        if (
+            self._inside
+            and self._task is not None
+            and not watcher.cancelled()
+            and watcher.exception() is None
+        ):
+            self._task.cancel(CLIENT_DISCONNECTED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -68,14 +69,23 @@ class ServiceSettings(BaseSettings):
         description="Most inputs waiting for a batch; beyond it requests get 429 (must be >= max_inputs).",
     )
     deadline_ms: float = Field(
-        30000.0, gt=0, description="Requests not done within this get 503; their queued work is skipped."
+        5000.0,
+        gt=0,
+        description="Requests not done within this get 503 deadline_exceeded; their queued work is skipped.",
     )
     admit_wait_share: float = Field(
-        0.5,
+        0.2,
         gt=0,
         le=1,
         description="Load shedding: a request whose estimated queue wait exceeds this share of deadline_ms "
-        "gets an immediate 429 with Retry-After, so admitted requests finish within the deadline.",
+        "gets an immediate 429 with Retry-After, before its body is read, so admitted requests finish "
+        "within the deadline.",
+    )
+    shutdown_grace_s: float = Field(
+        10.0,
+        gt=0,
+        description="On SIGTERM, how long requests in flight may take to finish before they are cut off "
+        "(independent of deadline_ms); new connections are refused at once.",
     )
     max_body_bytes: int = Field(
         4 * 1024 * 1024,
@@ -91,12 +101,6 @@ class ServiceSettings(BaseSettings):
     body_timeout_s: float = Field(
         10.0, gt=0, description="Longest time to receive a request body; slower clients get 408."
     )
-    header_timeout_s: float = Field(
-        10.0,
-        gt=0,
-        description="Longest time to receive a request's line and headers (from the connection's opening or "
-        "the request's first byte); slower clients get 408 and are disconnected.",
-    )
     keep_alive_timeout_s: float = Field(
         5.0, gt=0, description="Idle keep-alive connections are closed after this many seconds."
     )
@@ -109,12 +113,26 @@ class ServiceSettings(BaseSettings):
     long_input: LongInput = Field(
         "truncate", description="Inputs over the model's token limit: truncate or reject (413)."
     )
-    max_inputs: int = Field(2048, ge=1, description="Most inputs in one request.")
+    max_inputs: int = Field(
+        2048, ge=1, description="Most inputs in one request; more get 400 too_many_inputs."
+    )
+    max_request_tokens: int = Field(
+        8192,
+        ge=1,
+        description="Most tokens (after truncation) in one request, summed over its inputs; more get 413 "
+        "too_many_tokens, found while tokenising and before the request is computed.",
+    )
     warmup: bool = Field(True, description="Run a warm-up batch before reporting ready.")
     log_level: LogLevel = Field("info", description="Log level of the service and uvicorn.")
     api_keys: str = Field(
         "",
-        description="Comma-separated API keys; when set, POST /v1/embeddings needs 'Authorization: Bearer KEY'.",
+        description="Comma-separated API keys; when set, every endpoint but /health and /ready needs "
+        "'Authorization: Bearer KEY' (401 otherwise).",
+    )
+    access_log: str = Field(
+        "-",
+        description="Where the JSON access log goes, one line per request: '-' (stderr), a file path, "
+        "or 'off'.",
     )
     workers: int = Field(
         1,
@@ -135,6 +153,30 @@ class ServiceSettings(BaseSettings):
     cache_ttl_s: int = Field(86400, ge=0, description="Expiry of Redis cache entries in seconds (0 = none).")
     cache_retry_max_s: float = Field(
         5.0, gt=0, description="Longest wait between reconnection attempts while Redis is down."
+    )
+
+    fallback_model: str | None = Field(
+        None,
+        description="Lighter model directory that serves new requests while the device stays busy "
+        "(see fallback_busy_threshold); it must give vectors of the main model's dimension.",
+    )
+    fallback_precision: Precision | None = Field(
+        None,
+        description="Precision of the fallback: alone, the main model at this precision (e.g. int8) is "
+        "the fallback; with fallback_model, that model's precision (default: precision).",
+    )
+    fallback_busy_threshold: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="With a fallback: new requests go to it while the busy fraction over the last "
+        "fallback_window_s is at or above this, and to the main model again once it is below.",
+    )
+    fallback_window_s: float = Field(
+        10.0,
+        gt=0,
+        description="With a fallback: the window the busy fraction is averaged over, and the least time "
+        "between two switches.",
     )
 
     @field_validator("device")
@@ -171,7 +213,22 @@ class ServiceSettings(BaseSettings):
                 "api_keys holds only commas or whitespace, which would switch authentication off; "
                 "give at least one key (KEY1,KEY2) or leave it unset to run without auth"
             )
+        if self.fallback_model is None and self.fallback_precision == self.precision:
+            raise ValueError(
+                f"fallback_precision {self.fallback_precision} is the main model's own precision: the fallback "
+                "would be the main model; give a lighter precision (e.g. int8) or --fallback-model PATH"
+            )
         return self
+
+    def fallback_model_id(self) -> str | None:
+        """The id responses name when the fallback produced their vectors (None without a fallback):
+        the fallback directory's name, or `<model_name>@<precision>` for the main model at a lighter precision."""
+        if self.fallback_model is not None:
+            name = Path(self.fallback_model).name
+            return f"{name}@{self.fallback_precision}" if self.fallback_precision else name
+        if self.fallback_precision is not None:
+            return f"{self.model_name}@{self.fallback_precision}"
+        return None
 
     def api_key_list(self) -> list[str]:
         return [key.strip() for key in self.api_keys.split(",") if key.strip()]

@@ -21,6 +21,7 @@ from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 from tests.conftest import REPO_ROOT
 
+MODEL = "all-MiniLM-L6-v2"
 RECOVERY_ATTEMPTS = 200
 RECOVERY_PAUSE_S = 0.05
 
@@ -70,7 +71,7 @@ def test_two_cpu_workers_both_compute_and_are_listed(minilm: EmbeddingModel) -> 
             ]
             texts = [f"scale-out request number {i} about embeddings" for i in range(48)]
             responses = await asyncio.gather(
-                *(client.post("/v1/embeddings", json={"input": text}) for text in texts)
+                *(client.post("/v1/embeddings", json={"model": MODEL, "input": text}) for text in texts)
             )
             assert [r.status_code for r in responses] == [200] * len(texts)
             text = (await client.get("/metrics")).text
@@ -101,7 +102,7 @@ def test_redis_cache_hits_misses_survives_an_outage_and_reconnects(
     settings = ServiceSettings(cache=redis_server.url, cache_retry_max_s=0.2, warmup=False)
 
     async def embed(client: httpx.AsyncClient, texts: list[str]) -> tuple[str, list[list[float]]]:
-        response = await client.post("/v1/embeddings", json={"input": texts})
+        response = await client.post("/v1/embeddings", json={"model": MODEL, "input": texts})
         assert response.status_code == 200, response.text
         return response.headers["x-cache"], [row["embedding"] for row in response.json()["data"]]
 
@@ -149,7 +150,7 @@ def test_the_service_starts_without_redis_and_says_so(minilm: EmbeddingModel, tm
 
     async def go() -> None:
         async with serving(settings, minilm) as client:
-            response = await client.post("/v1/embeddings", json={"input": "no cache today"})
+            response = await client.post("/v1/embeddings", json={"model": MODEL, "input": "no cache today"})
             assert response.status_code == 200 and response.headers["x-cache"] == "bypass"
             cache = (await client.get("/health")).json()["cache"]
             assert cache["connected"] is False and "Connection" in cache["reason"]

@@ -10,17 +10,19 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 
-from service.admission import ADMITTED_AT_DOOR
+from service.app import create_app
 from service.encoder import ComputeStopped, StopCheck
 from service.model import EmbeddingModel, load_model
-from service.request_io import CONNECTION_LOST, TRUNCATE_CHARS_PER_TOKEN, ConnectionLost
+from service.request_io import TRUNCATE_CHARS_PER_TOKEN
 from service.settings import ServiceSettings
-from tests.integration.service.test_service_api import GatedModel, run, serving
+from tests.integration.service.test_service_api import MODEL, GatedModel, run, serving
 
 JSON = {"content-type": "application/json"}
 
@@ -88,7 +90,9 @@ def test_oversized_bodies_get_413_before_and_while_reading(minilm: EmbeddingMode
                 assert_error(response, 413, "request_too_large")
             streamed = await client.post("/v1/embeddings", content=chunks(40, 64 * 1024), headers=JSON)
             assert_error(streamed, 413, "request_too_large")
-            assert (await client.post("/v1/embeddings", json={"input": "fine"})).status_code == 200
+            assert (
+                await client.post("/v1/embeddings", json={"model": MODEL, "input": "fine"})
+            ).status_code == 200
 
     run(go)
 
@@ -103,7 +107,9 @@ def test_slow_bodies_time_out_and_hold_no_slot(minilm: EmbeddingModel) -> None:
             )
             await asyncio.sleep(0.1)
             # the slow upload holds no concurrency slot: a real request is served meanwhile
-            assert (await client.post("/v1/embeddings", json={"input": "real"})).status_code == 200
+            assert (
+                await client.post("/v1/embeddings", json={"model": MODEL, "input": "real"})
+            ).status_code == 200
             assert_error(await slow, 408, "request_timeout")
             hold.set()
 
@@ -112,7 +118,8 @@ def test_slow_bodies_time_out_and_hold_no_slot(minilm: EmbeddingModel) -> None:
 
 def test_invalid_unicode_nesting_and_poison_inputs_are_400_for_them_only(minilm: EmbeddingModel) -> None:
     async def go() -> None:
-        async with serving(ServiceSettings(), minilm) as client:
+        # a deadline long enough that a slow shared host never sheds any of the 30 concurrent requests
+        async with serving(ServiceSettings(deadline_ms=120_000), minilm) as client:
             poison = b'{"input": ["fine", "bad \\ud800 text"]}'
             cases = [
                 (b'{"input": "\\ud800"}', "invalid_unicode"),
@@ -126,7 +133,9 @@ def test_invalid_unicode_nesting_and_poison_inputs_are_400_for_them_only(minilm:
                 *(
                     client.post("/v1/embeddings", content=poison, headers=JSON)
                     if i % 3 == 0
-                    else client.post("/v1/embeddings", json={"input": [f"valid {i}", "other"]})
+                    else client.post(
+                        "/v1/embeddings", json={"model": MODEL, "input": [f"valid {i}", "other"]}
+                    )
                     for i in range(30)
                 )
             )
@@ -139,14 +148,16 @@ def test_inputs_are_cut_before_tokenising(minilm: EmbeddingModel) -> None:
     async def go() -> None:
         spy = SpyModel(minilm)
         async with serving(ServiceSettings(), spy) as client:
-            r = await client.post("/v1/embeddings", json={"input": ["word " * 200_000, "short"]})
+            r = await client.post(
+                "/v1/embeddings", json={"model": MODEL, "input": ["word " * 200_000, "short"]}
+            )
             assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] == minilm.max_tokens + 3
             assert max(spy.tokenized_chars) == minilm.max_tokens * TRUNCATE_CHARS_PER_TOKEN
         spy.tokenized_chars.clear()
         settings = ServiceSettings(long_input="reject", max_input_chars=5000)
         async with serving(settings, spy, wait_ready=True) as client:
             warm = len(spy.tokenized_chars)
-            r = await client.post("/v1/embeddings", json={"input": ["ok", "x" * 5001]})
+            r = await client.post("/v1/embeddings", json={"model": MODEL, "input": ["ok", "x" * 5001]})
             assert_error(r, 413, "input_too_long")
             assert r.json()["error"]["message"].startswith("input[1] has 5001 characters")
             assert len(spy.tokenized_chars) == warm  # refused before the tokeniser saw it
@@ -168,9 +179,9 @@ def test_protocol_details_allow_head_openapi_and_model_names(
                 document = (await client.get("/openapi.json")).json()
                 body = document["paths"]["/v1/embeddings"]["post"]["requestBody"]
                 schema = body["content"]["application/json"]["schema"]
-                assert (
-                    schema["required"] == ["input"] and schema["properties"]["dimensions"]["maximum"] == 384
-                )
+                assert schema["required"] == ["input", "model"]
+                assert schema["properties"]["dimensions"]["maximum"] == 384
+                assert MODEL in schema["properties"]["model"]["enum"]
                 evil = await client.post(
                     "/v1/embeddings", json={"input": "x", "model": "evil/all-MiniLM-L6-v2"}
                 )
@@ -189,9 +200,11 @@ def test_a_disconnected_client_is_not_computed(minilm: EmbeddingModel) -> None:
         gated.gate.set()
         async with serving(ServiceSettings(max_batch_size=1, max_wait_ms=0), gated) as client:
             gated.gate.clear()
-            held = asyncio.create_task(client.post("/v1/embeddings", json={"input": "held"}))
+            held = asyncio.create_task(client.post("/v1/embeddings", json={"model": MODEL, "input": "held"}))
             await asyncio.sleep(0.1)
-            gone = asyncio.create_task(client.post("/v1/embeddings", json={"input": ["gone 1", "gone 2"]}))
+            gone = asyncio.create_task(
+                client.post("/v1/embeddings", json={"model": MODEL, "input": ["gone 1", "gone 2"]})
+            )
             await asyncio.sleep(0.1)
             gone.cancel()  # the client hangs up while its inputs wait in the queue
             await asyncio.gather(gone, return_exceptions=True)
@@ -227,131 +240,139 @@ def test_the_model_asks_before_every_layer_and_stops_when_told(minilm: Embedding
     np.testing.assert_array_equal(minilm.embed_token_ids(ids), full)  # nothing of the stop is left behind
 
 
-def as_the_protocol_does(signals: list[ConnectionLost], states: list[Any] | None = None) -> Any:
-    """An ASGI layer that gives every embedding request a ConnectionLost signal (kept in `signals`), as the
-    service's HTTP protocol does (door_protocol.py); `states` receives the app's ServiceState."""
+def embedding_scope(body: bytes) -> dict[str, Any]:
+    """The ASGI scope uvicorn builds for a POST /v1/embeddings with this JSON body."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/embeddings",
+        "raw_path": b"/v1/embeddings",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8086),
+    }
 
-    def wrap(app: Any) -> Any:
-        if states is not None:
-            states.append(app.state.service)
 
-        async def protocol(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http" and scope["path"] == "/v1/embeddings":
-                signals.append(ConnectionLost())
-                scope.setdefault("extensions", {})[CONNECTION_LOST] = signals[-1]
-            await app(scope, receive, send)
+async def post_then_hang_up(app: Any, body: bytes, hang_up: asyncio.Event) -> list[dict[str, Any]]:
+    """POST body straight to the ASGI app; once hang_up is set, its receive channel says http.disconnect, as
+    uvicorn's does when the connection drops. Returns what the app sent."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
 
-        return protocol
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop()
+        await hang_up.wait()
+        return {"type": "http.disconnect"}
 
-    return wrap
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(embedding_scope(body), receive, send)
+    return sent
 
 
-def test_a_hang_up_frees_its_slot_and_work_at_once_and_its_handler_soon(minilm: EmbeddingModel) -> None:
-    """The service's HTTP protocol fires a request's ConnectionLost as its connection drops (stood in for here
-    by a wrapper that gives every embedding request one, as door_protocol.py does)."""
-
+def test_a_hang_up_seen_on_the_receive_channel_frees_its_slot_and_work_at_once(
+    minilm: EmbeddingModel, tmp_path: Path
+) -> None:
     async def go() -> None:
         gated = GatedModel(minilm)
         gated.gate.set()
-        settings = ServiceSettings(max_concurrency=2, max_batch_size=1, max_wait_ms=0)
-        states: list[Any] = []
-        signals: list[ConnectionLost] = []
-
-        async with serving(settings, gated, wrap=as_the_protocol_does(signals, states)) as client:
-            state = states[0]
-            gated.gate.clear()
-            computing = asyncio.create_task(client.post("/v1/embeddings", json={"input": "computing"}))
-            await asyncio.sleep(0.1)
-            queued = asyncio.create_task(client.post("/v1/embeddings", json={"input": "queued"}))
-            for _ in range(500):
-                if state.batcher.queue_depth == 1:
-                    break
-                await asyncio.sleep(0.01)
-            assert state.concurrency.inflight == 2 and state.batcher.queue_depth == 1
-            signals[1].fire()  # "queued" hangs up
-            assert state.concurrency.inflight == 1 and state.batcher.queue_depth == 0  # at once
-            after = asyncio.create_task(client.post("/v1/embeddings", json={"input": "after"}))
-            assert (await queued).status_code == 499  # its handler was woken and answered nobody
-            gated.gate.set()
-            assert (await computing).status_code == 200 and (await after).status_code == 200
-            metrics = (await client.get("/metrics")).text
-            assert 'embedperf_abandoned_total{reason="disconnected"} 1.0' in metrics
-            assert state.concurrency.inflight == 0
-
-    run(go)
-
-
-def test_hung_up_requests_leave_no_cyclic_garbage(minilm: EmbeddingModel) -> None:
-    """Under a disconnection storm, what a hung-up request leaves must be freed by reference counting: cyclic
-    garbage piles up in the oldest generation, and the full collection that frees it holds the event loop
-    for tens of milliseconds (stood in for the protocol's signal as in the hang-up test above)."""
-    found: list[int] = []
-    kinds: list[str] = []
-
-    async def go() -> None:
-        gated = GatedModel(minilm)
-        gated.gate.set()
-        signals: list[ConnectionLost] = []
-        settings = ServiceSettings(max_batch_size=1, max_wait_ms=0, deadline_ms=60_000)
-        async with serving(settings, gated, wrap=as_the_protocol_does(signals)) as client:
-            await client.post("/v1/embeddings", json={"input": "warm"})
-            gated.gate.clear()
-            gc.collect()
-            gc.disable()
-            try:
-                posts = [
-                    asyncio.create_task(client.post("/v1/embeddings", json={"input": f"gone {i}"}))
-                    for i in range(40)
-                ]
-                while len(signals) < 41:
+        log_path = tmp_path / "access.jsonl"
+        settings = ServiceSettings(
+            max_concurrency=2, max_batch_size=1, max_wait_ms=0, access_log=str(log_path)
+        )
+        app = create_app(settings, gated)
+        state = app.state.service
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://service", timeout=30
+            ) as client:
+                while (await client.get("/ready")).status_code != 200:
+                    await asyncio.sleep(0.05)
+                before = (await client.get("/metrics")).text
+                gated.gate.clear()
+                computing = asyncio.create_task(
+                    client.post("/v1/embeddings", json={"model": MODEL, "input": "computing"})
+                )
+                while state.batcher.queue_depth or state.concurrency.inflight < 1:
                     await asyncio.sleep(0.01)
-                await asyncio.sleep(0.1)  # every request has reached the batcher
-                for signal in signals[1:]:
-                    signal.fire()
-                statuses = [(await post).status_code for post in posts]
-                assert statuses == [499] * 40
+                hang_up = asyncio.Event()
+                body = json.dumps({"model": MODEL, "input": ["queued", "twice"]}).encode()
+                queued = asyncio.create_task(post_then_hang_up(app, body, hang_up))
+                while state.batcher.queue_depth != 2:
+                    await asyncio.sleep(0.01)
+                assert state.concurrency.inflight == 2
+                hang_up.set()
+                sent = await queued
+                assert sent[0]["status"] == 499
+                assert state.concurrency.inflight == 1 and state.batcher.queue_depth == 0
                 gated.gate.set()
-                # once this one is answered, the worker has passed (and dropped) the hung-up requests' work
-                after = await client.post("/v1/embeddings", json={"input": "after"})
-                assert after.status_code == 200
-                del posts, after
-                signals.clear()
-                gc.set_debug(gc.DEBUG_SAVEALL)
-                found.append(gc.collect())
-                kinds.extend(sorted({type(thing).__name__ for thing in gc.garbage}))
-            finally:
-                gc.set_debug(0)
-                gc.garbage.clear()
-                gc.enable()
-                gated.gate.set()
+                assert (await computing).status_code == 200
+                after = (await client.get("/metrics")).text
+        assert 'embedperf_abandoned_total{reason="disconnected"} 1.0' in after
+        assert metric(after, "embedperf_inputs_total") - metric(before, "embedperf_inputs_total") == 1.0
+        statuses = [json.loads(line)["status"] for line in log_path.read_text().splitlines()]
+        assert 499 in statuses and statuses.count(499) == 1
 
     run(go)
-    # the in-process HTTP client leaves cycles of its own (responses, streams); the service's must be none
-    assert found and not {"ClientGone", "ApiError", "_Job", "ConnectionLost", "Future"} & set(kinds), kinds
 
 
-def test_the_wait_for_a_turn_after_the_door_counts_in_the_server_timing_total(minilm: EmbeddingModel) -> None:
-    """A request let in by the protocol's door may wait for its turn at the loop gate before its handler runs;
-    its Server-Timing total runs from the door (stood in for here: let in 250 ms before its handler)."""
+def test_the_2048_input_request_of_300_words_each_is_refused_while_a_small_one_beside_it_is_served(
+    minilm: EmbeddingModel,
+) -> None:
+    """A legal-looking request of 2,048 inputs of ~300 words (~4 MB) would hold the device for minutes on
+    CPU: it exceeds the per-request token budget after its first slice is tokenised, and is never computed."""
 
     async def go() -> None:
-        def let_in_earlier(app: Any) -> Any:
-            async def protocol(scope: Any, receive: Any, send: Any) -> None:
-                if scope["type"] == "http" and scope["path"] == "/v1/embeddings":
-                    door = {"t_s": time.perf_counter() - 0.25}
-                    scope.setdefault("extensions", {})[ADMITTED_AT_DOOR] = door
-                await app(scope, receive, send)
-
-            return protocol
-
-        async with serving(ServiceSettings(), minilm, wrap=let_in_earlier) as client:
-            response = await client.post("/v1/embeddings", json={"input": "waited for its turn"})
-            assert response.status_code == 200
-            timing = dict(re.findall(r"(\w+);dur=([\d.]+)", response.headers["server-timing"]))
-            assert float(timing["total"]) >= 250.0
-            assert float(timing["total"]) - float(timing["queue"]) - float(timing["compute"]) >= 240.0
+        spy = SpyModel(minilm)
+        async with serving(ServiceSettings(), spy) as client:
+            before = (await client.get("/metrics")).text
+            vocabulary = [
+                "the",
+                "service",
+                "batches",
+                "requests",
+                "of",
+                "many",
+                "users",
+                "on",
+                "one",
+                "device",
+                "and",
+                "answers",
+                "each",
+            ]
+            words = " ".join(vocabulary[i % len(vocabulary)] for i in range(300))  # ~1,700 characters
+            huge = client.post(
+                "/v1/embeddings", json={"model": MODEL, "input": [f"{i} {words}" for i in range(2048)]}
+            )
+            small = client.post("/v1/embeddings", json={"model": MODEL, "input": "a small request"})
+            refused, served = await asyncio.gather(huge, small)
+            assert (
+                3_000_000 < int(refused.request.headers["content-length"]) <= 4 * 1024 * 1024
+            )  # within limits
+            assert_error(refused, 413, "too_many_tokens")
+            assert "--max-request-tokens" in refused.json()["error"]["message"]
+            assert served.status_code == 200
+            long_texts = [chars for chars in spy.tokenized_chars if chars > 1000]
+            assert 0 < len(long_texts) <= 64  # one slice was tokenised, not 2,048 inputs
+            after = (await client.get("/metrics")).text
+            assert metric(after, "embedperf_inputs_total") - metric(before, "embedperf_inputs_total") == 1.0
 
     run(go)
+
+
+def metric(text: str, name: str) -> float:
+    match = re.search(rf"^{re.escape(name)} ([0-9.e+-]+)$", text, re.MULTILINE)
+    assert match, f"{name} missing from /metrics"
+    return float(match.group(1))
 
 
 def test_device_faults_degrade_and_show_in_health_metrics_and_ready(minilm: EmbeddingModel) -> None:
@@ -359,7 +380,9 @@ def test_device_faults_degrade_and_show_in_health_metrics_and_ready(minilm: Embe
         faulty = FaultyModel(minilm, fits=4)
         settings = ServiceSettings(max_batch_size=16, warmup=False)
         async with serving(settings, faulty) as client:
-            r = await client.post("/v1/embeddings", json={"input": [f"text {i}" for i in range(16)]})
+            r = await client.post(
+                "/v1/embeddings", json={"model": MODEL, "input": [f"text {i}" for i in range(16)]}
+            )
             assert r.status_code == 200 and len(r.json()["data"]) == 16
             assert max(faulty.batch_sizes) == 4
             health = (await client.get("/health")).json()
@@ -368,7 +391,9 @@ def test_device_faults_degrade_and_show_in_health_metrics_and_ready(minilm: Embe
             faulty.broken = True
             for _ in range(3):
                 assert_error(
-                    await client.post("/v1/embeddings", json={"input": "x"}), 500, "inference_failed"
+                    await client.post("/v1/embeddings", json={"model": MODEL, "input": "x"}),
+                    500,
+                    "inference_failed",
                 )
             ready = await client.get("/ready")
             assert ready.status_code == 503 and ready.json()["status"] == "degraded"
@@ -386,7 +411,7 @@ class SlowModel(GatedModel):
         return super().embed_token_ids(batch, should_stop)
 
 
-def test_overload_is_shed_at_the_door_with_retry_after(minilm: EmbeddingModel) -> None:
+def test_overload_is_shed_before_the_body_is_read_with_retry_after(minilm: EmbeddingModel) -> None:
     async def go() -> None:
         slow = SlowModel(minilm)
         slow.gate.set()
@@ -395,7 +420,9 @@ def test_overload_is_shed_at_the_door_with_retry_after(minilm: EmbeddingModel) -
             slow.gate.clear()
             held: list[asyncio.Task[Any]] = []
             for i in range(30):  # queue inputs (>= 50 ms each) until the estimate passes 10 % of 5 s
-                task = asyncio.create_task(client.post("/v1/embeddings", json={"input": f"q{i}"}))
+                task = asyncio.create_task(
+                    client.post("/v1/embeddings", json={"model": MODEL, "input": f"q{i}"})
+                )
                 await asyncio.sleep(0.05)
                 if task.done():
                     assert_error(task.result(), 429, "overloaded")

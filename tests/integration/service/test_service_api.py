@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +24,7 @@ from service.settings import ServiceSettings
 SERVER_TIMING = re.compile(
     r"^queue;dur=[\d.]+, tokenize;dur=[\d.]+, compute;dur=[\d.]+, post;dur=[\d.]+, total;dur=[\d.]+$"
 )
+MODEL = "all-MiniLM-L6-v2"
 METRIC_NAMES = (
     "embedperf_requests_total",
     "embedperf_stage_duration_seconds_bucket",
@@ -45,16 +48,12 @@ def minilm() -> EmbeddingModel:
 
 @asynccontextmanager
 async def serving(
-    settings: ServiceSettings,
-    model: Any,
-    wait_ready: bool = True,
-    freeze_heap: bool = False,
-    wrap: Callable[[Any], Any] | None = None,
+    settings: ServiceSettings, model: Any, wait_ready: bool = True, freeze_heap: bool = False
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """An in-process client of the app; `wrap(app)` may put an ASGI layer in front of it."""
+    """An in-process client of the app `embedperf serve` runs (create_app: the same routes and middleware)."""
     app = create_app(settings, model, freeze_heap=freeze_heap)
     async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=wrap(app) if wrap else app)
+        transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://service", timeout=30) as client:
             if wait_ready:
                 for _ in range(600):
@@ -102,12 +101,14 @@ def test_embeddings_shape_headers_and_formats(minilm: EmbeddingModel) -> None:
             assert int(r.headers["x-batch-size"]) >= 2 and int(r.headers["x-batch-tokens"]) > 0
 
             single = await client.post(
-                "/v1/embeddings", json={"input": "hello world", "encoding_format": "base64"}
+                "/v1/embeddings", json={"model": MODEL, "input": "hello world", "encoding_format": "base64"}
             )
             decoded = np.frombuffer(base64.b64decode(single.json()["data"][0]["embedding"]), dtype="<f4")
             assert np.allclose(decoded, body["data"][0]["embedding"], atol=1e-5)
 
-            short = await client.post("/v1/embeddings", json={"input": "hello world", "dimensions": 64})
+            short = await client.post(
+                "/v1/embeddings", json={"model": MODEL, "input": "hello world", "dimensions": 64}
+            )
             vector = np.array(short.json()["data"][0]["embedding"])
             assert vector.shape == (64,) and abs(np.linalg.norm(vector) - 1) < 1e-4
 
@@ -128,7 +129,14 @@ def test_bad_inputs_get_openai_errors_never_500(minilm: EmbeddingModel) -> None:
                 ({"json": {"input": ["ok", None]}}, 400, "invalid_input"),
                 ({"json": {"input": [101, 2023]}}, 400, "token_ids_unsupported"),
                 ({"json": {"input": ["a"] * 5}}, 400, "too_many_inputs"),
-                ({"json": {"input": "word " * 400}}, 413, "input_too_long"),
+                ({"json": {"model": MODEL, "input": "word " * 400}}, 413, "input_too_long"),
+                ({"json": {"input": "x"}}, 422, "missing_model"),
+                ({"json": {"input": "x", "model": None}}, 422, "missing_model"),
+                (
+                    {"json": {"model": MODEL, "input": "x"}, "headers": {"content-length": "-5"}},
+                    400,
+                    "invalid_content_length",
+                ),
                 ({"json": {"input": "x", "model": "text-embedding-3-large"}}, 404, "model_not_found"),
                 ({"json": {"input": "x", "encoding_format": "fp8"}}, 400, "invalid_encoding_format"),
                 ({"json": {"input": "x", "dimensions": 1000}}, 400, "invalid_dimensions"),
@@ -153,7 +161,9 @@ def test_bad_inputs_get_openai_errors_never_500(minilm: EmbeddingModel) -> None:
             assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
             wrong_method = await client.get("/v1/embeddings")
             assert wrong_method.status_code == 405 and "error" in wrong_method.json()
-            assert (await client.post("/v1/embeddings", json={"input": "still fine"})).status_code == 200
+            assert (
+                await client.post("/v1/embeddings", json={"model": MODEL, "input": "still fine"})
+            ).status_code == 200
 
     run(go)
 
@@ -161,27 +171,44 @@ def test_bad_inputs_get_openai_errors_never_500(minilm: EmbeddingModel) -> None:
 def test_long_inputs_are_truncated_by_default(minilm: EmbeddingModel) -> None:
     async def go() -> None:
         async with serving(ServiceSettings(), minilm) as client:
-            r = await client.post("/v1/embeddings", json={"input": "word " * 400})
+            r = await client.post("/v1/embeddings", json={"model": MODEL, "input": "word " * 400})
             assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] == minilm.max_tokens
 
     run(go)
 
 
-def test_api_keys_guard_only_the_embedding_route(minilm: EmbeddingModel) -> None:
+def test_with_api_keys_every_route_but_the_probes_needs_one(minilm: EmbeddingModel) -> None:
     async def go() -> None:
-        async with serving(ServiceSettings(api_keys="s3cret,other"), minilm) as client:
-            assert (await client.post("/v1/embeddings", json={"input": "x"})).status_code == 401
-            wrong = await client.post(
-                "/v1/embeddings", json={"input": "x"}, headers={"Authorization": "Bearer nope"}
-            )
-            assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
+        settings = ServiceSettings(api_keys="s3cret,other")
+        app = create_app(settings, minilm)
+        routes = {
+            (method, route.path) for route in app.routes for method in getattr(route, "methods", None) or ()
+        }
+        assert ("POST", "/v1/embeddings") in routes and ("GET", "/openapi.json") in routes
+        assert not {path for _, path in routes} & {"/docs", "/redoc"}  # they would load scripts from a CDN
+        async with serving(settings, minilm) as client:
+            for method, path in sorted(routes):
+                missing = await client.request(method, path)
+                wrong = await client.request(method, path, headers={"Authorization": "Bearer nope"})
+                right = await client.request(method, path, headers={"Authorization": "Bearer other"})
+                if path in ("/health", "/ready"):
+                    assert missing.status_code == 200, (method, path)
+                    continue
+                for refused in (missing, wrong):
+                    assert refused.status_code == 401, (method, path, refused.status_code)
+                    assert refused.headers["www-authenticate"] == "Bearer"
+                    if method != "HEAD":
+                        assert refused.json()["error"]["code"] == "invalid_api_key"
+                assert right.status_code != 401, (method, path)
+            for path in ("/docs", "/redoc"):
+                assert (await client.get(path, headers={"Authorization": "Bearer s3cret"})).status_code == 404
             ok = await client.post(
-                "/v1/embeddings", json={"input": "x"}, headers={"Authorization": "Bearer other"}
+                "/v1/embeddings",
+                json={"model": MODEL, "input": "x"},
+                headers={"Authorization": "Bearer other"},
             )
             assert ok.status_code == 200
-            for path in ("/health", "/ready", "/info", "/metrics"):
-                assert (await client.get(path)).status_code == 200, path
-            info = (await client.get("/info")).json()
+            info = (await client.get("/info", headers={"Authorization": "Bearer s3cret"})).json()
             assert "s3cret" not in str(info) and info["config"]["auth_enabled"] is True
 
     run(go)
@@ -192,7 +219,9 @@ def test_info_health_and_metrics(minilm: EmbeddingModel) -> None:
         async with serving(ServiceSettings(cache_size=16), minilm) as client:
             for _ in range(2):
                 assert (
-                    await client.post("/v1/embeddings", json={"input": ["cached text", "other"]})
+                    await client.post(
+                        "/v1/embeddings", json={"model": MODEL, "input": ["cached text", "other"]}
+                    )
                 ).status_code == 200
             info = (await client.get("/info")).json()
             assert {
@@ -233,7 +262,7 @@ def test_not_ready_until_warmup_has_run(minilm: EmbeddingModel) -> None:
             await asyncio.sleep(0.2)
             assert (await client.get("/ready")).status_code == 503
             assert (await client.get("/health")).status_code == 200
-            r = await client.post("/v1/embeddings", json={"input": "x"})
+            r = await client.post("/v1/embeddings", json={"model": MODEL, "input": "x"})
             assert r.status_code == 503 and r.json()["error"]["code"] == "model_not_ready"
             gated.gate.set()
             for _ in range(200):
@@ -254,13 +283,17 @@ def test_overload_queue_full_concurrency_and_deadline(minilm: EmbeddingModel) ->
         )
         async with serving(settings, gated) as client:
             gated.gate.clear()
-            held = [asyncio.create_task(client.post("/v1/embeddings", json={"input": ["a", "b"]}))]
+            held = [
+                asyncio.create_task(client.post("/v1/embeddings", json={"model": MODEL, "input": ["a", "b"]}))
+            ]
             await asyncio.sleep(0.1)  # the worker holds a, b; the queue is empty
             held.append(
-                asyncio.create_task(client.post("/v1/embeddings", json={"input": ["c", "d", "e", "f"]}))
+                asyncio.create_task(
+                    client.post("/v1/embeddings", json={"model": MODEL, "input": ["c", "d", "e", "f"]})
+                )
             )
             await asyncio.sleep(0.1)
-            full = await client.post("/v1/embeddings", json={"input": "g"})
+            full = await client.post("/v1/embeddings", json={"model": MODEL, "input": "g"})
             assert (
                 full.status_code == 429
                 and full.headers["retry-after"]
@@ -270,16 +303,16 @@ def test_overload_queue_full_concurrency_and_deadline(minilm: EmbeddingModel) ->
             assert [r.status_code for r in late] == [503, 503]
             assert late[1].json()["error"]["code"] == "deadline_exceeded"
             gated.gate.set()
-            after = await client.post("/v1/embeddings", json={"input": "h"})
+            after = await client.post("/v1/embeddings", json={"model": MODEL, "input": "h"})
             assert after.status_code == 200, after.text
             metrics = (await client.get("/metrics")).text
             assert 'embedperf_requests_total{status="429"} 1.0' in metrics
 
         async with serving(ServiceSettings(max_concurrency=1, max_wait_ms=0), gated) as client:
             gated.gate.clear()
-            first = asyncio.create_task(client.post("/v1/embeddings", json={"input": "a"}))
+            first = asyncio.create_task(client.post("/v1/embeddings", json={"model": MODEL, "input": "a"}))
             await asyncio.sleep(0.1)
-            second = await client.post("/v1/embeddings", json={"input": "b"})
+            second = await client.post("/v1/embeddings", json={"model": MODEL, "input": "b"})
             assert (
                 second.status_code == 429 and second.json()["error"]["code"] == "too_many_concurrent_requests"
             )
@@ -287,7 +320,10 @@ def test_overload_queue_full_concurrency_and_deadline(minilm: EmbeddingModel) ->
             assert (await first).status_code == 200
 
         async with serving(ServiceSettings(rate_limit_qps=1), minilm) as client:
-            codes = [(await client.post("/v1/embeddings", json={"input": "x"})).status_code for _ in range(3)]
+            codes = [
+                (await client.post("/v1/embeddings", json={"model": MODEL, "input": "x"})).status_code
+                for _ in range(3)
+            ]
             assert codes[0] == 200 and 429 in codes
 
     run(go)
@@ -302,17 +338,21 @@ def test_skipped_work_is_not_computed(minilm: EmbeddingModel) -> None:
         ) as client:
             before = (await client.get("/metrics")).text
             gated.gate.clear()
-            held = asyncio.create_task(client.post("/v1/embeddings", json={"input": "held"}))
+            held = asyncio.create_task(client.post("/v1/embeddings", json={"model": MODEL, "input": "held"}))
             await asyncio.sleep(0.05)
             while (await client.get("/health")).json()["queue_depth"]:  # "held" is at the gate, queue empty
                 await asyncio.sleep(0.02)
-            late = await client.post("/v1/embeddings", json={"input": ["late 1", "late 2", "late 3"]})
+            late = await client.post(
+                "/v1/embeddings", json={"model": MODEL, "input": ["late 1", "late 2", "late 3"]}
+            )
             assert late.status_code == 503
             gated.gate.set()
             # "held" was already in its batch when the gate closed; past its deadline nobody waits for it, so
             # the batch stops at its first layer
             assert (await held).status_code == 503
-            assert (await client.post("/v1/embeddings", json={"input": "after"})).status_code == 200
+            assert (
+                await client.post("/v1/embeddings", json={"model": MODEL, "input": "after"})
+            ).status_code == 200
             after = (await client.get("/metrics")).text
 
             def inputs(text: str) -> float:
@@ -320,5 +360,45 @@ def test_skipped_work_is_not_computed(minilm: EmbeddingModel) -> None:
 
             assert inputs(after) - inputs(before) == 1.0  # "after" only; the three late inputs never ran
             assert re.search(r"^embedperf_stopped_batches_total 1\.0$", after, re.M)
+
+    run(go)
+
+
+def test_every_response_carries_a_request_id_found_in_the_access_log(
+    minilm: EmbeddingModel, tmp_path: Path
+) -> None:
+    log_path = tmp_path / "access.jsonl"
+
+    async def go() -> None:
+        async with serving(ServiceSettings(access_log=str(log_path), max_inputs=4), minilm) as client:
+            mine = await client.post(
+                "/v1/embeddings",
+                json={"model": MODEL, "input": ["a", "b c"]},
+                headers={"X-Request-ID": "run-7/42"},
+            )
+            assert mine.status_code == 200 and mine.headers["x-request-id"] == "run-7/42"
+            assert mine.headers["x-served-model"] == mine.json()["model"] == MODEL
+            fresh = await client.post("/v1/embeddings", json={"model": MODEL, "input": ["a"] * 5})
+            assert fresh.status_code == 400 and re.fullmatch(r"[0-9a-f]{32}", fresh.headers["x-request-id"])
+            for path in ("/health", "/nothing", "/metrics"):
+                assert re.fullmatch(r"[0-9a-f]{32}", (await client.get(path)).headers["x-request-id"]), path
+            info = (await client.get("/info")).json()
+            assert info["model"] == MODEL and info["fallback_model"] is None
+        lines = [json.loads(line) for line in log_path.read_text().splitlines()]
+        by_id = {line["request_id"]: line for line in lines}
+        served = by_id["run-7/42"]
+        assert served["status"] == 200 and served["path"] == "/v1/embeddings" and served["model"] == MODEL
+        assert served["inputs"] == 2 and served["tokens"] == mine.json()["usage"]["prompt_tokens"]
+        assert {"queue_ms", "tokenize_ms", "compute_ms", "total_ms"} <= set(served)
+        refused = by_id[fresh.headers["x-request-id"]]
+        assert refused["status"] == 400 and refused["error"] == "too_many_inputs" and "model" not in refused
+        gets = [(line["path"], line["status"]) for line in lines if line["method"] == "GET"]
+        assert gets[-5:] == [
+            ("/ready", 200),
+            ("/health", 200),
+            ("/nothing", 404),
+            ("/metrics", 200),
+            ("/info", 200),
+        ]
 
     run(go)

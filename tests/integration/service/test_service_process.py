@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import re
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 from service.model import EmbeddingModel, default_model_path, load_model
 from tests.conftest import REPO_ROOT, start_service, stop_process
 
+MODEL = "all-MiniLM-L6-v2"
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog near the river bank.",
     "深度学习模型在昇腾NPU上的推理性能测试",
@@ -64,35 +66,70 @@ def test_int8_is_close_to_fp32_but_not_identical() -> None:
     assert cosines.mean() > 0.95, cosines
 
 
-def test_graceful_shutdown_finishes_requests_in_flight(tmp_path: Path) -> None:
-    proc, url = start_service(
-        ["--max-batch-size", "8", "--no-warmup", "--deadline-ms", "120000"], tmp_path / "svc.log"
-    )
-    long_inputs = ["request {i} " + "shutdown drains accepted work " * 60 for _ in range(16)]
+def sigterm_with_requests_in_flight(
+    tmp_path: Path, grace_s: float, requests: int, inputs: int
+) -> tuple[list[tuple[int, float]], float, float]:
+    """Start the service, send `requests` requests of `inputs` long inputs, SIGTERM it once they are all in
+    flight: ([(status, t_done_s)], t_sigterm_s, t_exit_s). Status 0: the connection was cut."""
+    flags = [
+        "--max-batch-size",
+        "8",
+        "--no-warmup",
+        "--deadline-ms",
+        "120000",
+        "--shutdown-grace-s",
+        str(grace_s),
+    ]
+    proc, url = start_service(flags, tmp_path / "svc.log")
+    long_inputs = ["request {i} " + "shutdown drains accepted work " * 60 for _ in range(inputs)]
     try:
 
         def post(i: int) -> tuple[int, float]:
-            body = {"input": [text.format(i=i) for text in long_inputs]}
-            status = httpx.post(f"{url}/v1/embeddings", json=body, timeout=120).status_code
+            body = {"model": MODEL, "input": [text.format(i=i) for text in long_inputs]}
+            try:
+                status = httpx.post(f"{url}/v1/embeddings", json=body, timeout=120).status_code
+            except httpx.HTTPError:
+                status = 0
             return status, time.monotonic()
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
-            futures = [pool.submit(post, i) for i in range(6)]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=requests) as pool:
+            futures = [pool.submit(post, i) for i in range(requests)]
             inflight = 0.0
-            while inflight < 6 and not any(f.done() for f in futures):
+            while inflight < requests and not any(f.done() for f in futures):
                 metrics = httpx.get(f"{url}/metrics", timeout=10).text
                 inflight = float(re.search(r"^embedperf_inflight_requests (\S+)$", metrics, re.M).group(1))  # type: ignore[union-attr]
+            assert inflight == requests  # every request was in flight when the signal came
             t_sigterm_s = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             outcomes = [f.result(timeout=120) for f in futures]
-        assert inflight >= 1  # requests were in flight when the signal came
-        assert [status for status, _ in outcomes] == [200] * 6
-        assert any(t_done_s > t_sigterm_s for _, t_done_s in outcomes)  # and were finished after it
         # uvicorn re-raises the captured SIGTERM after its graceful shutdown
-        assert proc.wait(timeout=60) in (0, -signal.SIGTERM)
+        assert proc.wait(timeout=120) in (0, -signal.SIGTERM)
+        t_exit_s = time.monotonic()
         assert "Application shutdown complete" in (tmp_path / "svc.log").read_text()
+        return outcomes, t_sigterm_s, t_exit_s
     finally:
         stop_process(proc)
+
+
+def test_graceful_shutdown_finishes_requests_in_flight(tmp_path: Path) -> None:
+    outcomes, t_sigterm_s, _ = sigterm_with_requests_in_flight(tmp_path, grace_s=120, requests=6, inputs=16)
+    assert [status for status, _ in outcomes] == [200] * 6
+    assert any(t_done_s > t_sigterm_s for _, t_done_s in outcomes)  # and were finished after it
+
+
+def test_the_shutdown_grace_cuts_off_work_that_would_outlast_it(tmp_path: Path) -> None:
+    """Twelve requests of 8,192 tokens each take far longer than a 1 s grace on any CPU: the process exits
+    once the grace has passed, long before their 120 s deadline, instead of waiting for them."""
+    outcomes, t_sigterm_s, t_exit_s = sigterm_with_requests_in_flight(
+        tmp_path, grace_s=1, requests=12, inputs=32
+    )
+    statuses = [status for status, _ in outcomes]
+    assert statuses.count(200) < 12, statuses
+    assert t_exit_s - t_sigterm_s < 120 / 4
+    cut_off = [
+        json.loads(line) for line in (tmp_path / "svc.log").read_text().splitlines() if '"cancelled"' in line
+    ]
+    assert len(cut_off) == statuses.count(500) > 0 and {line["status"] for line in cut_off} == {500}
 
 
 def test_huge_bodies_get_413_and_the_service_keeps_serving(reference_service: str) -> None:
@@ -112,7 +149,9 @@ def test_huge_bodies_get_413_and_the_service_keeps_serving(reference_service: st
         for round_index in range(5):
             bodies = [huge] * 4 if round_index % 2 == 0 else [chunked() for _ in range(4)]
             assert list(pool.map(post, bodies)) == [413] * 4, round_index
-    ok = httpx.post(f"{reference_service}/v1/embeddings", json={"input": "still serving"}, timeout=30)
+    ok = httpx.post(
+        f"{reference_service}/v1/embeddings", json={"model": MODEL, "input": "still serving"}, timeout=30
+    )
     assert ok.status_code == 200
 
 
@@ -135,12 +174,14 @@ def test_clients_that_give_up_are_not_computed(reference_service: str) -> None:
         return float(match.group(1)) if match else 0.0
 
     before = httpx.get(f"{reference_service}/metrics", timeout=30).text
-    texts = [f"input {i} " + "clients that gave up cost nothing " * 40 for i in range(64)]
+    texts = [f"input {i} " + "clients that gave up cost nothing " * 10 for i in range(64)]  # ~4k tokens
 
     def give_up(i: int) -> str:
         try:
             httpx.post(
-                f"{reference_service}/v1/embeddings", json={"input": [f"{i}{t}" for t in texts]}, timeout=0.5
+                f"{reference_service}/v1/embeddings",
+                json={"model": MODEL, "input": [f"{i}{t}" for t in texts]},
+                timeout=0.5,
             )
         except httpx.TimeoutException:
             return "gave up"
@@ -159,5 +200,7 @@ def test_clients_that_give_up_are_not_computed(reference_service: str) -> None:
         before, 'embedperf_abandoned_total{reason="disconnected"}'
     )  # seen by the service's HTTP protocol as the connection dropped
     assert abandoned >= 1 and computed < 10 * 64
-    ok = httpx.post(f"{reference_service}/v1/embeddings", json={"input": "still serving"}, timeout=30)
+    ok = httpx.post(
+        f"{reference_service}/v1/embeddings", json={"model": MODEL, "input": "still serving"}, timeout=30
+    )
     assert ok.status_code == 200

@@ -5,17 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
 
-from service.batch_errors import ClientGone, ComputeFailed, InvalidInput, Overloaded, QueueFull
-from service.batcher import COMPUTE_NICE, Batcher, BatcherConfig, BatchResult
+from service.batch_errors import ComputeFailed, InvalidInput, Overloaded, QueueFull
+from service.batcher import CLIENT_DISCONNECTED, COMPUTE_NICE, Batcher, BatcherConfig, BatchResult
 from service.degrade import DeviceHealth, is_out_of_memory
 from service.encoder import StopCheck
 from service.metrics import ServiceMetrics
-from service.request_io import ConnectionLost
 from tests.unit.service.test_batcher import FakeEncoder, _running, run
 
 
@@ -90,92 +88,59 @@ def test_a_cancelled_caller_releases_its_queue_space_and_is_not_computed() -> No
 
 async def running_and_queued(
     b: Batcher, encoder: FakeEncoder
-) -> tuple[ConnectionLost, ConnectionLost, asyncio.Task[BatchResult], asyncio.Task[BatchResult]]:
-    """A request computing (encoder's compute_s) and one of two inputs queued behind it, each with its
-    connection's signal: (running's signal, queued's signal, running, queued)."""
-    running_lost, queued_lost = ConnectionLost(), ConnectionLost()
-    running = asyncio.create_task(b.submit(["running"], 5000, running_lost))
+) -> tuple[asyncio.Task[BatchResult], asyncio.Task[BatchResult]]:
+    """A request computing (encoder's compute_s) and one of two inputs queued behind it: (running, queued)."""
+    running = asyncio.create_task(b.submit(["running"], 5000))
     assert await asyncio.to_thread(encoder.computing.wait, 5)
-    queued = asyncio.create_task(b.submit(["queued", "twice"], 5000, queued_lost))
-    await asyncio.sleep(0.05)
-    assert b.queue_depth == 2
-    return running_lost, queued_lost, running, queued
+    queued = asyncio.create_task(b.submit(["queued", "twice"], 5000))
+    while b.queue_depth < 2:
+        await asyncio.sleep(0.01)
+    return running, queued
 
 
-def test_a_disconnection_signal_abandons_the_work_and_ends_the_wait_at_once() -> None:
+def test_a_hang_up_abandons_the_work_wherever_it_is_and_is_counted_as_one() -> None:
+    """The HTTP layer cancels a hung-up client's handler with CLIENT_DISCONNECTED: its queued inputs stop
+    counting at once and are never computed, and a running batch of gone callers stops at its next layer."""
+
     async def go() -> None:
         encoder = FakeEncoder(compute_s=2.0)
         async for b in _running(encoder, max_batch_size=1, max_wait_ms=0):
-            running_lost, queued_lost, running, queued = await running_and_queued(b, encoder)
-            t_start_s = time.perf_counter()
-            for lost in (running_lost, queued_lost):  # what the HTTP protocol does as the connections drop
-                lost.fire()
-            assert b.queue_depth == 0
+            running, queued = await running_and_queued(b, encoder)
             for task in (running, queued):
-                with pytest.raises(ClientGone):
+                task.cancel(CLIENT_DISCONNECTED)
+            for task in (running, queued):
+                with pytest.raises(asyncio.CancelledError):
                     await task
-            assert time.perf_counter() - t_start_s < 1.0  # not after the 2 s batch: the wait ended at once
-            text = b.metrics.render().decode()
-            assert 'embedperf_abandoned_total{reason="disconnected"} 2.0' in text
-            await b.submit(["after"], 5000)
-            assert encoder.stopped == [[3]]  # "running" was stopped part-way
-            assert encoder.batches == [[3]]  # "after" only: "queued" never ran
-
-    run(go())
-
-
-def test_inputs_marked_lost_while_tokenised_stop_counting_so_no_worker_waits_for_them() -> None:
-    """A worker waits up to max_wait for inputs still being tokenised; one whose caller's connection dropped
-    meanwhile is dropped after tokenisation and must stop counting then, or the worker waits for it in vain
-    (the abandonment that would uncount it comes later, a slice of hang-ups at a time)."""
-
-    async def go() -> None:
-        encoder = FakeEncoder(tokenize_s=0.2)
-        async for b in _running(encoder, max_batch_size=8, max_wait_ms=2000):
-            gone_lost = ConnectionLost()
-            gone = asyncio.create_task(b.submit(["gone"], 5000, gone_lost))
-            await asyncio.sleep(0.05)  # being tokenised
-            gone_lost.mark()
             assert b.queue_depth == 0
-            result = await b.submit(["live"], 5000)
-            assert result.queue_ms < 1000  # not max_wait (2 s) spent waiting for "gone"
-            assert encoder.batches == [[3]]  # "live" alone
-            assert b.queue_depth == 0
-            gone_lost.fire()
-            with pytest.raises(ClientGone):
-                await gone
-            assert b.queue_depth == 0
-
-    run(go())
-
-
-def test_work_marked_lost_is_never_computed_and_its_wait_ends_when_the_signal_fires() -> None:
-    """The protocol marks a dropped connection at once and fires its callbacks a few loop turns later: in
-    between, the workers must already skip the gone request's work, stop a batch of gone callers, and leave
-    its wait to the abandonment, which frees the queue space and counts it once."""
-
-    async def go() -> None:
-        encoder = FakeEncoder(compute_s=2.0)
-        async for b in _running(encoder, max_batch_size=1, max_wait_ms=0):
-            running_lost, queued_lost, running, queued = await running_and_queued(b, encoder)
-            running_lost.mark()
-            queued_lost.mark()
-            assert b.queue_depth == 0  # at once: the next request is not refused for inputs nobody waits for
             result = await b.submit(["after"], 5000)
-            assert result.queue_ms < 1000  # the gone batch (2 s) stopped at its next layer; "queued" skipped
             assert result.embeddings.shape[0] == 1
             assert encoder.stopped == [[3]]  # "running" was stopped part-way
-            assert encoder.batches == [[3]]  # "after" only: "queued" never ran, though not yet abandoned
-            assert not running.done() and not queued.done()  # their waits end when the signal fires
-            assert b.queue_depth == 0  # skipped inputs count no more...
-            running_lost.fire()
-            queued_lost.fire()
-            queued_lost.fire()
-            for task in (running, queued):
-                with pytest.raises(ClientGone):
-                    await task
+            assert encoder.batches == [[3]]  # "after" only: "queued" never ran
             text = b.metrics.render().decode()
-            assert 'embedperf_abandoned_total{reason="disconnected"} 2.0' in text  # once each
+            assert 'embedperf_abandoned_total{reason="disconnected"} 2.0' in text
+            assert 'embedperf_abandoned_total{reason="cancelled"}' not in text
+
+    run(go())
+
+
+def test_inputs_of_a_caller_gone_while_tokenised_stop_counting_so_no_worker_waits_for_them() -> None:
+    """A worker waits up to max_wait for inputs still being tokenised; those of a caller that hung up meanwhile
+    must stop counting at once, or the worker waits for them in vain."""
+
+    async def go() -> None:
+        encoder = FakeEncoder(tokenize_s=0.3)
+        async for b in _running(encoder, max_batch_size=8, max_wait_ms=60_000):
+            gone = asyncio.create_task(b.submit(["gone"], 5000))
+            await asyncio.sleep(0.05)  # being tokenised
+            live = asyncio.create_task(b.submit(["live"], 5000))  # waits for the tokeniser behind "gone"
+            await asyncio.sleep(0.01)
+            gone.cancel(CLIENT_DISCONNECTED)
+            with pytest.raises(asyncio.CancelledError):
+                await gone
+            assert b.queue_depth == 1  # "live" only
+            result = await live  # had the worker waited for "gone", this would take max_wait (60 s)
+            assert result.embeddings.shape[0] == 1
+            assert encoder.batches == [[3]]  # "live" alone
             assert b.queue_depth == 0
 
     run(go())
@@ -293,7 +258,7 @@ def test_admission_sheds_when_the_estimated_wait_exceeds_the_deadline() -> None:
     run(go())
 
 
-def test_the_door_counts_requests_admitted_but_not_yet_queued() -> None:
+def test_admission_counts_requests_let_in_but_not_yet_queued() -> None:
     """An empty queue admits anything on its own, but not when a burst is already waiting ahead."""
 
     async def go() -> None:
@@ -304,18 +269,18 @@ def test_the_door_counts_requests_admitted_but_not_yet_queued() -> None:
             await b.submit(["measure"], 5000)  # per-input service time >= 50 ms from now on
             assert b.queue_depth == 0
             b.check_admission(1, deadline_ms=400)  # nobody ahead: admitted
-            b.check_admission(1, deadline_ms=400, ahead_inputs=3)  # ~4 x 50 ms fits in 400 ms
+            b.check_admission(1, deadline_ms=400, ahead_requests=3)  # ~4 x 50 ms fits in 400 ms
             with pytest.raises(Overloaded):
-                b.check_admission(1, deadline_ms=400, ahead_inputs=20)
+                b.check_admission(1, deadline_ms=400, ahead_requests=20)
             with pytest.raises(QueueFull):
-                b.check_admission(1, deadline_ms=60_000, ahead_inputs=64)
+                b.check_admission(1, deadline_ms=60_000, ahead_requests=64)
 
     run(go())
 
 
-def test_inputs_judged_at_the_door_are_not_judged_again_on_the_estimate() -> None:
-    """A one-input request the door let in is queued even when the estimate has since grown past the
-    deadline; a request with more inputs than were judged is still shed, and the queue bound holds for all."""
+def test_a_request_judged_before_its_body_is_not_judged_again_on_the_estimate() -> None:
+    """A request admission let in is queued even when the estimate has since grown past the deadline; one not
+    judged yet is shed, and the queue bound holds for all."""
 
     async def go() -> None:
         encoder = FakeEncoder(compute_s=0.05, gate=threading.Event())
@@ -329,15 +294,17 @@ def test_inputs_judged_at_the_door_are_not_judged_again_on_the_estimate() -> Non
             await asyncio.sleep(0.1)
             assert b.estimated_wait_s() >= 0.45
             depth = b.queue_depth
-            judged = asyncio.create_task(b.submit(["let in"], 400, judged_inputs=1))  # ~0.5 s > 400 ms
+            judged = asyncio.create_task(
+                b.submit(["let in", "and more"], 400, judged=True)
+            )  # ~0.5 s > 400 ms
             try:
                 await asyncio.sleep(0.05)
-                assert not judged.done() and b.queue_depth == depth + 1  # queued, not refused
+                assert not judged.done() and b.queue_depth == depth + 2  # queued, not refused
                 with pytest.raises(Overloaded):
-                    await b.submit(["let in", "and more"], deadline_ms=400, judged_inputs=1)
+                    await b.submit(["not judged"], deadline_ms=400)
                 over = 13 - b.queue_depth + 1  # one input more than the queue has room for
                 with pytest.raises(QueueFull):
-                    await b.submit(["x"] * over, deadline_ms=60_000, judged_inputs=over)
+                    await b.submit(["x"] * over, deadline_ms=60_000, judged=True)
             finally:
                 encoder.gate.set()  # type: ignore[union-attr]
             await asyncio.gather(*held)
@@ -384,7 +351,7 @@ def test_out_of_memory_is_recognised(exc: BaseException, oom: bool) -> None:
 
 def test_default_config_sheds_nothing_before_the_first_measurement() -> None:
     batcher = Batcher(FakeEncoder(), BatcherConfig(), ServiceMetrics())
-    assert batcher.estimated_wait_s(1000) == 0.0
+    assert batcher.estimated_wait_s(1000) == 0.0  # 1,000 requests ahead, no measurement yet
 
 
 def test_compute_threads_yield_the_cpu_to_the_event_loop() -> None:

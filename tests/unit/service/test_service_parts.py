@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import numpy as np
 import pytest
 
 from embedperf.errors import ConfigError
+from service.access_log import request_id_from
+from service.auth import key_is_valid
 from service.cache import EmbeddingCache
 from service.cli import build_parser, settings_from_args
 from service.limits import ConcurrencyLimit, RateLimit
@@ -177,8 +180,44 @@ def test_invalid_unicode_and_deep_nesting_are_400(raw: bytes, code: str) -> None
 
 
 def test_request_body_schema_matches_the_validator() -> None:
-    schema = request_body_schema(max_inputs=3, dimension=8, max_input_chars=100)
-    assert schema["required"] == ["input"]
+    schema = request_body_schema(max_inputs=3, dimension=8, max_input_chars=100, model_names=["m", "m-alias"])
+    assert schema["required"] == ["input", "model"] and schema["properties"]["model"]["enum"] == [
+        "m",
+        "m-alias",
+    ]
     assert schema["properties"]["dimensions"] == {"type": "integer", "minimum": 1, "maximum": 8}
     array = schema["properties"]["input"]["anyOf"][1]
     assert array["maxItems"] == 3 and array["items"]["minLength"] == 1
+
+
+def test_help_states_the_defaults_an_embedding_service_runs_with() -> None:
+    helps = {action.dest: action.help or "" for action in build_parser()._actions}
+    assert "(default: 5000.0)" in helps["deadline_ms"] and "(default: 0.2)" in helps["admit_wait_share"]
+    assert "(default: 10.0)" in helps["shutdown_grace_s"] and "(default: 8192)" in helps["max_request_tokens"]
+    assert "/health and /ready" in helps["api_keys"] and "(default: -)" in helps["access_log"]
+    assert "header_timeout_s" not in helps
+
+
+def test_the_fallback_is_named_and_never_the_main_model_itself() -> None:
+    assert ServiceSettings().fallback_model_id() is None
+    assert settings_from_args(["--fallback-precision", "int8"]).fallback_model_id() == "all-MiniLM-L6-v2@int8"
+    light = settings_from_args(["--fallback-model", "/models/minilm-l3"])
+    assert light.fallback_model_id() == "minilm-l3"
+    with pytest.raises(ConfigError, match="the fallback would be the main model"):
+        settings_from_args(["--fallback-precision", "fp32"])
+
+
+def test_a_usable_client_request_id_is_kept_and_any_other_replaced() -> None:
+    def scope(value: bytes | None) -> dict[str, object]:
+        return {"headers": [] if value is None else [(b"x-request-id", value)]}
+
+    assert request_id_from(scope(b"run-7/42")) == "run-7/42"
+    for unusable in (None, b"", b"has space", b"x" * 201, "caf\u00e9".encode("latin-1")):
+        assert re.fullmatch(r"[0-9a-f]{32}", request_id_from(scope(unusable))), unusable
+
+
+def test_only_a_bearer_key_from_the_list_is_valid() -> None:
+    keys = [b"k1", b"k2"]
+    assert key_is_valid(b"Bearer k2", keys) and key_is_valid(b"bearer k1", keys)
+    for header in (b"", b"Bearer", b"Bearer k3", b"Basic k1", b"k1", b"Bearer k1x"):
+        assert not key_is_valid(header, keys), header

@@ -1,0 +1,214 @@
+"""POST /v1/embeddings: body -> limits -> validation -> cache -> batcher -> OpenAI-shaped answer.
+
+Admission (429 before the body is read) and API keys are checked by the middlewares in front of it
+(service/admission.py, service/auth.py); here the body is read under its size and time limits, the request is
+validated and computed, and a client that hangs up meanwhile cancels its work through the ASGI receive channel.
+Every answer names the model that produced its vectors (`model`, `X-Served-Model`) and says where its time
+went (`Server-Timing`, the access log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+
+import numpy as np
+from fastapi import Request
+from fastapi.responses import Response
+
+from service.admission import admitted_of
+from service.batch_errors import BatcherError
+from service.batcher import CLIENT_DISCONNECTED, BatchResult
+from service.cache import CacheLookup
+from service.http_errors import api_error
+from service.metrics import STAGES
+from service.openai_api import (
+    CLIENT_CLOSED_REQUEST,
+    ApiError,
+    EmbeddingRequest,
+    encode_vector,
+    parse_embedding_request,
+    server_timing,
+    shorten,
+)
+from service.request_io import cancelled_on_hang_up, client_gone, limit_chars, read_body
+from service.request_record import RequestRecord, record_of
+from service.state import ServiceState
+
+PARSE_OFF_LOOP_BYTES = 64 * 1024  # bodies above this are parsed on a thread so the event loop stays free
+SERVED_MODEL_HEADER = "X-Served-Model"
+
+
+async def embeddings(state: ServiceState, request: Request) -> Response:
+    """The route: every ApiError becomes its JSON answer with a Server-Timing total."""
+    record = record_of(request.scope)
+    t_start_s = record.t_start_s if record is not None else time.perf_counter()
+    state.metrics.inflight.inc()
+    try:
+        return await _embed(state, request, t_start_s, record)
+    except asyncio.CancelledError:  # the server cut the request off (the end of the shutdown grace)
+        if record is not None:
+            record.status, record.error = 500, "cancelled"  # uvicorn answers a cancelled request 500
+        raise
+    except ApiError as exc:
+        if record is not None:
+            record.error = exc.code
+        if exc.status == CLIENT_CLOSED_REQUEST:  # nobody reads it
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        total_ms = (time.perf_counter() - t_start_s) * 1000
+        headers = {"Server-Timing": server_timing(0, 0, 0, 0, total_ms), **exc.headers}
+        return Response(json.dumps(exc.body()), exc.status, headers, media_type="application/json")
+    finally:
+        state.metrics.inflight.dec()
+
+
+async def _embed(
+    state: ServiceState, request: Request, t_start_s: float, record: RequestRecord | None
+) -> Response:
+    if not state.ready or state.batcher is None or state.model is None:
+        raise ApiError(
+            503,
+            "the model is still loading or warming up; retry shortly",
+            "model_not_ready",
+            "server_error",
+            headers={"Retry-After": "1"},
+        )
+    s = state.settings
+    # The body is read before any slot is taken, under a size limit and a deadline: a slow or huge upload
+    # costs its own connection only.
+    raw_body = await read_body(request, s.max_body_bytes, s.body_timeout_s)
+    admitted, retry_after_s = state.rate.try_acquire()
+    if not admitted:
+        raise ApiError(
+            429,
+            f"rate limit of {s.rate_limit_qps:g} requests/s exceeded",
+            "rate_limit_exceeded",
+            "rate_limit_error",
+            headers={"Retry-After": str(retry_after_s)},
+        )
+    if not state.concurrency.try_acquire():
+        raise ApiError(
+            429,
+            f"more than {s.max_concurrency} requests in flight",
+            "too_many_concurrent_requests",
+            "rate_limit_error",
+            headers={"Retry-After": "1"},
+        )
+    try:
+        parse_args = (request.headers.get("content-type", ""), raw_body, s.max_inputs, state.model.dimension)
+        if len(raw_body) > PARSE_OFF_LOOP_BYTES:
+            body = await asyncio.to_thread(parse_embedding_request, *parse_args)
+        else:
+            body = parse_embedding_request(*parse_args)
+        if body.model is None:
+            raise ApiError(
+                422,
+                f"'model' is required; this service serves '{s.model_name}'",
+                "missing_model",
+                param="model",
+            )
+        if body.model not in state.served_names():
+            raise ApiError(
+                404,
+                f"The model '{body.model}' does not exist; this service serves '{s.model_name}'",
+                "model_not_found",
+                param="model",
+            )
+        body = dataclasses.replace(
+            body, texts=limit_chars(body.texts, s.max_input_chars, s.long_input, state.model.max_tokens)
+        )
+        if record is not None:
+            record.inputs = len(body.texts)
+        try:
+            async with cancelled_on_hang_up(request.receive):
+                return await _compute_and_respond(state, request, body, t_start_s, record)
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if CLIENT_DISCONNECTED not in exc.args or task is None:
+                raise
+            task.uncancel()
+            raise client_gone() from None
+    finally:
+        state.concurrency.release()
+
+
+async def _compute_and_respond(
+    state: ServiceState,
+    request: Request,
+    body: EmbeddingRequest,
+    t_start_s: float,
+    record: RequestRecord | None,
+) -> Response:
+    assert state.batcher is not None and state.model is not None
+    main_id = state.settings.model_name
+    model_id = state.batcher.model_for_new_request()
+    use_cache = model_id == main_id  # the cache holds the main model's vectors only: never mix the two
+    n = len(body.texts)
+    vectors = np.empty((n, state.model.dimension), dtype=np.float32)
+    tokens = [0] * n
+    cached = await state.cache.lookup(body.texts) if use_cache else CacheLookup([None] * n)
+    missing = cached.missing
+    for index, entry in enumerate(cached.entries):
+        if entry is not None:
+            vectors[index], tokens[index] = entry.vector, entry.tokens
+    result = BatchResult(np.empty((0, 0)), [], 0.0, 0.0, 0.0, 0, 0, main_id)
+    if missing:
+        admitted = admitted_of(request.scope)
+        if admitted is not None:  # its inputs count in the batcher's queue from here on
+            admitted.release()
+        result = await _submit(state, [body.texts[i] for i in missing], missing, model_id)
+        for row, index in enumerate(missing):
+            vectors[index], tokens[index] = result.embeddings[row], result.token_counts[row]
+        if use_cache:
+            await state.cache.store([(body.texts[i], vectors[i], tokens[i]) for i in missing])
+    t_post_s = time.perf_counter()
+    shortened = shorten(vectors, body.dimensions)
+    usage = sum(tokens)
+    payload = {
+        "object": "list",
+        "data": [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": encode_vector(shortened[i], body.encoding_format),
+            }
+            for i in range(n)
+        ],
+        "model": result.model,
+        "usage": {"prompt_tokens": usage, "total_tokens": usage},
+    }
+    content = json.dumps(payload, separators=(",", ":"))
+    t_end_s = time.perf_counter()
+    stages = {
+        "queue": result.queue_ms,
+        "tokenize": result.tokenize_ms,
+        "compute": result.compute_ms,
+        "post": (t_end_s - t_post_s) * 1000,
+        "total": (t_end_s - t_start_s) * 1000,
+    }
+    for stage in STAGES:
+        state.metrics.stage_duration.labels(stage=stage).observe(stages[stage] / 1000)
+    if record is not None:
+        record.tokens, record.model = usage, result.model
+        record.queue_ms, record.tokenize_ms = result.queue_ms, result.tokenize_ms
+        record.compute_ms = result.compute_ms
+    headers = {
+        "Server-Timing": server_timing(**{f"{k}_ms": v for k, v in stages.items()}),
+        "X-Batch-Size": str(result.batch_size),
+        "X-Batch-Tokens": str(result.batch_tokens),
+        SERVED_MODEL_HEADER: result.model,
+    }
+    if state.cache.enabled and use_cache:
+        headers["X-Cache"] = cached.header()
+    return Response(content, media_type="application/json", headers=headers)
+
+
+async def _submit(state: ServiceState, texts: list[str], positions: list[int], model_id: str) -> BatchResult:
+    assert state.batcher is not None and state.model is not None
+    batcher = state.batcher
+    try:
+        return await batcher.submit(texts, state.settings.deadline_ms, judged=True, model=model_id)
+    except BatcherError as exc:
+        raise api_error(exc, positions, batcher.drain_s(), state.model.max_tokens) from None
