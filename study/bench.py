@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The ramp draws the latency curve up to its highest load, so the service it starts queues rather than sheds
+# within the ramp (a 30 s deadline, admission up to the whole of it); `--service-arg` comes after and wins.
+RAMP_SERVICE_ARGS = ["--deadline-ms", "30000", "--admit-wait-share", "1.0"]
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     runs_dir: Path = args.runs_dir
@@ -54,7 +59,7 @@ def main(argv: list[str]) -> int:
     log_path = runs_dir / f".service-{time.strftime('%Y%m%dT%H%M%S')}.log"
     print(f"starting the reference service on {args.host}:{args.port} (log {log_path}) ...", flush=True)
     with ServiceProcess(
-        args.service_arg,
+        [*RAMP_SERVICE_ARGS, *args.service_arg],
         host=args.host,
         port=args.port,
         log_path=log_path,
