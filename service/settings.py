@@ -74,7 +74,7 @@ class ServiceSettings(BaseSettings):
         description="Requests not done within this get 503 deadline_exceeded; their queued work is skipped.",
     )
     admit_wait_share: float = Field(
-        0.5,
+        0.2,
         gt=0,
         le=1,
         description="Load shedding: a request whose estimated queue wait exceeds this share of deadline_ms "

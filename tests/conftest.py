@@ -15,6 +15,7 @@ import pytest
 
 from loadgen.service_proc import ServiceProcess
 from loadgen.service_proc import free_port as free_port  # re-exported for tests
+from study.bench import RAMP_SERVICE_ARGS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NPU_SMI_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "npu-smi"
@@ -73,9 +74,12 @@ def reference_service_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def reference_service(reference_service_log: Path) -> Iterator[str]:
-    """The real reference service (MiniLM on CPU, batching on), shared by the whole session."""
+    """The real reference service (MiniLM on CPU, batching on), shared by the whole session.
+
+    It queues rather than sheds, as `embedperf bench` starts it: the tests that share it measure the load
+    side, and a host busy with other tests must not turn their requests into 429s."""
     with ServiceProcess(
-        [], log_path=reference_service_log, ready_timeout_s=SERVICE_READY_TIMEOUT_S
+        list(RAMP_SERVICE_ARGS), log_path=reference_service_log, ready_timeout_s=SERVICE_READY_TIMEOUT_S
     ) as service:
         yield service.url
 
