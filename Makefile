@@ -42,7 +42,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m loadgen.locust_help >/dev/null  # lets `locust -f locustfiles/X.py --help` list our options
+	$(PY) -m loadgen.cli.locust_help >/dev/null  # lets `locust -f locustfiles/X.py --help` list our options
 	@touch $(STAMP)
 
 setup: $(STAMP) ## create .venv and install everything (quick when already done)

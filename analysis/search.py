@@ -1,6 +1,6 @@
 """SLO capacity search, the pure part: bracket, bisect and confirm from each probe's verdict.
 
-The load side (loadgen/search.py) runs the probes this module asks for and hands back what each
+The load side (loadgen/shaping/search.py) runs the probes this module asks for and hands back what each
 one measured; everything here is arithmetic on those figures, so it is tested without a target.
 A probe's verdict comes from analysis.search_stats; the record it leaves from analysis.search_record.
 

@@ -192,7 +192,7 @@ def summarise(
         stats,
         slo_p99_ms,
         error_budget,
-        think_s=0.0,  # users send back to back (loadgen.users); no scenario has think time
+        think_s=0.0,  # users send back to back (loadgen.wiring.users); no scenario has think time
         devices_in_run=devices,
         target_qps=settings.target_qps,
         headroom=settings.headroom,

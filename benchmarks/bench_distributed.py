@@ -87,10 +87,11 @@ def run_forwarding(rows_per_s: float, duration_s: float, runs_dir: Path) -> dict
     from locust.env import Environment
 
     from embedperf.schema import read_manifest
-    from loadgen import distributed, session
-    from loadgen.exchange import new_row_values
-    from loadgen.monitor import CpuMonitor
-    from loadgen.service_proc import free_port
+    from loadgen.distributed import rows as distributed
+    from loadgen.lifecycle import session
+    from loadgen.processes.service_proc import free_port
+    from loadgen.recording.monitor import CpuMonitor
+    from loadgen.traffic.exchange import new_row_values
     from scenarios.loader import load_scenario
 
     class Idle(User):
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode != "rate":
         parser.print_help()
         return 2
-    from loadgen.stub_server import running_stub
+    from tests.fakes.stub_server import running_stub
 
     results = []
     all_ok = True

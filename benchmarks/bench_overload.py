@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from loadgen.service_proc import ServiceProcess
+from loadgen.processes.service_proc import ServiceProcess
 
 MODEL = "all-MiniLM-L6-v2"
 BODY = {

@@ -30,7 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from embedperf.schema import RunFolder, latest_run_folder, read_requests_table  # noqa: E402
-from loadgen.stub_server import running_stub  # noqa: E402
+from tests.fakes.stub_server import running_stub  # noqa: E402
 
 USERS = 8
 POLL_S = 0.05
@@ -46,7 +46,7 @@ PAYLOAD_SETS = [
 BARE_LOCUSTFILE = """
 import random
 from locust import FastHttpUser, constant, constant_throughput, task
-from loadgen.payloads import load_corpus
+from loadgen.traffic.payloads import load_corpus
 
 TEXTS = load_corpus(%(corpus)r)
 
@@ -62,8 +62,9 @@ class Bare(FastHttpUser):
 # embedperf's own user and answer validation, with a sink that drops every row: no recorder.
 VALIDATED_LOCUSTFILE = """
 from locust import constant, constant_throughput, events
-from loadgen import context, users
-from loadgen.monitor import settle_heap
+from loadgen.traffic import context
+from loadgen.wiring import users
+from loadgen.recording.monitor import settle_heap
 from scenarios.loader import load_scenario
 
 class Validated(users.EmbeddingUser):
@@ -80,9 +81,9 @@ def _init(environment, **_):
 # locustfiles/ramp.py with the same pacing as the other sides.
 RECORDED_LOCUSTFILE = """
 from locust import constant, constant_throughput
-from loadgen import users
-from loadgen.plugin import install
-from loadgen.shapes import ScenarioShape
+from loadgen.wiring import users
+from loadgen.wiring.plugin import install
+from loadgen.wiring.shapes import ScenarioShape
 
 install(default_scenario="smoke")
 

@@ -25,7 +25,7 @@ import psutil
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from loadgen.service_proc import ServiceProcess  # noqa: E402
+from loadgen.processes.service_proc import ServiceProcess  # noqa: E402
 
 EN = [
     "the service batches requests",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from loadgen.service_proc import free_port
+from loadgen.processes.service_proc import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BODY = '{"model": "all-MiniLM-L6-v2", "input": "Capacity planning needs the P99 latency at every load step."}'

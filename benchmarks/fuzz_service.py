@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from loadgen.service_proc import ServiceProcess
+from loadgen.processes.service_proc import ServiceProcess
 
 
 def main(argv: list[str] | None = None) -> int:

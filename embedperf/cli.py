@@ -14,7 +14,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("service.cli", "start the reference embedding service (FastAPI, dynamic batching)"),
     "collect": ("collectors.cli", "sample npu-smi / NVML / host / service telemetry into a run folder"),
     "agent": ("collectors.agent", "serve this host's npu-smi / NVML / host telemetry to runs on other hosts"),
-    "run": ("loadgen.cli", "run a load scenario with Locust and write a run folder"),
+    "run": ("loadgen.cli.run", "run a load scenario with Locust and write a run folder"),
     "bench": ("study.bench", "start the service, run the ramp, stop it, write the report (make bench)"),
     "report": ("reports.cli", "build RUN_DIR/report.html from a run folder"),
     "compare": ("reports.compare_cli", "compare runs (baseline vs candidates) with a CI gate"),

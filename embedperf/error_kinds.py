@@ -1,6 +1,6 @@
 """A failed request row's kind: one vocabulary of failures for the live view, summary.json and the report.
 
-The load generator records what went wrong as a status code or an error text (loadgen.exchange);
+The load generator records what went wrong as a status code or an error text (loadgen.traffic.exchange);
 every stage that counts failures by kind maps a row through `error_kind`, so the live view and the
 analysis of the same run never disagree on what a failure was.
 """

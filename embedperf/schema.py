@@ -182,7 +182,7 @@ class GeneratorCpu(BaseModel):
 
 
 class GeneratorWorker(BaseModel):
-    """One worker of a distributed load generator, as the master saw it (loadgen.worker_book)."""
+    """One worker of a distributed load generator, as the master saw it (loadgen.lifecycle.worker_book)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,8 +1,8 @@
 """Open-loop load: stepped arrival rates (constant or Poisson), latency also from the intended start."""
 
-from loadgen.plugin import install
-from loadgen.shapes import ScenarioShape
-from loadgen.users import OpenLoopUser
+from loadgen.wiring.plugin import install
+from loadgen.wiring.shapes import ScenarioShape
+from loadgen.wiring.users import OpenLoopUser
 
 install(default_scenario="openloop")
 

@@ -1,8 +1,8 @@
 """Closed-loop step ramp (users 1 -> 10 -> 50 -> 100): `locust -f locustfiles/ramp.py [--headless] [--scenario NAME|PATH]`."""
 
-from loadgen.plugin import install
-from loadgen.shapes import ScenarioShape
-from loadgen.users import EmbeddingUser
+from loadgen.wiring.plugin import install
+from loadgen.wiring.shapes import ScenarioShape
+from loadgen.wiring.users import EmbeddingUser
 
 install(default_scenario="ramp")
 

@@ -1,8 +1,8 @@
 """Soak: a fixed closed-loop load for a long time (scenarios/soak.yaml)."""
 
-from loadgen.plugin import install
-from loadgen.shapes import ScenarioShape
-from loadgen.users import EmbeddingUser
+from loadgen.wiring.plugin import install
+from loadgen.wiring.shapes import ScenarioShape
+from loadgen.wiring.users import EmbeddingUser
 
 install(default_scenario="soak")
 

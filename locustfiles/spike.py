@@ -1,8 +1,8 @@
 """Spike: baseline, burst, baseline (scenarios/spike.yaml)."""
 
-from loadgen.plugin import install
-from loadgen.shapes import ScenarioShape
-from loadgen.users import EmbeddingUser
+from loadgen.wiring.plugin import install
+from loadgen.wiring.shapes import ScenarioShape
+from loadgen.wiring.users import EmbeddingUser
 
 install(default_scenario="spike")
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from collectors.options import DeviceOptions, add_device_options
-from loadgen.runner import run_scenario_outcome
-from loadgen.service_proc import ServiceProcess
+from loadgen.cli.runner import run_scenario_outcome
+from loadgen.processes.service_proc import ServiceProcess
 from reports.build import build_report
 from scenarios.loader import PROFILES, add_override_option, parse_overrides
 

@@ -143,9 +143,9 @@ def run_matrix(
     log: Callable[[str], None] = print,
 ) -> Path:
     """Run every configuration `repeat` times; returns the matrix folder (holding matrix.json)."""
-    from loadgen.redis_proc import RedisServer
-    from loadgen.runner import run_scenario
-    from loadgen.service_proc import ServiceProcess
+    from loadgen.cli.runner import run_scenario
+    from loadgen.processes.redis_proc import RedisServer
+    from loadgen.processes.service_proc import ServiceProcess
 
     search_timeout_s(spec, {**spec.search_overrides(), **spec.scenario_overrides})  # fails before any run
     folder = (runs_dir / make_run_id("matrix", Path(spec.scenario).stem)).resolve()

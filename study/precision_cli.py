@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from embedperf.errors import ConfigError, GateFailed
 from embedperf.schema import open_run_folder
-from loadgen.quality import write_reference_set
+from loadgen.traffic.quality import write_reference_set
 from service.model import EmbeddingModel, load_model
 from study.advice import Advice, VariantCheck, advise, probe_indexes
 from study.corpus import EvalSet, load_dataset, shipped_eval_set

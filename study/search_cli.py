@@ -22,7 +22,7 @@ from analysis.search import (
     samples_to_bound,
 )
 from embedperf.schema import read_manifest
-from loadgen.runner import run_scenario
+from loadgen.cli.runner import run_scenario
 from reports.build import build_report
 from scenarios.loader import OVERRIDE_HELP, PROFILES, add_override_option, load_scenario, parse_overrides
 

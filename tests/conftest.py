@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from loadgen.service_proc import ServiceProcess
-from loadgen.service_proc import free_port as free_port  # re-exported for tests
+from loadgen.processes.service_proc import ServiceProcess
+from loadgen.processes.service_proc import free_port as free_port  # re-exported for tests
 from study.bench import RAMP_SERVICE_ARGS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from embedperf.schema import read_manifest, read_requests_table
-from loadgen.service_proc import ServiceProcess
+from loadgen.processes.service_proc import ServiceProcess
 from tests.conftest import SERVICE_READY_TIMEOUT_S
 from tests.e2e.test_request_ids_e2e import run_and_report
 

@@ -25,7 +25,7 @@ def test_locust_help_lists_embedperf_options() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "--scenario-profile" in proc.stdout, (
         "embedperf options missing from locust --help: run `make setup` (it writes the .pth hook, "
-        "python -m loadgen.locust_help)"
+        "python -m loadgen.cli.locust_help)"
     )
     for option in (
         "--scenario NAME|PATH",

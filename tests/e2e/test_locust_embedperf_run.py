@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from embedperf.schema import read_manifest, read_requests_table
-from loadgen.runner import run_scenario
+from loadgen.cli.runner import run_scenario
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]

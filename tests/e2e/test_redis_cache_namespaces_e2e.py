@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import redis
 
-from loadgen.redis_proc import RedisServer
-from loadgen.service_proc import ServiceProcess
+from loadgen.processes.redis_proc import RedisServer
+from loadgen.processes.service_proc import ServiceProcess
 from tests.conftest import SERVICE_READY_TIMEOUT_S
 
 MODEL = "all-MiniLM-L6-v2"

@@ -22,7 +22,7 @@ import pytest
 
 from analysis.ooc_run import analyse_folder
 from embedperf.schema import RunFolder, read_manifest, read_requests_table
-from loadgen.service_proc import free_port
+from loadgen.processes.service_proc import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]
@@ -48,7 +48,7 @@ class Stub:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "loadgen.stub_server", "--port", str(self.port), "--delay-ms", "2"],
+            [sys.executable, "-m", "tests.fakes.stub_server", "--port", str(self.port), "--delay-ms", "2"],
             cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         for _ in range(200):
@@ -229,7 +229,7 @@ def test_sigkill_of_locust_leaves_a_reported_folder_and_no_collectors(stub: Stub
             cmd = " ".join(child.cmdline())
             if "locust" in cmd and "collectors_proc" not in cmd:
                 locust = child
-            elif "loadgen.collectors_proc" in cmd:
+            elif "loadgen.processes.collectors_proc" in cmd:
                 collectors = child
     assert locust is not None and collectors is not None
     while (stub.count() or 0) < 20:

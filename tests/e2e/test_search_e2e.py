@@ -16,7 +16,7 @@ import pytest
 from analysis.search import read_search
 from embedperf.cli import main
 from embedperf.schema import open_run_folder, read_manifest, read_requests_table
-from loadgen.stub_server import running_stub
+from tests.fakes.stub_server import running_stub
 from tests.oracles.queue_sim import Queue
 
 WORKERS = 16

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from embedperf.schema import read_requests_table
-from loadgen.runner import run_scenario
+from loadgen.cli.runner import run_scenario
 
 N_INPUTS = 32  # texts per request: many length samples even when the host is slow
 DATASET = [f"Customer question {i}: how do I rotate the API key for project {i * 7}?" for i in range(40)]

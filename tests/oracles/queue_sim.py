@@ -1,7 +1,7 @@
 """A c-server FIFO queue with Poisson arrivals (M/D/c, M/G/c): the ground truth for capacity searches.
 
 Tests use it twice: as the target a probe measures (latency from each request's intended start,
-counted the way loadgen.search's tap counts a probe's window) and, with long runs, as the oracle
+counted the way loadgen.shaping.search's tap counts a probe's window) and, with long runs, as the oracle
 for the rate at which the true P99 reaches the SLO.
 """
 
@@ -80,7 +80,7 @@ class Queue:
         self, rate: float, duration_s: float, warmup_s: float, seed: int, drain_s: float = 2.0
     ) -> ProbeMeasurement:
         """What one probe measures: requests intended after the warm-up, goodput within the window,
-        and answers later than the drain counted as unfinished (loadgen.search.ProbeTap's rules)."""
+        and answers later than the drain counted as unfinished (loadgen.shaping.search.ProbeTap's rules)."""
         arrivals, done = self.run(rate, duration_s, seed)
         steady = arrivals >= warmup_s
         cutoff_s = duration_s + drain_s

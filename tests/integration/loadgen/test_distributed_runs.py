@@ -21,9 +21,9 @@ import pytest
 
 from analysis.ooc_run import analyse_folder
 from embedperf.schema import Manifest, RunFolder, read_manifest, read_requests_table
-from loadgen import cli as run_cli
-from loadgen.local_workers import LocalWorkers
-from loadgen.stub_server import running_stub
+from loadgen.cli import run as run_cli
+from loadgen.cli.local_workers import LocalWorkers
+from tests.fakes.stub_server import running_stub
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 QUIET = ["--no-collectors", "--loglevel", "WARNING"]

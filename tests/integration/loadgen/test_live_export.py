@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from embedperf.schema import RunFolder, read_requests_table
-from loadgen.live import LATENCY_BUCKETS_MS
-from loadgen.stub_server import running_stub
+from loadgen.recording.live import LATENCY_BUCKETS_MS
 from tests.conftest import free_port, stop_process
+from tests.fakes.stub_server import running_stub
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"

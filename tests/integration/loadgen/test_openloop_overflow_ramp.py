@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from embedperf.schema import read_requests_table
-from loadgen.runner import run_scenario
-from loadgen.schedule import arrivals
-from loadgen.stub_server import running_stub
+from loadgen.cli.runner import run_scenario
+from loadgen.traffic.schedule import arrivals
 from scenarios.models import Step
+from tests.fakes.stub_server import running_stub
 
 
 def test_queue_overflow_waits_instead_of_dropping(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ import yaml
 from analysis.ooc_run import analyse_folder
 from analysis.quality_gate import quality_gate
 from embedperf.schema import read_requests_table
-from loadgen.quality import write_reference_set
-from loadgen.runner import run_scenario
-from loadgen.stub_server import running_stub, text_vector
+from loadgen.cli.runner import run_scenario
+from loadgen.traffic.quality import write_reference_set
 from reports.build import build_report
+from tests.fakes.stub_server import running_stub, text_vector
 
 DIM = 8
 TEXTS = [f"reference passage number {i} about vector search" for i in range(12)]

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadgen.redis_proc import RedisServer
+from loadgen.processes.redis_proc import RedisServer
 from service.app import create_app
 from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings

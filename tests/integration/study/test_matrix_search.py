@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-import loadgen.service_proc
-from loadgen.stub_server import running_stub
+import loadgen.processes.service_proc
 from study.matrix import MatrixRecord, run_matrix
 from study.matrix_report import build_matrix_report, load_rows
 from study.matrix_spec import MatrixSpec
+from tests.fakes.stub_server import running_stub
 
 SERVICE_MS = 20.0
 LIMIT_RPS = {"two-workers": 2 / (SERVICE_MS / 1000.0), "four-workers": 4 / (SERVICE_MS / 1000.0)}  # 100, 200
@@ -46,7 +46,7 @@ class StubService:
 def test_matrix_ranks_configurations_by_searched_capacity(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(loadgen.service_proc, "ServiceProcess", StubService)
+    monkeypatch.setattr(loadgen.processes.service_proc, "ServiceProcess", StubService)
     spec = MatrixSpec.model_validate(
         {
             "scenario": "query",

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from embedperf.schema import REQUEST_COLUMNS
-from loadgen.backoff import BACKOFF_FIRST_S, BACKOFF_MAX_S, Backoff
-from loadgen.verdict import EXIT_BUDGET_FAILED, EXIT_INCOMPLETE, EXIT_OK, run_verdict
+from loadgen.lifecycle.verdict import EXIT_BUDGET_FAILED, EXIT_INCOMPLETE, EXIT_OK, run_verdict
+from loadgen.traffic.backoff import BACKOFF_FIRST_S, BACKOFF_MAX_S, Backoff
 
 
 def row(status: int | None, ok: bool) -> list[object]:

@@ -23,7 +23,7 @@ CLIENT = """
 import http.cookiejar, json, sys
 from locust.contrib.fasthttp import FastHttpSession
 from locust.env import Environment
-from loadgen.cookies import LeanCookieJar, install_lean_cookie_jar
+from loadgen.traffic.cookies import LeanCookieJar, install_lean_cookie_jar
 
 calls = []
 add, extract = http.cookiejar.CookieJar.add_cookie_header, http.cookiejar.CookieJar.extract_cookies

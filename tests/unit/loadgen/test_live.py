@@ -8,10 +8,10 @@ from prometheus_client import generate_latest
 
 from embedperf.parts import PartsWriter
 from embedperf.schema import REQUEST_SCHEMA, TELEMETRY_SCHEMA, RunFolder, empty_request_row
-from loadgen.live import LATENCY_BUCKETS_MS, LiveRun, PartsTail, RunFollower
-from loadgen.live_export import LiveExporter
-from loadgen.locust_help import LOCUSTFILES_DIR, locustfile_argument, our_locustfile
-from loadgen.options import Suggestions, rejoin_overrides
+from loadgen.cli.locust_help import LOCUSTFILES_DIR, locustfile_argument, our_locustfile
+from loadgen.lifecycle.options import Suggestions, rejoin_overrides
+from loadgen.recording.live import LATENCY_BUCKETS_MS, LiveRun, PartsTail, RunFollower
+from loadgen.recording.live_export import LiveExporter
 
 
 def request_row(stage: int, latency_ms: float, ok: bool = True, **extra: object) -> dict[str, object]:

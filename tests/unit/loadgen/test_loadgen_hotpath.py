@@ -15,12 +15,17 @@ from embedperf.schema import (
     RunFolder,
     read_requests_table,
 )
-from loadgen.context import RunContext
-from loadgen.exchange import _check_parsed, check_body, dropped_row, send_embeddings
-from loadgen.headers import TIMING_VALUE_COLUMNS, parse_server_timing, raw_timing_values, timing_values
-from loadgen.payloads import RequestPayload
-from loadgen.recorder import Recorder, StageTimeline
-from loadgen.request_ids import request_ids
+from loadgen.recording.recorder import Recorder, StageTimeline
+from loadgen.traffic.context import RunContext
+from loadgen.traffic.exchange import _check_parsed, check_body, dropped_row, send_embeddings
+from loadgen.traffic.headers import (
+    TIMING_VALUE_COLUMNS,
+    parse_server_timing,
+    raw_timing_values,
+    timing_values,
+)
+from loadgen.traffic.payloads import RequestPayload
+from loadgen.traffic.request_ids import request_ids
 from scenarios.loader import load_scenario
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from embedperf.schema import REQUEST_COLUMNS, RunFolder, read_requests_table
-from loadgen.context import RunContext
-from loadgen.exchange import check_body
-from loadgen.headers import parse_server_timing, timing_columns
-from loadgen.monitor import summarise
-from loadgen.payloads import PayloadSampler, validation_cases
-from loadgen.recorder import Recorder, StageTimeline
-from loadgen.schedule import arrivals
+from loadgen.recording.monitor import summarise
+from loadgen.recording.recorder import Recorder, StageTimeline
+from loadgen.traffic.context import RunContext
+from loadgen.traffic.exchange import check_body
+from loadgen.traffic.headers import parse_server_timing, timing_columns
+from loadgen.traffic.payloads import PayloadSampler, validation_cases
+from loadgen.traffic.schedule import arrivals
 from scenarios.loader import load_scenario
 from scenarios.models import Payload, Step
 
@@ -119,7 +119,7 @@ def test_payload_sampler_weights_and_validation_cases() -> None:
 
 
 def test_repeat_fraction_controls_how_many_inputs_repeat() -> None:
-    from loadgen.payloads import PayloadSampler
+    from loadgen.traffic.payloads import PayloadSampler
     from scenarios.models import Payload
 
     def distinct_share(fraction: float) -> float:

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from embedperf.errors import TargetError
-from loadgen.preflight import check_target, normalise_base_url
+from loadgen.lifecycle.preflight import check_target, normalise_base_url
 from scenarios.models import Scenario
 
 EMBEDDINGS = json.dumps({"data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}]}).encode()

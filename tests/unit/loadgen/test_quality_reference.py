@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from embedperf.errors import ConfigError
-from loadgen.payloads import PayloadSampler
-from loadgen.quality import answer_cosine, load_reference_set, write_reference_set
+from loadgen.traffic.payloads import PayloadSampler
+from loadgen.traffic.quality import answer_cosine, load_reference_set, write_reference_set
 from scenarios.models import Payload
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import cli as run_cli
-from loadgen.preflight import BODY_EXCERPT_CHARS, answer_excerpt
+from loadgen.cli import run as run_cli
+from loadgen.lifecycle.preflight import BODY_EXCERPT_CHARS, answer_excerpt
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SHARED = ["--api-key", "k-123", "--step-duration-s", "4", "--warmup-s", "1", "--set", "steps.1.warmup_s=2"]
@@ -25,7 +25,7 @@ LOCUST_PARSE = """
 import json, os, sys
 from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 from locust.env import Environment
-from loadgen.plugin import add_arguments, resolve
+from loadgen.wiring.plugin import add_arguments, resolve
 
 parser = get_empty_argument_parser(add_help=False)
 setup_parser_arguments(parser)

@@ -8,8 +8,8 @@ from typing import Any
 
 from analysis.search_stats import judge
 from embedperf.schema import REQUEST_COLUMNS
-from loadgen.probe_window import ProbeTap, ProbeWindow
-from loadgen.schedule import Arrival
+from loadgen.shaping.probe_window import ProbeTap, ProbeWindow
+from loadgen.traffic.schedule import Arrival
 from scenarios.models import Search, Slo
 
 

@@ -15,10 +15,10 @@ from embedperf.schema import (
     read_manifest,
     write_manifest,
 )
-from loadgen.context import RunContext
-from loadgen.schedule import arrivals
-from loadgen.shares import ScheduleShare, encode_shares, share_arrivals, share_from_options
-from loadgen.worker_book import WorkerBook, sum_counters
+from loadgen.lifecycle.worker_book import WorkerBook, sum_counters
+from loadgen.traffic.context import RunContext
+from loadgen.traffic.schedule import arrivals
+from loadgen.traffic.shares import ScheduleShare, encode_shares, share_arrivals, share_from_options
 from scenarios.loader import load_scenario
 from scenarios.models import Step
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from embedperf.errors import ConfigError
-from loadgen.payloads import PayloadSampler, SyntheticTexts, approx_tokens, local_tokenizer
+from loadgen.traffic.payloads import PayloadSampler, SyntheticTexts, approx_tokens, local_tokenizer
 from scenarios.datasets import load_dataset
 from scenarios.loader import load_scenario
 from scenarios.models import Dataset, Payload, TokenLengths

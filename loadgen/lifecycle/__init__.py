@@ -1,0 +1,1 @@
+"""One run from its first stage to its manifest: the session, options, pre-flight, the worker book, the verdict."""

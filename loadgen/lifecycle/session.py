@@ -1,0 +1,252 @@
+"""One load run's run folder, from the first stage to the final manifest (local or master process).
+
+Started at the shape's first tick (or test start), finalised at test stop or when Locust quits:
+the manifest is written with complete=False at the start and complete=True at the end, so a
+crash leaves a readable folder whose manifest says it is incomplete.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from locust.env import Environment
+from locust.runners import MasterRunner
+
+from embedperf.provenance import git_info, host_info, package_versions
+from embedperf.schema import (
+    CollectorStatus,
+    Manifest,
+    RunFolder,
+    ServiceInfo,
+    ServingDevices,
+    new_manifest,
+    new_run_folder,
+    write_manifest,
+)
+from loadgen.lifecycle.worker_book import WorkerBook
+from loadgen.processes.collectors_proc import CollectorsProcess, collectors_available, read_agent_records
+from loadgen.recording.locust_report import write_locust_reports
+from loadgen.recording.monitor import CpuMonitor, settle_heap, summarise
+from loadgen.recording.recorder import Recorder, StageTimeline
+from loadgen.traffic import context, payloads
+from scenarios.models import Scenario
+
+log = logging.getLogger("embedperf.loadgen")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class RunOptions:
+    """What the command line decided, beyond the scenario itself."""
+
+    runs_dir: Path
+    label: str = ""
+    collectors: bool = True
+    devices: list[int] = field(default_factory=list)
+    agents: list[str] = field(default_factory=list)
+    collector_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunSession:
+    """The run folder being written by this process, and everything that ends up in its manifest."""
+
+    environment: Environment
+    scenario: Scenario
+    options: RunOptions
+    host: str
+    folder: RunFolder = field(init=False)
+    manifest: Manifest = field(init=False)
+    timeline: StageTimeline = field(default_factory=StageTimeline)
+    recorder: Recorder = field(init=False)
+    cpu: CpuMonitor = field(init=False)
+    cpu_samples: list[dict[str, Any]] = field(default_factory=list)
+    collectors: CollectorsProcess | None = None
+    shape_completed: bool = False
+    finalised: bool = False
+    stop_reason: str = ""
+    workers: WorkerBook | None = None  # distributed runs: the master's book of its workers
+
+    def start(self) -> None:
+        self.folder = new_run_folder(self.options.runs_dir, self.scenario.name, self.options.label)
+        service_info = context.fetch_service_info(self.host, self.scenario)
+        info = _typed_info(service_info)
+        self.manifest = new_manifest(
+            self.folder.run_id,
+            self.scenario,
+            self.host,
+            service_info=info,
+            host=host_info(),
+            serving_devices=serving_devices(self.options.devices or self.scenario.target.devices, info),
+            label=self.options.label,
+            versions=package_versions(),
+            git=git_info(REPO_ROOT),
+            start_unix_s=time.time(),
+            complete=False,
+        )
+        self.manifest.locust_command = sys.argv  # type: ignore[attr-defined]  # kept as an extra key
+        self.manifest.generator_pid = os.getpid()  # type: ignore[attr-defined]  # finds the folder after a crash
+        write_manifest(self.folder, self.manifest)
+        self.recorder = Recorder(self.folder, self.timeline)
+        self.cpu = CpuMonitor(worker="master" if self._is_master else "local")
+        self.cpu.start()
+        if self.options.collectors and collectors_available():
+            self.collectors = CollectorsProcess(
+                self.folder,
+                self.host,
+                os.getpid(),
+                extra_args=self.options.collector_args,
+                agents=self.options.agents or self.scenario.target.agents,
+            )
+            self.collectors.start()
+        if not self._is_master:
+            ctx = context.build_context(
+                self.scenario, self.host, self.recorder.write_values, "local", service_info
+            )
+            context.set_current(ctx)
+            payloads.prepare(self.scenario.payload, service_info)  # tokenizer loads before the first step
+        log.info("embedperf: writing run folder %s", self.folder.root)
+        settle_heap()  # last thing before the load: what exists now lives for the whole run
+
+    @property
+    def _is_master(self) -> bool:
+        return isinstance(self.environment.runner, MasterRunner)
+
+    def add_cpu_samples(self, samples: list[dict[str, Any]]) -> None:
+        self.cpu_samples.extend(samples)
+
+    def finalise(self, reason: str) -> RunFolder:
+        """Stop collectors, compact the rows, save Locust's stats and write the final manifest."""
+        if self.finalised:
+            return self.folder
+        self.finalised = True
+        self.stop_reason = reason
+        end = time.time()
+        self.timeline.end(end)
+        self.cpu.stop()
+        if self.collectors is not None:
+            statuses = self.collectors.stop()
+        elif not self.options.collectors:
+            statuses = [
+                CollectorStatus(name="collectors", status="skipped", reason="disabled with --no-collectors")
+            ]
+        else:
+            statuses = [
+                CollectorStatus(
+                    name="collectors", status="skipped", reason="collectors package not installed"
+                )
+            ]
+        rows = self.recorder.close()
+        try:
+            write_locust_reports(self.environment, self.folder.locust)
+        except Exception as exc:  # noqa: BLE001 - Locust's own report must never lose our run
+            self.manifest.notes.append(f"Locust CSV/HTML not written: {exc}")
+        ctx = context._current
+        m = self.manifest
+        m.end_unix_s = end
+        m.stages = self.timeline.stages
+        m.collectors = statuses
+        m.agents = read_agent_records(self.folder)
+        samples = self.cpu.samples + self.cpu_samples
+        m.generator_cpu = summarise(samples)
+        extras: dict[str, Any] = {  # Manifest keeps extra keys (extra="allow")
+            "generator_cpu_samples": samples,
+            "request_rows": rows,
+            "interrupted": not self.shape_completed,
+        }
+        if ctx is not None and ctx.expected_dim is not None:
+            extras["expected_dimension"] = {"value": ctx.expected_dim, "source": ctx.dim_source}
+        if ctx is not None and ctx.open_loop_stats:
+            extras["open_loop"] = ctx.open_loop_stats
+        if ctx is not None:
+            extras["connection_backoffs"] = {str(k): v for k, v in sorted(ctx.connection_backoffs.items())}
+        if ctx is not None and ctx.search is not None:
+            extras["search"] = ctx.search  # analysis.search.SearchRecord
+        for key, value in extras.items():
+            setattr(m, key, value)
+        if self.workers is not None:
+            self.workers.finish(m, end)
+        if not self.shape_completed:
+            m.notes.append(f"run stopped before the scenario's last stage ended ({reason})")
+        m.complete = True
+        write_manifest(self.folder, m)
+        context.set_current(None)
+        print(f"run folder: {self.folder.root}", flush=True)
+        return self.folder
+
+
+def _typed_info(raw: dict[str, Any] | None) -> ServiceInfo | None:
+    """Any target may answer /info; one that does not fit the typed fields is recorded without them."""
+    if raw is None:
+        return None
+    try:
+        return ServiceInfo.model_validate(raw)
+    except ValueError:
+        return ServiceInfo.model_validate({k: v for k, v in raw.items() if k not in ServiceInfo.model_fields})
+
+
+def serving_devices(explicit: list[int], info: ServiceInfo | None) -> ServingDevices:
+    """Rules 1 and 2: explicit indices, else the accelerators the target's /info lists.
+
+    Rule 3 (devices busy under load) needs the telemetry and is applied by the analysis.
+    """
+    if explicit:
+        return ServingDevices(rule="explicit", indices=sorted(set(explicit)))
+    if info is not None and info.accelerator_indices():
+        return ServingDevices(rule="service_info", indices=info.accelerator_indices())
+    return ServingDevices()
+
+
+_active: RunSession | None = None
+_environment: Environment | None = None
+_options: RunOptions | None = None
+_scenario: Scenario | None = None
+_resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None
+
+
+def bind(
+    environment: Environment,
+    scenario: Scenario,
+    options: RunOptions,
+    resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None,
+) -> None:
+    """Called once at Locust's init on the local or master process. `resolve` re-reads the scenario
+    and options before each new run (the web UI's start form changes them between runs)."""
+    global _environment, _options, _scenario, _resolve
+    _environment, _options, _scenario, _resolve = environment, options, scenario, resolve
+
+
+def active() -> RunSession | None:
+    """The run being written, starting it on first use after `bind` (the shape ticks before test_start)."""
+    global _active
+    if _active is not None and not _active.finalised:
+        return _active
+    if _environment is None or _options is None or _scenario is None:
+        return None
+    if _resolve is not None:  # the options as they stand now: the web UI's form may have changed them
+        bind(_environment, *_resolve(), resolve=_resolve)
+    host = _environment.host or _scenario.target.base_url
+    _active = RunSession(_environment, _scenario, _options, host)
+    _active.start()
+    return _active
+
+
+def current_session() -> RunSession | None:
+    return _active if _active is not None and not _active.finalised else None
+
+
+def last_session() -> RunSession | None:
+    """The run this process wrote or is writing, finalised or not (the exit code is decided after)."""
+    return _active
+
+
+def finalise(reason: str) -> RunFolder | None:
+    run = current_session()
+    return run.finalise(reason) if run is not None else None

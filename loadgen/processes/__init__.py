@@ -1,0 +1,1 @@
+"""Child processes started beside a run and stopped by PID: collectors, redis, the reference service."""

@@ -1,0 +1,189 @@
+"""Run `python -m collectors` beside the load for the run's duration and read back its statuses.
+
+The collectors never outlive the generator: the child is started through this module
+(`python -m loadgen.processes.collectors_proc --parent-pid PID -- ARGS`), which asks Linux to send it SIGTERM
+when its parent dies (prctl PR_SET_PDEATHSIG) and also watches the parent pid from a thread, then
+runs `collectors` in the same process. A SIGKILLed Locust therefore leaves no sampler behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.util
+import json
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from embedperf.schema import AgentRecord, CollectorStatus, RunFolder
+
+STOP_GRACE_S = 15.0
+WATCHDOG_INTERVAL_S = 1.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def collectors_available() -> bool:
+    try:
+        return importlib.util.find_spec("collectors.__main__") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class CollectorsProcess:
+    """The telemetry collectors as a subprocess writing into the run folder."""
+
+    def __init__(
+        self,
+        folder: RunFolder,
+        service_url: str,
+        generator_pid: int,
+        interval_s: float = 1.0,
+        extra_args: list[str] | None = None,
+        agents: list[str] | None = None,
+    ) -> None:
+        self.folder = folder
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "collectors",
+            "--out",
+            str(folder.root),
+            "--interval",
+            str(interval_s),
+            "--sources",
+            "auto",
+            "--service-url",
+            service_url,
+            "--generator-pid",
+            str(generator_pid),
+            *(extra_args or []),
+        ]
+        for agent in agents or []:
+            self.cmd += ["--agent", agent]
+        self.log_path = folder.root / "collectors.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start_error = ""
+
+    def start(self) -> None:
+        try:
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    child_command(self.cmd, os.getpid()),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=REPO_ROOT,
+                    env=dict(os.environ),
+                )
+        except OSError as exc:
+            self.start_error = f"could not start collectors: {exc}"
+
+    def stop(self) -> list[CollectorStatus]:
+        """SIGTERM, wait, then read collectors.json; failures become statuses, never exceptions."""
+        if self.proc is None:
+            return [
+                CollectorStatus(name="collectors", status="failed", reason=self.start_error or "not started")
+            ]
+        returncode = self.proc.poll()
+        if returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                returncode = self.proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                returncode = self.proc.wait(timeout=5)
+        statuses = read_statuses(self.folder)
+        if statuses:
+            return statuses
+        tail = self.log_path.read_text(errors="replace")[-500:] if self.log_path.is_file() else ""
+        return [
+            CollectorStatus(
+                name="collectors",
+                status="failed",
+                reason=f"exited with {returncode} without writing collectors.json; log tail: {tail.strip()}",
+            )
+        ]
+
+
+def read_statuses(folder: RunFolder) -> list[CollectorStatus]:
+    path = folder.collectors_status
+    if not path.is_file():
+        return []
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [CollectorStatus(name="collectors", status="failed", reason=f"unreadable {path.name}: {exc}")]
+    out: list[CollectorStatus] = []
+    for item in raw if isinstance(raw, list) else []:
+        try:
+            out.append(CollectorStatus.model_validate(item))
+        except ValidationError as exc:
+            out.append(
+                CollectorStatus(name=str(item.get("name", "?")), status="failed", reason=f"bad status: {exc}")
+            )
+    return out
+
+
+def child_command(cmd: list[str], parent_pid: int) -> list[str]:
+    """`python -m collectors ARGS` -> the same run through this module's parent-death guard."""
+    assert cmd[1:3] == ["-m", "collectors"], cmd
+    return [cmd[0], "-m", "loadgen.processes.collectors_proc", "--parent-pid", str(parent_pid), "--", *cmd[3:]]
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """SIGTERM this process when `parent_pid` dies: parent-death signal on Linux, and a pid watchdog.
+
+    The watchdog covers systems without prctl and the moment before prctl took effect; after
+    SIGTERM it gives the collectors STOP_GRACE_S to write their files, then exits hard.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="parent-watchdog", daemon=True).start()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(WATCHDOG_INTERVAL_S)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(STOP_GRACE_S)
+    os._exit(3)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m loadgen.processes.collectors_proc", description=__doc__)
+    parser.add_argument("--parent-pid", type=int, required=True, help="exit when this process dies")
+    parser.add_argument(
+        "collector_args", nargs=argparse.REMAINDER, help="-- then `python -m collectors` args"
+    )
+    args = parser.parse_args(argv)
+    rest = args.collector_args[1:] if args.collector_args[:1] == ["--"] else args.collector_args
+    die_with_parent(args.parent_pid)
+    sys.argv = ["collectors", *rest]
+    runpy.run_module("collectors", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
+
+
+def read_agent_records(folder: RunFolder) -> list[AgentRecord]:
+    """agents.json (clock offsets and missing seconds of each `embedperf agent`), [] when absent or unreadable."""
+    path = folder.agents_status
+    if not path.is_file():
+        return []
+    try:
+        return [AgentRecord.model_validate(item) for item in json.loads(path.read_text(encoding="utf-8"))]
+    except (OSError, ValueError):
+        return []

@@ -1,0 +1,123 @@
+"""Start and stop the reference service (`python -m service`) around a run, by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from embedperf.errors import TargetError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STOP_GRACE_S = 20.0
+POLL_INTERVAL_S = 0.25
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class ServiceProcess:
+    """`with ServiceProcess([...]) as svc:` -- the service is ready (GET /ready == 200) inside."""
+
+    def __init__(
+        self,
+        args: list[str],
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        log_path: Path | None = None,
+        ready_timeout_s: float = 180,
+    ) -> None:
+        self.args = list(args)
+        self.host = host
+        self.port = port if port is not None else free_port(host)
+        self.log_path = log_path
+        self.ready_timeout_s = ready_timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise TargetError("the service is not running")
+        return self.proc.pid
+
+    def start(self) -> ServiceProcess:
+        if port_in_use(self.host, self.port):
+            raise TargetError(
+                f"port {self.port} on {self.host} is already in use; stop the process listening there "
+                f"or choose another port (PORT=... for make, --port for embedperf)"
+            )
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        cmd = [sys.executable, "-m", "service", "--host", self.host, "--port", str(self.port), *self.args]
+        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
+        finally:
+            if self.log_path and not isinstance(log, int):
+                log.close()
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise TargetError(
+                    f"the service exited with {self.proc.returncode} before it was ready{self._tail()}"
+                )
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(POLL_INTERVAL_S)
+        self.stop()
+        raise TargetError(f"the service was not ready after {self.ready_timeout_s:.0f} s{self._tail()}")
+
+    def _tail(self) -> str:
+        if self.log_path and self.log_path.is_file():
+            return f"; log tail ({self.log_path}):\n{self.log_path.read_text(errors='replace')[-2000:]}"
+        return ""
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM by PID, then SIGKILL after grace_s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+    def __enter__(self) -> ServiceProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,102 @@
+"""Live per-step figures of the run in progress on a Prometheus endpoint (`--metrics-port`).
+
+An existing Prometheus/Grafana can then watch a long soak while it runs. The figures are the
+same as the web UI's live tab (loadgen.recording.live): read back from the run folder as rows are flushed,
+computed on each scrape, exported from a registry of our own (never the process default).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from loadgen.recording.live import LATENCY_BUCKETS_MS, LiveRun
+
+log = logging.getLogger("embedperf.loadgen")
+METRIC_PREFIX = "embedperf"
+
+
+class LiveRunCollector(Collector):
+    """Exports the run `live_run()` returns (None between runs: nothing is exported)."""
+
+    def __init__(self, live_run: Callable[[], LiveRun | None]) -> None:
+        self.live_run = live_run
+
+    def collect(self) -> Iterator[Metric]:
+        live = self.live_run()
+        if live is None:
+            return
+        live.refresh()
+        run_id = live.folder.run_id
+        labels = ["run_id", "stage", "stage_label"]
+        requests = CounterMetricFamily(
+            f"{METRIC_PREFIX}_requests", "Requests recorded in the step (validation probes excluded).", labels=[*labels, "outcome"]
+        )
+        errors = CounterMetricFamily(f"{METRIC_PREFIX}_errors", "Failed requests by kind.", labels=[*labels, "kind"])
+        goodput = GaugeMetricFamily(
+            f"{METRIC_PREFIX}_goodput_rps", "Successful requests per second over the step so far.", labels=labels
+        )
+        users = GaugeMetricFamily(f"{METRIC_PREFIX}_target_users", "The step's target concurrency.", labels=labels)
+        latency = HistogramMetricFamily(
+            f"{METRIC_PREFIX}_latency_ms", "Client-side latency of every request of the step, ms.", labels=labels
+        )
+        server = GaugeMetricFamily(
+            f"{METRIC_PREFIX}_server_stage_mean_ms",
+            "Mean Server-Timing stage of successful requests in the step, ms.",
+            labels=[*labels, "server_stage"],
+        )
+        for step in live.steps.values():
+            values = [run_id, str(step.index), step.label]
+            requests.add_metric([*values, "ok"], step.ok)
+            requests.add_metric([*values, "error"], step.errors)
+            for kind, count in step.errors_by_kind.items():
+                errors.add_metric([*values, kind], count)
+            goodput.add_metric(values, step.goodput_rps)
+            if step.target_users is not None:
+                users.add_metric(values, step.target_users)
+            cumulative, buckets = 0, []
+            for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), step.latency_bucket_counts, strict=True):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else f"{bound:g}", cumulative))
+            latency.add_metric(values, buckets, step.latency_sum_ms)
+            for stage, mean_ms in step.server_mean_ms().items():
+                server.add_metric([*values, stage], mean_ms)
+        yield from (requests, errors, goodput, users, latency, server)
+        device = GaugeMetricFamily(
+            f"{METRIC_PREFIX}_device_figure",
+            "Newest telemetry sample of the serving devices (or host CPU and service busy fraction).",
+            labels=["run_id", "device", "metric", "source"],
+        )
+        for (name, metric), sample in live.device_figures().items():
+            device.add_metric([run_id, name, metric, sample.source], sample.value)
+        yield device
+
+
+class LiveExporter:
+    """The HTTP endpoint; `port=0` takes a free port (printed, and kept in `.port`)."""
+
+    def __init__(self, live_run: Callable[[], LiveRun | None], host: str, port: int) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(LiveRunCollector(live_run))
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self._server: Any = None
+
+    def start(self) -> str:
+        self._server, _ = start_http_server(self.requested_port, addr=self.host, registry=self.registry)
+        self.port = int(self._server.server_address[1])
+        url = f"http://{self.host}:{self.port}/metrics"
+        print(f"live metrics: {url}", flush=True)
+        return url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

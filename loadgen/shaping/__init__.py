@@ -1,0 +1,1 @@
+"""Drivers that decide when requests start: open-loop dispatch and the capacity-search probes."""

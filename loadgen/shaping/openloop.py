@@ -1,0 +1,126 @@
+"""Open-loop dispatch: requests start at their scheduled instants, whatever the responses do.
+
+Latency is also measured from the intended start (`latency_from_intended_ms`), so a stalled
+service cannot hide its queueing by slowing the generator down (coordinated omission), as in
+wrk2 and MLPerf LoadGen. A request that cannot start -- too many in flight, or later than the
+tolerance under `late_policy: drop` -- is recorded as a failed row, never silently skipped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+import gevent
+import gevent.pool
+from locust.contrib.fasthttp import FastHttpSession
+from locust.env import Environment
+
+from loadgen.traffic.context import RunContext
+from loadgen.traffic.exchange import dropped_row, send_embeddings
+from loadgen.traffic.payloads import PayloadSampler
+from loadgen.traffic.schedule import Arrival
+from loadgen.traffic.shares import share_arrivals
+
+START_LEAD_S = 0.05  # the schedule starts slightly in the future so the first slot is not already late
+YIELD_EVERY = 64  # when behind schedule, still let spawned requests run every this many arrivals
+DROPPED_CAP = "dropped: in-flight cap"
+
+
+Stage = tuple[int, str, int | None, float | None]
+
+
+def run_schedule(
+    client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment
+) -> dict[str, float]:
+    """Dispatch the scenario's whole arrival schedule; returns counters (scheduled, sent, late, dropped).
+
+    A capacity search (`search.enabled`) decides its schedule probe by probe instead: loadgen.shaping.search.
+    """
+    scenario = ctx.scenario
+    share = ctx.claim_share()  # this process's part of the arrivals (loadgen.traffic.shares), once per run
+    stats = ctx.open_loop_stats
+    if share is None:
+        return stats
+    stats.update(new_stats())
+    pool = gevent.pool.Pool(scenario.open_loop.max_in_flight)
+    steps = scenario.steps
+    dispatch(
+        client,
+        ctx,
+        sampler,
+        environment,
+        share_arrivals(steps, scenario.open_loop.arrival, scenario.payload.seed, share),
+        lambda index: (index, steps[index].label, None, steps[index].rate),
+        pool,
+        stats,
+        origin_unix_s=share.origin_unix_s,
+    )
+    pool.join(timeout=scenario.drain_s + scenario.target.timeout_s)
+    return stats
+
+
+def new_stats() -> dict[str, float]:
+    return {"scheduled": 0, "sent": 0, "late": 0, "dropped": 0, "max_lag_ms": 0.0}
+
+
+def dispatch(
+    client: FastHttpSession,
+    ctx: RunContext,
+    sampler: PayloadSampler,
+    environment: Environment,
+    schedule: Iterable[Arrival],
+    stage_of: Callable[[int], Stage],
+    pool: gevent.pool.Pool,
+    stats: dict[str, float],
+    origin_unix_s: float | None = None,
+) -> None:
+    """Start each arrival at its instant (offsets from now + START_LEAD_S); returns when all are started.
+
+    `overflow: queue` lets an arrival wait for a free slot when max_in_flight are out (the wait
+    blocks the schedule, so later arrivals start late and their latency from intended shows it);
+    `overflow: drop` records it as dropped.
+    """
+    policy = ctx.scenario.open_loop
+    tolerance_s = policy.lateness_tolerance_ms / 1000.0
+    queue_overflow = policy.overflow == "queue"
+    t_origin = time.time() + START_LEAD_S if origin_unix_s is None else origin_unix_s  # shared by all shares
+    p_origin = time.perf_counter() + (t_origin - time.time())
+    behind = 0
+    for arrival in schedule:
+        delay_s = p_origin + arrival.offset_s - time.perf_counter()
+        if delay_s > 0:
+            gevent.sleep(delay_s)
+            behind = 0
+        else:
+            behind += 1
+            if behind % YIELD_EVERY == 0:
+                gevent.sleep(0)
+        stage = stage_of(arrival.stage_index)
+        t_intended = t_origin + arrival.offset_s
+        payload = sampler.next()
+        lag_s = time.perf_counter() - (p_origin + arrival.offset_s)
+        stats["scheduled"] += 1
+        stats["max_lag_ms"] = max(stats["max_lag_ms"], lag_s * 1000.0)
+        reason = ""
+        if pool.full() and not queue_overflow:
+            reason = DROPPED_CAP
+        elif lag_s > tolerance_s:
+            stats["late"] += 1
+            if policy.late_policy == "drop":
+                reason = f"dropped: late by {lag_s * 1000.0:.0f} ms"
+        if reason:
+            stats["dropped"] += 1
+            dropped_row(ctx, payload, t_intended, reason, stage)
+            environment.events.request.fire(
+                request_type="POST",
+                name=payload.endpoint,
+                response_time=0,
+                response_length=0,
+                response=None,
+                context={},
+                exception=RuntimeError(reason),
+            )
+            continue
+        stats["sent"] += 1
+        pool.spawn(send_embeddings, client, ctx, payload, t_intended, stage)  # blocks while full (queue)

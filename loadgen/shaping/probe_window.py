@@ -1,0 +1,97 @@
+"""One search probe's bounds and tally, free of Locust: its arrivals cut at its window's end, its rows counted.
+
+loadgen.shaping.search drives the probes; these two pieces decide what a probe is allowed to send and what
+it measured, and are tested without a target or a monkey-patched process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from analysis.search import ProbeMeasurement
+from embedperf.schema import REQUEST_COLUMNS
+from loadgen.traffic.schedule import Arrival
+
+_STAGE = REQUEST_COLUMNS.index("stage_index")
+_OK = REQUEST_COLUMNS.index("ok")
+_INTENDED = REQUEST_COLUMNS.index("t_intended_unix_s")
+_DONE = REQUEST_COLUMNS.index("t_done_unix_s")
+_LATENCY = REQUEST_COLUMNS.index("latency_from_intended_ms")
+
+
+class ProbeTap:
+    """Sits between the dispatcher and the recorder; keeps the current probe's rows' key figures."""
+
+    def __init__(self, sink: Callable[[list[Any]], None]) -> None:
+        self.sink = sink
+        self.stage_index = -1
+        self.rows: list[tuple[bool, float, float | None, float | None]] = []
+
+    def __call__(self, row: list[Any]) -> None:
+        if row[_STAGE] == self.stage_index:
+            self.rows.append((bool(row[_OK]), row[_INTENDED], row[_DONE], row[_LATENCY]))
+        self.sink(row)
+
+    def start(self, stage_index: int) -> None:
+        self.stage_index = stage_index
+        self.rows = []
+
+    def measurement(
+        self,
+        rate: float,
+        t_origin_unix_s: float,
+        duration_s: float,
+        warmup_s: float,
+        started_unix_s: Iterable[float] = (),
+        cutoff_unix_s: float | None = None,
+    ) -> ProbeMeasurement:
+        """The probe's figures in its steady window (after the warm-up, to its scheduled end).
+
+        Requests count by intended start; goodput counts ok answers that completed inside the
+        window, so a target that falls behind shows a goodput below the offered rate. A request
+        in `started_unix_s` (intended starts) without a row yet is unfinished: its latency is at
+        least cutoff - intended.
+        """
+        steady_from = t_origin_unix_s + warmup_s
+        steady_to = t_origin_unix_s + duration_s
+        steady = [r for r in self.rows if r[1] >= steady_from]
+        ok = [r for r in steady if r[0]]
+        missing = Counter(t for t in started_unix_s if t >= steady_from)
+        missing.subtract(r[1] for r in steady)
+        cutoff = cutoff_unix_s if cutoff_unix_s is not None else time.time()
+        unfinished_ms = [(cutoff - t) * 1000.0 for t, n in missing.items() for _ in range(max(n, 0))]
+        return ProbeMeasurement(
+            rate=rate,
+            duration_s=duration_s - warmup_s,
+            scheduled=len(steady) + len(unfinished_ms),
+            ok=len(ok),
+            errors=len(steady) - len(ok),
+            ok_done=sum(
+                1 for r in self.rows if r[0] and r[2] is not None and steady_from <= r[2] <= steady_to
+            ),
+            ok_latency_ms=[r[3] for r in ok if r[3] is not None],
+            unfinished_ms=unfinished_ms,
+        )
+
+
+class ProbeWindow:
+    """The arrivals of one probe, cut at its window's end: what the dispatcher reaches later is kept
+    aside (to be recorded as dropped), and the intended start of every arrival handed out is noted."""
+
+    def __init__(self, schedule: Iterable[Arrival], t_origin_unix_s: float, duration_s: float) -> None:
+        self.schedule = schedule
+        self.t_origin_unix_s = t_origin_unix_s
+        self.end_unix_s = t_origin_unix_s + duration_s
+        self.started_unix_s: list[float] = []
+        self.left_out: list[Arrival] = []
+
+    def __iter__(self) -> Iterator[Arrival]:
+        for arrival in self.schedule:
+            if time.time() > self.end_unix_s:
+                self.left_out.append(arrival)
+                continue
+            self.started_unix_s.append(self.t_origin_unix_s + arrival.offset_s)  # as dispatch computes it
+            yield arrival

@@ -1,0 +1,1 @@
+"""One request and what it carries: payloads, arrival schedules, the exchange and its validation, the run context."""

@@ -1,0 +1,127 @@
+"""Per-process state of a load run that users read: the scenario, where rows go, the expected dimension."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadgen.traffic.request_ids import request_ids
+from loadgen.traffic.shares import ScheduleShare
+from scenarios.models import Scenario
+
+RowSink = Callable[[list[Any]], None]  # receives one row as values in REQUEST_COLUMNS order
+INFO_TIMEOUT_S = 3.0
+
+
+@dataclass
+class RunContext:
+    """What every user in this process shares. Set at test start; read by users and shapes."""
+
+    scenario: Scenario
+    host: str
+    sink: RowSink
+    worker: str = "local"
+    expected_dim: int | None = None
+    dim_source: str = ""
+    service_info: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    open_loop_stats: dict[str, float] = field(default_factory=dict)
+    connection_backoffs: dict[int, int] = field(default_factory=dict)  # per stage index (loadgen.wiring.users)
+    search: dict[str, Any] | None = None  # the capacity search's record (loadgen.shaping.search), when one ran
+    schedule_share: ScheduleShare | None = None  # open loop: this process's arrivals (loadgen.traffic.shares)
+    share_claimed: bool = False
+    request_ids: Iterator[str] = field(default_factory=request_ids)  # X-Request-ID of each request sent
+
+    def claim_share(self) -> ScheduleShare | None:
+        """The share to dispatch, once per run: a second dispatcher in this process (Locust rebalancing
+        users after a worker died) must not send the same arrivals again."""
+        if self.share_claimed:
+            return None
+        self.share_claimed = True
+        return self.schedule_share or ScheduleShare()
+
+    def learn_dim(self, dim: int) -> None:
+        """The first good answer fixes the expected dimension when neither /info nor the scenario did."""
+        if self.expected_dim is None:
+            self.expected_dim = dim
+            self.dim_source = "first answer"
+
+
+_current: RunContext | None = None
+
+
+def current() -> RunContext:
+    if _current is None:
+        raise RuntimeError("no load run is active in this process (the test has not started)")
+    return _current
+
+
+def current_or_none() -> RunContext | None:
+    return _current
+
+
+def set_current(ctx: RunContext | None) -> None:
+    global _current
+    _current = ctx
+
+
+def request_headers(scenario: Scenario) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    api_key = os.environ.get(scenario.target.api_key_env, "")
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def fetch_service_info(host: str, scenario: Scenario) -> dict[str, Any] | None:
+    """GET <host><info_path> as JSON, or None for targets without it (or unreachable ones)."""
+    url = host.rstrip("/") + scenario.target.info_path
+    req = urllib.request.Request(url, headers=request_headers(scenario))
+    try:
+        with urllib.request.urlopen(req, timeout=INFO_TIMEOUT_S) as resp:  # noqa: S310 - user-given target
+            if resp.status != 200:
+                return None
+            data = json.loads(resp.read())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def info_dimension(info: dict[str, Any] | None) -> int | None:
+    if not info:
+        return None
+    for key in ("dimension", "dim", "embedding_dim"):
+        value = info.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def build_context(
+    scenario: Scenario, host: str, sink: RowSink, worker: str, service_info: dict[str, Any] | None
+) -> RunContext:
+    """Expected dimension: /info first, then the scenario's `target.dimension`, then the first answer."""
+    ctx = RunContext(
+        scenario=scenario,
+        host=host,
+        sink=sink,
+        worker=worker,
+        service_info=service_info,
+        headers=request_headers(scenario),
+    )
+    dim = info_dimension(service_info)
+    if dim is not None:
+        ctx.expected_dim, ctx.dim_source = dim, "service /info"
+    elif scenario.target.dimension is not None:
+        ctx.expected_dim, ctx.dim_source = scenario.target.dimension, "scenario target.dimension"
+    return ctx
+
+
+def worker_name(client_id: str | None, index: int | None = None) -> str:
+    if client_id is None:
+        return "local"
+    return f"w{index}-{client_id}" if index is not None and index >= 0 else client_id

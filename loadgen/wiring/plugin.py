@@ -1,0 +1,260 @@
+"""Wire embedperf into Locust: command-line options and the event listeners behind every locustfile.
+
+A locustfile calls `install("ramp")` and exposes the user and shape classes; everything else
+(scenario loading, the run folder, distributed forwarding) hangs off Locust's events here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import gevent
+from locust import events
+from locust.argument_parser import LocustArgumentParser
+from locust.env import Environment
+from locust.runners import MasterRunner, Runner, WorkerRunner
+
+from collectors.options import DeviceOptions, add_device_options
+from embedperf.errors import ConfigError, EmbedperfError
+from loadgen.distributed import rows as distributed
+from loadgen.lifecycle import preflight, session, verdict
+from loadgen.lifecycle.options import (
+    Suggestions,
+    add_api_key_option,
+    add_step_options,
+    export_api_key,
+    rejoin_overrides,
+    scenario_choices,
+    step_overrides,
+)
+from loadgen.recording import webui
+from loadgen.recording.live import RunFollower
+from loadgen.recording.live_export import LiveExporter
+from loadgen.recording.monitor import CpuMonitor, settle_heap
+from loadgen.traffic import context
+from loadgen.traffic.shares import share_from_options
+from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overrides
+from scenarios.models import Scenario
+
+log = logging.getLogger("embedperf.loadgen")
+_installed = False
+_worker_cpu: CpuMonitor | None = None
+
+
+def _in_web_ui(action: argparse.Action) -> None:
+    """Argument groups bypass LocustArgumentParser.add_argument; mark web-UI options by hand."""
+    action.include_in_web_ui = True  # type: ignore[attr-defined]
+    action.is_secret = False  # type: ignore[attr-defined]
+    action.is_required = False  # type: ignore[attr-defined]
+    action.is_multiple = False  # type: ignore[attr-defined]
+
+
+def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
+    group = parser.add_argument_group(
+        "embedperf",
+        "Scenario, run folder and live export (embedperf). The scenario's steps set the users, so "
+        "-u/-r/-t are ignored; the web UI shows scenario, profile, overrides and label.",
+    )
+    choices = scenario_choices(default_scenario)
+    _in_web_ui(
+        group.add_argument(
+            "--scenario",
+            default=default_scenario,
+            choices=choices,
+            metavar="NAME|PATH",
+            help=f"shipped scenario ({', '.join(choices)}) or a YAML path (default {default_scenario})",
+        )
+    )
+    _in_web_ui(
+        group.add_argument(
+            "--scenario-profile",
+            default="",
+            choices=Suggestions(["", *PROFILES]),
+            metavar="|".join(PROFILES),
+            help="scenario profile: quick or full (as defined in the YAML). Locust's own --profile only names a test run",
+        )
+    )
+    _in_web_ui(
+        group.add_argument(
+            "--set",
+            dest="scenario_set",
+            action="append",
+            default=[""],  # not []: Locust's web UI would read an empty list as a list of ints
+            metavar="KEY=VALUE",
+            help=OVERRIDE_HELP,
+        )
+    )
+    _in_web_ui(group.add_argument("--label", default="", help="label appended to the run id and kept in the manifest"))
+    group.add_argument("--runs-dir", default="runs", help="where the run folder is created (default runs/)")
+    add_step_options(group)
+    add_api_key_option(group)
+    group.add_argument(
+        "--no-collectors",
+        action="store_true",
+        default=False,
+        help="do not start `python -m collectors` beside the load",
+    )
+    group.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve the run's live per-step figures for Prometheus on this port (0: any free port; "
+        "default: off). The URL is printed as `live metrics: URL`",
+    )
+    group.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address of the --metrics-port endpoint (default 127.0.0.1)"
+    )
+    add_device_options(group)
+    group.add_argument("--embedperf-resolved", default="", help=argparse.SUPPRESS)
+    group.add_argument("--embedperf-shares", default="", help=argparse.SUPPRESS)  # master -> workers (shares)
+
+
+def scenario_from_options(options: Any) -> Scenario:
+    overrides = step_overrides(parse_overrides(rejoin_overrides(list(options.scenario_set or []))), options)
+    return load_scenario(options.scenario, profile=options.scenario_profile or None, overrides=overrides)
+
+
+def check_locustfile(environment: Environment, scenario: Scenario) -> None:
+    """A closed-loop locustfile cannot run an open-loop scenario, nor the reverse."""
+    open_loop_file = any(cls.__name__ == "OpenLoopUser" for cls in environment.user_classes)
+    if scenario.is_open_loop != open_loop_file:
+        wanted = "locustfiles/openloop.py" if scenario.is_open_loop else f"locustfiles/{scenario.kind}.py"
+        raise ConfigError(f"scenario {scenario.name!r} is {scenario.kind}; run it with `locust -f {wanted}`")
+
+
+def run_options(options: Any) -> session.RunOptions:
+    devices = DeviceOptions.from_namespace(options)
+    return session.RunOptions(
+        runs_dir=Path(options.runs_dir if options else "runs"),
+        label=options.label if options else "",
+        collectors=not (options and options.no_collectors),
+        devices=devices.devices,
+        agents=devices.agents,
+        collector_args=devices.collector_args(),
+    )
+
+
+def resolve(environment: Environment) -> tuple[Scenario, session.RunOptions]:
+    """The scenario and run options as the options stand now (the web UI changes them before each run)."""
+    options = environment.parsed_options
+    scenario = scenario_from_options(options)
+    check_locustfile(environment, scenario)
+    export_api_key(getattr(options, "api_key", None), scenario.target.api_key_env)
+    if options is not None:
+        options.embedperf_resolved = scenario.model_dump_json()  # custom options travel to workers
+    return scenario, run_options(options)
+
+
+def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
+    options = environment.parsed_options
+    if isinstance(runner, WorkerRunner):
+        distributed.register_worker(runner)
+        return
+    try:
+        scenario, run_opts = resolve(environment)
+    except EmbedperfError as exc:
+        print(f"embedperf: error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    if options is not None and options.profile in PROFILES and not options.scenario_profile:
+        log.warning(
+            "embedperf: --profile %s is Locust's run name, not a scenario profile; "
+            "use --scenario-profile %s to change the steps",
+            options.profile,
+            options.profile,
+        )
+    try:  # headless: one real request before any load (the web UI may still change the host)
+        environment.host = preflight.target_for_locust(
+            scenario, environment.host or scenario.target.base_url, check=bool(getattr(options, "headless", False))
+        )
+    except EmbedperfError as exc:
+        print(f"embedperf: error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    session.bind(environment, scenario, run_opts, resolve=lambda: resolve(environment))
+    if isinstance(runner, MasterRunner):
+        distributed.register_master(runner)
+    follower = RunFollower(session.current_session)
+    if environment.web_ui is not None:
+        webui.install(environment, follower, check=lambda: resolve(environment))
+    if options is not None and options.metrics_port is not None:
+        LiveExporter(follower, options.metrics_host, options.metrics_port).start()
+    _stop_on_sigterm(environment)
+
+
+def _stop_on_sigterm(environment: Environment) -> None:
+    """Headless shape runs block before Locust installs its own SIGTERM handler, so a SIGTERM would
+    kill the process outright; stop the runner instead, which finalises the run folder."""
+
+    def on_sigterm() -> None:
+        log.info("embedperf: SIGTERM received, stopping the run and closing the run folder")
+        if isinstance(environment.runner, MasterRunner):  # also while it waits for workers
+            distributed.stop_master_on_sigterm(environment.runner)
+            return
+        run = session.current_session()
+        if run is not None:
+            run.manifest.notes.append("stopped by SIGTERM")
+        if environment.runner is not None:
+            environment.runner.quit()
+
+    gevent.signal_handler(signal.SIGTERM, on_sigterm)
+
+
+def _on_test_start(environment: Environment, **_: Any) -> None:
+    global _worker_cpu
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        resolved = getattr(environment.parsed_options, "embedperf_resolved", "")
+        scenario = Scenario.model_validate_json(resolved)
+        export_api_key(getattr(environment.parsed_options, "api_key", None), scenario.target.api_key_env)
+        host = environment.host or scenario.target.base_url
+        name = context.worker_name(runner.client_id, runner.worker_index)
+        _worker_cpu = CpuMonitor(worker=name)
+        _worker_cpu.start()
+        forwarder = distributed.RowForwarder(runner, name, _worker_cpu)
+        distributed.set_forwarder(forwarder)
+        info = context.fetch_service_info(host, scenario)
+        ctx = context.build_context(scenario, host, forwarder.add, name, info)
+        ctx.schedule_share = share_from_options(
+            getattr(environment.parsed_options, "embedperf_shares", ""), runner.client_id
+        )
+        ctx.share_claimed = ctx.schedule_share is None  # joined after the deal: sends none of the schedule
+        context.set_current(ctx)
+        settle_heap()
+        return
+    session.active()
+
+
+def _on_test_stop(environment: Environment, **_: Any) -> None:
+    if isinstance(environment.runner, WorkerRunner):
+        if _worker_cpu is not None:
+            _worker_cpu.stop()
+        distributed.set_forwarder(None)
+        return
+    session.finalise("test stopped")
+
+
+def _on_quitting(environment: Environment, **_: Any) -> None:
+    if not isinstance(environment.runner, WorkerRunner):
+        session.finalise("Locust quit")
+        verdict.set_exit_code(environment, session.last_session())
+
+
+def install(default_scenario: str) -> None:
+    """Register embedperf's options and listeners with Locust (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+
+    @events.init_command_line_parser.add_listener
+    def _(parser: LocustArgumentParser) -> None:
+        add_arguments(parser, default_scenario)
+
+    events.init.add_listener(_on_init)
+    events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)
+    events.quitting.add_listener(_on_quitting)

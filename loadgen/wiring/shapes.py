@@ -1,0 +1,143 @@
+"""Locust load shapes built from a scenario; they also record each stage's real start and end."""
+
+from __future__ import annotations
+
+import time
+
+from locust import LoadTestShape
+
+from loadgen.distributed import rows as distributed
+from loadgen.lifecycle import session
+from loadgen.traffic import context
+from loadgen.traffic.schedule import stage_offsets_s
+from loadgen.traffic.shares import ScheduleShare
+
+DEFAULT_SPAWN_RATE_FACTOR = 10.0  # users per second = users x this: a step's users start within 0.1 s
+LOCAL_START_LEAD_S = 0.25  # open loop: the schedule's origin lies this far ahead of the first tick
+DISPATCHER_SPAWN_RATE = 100.0
+
+
+class ScenarioShape(LoadTestShape):
+    """Steps of the active scenario. Closed loop: users per step. Open loop: one dispatcher user per
+    process that sends load (one per worker in distributed mode, each with its share of the
+    arrivals) for the whole schedule plus a drain period; the stages are the schedule's own instants."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._run: session.RunSession | None = None
+        self._stage_index = -1
+        self._users_stopped = False
+        self._origin_unix_s: float | None = None
+        self._dispatchers = 1
+
+    def _new_run(self, run: session.RunSession) -> None:
+        """A run's clock starts at its first tick: starting the session (service /info, tokenizer) is no
+        part of step 0. Locust's own reset_time calls (the master calls it again once its first spawn
+        goes out) only re-zero the clock; they never begin a stage a second time."""
+        self._run = run
+        self._stage_index = -1
+        self._users_stopped = False
+        self._origin_unix_s = None
+        self.reset_time()
+
+    def tick(self) -> tuple[int, float] | None:
+        run = session.active()
+        if run is None:
+            return None
+        if run is not self._run:  # the web UI starts several runs with one shape
+            self._new_run(run)
+        scenario = run.scenario
+        if scenario.search.enabled:
+            return self._search_tick(run)
+        if scenario.is_open_loop:
+            return self._open_loop_tick(run)
+        run_time = self.get_run_time()
+        elapsed = 0.0
+        for index, step in enumerate(scenario.steps):
+            elapsed += step.duration_s
+            if run_time < elapsed:
+                if index != self._stage_index:
+                    self._stage_index = index
+                    run.timeline.begin(
+                        index,
+                        step.label,
+                        time.time(),
+                        users=step.users,
+                        rate=step.rate,
+                        warmup_s=step.warmup_s,
+                    )
+                users = step.users or 1
+                return (users, step.spawn_rate or users * DEFAULT_SPAWN_RATE_FACTOR)
+        if self._stage_index != len(scenario.steps):
+            self._stage_index = len(scenario.steps)
+            run.timeline.end(time.time())
+        return self._finish(run)
+
+    def _open_loop_tick(self, run: session.RunSession) -> tuple[int, float] | None:
+        """Stages begin at the schedule's instants (origin + offsets), not at the 1 Hz ticks that notice them."""
+        scenario = run.scenario
+        steps = scenario.steps
+        if self._origin_unix_s is None:
+            self._origin_unix_s = self._publish_origin()
+        origin = self._origin_unix_s
+        offsets = stage_offsets_s(steps)
+        end_offset_s = offsets[-1] + steps[-1].duration_s
+        elapsed_s = time.time() - origin
+        if elapsed_s < end_offset_s:
+            current = max(i for i, offset in enumerate(offsets) if offset <= max(elapsed_s, 0.0))
+            self._begin_through(run, current, origin, offsets)
+            return (self._dispatchers, DISPATCHER_SPAWN_RATE)
+        if self._stage_index != len(steps):
+            self._begin_through(run, len(steps) - 1, origin, offsets)
+            self._stage_index = len(steps)
+            run.timeline.end(origin + end_offset_s)
+        if elapsed_s < end_offset_s + scenario.drain_s:
+            return (self._dispatchers, DISPATCHER_SPAWN_RATE)
+        return self._finish(run)
+
+    def _begin_through(
+        self, run: session.RunSession, index: int, origin: float, offsets: list[float]
+    ) -> None:
+        """Begin every stage up to `index` not begun yet, each at its own instant (a stage may be shorter
+        than a tick)."""
+        steps = run.scenario.steps
+        while self._stage_index < index:
+            self._stage_index += 1
+            step = steps[self._stage_index]
+            run.timeline.begin(
+                self._stage_index, step.label, origin + offsets[self._stage_index], rate=step.rate,
+                warmup_s=step.warmup_s,
+            )  # fmt: skip
+
+    def _publish_origin(self) -> float:
+        """Fix the schedule's origin and hand out the shares: to the workers (distributed) or this process."""
+        if distributed.is_distributed(self.runner):
+            origin = time.time() + distributed.START_LEAD_S
+            self._dispatchers = distributed.publish_shares(self.runner, origin)  # type: ignore[arg-type]
+            return origin
+        origin = time.time() + LOCAL_START_LEAD_S
+        self._dispatchers = 1
+        ctx = context.current_or_none()
+        if ctx is not None:
+            ctx.schedule_share = ScheduleShare(0, 1, origin)
+        return origin
+
+    def _finish(self, run: session.RunSession) -> tuple[int, float] | None:
+        if distributed.is_distributed(self.runner):
+            if not self._users_stopped:  # one more tick with no users, so workers finish their requests
+                self._users_stopped = True
+                return (0, 1000.0)
+            distributed.collect_final_rows(run, self.runner)  # type: ignore[arg-type]
+        run.shape_completed = True
+        return None
+
+    def _search_tick(self, run: session.RunSession) -> tuple[int, float] | None:
+        """A capacity search decides its own stages (loadgen.shaping.search); keep its dispatcher until it is done."""
+        if distributed.is_distributed(self.runner):
+            run.manifest.notes.append("capacity search needs one process: run it without Locust workers")
+            return None
+        ctx = context.current_or_none()
+        if ctx is None or ctx.search is None:
+            return (1, 100.0)
+        run.shape_completed = True
+        return None

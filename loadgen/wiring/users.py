@@ -1,0 +1,88 @@
+"""Locust users: closed-loop embedding clients and the open-loop dispatcher."""
+
+from __future__ import annotations
+
+import itertools
+
+import gevent
+from locust import constant, task
+from locust.contrib.fasthttp import FastHttpUser
+from locust.env import Environment
+
+from embedperf.schema import REQUEST_COLUMNS
+from loadgen.lifecycle import session
+from loadgen.shaping.openloop import run_schedule
+from loadgen.shaping.search import run_search
+from loadgen.traffic import context
+from loadgen.traffic.backoff import Backoff
+from loadgen.traffic.cookies import install_lean_cookie_jar
+from loadgen.traffic.exchange import send_embeddings
+from loadgen.traffic.payloads import PayloadSampler
+
+_user_seq = itertools.count()
+_STATUS_COL = REQUEST_COLUMNS.index("status_code")
+
+
+def _count_backoff(ctx: context.RunContext) -> None:
+    """Per stage index (-1 where this process does not see the stages, e.g. a distributed worker)."""
+    run = session.current_session()
+    stages = run.timeline.stages if run is not None else []
+    index = stages[-1].index if stages else -1
+    ctx.connection_backoffs[index] = ctx.connection_backoffs.get(index, 0) + 1
+
+
+class _EmbeddingClient(FastHttpUser):
+    abstract = True
+    host = "http://127.0.0.1:8086"  # replaced by --host or the scenario's target.base_url
+
+    def __init__(self, environment: Environment) -> None:
+        self.ctx = context.current()
+        target = self.ctx.scenario.target
+        self.host = self.ctx.host
+        self.network_timeout = target.timeout_s
+        self.connection_timeout = min(target.timeout_s, 10.0)
+        self._configure()
+        super().__init__(environment)
+        install_lean_cookie_jar(self.client)
+        self.backoff = Backoff()
+        self.payloads = PayloadSampler(
+            self.ctx.scenario.payload,
+            target.path,
+            seed_offset=next(_user_seq),
+            service_info=self.ctx.service_info,  # payload.tokens uses the target's tokenizer when local
+        )
+
+    def _configure(self) -> None:
+        """Subclasses adjust connection settings before the client is built."""
+
+
+class EmbeddingUser(_EmbeddingClient):
+    """Closed loop: send, wait for the answer, send again (no think time)."""
+
+    wait_time = constant(0)
+
+    @task
+    def embed(self) -> None:
+        row = send_embeddings(self.client, self.ctx, self.payloads.next())
+        delay_s = self.backoff.after(row)
+        if delay_s:
+            if row[_STATUS_COL] is None:  # no answer at all: counted for the outage analysis
+                _count_backoff(self.ctx)
+            gevent.sleep(delay_s)
+
+
+class OpenLoopUser(_EmbeddingClient):
+    """One dispatcher that starts requests at scheduled instants: the scenario's steps (loadgen.shaping.openloop)
+    or a capacity search's probes (loadgen.shaping.search)."""
+
+    wait_time = constant(0)
+
+    def _configure(self) -> None:
+        self.concurrency = self.ctx.scenario.open_loop.max_in_flight
+
+    @task
+    def dispatch(self) -> None:
+        run = run_search if self.ctx.scenario.search.enabled else run_schedule
+        run(self.client, self.ctx, self.payloads, self.environment)
+        while True:  # the shape stops this user after the drain period
+            gevent.sleep(1.0)
