@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.search import ProbeMeasurement
+from analysis.search.state import ProbeMeasurement
 
 
 @dataclass(frozen=True)

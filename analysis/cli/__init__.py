@@ -1,0 +1,1 @@
+"""Command lines of the analysis: `embedperf capacity` and `embedperf synth`."""

@@ -1,0 +1,182 @@
+"""`embedperf capacity`: print the capacity plan of a run (max QPS under an SLO, knee, devices for a target).
+
+Exit 0 when some step meets the SLO (the plan), 1 when none does or the run has no successful request
+(the SLO failed: one line says why), 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from analysis.figures.capacity import (
+    DEFAULT_ERROR_BUDGET,
+    KNEE_MAX_QPS_GAIN,
+    KNEE_MIN_P99_RISE,
+    LITTLE_MISMATCH,
+    higher_load_override,
+    within_error_budget,
+)
+from analysis.run.analyse import analyse_folder
+from analysis.run.summary import RunSummary
+from analysis.search.state import plan_lines
+from embedperf.errors import ConfigError
+from embedperf.schema import resolve_run_folder
+
+
+def no_success_line(summary: RunSummary) -> str | None:
+    """One line for a run without a single successful request (nothing to plan from), else None."""
+    totals = summary.totals
+    if totals.n_ok > 0:
+        return None
+    if totals.n_requests == 0:
+        return f"no requests were recorded in {summary.run_id}; see the Locust output and manifest notes"
+    common = totals.most_common_error or "unknown"
+    return (
+        f"no successful requests: {totals.n_failed} of {totals.n_requests} failed, most common error: "
+        f"{common} ({totals.errors_by_kind.get(common, 0)}); the target was down or refused the requests, "
+        "so there is no capacity to plan from"
+    )
+
+
+def lower_bound_lines(summary: RunSummary) -> list[str]:
+    """The capacity of a load that never reached the limit: "at least", why, and how to find the limit."""
+    cap = summary.capacity
+    top = next((s.stats for s in summary.steps if s.stats.index == cap.highest_step_index), None)
+    where = (
+        f"its highest load, step {top.label}, still meets the SLO"
+        if top
+        else "its highest load meets the SLO"
+    )
+    load = "the ramp" if summary.search is None else "the search"
+    lines = [
+        f"  highest QPS meeting the SLO: at least {cap.max_qps_meeting_slo:.1f} "
+        f"(load {cap.max_load_meeting_slo:g}; {load} never reached the limit: no knee, and {where})"
+    ]
+    if top is not None and summary.search is None:
+        lines.append(
+            f"    for the limit: rerun with more load (e.g. --set {higher_load_override(top)}) "
+            "or run `embedperf search`"
+        )
+    else:
+        lines.append("    for the limit: search again with a higher --max-rate")
+    return lines
+
+
+def no_step_meets_line(summary: RunSummary) -> str | None:
+    """One line when steps succeeded but none met the SLO (exit 1), naming why the lightest step failed."""
+    cap = summary.capacity
+    if cap.max_qps_meeting_slo is not None or summary.totals.n_ok == 0:
+        return None
+    slo = f"P99 <= {cap.slo_p99_ms:g} ms" if cap.slo_p99_ms is not None else "no latency SLO"
+    head = f"no step meets the SLO ({slo}, error rate <= {cap.error_budget:.3%})"
+    measured = [s.stats for s in summary.steps if s.stats.n_requests > 0]
+    lowest = min(measured, key=lambda s: s.load) if measured else None
+    if lowest is None:
+        return f"{head}: no step has requests"
+    if not within_error_budget(lowest, cap.error_budget):
+        rate = f"{lowest.error_rate:.3%}" if lowest.error_rate is not None else "unknown"
+        why = f"its error rate {rate} is over the budget; see the errors by kind in the report"
+    else:
+        why = f"its P99 {lowest.latency.p99_ms or 0.0:.1f} ms is over the SLO; pass a looser --slo-p99-ms"
+    return (
+        f"{head}: capacity under this SLO is below the lowest tested load, step {lowest.label} "
+        f"(load {lowest.load:g}): {why}, or rerun with a lighter first step"
+    )
+
+
+def format_plan(summary: RunSummary) -> str:
+    cap = summary.capacity
+    lines = [f"capacity plan for {summary.run_id}"]
+    slo = f"P99 <= {cap.slo_p99_ms:g} ms" if cap.slo_p99_ms is not None else "no latency SLO"
+    lines.append(f"  SLO: {slo}, error rate <= {cap.error_budget:.3%}")
+    lines.append("  step            load  goodput  offered    P99 ms   errors    meets SLO")
+    for step in summary.steps:
+        s = step.stats
+        p99 = f"{s.latency.p99_ms:9.1f}" if s.latency.p99_ms is not None else "        -"
+        err = f"{s.error_rate:8.3%}" if s.error_rate is not None else "       -"
+        lines.append(
+            f"  {s.label:<12} {s.load:7g} {s.goodput_qps:8.1f} {s.offered_qps:8.1f} {p99} {err}    "
+            f"{'yes' if step.meets_slo else 'no'}"
+        )
+    lines.append("  (goodput: successful requests/s; offered: all requests/s, failed ones included)")
+    if cap.max_qps_meeting_slo is not None and cap.lower_bound:
+        lines += lower_bound_lines(summary)
+    elif cap.max_qps_meeting_slo is not None:
+        lines.append(
+            f"  highest QPS meeting the SLO: {cap.max_qps_meeting_slo:.1f} (load {cap.max_load_meeting_slo:g})"
+        )  # no step meeting the SLO: main's last line says so (exit 1)
+    knee = next((s.stats for s in summary.steps if s.stats.index == cap.knee_index), None)
+    lines.append(
+        f"  knee: {knee.label} ({knee.qps:.1f} QPS)" if knee else "  knee: not reached in the tested range"
+    )
+    lines.append(
+        f"    (rule: next step adds < {KNEE_MAX_QPS_GAIN:.0%} QPS while P99 rises > {KNEE_MIN_P99_RISE:.0%})"
+    )
+    for check in cap.little:
+        flag = "  <- generator bottleneck?" if check.flagged else ""
+        lines.append(
+            f"  Little's law step {check.index}: users {check.users:g} vs QPS x latency "
+            f"{check.expected_users:.1f} ({check.mismatch:.1%}, limit {LITTLE_MISMATCH:.0%}){flag}"
+        )
+    plan = cap.plan
+    if plan is not None:
+        most = "at most " if plan.devices_upper_bound else ""
+        lines.append(
+            f"  for {plan.target_qps:g} QPS with {plan.headroom:.0%} headroom: "
+            f"{most}{plan.replicas} replica(s) x {plan.devices_per_replica} device(s) = "
+            f"{most}{plan.devices} device(s) "
+            f"(usable {plan.usable_qps_per_replica:.1f} QPS per replica)"
+        )
+        if plan.devices_upper_bound:
+            lines.append(
+                "    (at most: the capacity is a lower bound, so fewer devices may serve the target)"
+            )
+    if summary.generator_cpu.saturated:
+        lines.append("  WARNING: the load generator was CPU-saturated; the service may have more capacity")
+    lines.append("  figures hold for this host and configuration only")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="embedperf capacity", description=__doc__)
+    parser.add_argument("run_dir", nargs="?", type=Path, help="run folder")
+    parser.add_argument("--latest", action="store_true", help="use the newest run under --runs-dir")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs live (default runs)")
+    parser.add_argument(
+        "--slo-p99-ms", type=float, default=None, help="P99 SLO in ms (default: the manifest's)"
+    )
+    parser.add_argument("--target-qps", type=float, default=None, help="QPS the deployment must serve")
+    parser.add_argument("--headroom", type=float, default=0.25, help="spare capacity fraction (default 0.25)")
+    parser.add_argument(
+        "--error-budget",
+        type=float,
+        default=None,
+        help=f"max error rate fraction (default {DEFAULT_ERROR_BUDGET})",
+    )
+    args = parser.parse_args(argv)
+    if not 0.0 <= args.headroom < 1.0:
+        raise ConfigError(f"--headroom must be in [0, 1), got {args.headroom}")
+    if args.target_qps is not None and args.target_qps <= 0:
+        raise ConfigError(f"--target-qps must be positive, got {args.target_qps}")
+    folder = resolve_run_folder(args.run_dir, args.latest, args.runs_dir)
+    analysis = analyse_folder(
+        folder,
+        slo_p99_ms=args.slo_p99_ms,
+        error_budget=args.error_budget,
+        target_qps=args.target_qps,
+        headroom=args.headroom,
+        n_boot=200,
+    )
+    reason = no_success_line(analysis.summary)
+    if reason is not None:
+        print(f"embedperf capacity: {reason}")
+        return 1
+    print(format_plan(analysis.summary))
+    for line in plan_lines(analysis.manifest, args.target_qps, args.headroom):  # runs of `embedperf search`
+        print(line)
+    failed = no_step_meets_line(analysis.summary)
+    if failed is not None:
+        print(f"embedperf capacity: {failed}")
+        return 1
+    return 0

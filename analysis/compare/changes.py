@@ -1,0 +1,346 @@
+"""Run comparison: steps matched by load, per-metric changes with bootstrap confidence intervals, the gate.
+
+Steps are matched by their load (users, or arrival rate), never by position: a 3-step smoke run
+compared with a 4-step ramp must not pair users=1 with users=10. A change whose statistic the data
+cannot support (too few ok samples for the percentile, too few seconds for a throughput interval,
+a zero-width bootstrap interval) carries a warning and never a better/worse verdict.
+
+"Overall" is the comparison at the highest load both runs share, for every metric alike: one load, so
+goodput, latency and errors come from the same requests and one bootstrap. Pooling steps would mix
+loads and weight each by its request count, which itself changes with the candidate's speed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import BaseModel
+
+from analysis.compare.gate import (
+    BudgetScope,
+    GateResult,
+    GateRule,
+    empty_sides,
+    evaluate_gate,
+    failure_lines,
+    gate_status,
+)
+from analysis.compare.model import LATENCY_METRICS, OVERALL_INDEX, MetricChange, Samples, StepComparison
+from analysis.compare.samples import step_samples
+from analysis.figures.bootstrap import (
+    DEFAULT_N_BOOT,
+    interval,
+    resampled_means,
+    resampled_percentiles,
+    resampled_ratios,
+    rng_for,
+)
+from analysis.model.steps import PERCENTILE_METHOD
+from analysis.run.summary import RunAnalysis
+from embedperf.schema import ServiceInfo
+
+LOWER_IS_BETTER: dict[str, bool] = {
+    "qps": False,
+    "tokens_per_s": False,
+    "p50_ms": True,
+    "p95_ms": True,
+    "p99_ms": True,
+    "error_rate": True,
+    "device_util_pct": True,
+    "service_cpu_pct": True,
+    "mem_used_mb": True,
+}
+TELEMETRY_METRICS: tuple[str, ...] = ("device_util_pct", "service_cpu_pct", "mem_used_mb")
+Z_95 = 1.959963984540054
+# A throughput interval resamples whole seconds: with fewer than this many the bootstrap has too few
+# distinct resamples to say anything (5 s steps gave "5.0 ... 5.0" around a change of 7.4).
+MIN_QPS_SECONDS = 10
+# A mean of 1 Hz telemetry needs a few samples before its interval means anything.
+MIN_TELEMETRY_SAMPLES = 5
+
+
+def min_samples_for(q_pct: float) -> int:
+    """Ok samples a percentile needs: at least one sample beyond it (P99: 100, P95: 20, P50: 2)."""
+    return math.ceil(100.0 / (100.0 - q_pct) - 1e-9)
+
+
+class CandidateComparison(BaseModel):
+    """One candidate against the baseline. `overall` is a copy of the step at the highest load both runs
+    share (`overall_step` names it; None and empty metrics when no step matched)."""
+
+    run_id: str
+    label: str
+    steps: list[StepComparison]
+    overall: StepComparison
+    overall_step: str | None = None
+    mismatches: list[str]
+    unmatched: list[str] = []
+    error_budget: float = 0.0
+    gate: list[GateResult] = []
+
+    @property
+    def empty_steps(self) -> list[str]:
+        """A line per matched step where a run has no ok requests: nothing there can be compared."""
+        out = []
+        for step in self.steps:
+            sides = empty_sides(step.base_n_ok, step.cand_n_ok)
+            if sides:
+                out.append(f"step {step.label} has no ok requests in the {sides}")
+        return out
+
+    @property
+    def no_verdict_reasons(self) -> list[str]:
+        """Why this candidate cannot pass: unmatched loads, steps without ok requests, rules without a
+        verdict (those at an empty step are covered by its line)."""
+        empty = {s.label for s in self.steps if empty_sides(s.base_n_ok, s.cand_n_ok)}
+        undecided = [g.line for g in self.gate if g.status == "no_verdict" and g.scope not in empty]
+        return [*self.unmatched, *self.empty_steps, *undecided]
+
+    @property
+    def status(self) -> str:
+        """One of fail, no_verdict, pass (see analysis.compare.gate.gate_status)."""
+        return gate_status(self.gate, self.no_verdict_reasons)
+
+    @property
+    def gate_failed(self) -> bool:
+        return self.status == "fail"
+
+    @property
+    def failures(self) -> list[str]:
+        """One line per failed metric and step (see analysis.compare.gate.failure_lines)."""
+        return failure_lines(self.gate)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Changes the data cannot support (too few samples, too short, zero-width), one line each."""
+        return [
+            f"{m.metric} at {step.label}: {m.warning}"
+            for step in self.steps
+            for m in step.metrics.values()
+            if m.warning
+        ]
+
+
+class Comparison(BaseModel):
+    base_run_id: str
+    base_label: str
+    candidates: list[CandidateComparison]
+    rules: list[GateRule]
+    percentile_method: str = PERCENTILE_METHOD
+
+    @property
+    def status(self) -> str:
+        statuses = {c.status for c in self.candidates}
+        return next((s for s in ("fail", "no_verdict") if s in statuses), "pass")
+
+    @property
+    def gate_failed(self) -> bool:
+        return self.status == "fail"
+
+
+def per_second_bins(ts: np.ndarray, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
+    """Counts of ts in 1 s bins of [start, end] and the bins' widths (the last bin holds the remainder)."""
+    duration = end - start
+    if duration <= 0:
+        return np.array([]), np.array([])
+    n_bins = max(int(np.ceil(duration - 1e-9)), 1)
+    widths = np.ones(n_bins)
+    widths[-1] = duration - (n_bins - 1)
+    offset = np.clip(np.floor(ts - start), 0, n_bins - 1).astype(np.int64)
+    return np.bincount(offset, minlength=n_bins).astype(np.float64), widths
+
+
+def _point(samples: Samples, q: float) -> float | None:
+    """The exact percentile when known, else the sample's own (every ok row)."""
+    if samples.exact_ms is not None and q in samples.exact_ms:
+        return samples.exact_ms[q]
+    values = samples.latency_sorted
+    return float(np.percentile(values, q, method=PERCENTILE_METHOD)) if len(values) else None
+
+
+def _verdict(metric: str, low: float | None, high: float | None) -> str:
+    if low is None or high is None or (low <= 0.0 <= high):
+        return "no_sig"
+    rose = low > 0.0
+    return "worse" if rose == LOWER_IS_BETTER[metric] else "better"
+
+
+def _change(
+    metric: str,
+    base: float | None,
+    cand: float | None,
+    ci: tuple[float | None, float | None],
+    warning: str | None = None,
+) -> MetricChange:
+    diff = cand - base if base is not None and cand is not None else None
+    rel = diff / base if diff is not None and base else None
+    if warning is None and ci[0] is not None and ci[0] == ci[1] and diff:
+        warning = "zero-width 95% interval: the data cannot resolve this change"
+    return MetricChange(
+        metric=metric, base=base, cand=cand, diff=diff, rel=rel, ci_low=ci[0], ci_high=ci[1],
+        verdict="no_sig" if warning else _verdict(metric, *ci), warning=warning,
+    )  # fmt: skip
+
+
+def _short(what: str, have: int, need: int) -> str | None:
+    return f"{have} {what} < {need} needed" if have < need else None
+
+
+def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dict[str, MetricChange]:
+    rng = rng_for(seed)
+    changes: dict[str, MetricChange] = {}
+    seconds = min(len(base.ok_counts), len(cand.ok_counts))
+    # nothing was sent in a run at this step: its zero goodput is an absence, not a measurement
+    unsent = [name for name, x in (("baseline", base), ("candidate", cand)) if not x.n_requests]
+    no_requests = f"no requests in the {' and the '.join(unsent)}" if unsent else None
+    b_qps = resampled_ratios(base.ok_counts, base.bin_widths_s, n_boot, rng)
+    c_qps = resampled_ratios(cand.ok_counts, cand.bin_widths_s, n_boot, rng)
+    changes["qps"] = _change(
+        "qps", base.qps, cand.qps, interval(c_qps - b_qps),
+        no_requests or _short("s of steady state", seconds, MIN_QPS_SECONDS),
+    )  # fmt: skip
+    for metric, q in LATENCY_METRICS.items():
+        b, c = base.latency_sorted, cand.latency_sorted
+        point_b, point_c = _point(base, q), _point(cand, q)
+        boot = resampled_percentiles(c, q, n_boot, rng) - resampled_percentiles(b, q, n_boot, rng)
+        n_b = base.n_ok if base.n_ok is not None else len(b)
+        n_c = cand.n_ok if cand.n_ok is not None else len(c)
+        warning = _short(f"ok samples for P{q:g}", min(n_b, n_c), min_samples_for(q))
+        changes[metric] = _change(metric, point_b, point_c, interval(boot), warning)
+    if base.token_counts is not None and cand.token_counts is not None:
+        b_tok = resampled_ratios(base.token_counts, base.bin_widths_s, n_boot, rng)
+        c_tok = resampled_ratios(cand.token_counts, cand.bin_widths_s, n_boot, rng)
+        changes["tokens_per_s"] = _change(
+            "tokens_per_s",
+            float(base.token_counts.sum() / base.bin_widths_s.sum()),
+            float(cand.token_counts.sum() / cand.bin_widths_s.sum()),
+            interval(c_tok - b_tok),
+            no_requests or _short("s of steady state", seconds, MIN_QPS_SECONDS),
+        )
+    changes["error_rate"] = _error_rate_change(base, cand)
+    for metric in TELEMETRY_METRICS:
+        b_vals, c_vals = base.telemetry.get(metric), cand.telemetry.get(metric)
+        if b_vals is None or c_vals is None or not len(b_vals) or not len(c_vals):
+            continue
+        boot = resampled_means(c_vals, n_boot, rng) - resampled_means(b_vals, n_boot, rng)
+        warning = _short("telemetry seconds", min(len(b_vals), len(c_vals)), MIN_TELEMETRY_SAMPLES)
+        changes[metric] = _change(metric, float(b_vals.mean()), float(c_vals.mean()), interval(boot), warning)
+    return changes
+
+
+def _error_rate_change(base: Samples, cand: Samples) -> MetricChange:
+    """Agresti-Caffo interval on the difference of error rates (one failure and one success added to
+    each run), so 0% vs 100% over thousands of requests is not a zero-width, verdict-less interval."""
+    if not base.n_requests or not cand.n_requests:
+        return _change("error_rate", None, None, (None, None), "no requests in one of the runs")
+    pb, pc = base.n_failed / base.n_requests, cand.n_failed / cand.n_requests
+    ab, ac = (base.n_failed + 1) / (base.n_requests + 2), (cand.n_failed + 1) / (cand.n_requests + 2)
+    se = float(np.sqrt(ab * (1 - ab) / (base.n_requests + 2) + ac * (1 - ac) / (cand.n_requests + 2)))
+    return _change("error_rate", pb, pc, (ac - ab - Z_95 * se, ac - ab + Z_95 * se))
+
+
+def match_steps(
+    base: dict[int, Samples], cand: dict[int, Samples]
+) -> tuple[list[tuple[int, int]], list[str]]:
+    """Pairs (base index, cand index) of steps at the same load, and a line per step left unpaired."""
+    free = {i: s for i, s in cand.items() if i != OVERALL_INDEX}
+    pairs, unmatched = [], []
+    for index, b in sorted(base.items()):
+        if index == OVERALL_INDEX:
+            continue
+        match = next((i for i, c in sorted(free.items()) if c.load_key == b.load_key), None)
+        if match is None:
+            unmatched.append(f"baseline step {b.label} has no candidate step at the same load")
+            continue
+        pairs.append((index, match))
+        del free[match]
+    unmatched += [f"candidate step {c.label} has no baseline step at the same load" for c in free.values()]
+    return pairs, unmatched
+
+
+def environment_mismatches(base: RunAnalysis, cand: RunAnalysis) -> list[str]:
+    """Names of what differs between the runs (host, model, device, precision, scenario)."""
+    b, c = base.summary, cand.summary
+    b_info, c_info = b.service_info or ServiceInfo(), c.service_info or ServiceInfo()
+    checks = {
+        "host": (b.host.hostname, b.host.cpu_model) != (c.host.hostname, c.host.cpu_model),
+        "model": b_info.model != c_info.model,
+        "device": b_info.device != c_info.device,
+        "precision": b_info.precision != c_info.precision,
+        "scenario": (b.scenario.name, [s.stats.load for s in b.steps])
+        != (c.scenario.name, [s.stats.load for s in c.steps]),
+    }
+    return [name for name, differs in checks.items() if differs]
+
+
+def highest_shared(steps: list[StepComparison]) -> StepComparison | None:
+    """The matched step at the highest load: what "overall" means for every metric."""
+    return max(steps, key=lambda s: s.base_load or 0.0, default=None)
+
+
+def _n_ok(samples: Samples) -> int:
+    return samples.n_ok if samples.n_ok is not None else len(samples.latency_sorted)
+
+
+def compare_runs(
+    base: RunAnalysis,
+    candidates: list[RunAnalysis],
+    rules: list[GateRule] | None = None,
+    n_boot: int = DEFAULT_N_BOOT,
+    error_budget: float | None = None,
+) -> Comparison:
+    """Compare each candidate with the baseline; the gate always holds the candidate's error budget."""
+    base_samples = step_samples(base)
+    results = []
+    for cand in candidates:
+        cand_samples = step_samples(cand)
+        pairs, unmatched = match_steps(base_samples, cand_samples)
+        steps = [
+            StepComparison(
+                index=b_index, label=base_samples[b_index].label, base_load=base_samples[b_index].load,
+                cand_load=cand_samples[c_index].load, cand_index=c_index,
+                metrics=compare_samples(base_samples[b_index], cand_samples[c_index], n_boot, seed=b_index + 1),
+                base_n_ok=_n_ok(base_samples[b_index]), cand_n_ok=_n_ok(cand_samples[c_index]),
+            )
+            for b_index, c_index in pairs
+        ]  # fmt: skip
+        top = highest_shared(steps)
+        overall = (
+            top.model_copy(update={"label": "overall"})
+            if top is not None
+            else StepComparison(
+                index=OVERALL_INDEX,
+                label="overall",
+                base_load=None,
+                cand_load=None,
+                metrics={},
+                base_n_ok=0,
+                cand_n_ok=0,
+            )
+        )
+        budget = error_budget if error_budget is not None else cand.summary.error_budget
+        budget_scopes = [
+            BudgetScope(label=s.label, n_requests=s.n_requests, n_failed=s.n_failed)
+            for i, s in sorted(cand_samples.items())
+            if i != OVERALL_INDEX
+        ]
+        results.append(
+            CandidateComparison(
+                run_id=cand.summary.run_id,
+                label=cand.summary.run_id,
+                steps=steps,
+                overall=overall,
+                overall_step=top.label if top is not None else None,
+                mismatches=environment_mismatches(base, cand),
+                unmatched=unmatched,
+                error_budget=budget,
+                gate=evaluate_gate(rules or [], steps, budget_scopes, budget),
+            )
+        )
+    return Comparison(
+        base_run_id=base.summary.run_id,
+        base_label=base.summary.run_id,
+        candidates=results,
+        rules=rules or [],
+    )

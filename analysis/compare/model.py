@@ -1,0 +1,76 @@
+"""The comparison's vocabulary: what it resamples per step, how steps are keyed by load, what it finds.
+
+Three modules share these types: analysis.compare.samples reads the Samples out of core, analysis.compare.changes
+turns pairs of them into MetricChanges, and analysis.compare.gate judges each StepComparison. Keeping them
+here lets each of those import the others' inputs without importing the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel
+
+LATENCY_METRICS: dict[str, float] = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0}
+OVERALL_INDEX = -1  # the key of the whole run's Samples beside the steps' stage indexes
+
+
+class MetricChange(BaseModel):
+    """Candidate − baseline. `ci_*` bound the absolute difference; `rel` is diff / baseline.
+
+    `warning` says why the data cannot support a verdict (then `verdict` is "no_sig").
+    """
+
+    metric: str
+    base: float | None
+    cand: float | None
+    diff: float | None
+    rel: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str  # "better" | "worse" | "no_sig"
+    warning: str | None = None
+
+
+class StepComparison(BaseModel):
+    """One pair of steps at the same load; `*_n_ok` say whether either side has anything to compare."""
+
+    index: int
+    label: str
+    base_load: float | None
+    cand_load: float | None
+    metrics: dict[str, MetricChange]
+    base_n_ok: int
+    cand_n_ok: int
+    cand_index: int | None = None
+
+
+@dataclass
+class Samples:
+    """What a comparison resamples for one step (or the whole run)."""
+
+    label: str
+    load_key: tuple[str, float] | None
+    latency_sorted: np.ndarray
+    ok_counts: np.ndarray  # ok requests per 1 s bin of the steady window
+    bin_widths_s: np.ndarray  # each bin's width; the last one may be partial
+    qps: float  # goodput: ok requests per second
+    n_requests: int
+    n_failed: int
+    telemetry: dict[str, np.ndarray]
+    token_counts: np.ndarray | None = None  # input tokens of ok requests per 1 s bin (None: not reported)
+    # exact percentiles of every ok row (latency_sorted may be a bounded reservoir of them)
+    exact_ms: dict[float, float | None] | None = None
+    n_ok: int | None = None  # ok rows (latency_sorted holds all of them or a bounded reservoir)
+
+    @property
+    def load(self) -> float | None:
+        return self.load_key[1] if self.load_key else None
+
+
+def load_key(users: int | None, rate: float | None) -> tuple[str, float]:
+    """What two steps must share to be compared: the same arrival rate, or the same number of users."""
+    if rate is not None:
+        return ("rate", round(float(rate), 6))
+    return ("users", float(users or 0))

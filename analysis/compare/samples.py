@@ -1,0 +1,183 @@
+"""What a comparison resamples, read out of core: a bounded latency sample per step, per-second counts.
+
+The percentile intervals of analysis/compare/changes.py resample each step's ok latencies. A 24 h step holds
+100M of them, so each step gives a seeded reservoir of at most MAX_LATENCY_SAMPLES (DuckDB
+`USING SAMPLE reservoir(...) REPEATABLE`, one thread so the seed fixes the draw); a step with fewer
+rows gives every row, as before. Point estimates stay exact: the steps' own percentiles, and for the
+whole run order statistics over every ok row. Per-second ok counts and token sums are GROUP BYs;
+per-second telemetry means come from the run's in-memory telemetry index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+import numpy as np
+
+from analysis.compare.model import LATENCY_METRICS, OVERALL_INDEX, Samples, load_key
+from analysis.engine import order_stats
+from analysis.engine import requests as ooc
+from analysis.model.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE
+from analysis.run.summary import RunAnalysis
+
+MAX_LATENCY_SAMPLES = 100_000
+SAMPLE_SEED = 20_240_601
+BRACKET_SIGMAS = 6.0  # half-width of an order statistic's bracket in the reservoir, in standard errors
+_OK = "NOT probe AND outcome = 0"
+
+
+def _latencies(con: duckdb.DuckDBPyConnection, where: str, seed: int) -> np.ndarray:
+    rows = con.execute(
+        f"SELECT latency_ms FROM (SELECT latency_ms FROM prepared WHERE {where}) "
+        f"USING SAMPLE reservoir({MAX_LATENCY_SAMPLES} ROWS) REPEATABLE ({seed})"
+    ).fetchnumpy()
+    return np.sort(np.asarray(rows["latency_ms"], dtype=np.float64))
+
+
+def _per_second(
+    con: duckdb.DuckDBPyConnection, stage: int, start: float, end: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """ok counts and input-token sums per 1 s bin of [start, end] by send time (compare.per_second_bins)."""
+    duration = end - start
+    if duration <= 0:
+        return np.array([]), np.array([]), None
+    n_bins = max(int(np.ceil(duration - 1e-9)), 1)
+    widths = np.ones(n_bins)
+    widths[-1] = duration - (n_bins - 1)
+    rows = con.execute(
+        f"""SELECT least(greatest(floor(t_sent_unix_s - ?), 0), ?)::BIGINT AS b, count(*),
+                  sum(input_tokens::DOUBLE), count(input_tokens)
+            FROM prepared WHERE {_OK} AND stage = ? AND isfinite(t_sent_unix_s) GROUP BY b""",
+        [start, n_bins - 1, stage],
+    ).fetchall()
+    counts = np.zeros(n_bins)
+    tokens = np.zeros(n_bins)
+    known = False
+    for b, n, token_sum, n_tokens in rows:
+        counts[int(b)] = n
+        if n_tokens:
+            tokens[int(b)] = token_sum
+            known = True
+    return counts, widths, tokens if known else None
+
+
+def _exact(
+    con: duckdb.DuckDBPyConnection, pcts: Sequence[float], sample: np.ndarray
+) -> dict[float, float | None]:
+    """Exact percentiles of every ok row, in one pass whatever their number.
+
+    Each wanted order statistic lies, all but surely, between two values of the sorted reservoir a
+    few standard errors either side of its rank: one pass counts the rows below that bracket and
+    keeps the few rows inside it, and the k-th of those is the answer. A bracket that missed (or a
+    run whose reservoir holds every row) is answered exactly as well.
+    """
+    ok = f"{_OK} AND isfinite(latency_ms)"
+    [(n,)] = con.execute(f"SELECT count(*) FROM prepared WHERE {ok}").fetchall()
+    if n == 0:
+        return {q: None for q in pcts}
+    m = len(sample)
+
+    def fetch(ranks: Sequence[int]) -> dict[int, float]:
+        if m == n:  # the reservoir is every row
+            return {k: float(sample[k]) for k in ranks}
+        parts, brackets = [], []
+        for k in ranks:
+            p = k / max(n - 1, 1)
+            spread = BRACKET_SIGMAS * np.sqrt(m * p * (1.0 - p)) + 2.0
+            lo = float(sample[int(np.floor(p * (m - 1) - spread))]) if p * (m - 1) - spread >= 0 else -np.inf
+            hi = (
+                float(sample[int(np.ceil(p * (m - 1) + spread))]) if p * (m - 1) + spread <= m - 1 else np.inf
+            )
+            brackets.append((lo, hi))
+            low, high = f"'{lo!r}'::DOUBLE", f"'{hi!r}'::DOUBLE"  # 'inf' and '-inf' read as DOUBLE too
+            parts.append(
+                f"count(*) FILTER (latency_ms < {low}), "
+                f"list(latency_ms) FILTER (latency_ms >= {low} AND latency_ms <= {high})"
+            )
+        [row] = con.execute(f"SELECT {', '.join(parts)} FROM prepared WHERE {ok}").fetchall()
+        out: dict[int, float] = {}
+        for i, k in enumerate(ranks):
+            below, inside = int(row[2 * i]), sorted(row[2 * i + 1] or [])
+            if 0 <= k - below < len(inside):
+                out[k] = float(inside[k - below])
+            else:  # outside the bracket: select among every row
+                [(value,)] = con.execute(
+                    f"SELECT quantile_disc(latency_ms, {(k + 0.5) / n!r}) FROM prepared WHERE {ok}"
+                ).fetchall()
+                out[k] = float(value)
+        return out
+
+    return dict(zip(pcts, order_stats.exact_percentiles(n, list(pcts), fetch), strict=True))
+
+
+def telemetry_samples(analysis: RunAnalysis, start: float, end: float) -> dict[str, np.ndarray]:
+    """Per-second means of each resource metric within the window."""
+    index = analysis.telemetry
+    out: dict[str, np.ndarray] = {}
+    picks = (
+        ("device_util_pct", index.accelerator, None, "device_util_pct"),
+        ("mem_used_mb", index.accelerator, None, "mem_used_mb"),
+        ("service_cpu_pct", index.other, SERVICE_DEVICE, "cpu_util_pct"),
+        ("generator_cpu_pct", index.other, GENERATOR_DEVICE, "cpu_util_pct"),
+    )
+    for name, frame, device, metric in picks:
+        if not len(frame):
+            continue
+        ts = frame["ts_unix_s"].to_numpy()
+        lo, hi = np.searchsorted(ts, start, side="left"), np.searchsorted(ts, end, side="right")
+        sub = frame.iloc[lo:hi]
+        mask = (sub["metric"] == metric).to_numpy()  # labels compared as codes, no string per row
+        if device is not None:
+            mask = mask & (sub["device"] == device).to_numpy()
+        sub = sub[mask]
+        if len(sub):
+            out[name] = sub.groupby(np.floor(sub["ts_unix_s"].to_numpy()))["value"].mean().to_numpy()
+    return out
+
+
+def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
+    """Samples per stage index, plus OVERALL_INDEX for all steady rows together."""
+    out: dict[int, Samples] = {}
+    work = analysis.folder.analysis
+    work.mkdir(parents=True, exist_ok=True)
+    with ooc.connect(work) as con:
+        ooc.create_views(con, ooc.request_files(analysis.folder, work), analysis.manifest.stages)
+        con.execute("SET threads = 1")  # a REPEATABLE reservoir is reproducible on one thread only
+        for step in analysis.summary.steps:
+            s = step.stats
+            counts, widths, tokens = _per_second(con, s.index, s.steady_start_unix_s, s.steady_end_unix_s)
+            lat = s.latency
+            out[s.index] = Samples(
+                label=s.label,
+                load_key=load_key(s.users, s.rate),
+                latency_sorted=_latencies(con, f"{_OK} AND stage = {s.index}", SAMPLE_SEED + s.index),
+                ok_counts=counts,
+                bin_widths_s=widths,
+                qps=float(counts.sum() / widths.sum()) if len(widths) else 0.0,
+                n_requests=s.n_requests,
+                n_failed=s.n_requests - s.n_ok,
+                telemetry=telemetry_samples(analysis, s.steady_start_unix_s, s.steady_end_unix_s),
+                token_counts=tokens,
+                exact_ms={50.0: lat.p50_ms, 95.0: lat.p95_ms, 99.0: lat.p99_ms},
+                n_ok=lat.n,
+            )
+        peak = max(out.values(), key=lambda x: x.qps, default=None)
+        overall = _latencies(con, _OK, SAMPLE_SEED)
+        n_requests = sum(s.stats.n_requests for s in analysis.summary.steps)
+        n_ok = sum(s.stats.n_ok for s in analysis.summary.steps)
+        out[OVERALL_INDEX] = Samples(
+            label="overall",
+            load_key=None,
+            latency_sorted=overall,
+            ok_counts=peak.ok_counts if peak else np.array([]),
+            bin_widths_s=peak.bin_widths_s if peak else np.array([]),
+            qps=peak.qps if peak else 0.0,
+            n_requests=n_requests,
+            n_failed=n_requests - n_ok,
+            telemetry=peak.telemetry if peak else {},
+            token_counts=peak.token_counts if peak else None,
+            exact_ms=_exact(con, list(LATENCY_METRICS.values()), overall),
+            n_ok=n_ok,
+        )
+    return out

@@ -1,0 +1,1 @@
+"""DuckDB over the run folder: step statistics, tables, telemetry and series without loading the rows."""

@@ -1,0 +1,267 @@
+"""Time series of a long run computed out of core: per-minute soak series and findings, figure series.
+
+Everything here is a GROUP BY over the Parquet files (DuckDB, see analysis/engine/requests.py), so a 24 h soak
+of 100M rows gives 1,440 points per series in bounded memory. The soak findings follow
+analysis/figures/soak.py (P99 drift, service memory growth) and add thermal throttling: a device whose clock
+or power falls while its temperature rises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import numpy as np
+from pydantic import BaseModel
+
+from analysis.engine import requests as ooc
+from analysis.figures.soak import DRIFT_MAX_PCT_PER_H, LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H, MINUTE_S
+from analysis.model.telemetry import ACCELERATOR_SOURCES, SERVICE_DEVICE
+
+# Grouped quantiles hold every group's values and a hash table at once: a quarter of a selection pass.
+SERIES_PASS_DIVISOR = 4
+THROTTLE_TEMP_RISE_C = 5.0  # last quarter vs first quarter of the run
+THROTTLE_DROP_FRACTION = 0.05  # clock or power this much lower in the last quarter
+
+
+class MinutePoint(BaseModel):
+    """One minute of the steady run; telemetry fields are None where no source reported them."""
+
+    minute: int
+    qps: float
+    goodput_qps: float
+    error_rate: float
+    p50_ms: float | None
+    p99_ms: float | None
+    device_util_pct: float | None = None
+    temp_max_c: float | None = None
+    power_w: float | None = None
+    clock_mhz: float | None = None
+    service_rss_mb: float | None = None
+
+
+class SoakFindings(BaseModel):
+    p99_slope_ms_per_h: float | None
+    p99_median_ms: float | None
+    rss_slope_mb_per_h: float | None
+    rss_mean_mb: float | None
+    latency_drift: bool
+    memory_growth: bool
+    thermal_throttling: bool
+    temp_rise_c: float | None
+    clock_change_pct: float | None
+    power_change_pct: float | None
+
+
+def _per_slice(n_buckets: int, n_rows: int) -> int:
+    """Buckets per query so that one query's latencies fit ooc.PASS_VALUES (DuckDB holds them at once)."""
+    n_slices = max(1, int(np.ceil(n_rows / (ooc.PASS_VALUES / SERIES_PASS_DIVISOR))))
+    return max(1, int(np.ceil(n_buckets / n_slices)))
+
+
+def request_minutes(con: duckdb.DuckDBPyConnection) -> tuple[float | None, list[MinutePoint]]:
+    """Per-minute QPS, goodput, error rate and P50/P99 of the `prepared` view's steady, non-probe rows."""
+    [(t_min, t_max, n_rows)] = con.execute(
+        "SELECT min(t_sent_unix_s), max(t_sent_unix_s), count(*) FROM prepared WHERE NOT probe"
+    ).fetchall()
+    if t_min is None:
+        return None, []
+    t0 = float(t_min)
+    last = int(np.floor((float(t_max) - t0) / MINUTE_S))
+    per_slice = _per_slice(last + 1, int(n_rows))
+    rows: list[tuple[Any, ...]] = []
+    for lo in range(0, last + 1, per_slice):
+        rows += con.execute(
+            f"""SELECT floor((t_sent_unix_s - ?) / {MINUTE_S!r})::BIGINT AS minute,
+                    count(*) AS n, count(*) FILTER (outcome = 0) AS n_ok,
+                    quantile_cont(latency_ms, [0.5, 0.99]) FILTER (outcome = 0) AS q
+                FROM prepared WHERE NOT probe AND t_sent_unix_s IS NOT NULL
+                  AND t_sent_unix_s >= ? AND t_sent_unix_s < ? AND minute BETWEEN ? AND ?
+                GROUP BY minute ORDER BY minute""",
+            [t0, t0 + (lo - 1) * MINUTE_S, t0 + (lo + per_slice + 1) * MINUTE_S, lo, lo + per_slice - 1],
+        ).fetchall()
+    return t0, [
+        MinutePoint(
+            minute=int(m), qps=n / MINUTE_S, goodput_qps=n_ok / MINUTE_S, error_rate=1.0 - n_ok / n,
+            p50_ms=q[0] if q else None, p99_ms=q[1] if q else None,
+        )
+        for m, n, n_ok, q in rows
+    ]  # fmt: skip
+
+
+def prepare_telemetry_minutes(con: duckdb.DuckDBPyConnection, t0: float) -> None:
+    """Per-minute telemetry of every device into small temp tables (`tel_minutes`, `rss_minutes`).
+
+    From the `tel` view (analysis.engine.telemetry.create_view). Done before the telemetry is loaded for
+    the step figures, so DuckDB's aggregation and those frames never hold memory at the same time;
+    add_telemetry_minutes then picks the serving devices from these tables.
+    """
+    sources = ", ".join(f"'{s}'" for s in sorted(ACCELERATOR_SOURCES))
+    minute = f"floor((ts_unix_s - {t0!r}) / {MINUTE_S!r})::BIGINT"
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE tel_minutes AS
+            SELECT {minute} AS minute, device, metric, avg(value) AS mean, max(value) AS peak FROM tel
+            WHERE ts_unix_s >= {t0!r} AND source IN ({sources})
+              AND metric IN ('device_util_pct', 'temp_c', 'power_w', 'clock_mhz')
+            GROUP BY ALL"""
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE rss_minutes AS
+            SELECT {minute} AS minute, avg(value) AS rss FROM tel
+            WHERE ts_unix_s >= {t0!r} AND device = '{SERVICE_DEVICE}' AND metric = 'rss_mb' GROUP BY ALL"""
+    )
+
+
+def add_telemetry_minutes(
+    con: duckdb.DuckDBPyConnection, points: list[MinutePoint], serving: list[str] | None = None
+) -> None:
+    """Serving-device utilisation (mean), temperature (max), power (sum of device means), clock, service RSS.
+
+    From the tables of prepare_telemetry_minutes.
+    """
+    if not points:
+        return
+    device_filter = f"WHERE device IN ({', '.join(repr(d) for d in serving)})" if serving else ""
+    rows = con.execute(
+        f"""WITH per_minute AS (
+                SELECT minute,
+                    avg(mean) FILTER (metric = 'device_util_pct') AS util,
+                    max(peak) FILTER (metric = 'temp_c') AS temp,
+                    sum(mean) FILTER (metric = 'power_w') AS power,
+                    avg(mean) FILTER (metric = 'clock_mhz') AS clock
+                FROM tel_minutes {device_filter} GROUP BY minute)
+            SELECT coalesce(p.minute, r.minute), util, temp, power, clock, rss
+            FROM per_minute p FULL JOIN rss_minutes r ON p.minute = r.minute"""
+    ).fetchall()
+    by_minute = {int(r[0]): r[1:] for r in rows}
+    for point in points:
+        values = by_minute.get(point.minute)
+        if values is not None:
+            point.device_util_pct, point.temp_max_c, point.power_w, point.clock_mhz, point.service_rss_mb = (
+                values
+            )
+
+
+def _slope_per_h(minutes: np.ndarray, values: np.ndarray) -> float | None:
+    keep = np.isfinite(values)
+    if keep.sum() < 3 or np.ptp(minutes[keep]) == 0:
+        return None
+    return float(np.polyfit(minutes[keep] * MINUTE_S, values[keep], 1)[0] * 3600.0)
+
+
+def _series(points: list[MinutePoint], name: str) -> np.ndarray:
+    return np.array(
+        [np.nan if getattr(p, name) is None else getattr(p, name) for p in points], dtype=np.float64
+    )
+
+
+def _quarter_change(values: np.ndarray) -> tuple[float, float] | None:
+    """(first-quarter mean, last-quarter mean) of the finite values; None with fewer than 8."""
+    finite = values[np.isfinite(values)]
+    if len(finite) < 8:
+        return None
+    quarter = len(finite) // 4
+    return float(finite[:quarter].mean()), float(finite[-quarter:].mean())
+
+
+def soak_findings(points: list[MinutePoint]) -> SoakFindings:
+    minutes = np.array([p.minute for p in points], dtype=np.float64)
+    p99 = _series(points, "p99_ms")
+    rss = _series(points, "service_rss_mb")
+    p99_slope = _slope_per_h(minutes, p99)
+    p99_median = float(np.nanmedian(p99)) if np.isfinite(p99).any() else None
+    rss_slope = _slope_per_h(minutes, rss)
+    rss_mean = float(np.nanmean(rss)) if np.isfinite(rss).any() else None
+    temp = _quarter_change(_series(points, "temp_max_c"))
+    changes: dict[str, float | None] = {}
+    for name in ("clock_mhz", "power_w"):
+        pair = _quarter_change(_series(points, name))
+        changes[name] = (pair[1] / pair[0] - 1.0) * 100.0 if pair and pair[0] else None
+    temp_rise = temp[1] - temp[0] if temp else None
+    dropping = any(c is not None and c <= -THROTTLE_DROP_FRACTION * 100.0 for c in changes.values())
+    return SoakFindings(
+        p99_slope_ms_per_h=p99_slope,
+        p99_median_ms=p99_median,
+        rss_slope_mb_per_h=rss_slope,
+        rss_mean_mb=rss_mean,
+        latency_drift=bool(
+            p99_slope is not None and p99_median and p99_slope > DRIFT_MAX_PCT_PER_H / 100.0 * p99_median
+        ),
+        memory_growth=bool(
+            rss_slope is not None
+            and rss_mean
+            and rss_slope > max(LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H / 100.0 * rss_mean)
+        ),
+        thermal_throttling=bool(temp_rise is not None and temp_rise >= THROTTLE_TEMP_RISE_C and dropping),
+        temp_rise_c=temp_rise,
+        clock_change_pct=changes["clock_mhz"],
+        power_change_pct=changes["power_w"],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Figure series: what reports/figures.py draws, without the rows
+# --------------------------------------------------------------------------------------------
+class RequestSeries(BaseModel):
+    """QPS and ok-latency P50/P99 per time bucket (seconds from t0), at most max_points buckets."""
+
+    bucket_s: float
+    t_s: list[float]
+    qps: list[float]
+    p50_ms: list[float | None]
+    p99_ms: list[float | None]
+
+
+def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -> RequestSeries:
+    """The time-series figure's request panels from the `src` view (every row, by completion time).
+
+    QPS is goodput (ok rows per second), as in the throughput figure.
+    """
+    [(t_min, t_max, n_rows)] = con.execute(
+        "SELECT min(t_done_unix_s), max(t_done_unix_s), count(*) FROM src WHERE isfinite(t_done_unix_s)"
+    ).fetchall()
+    if t_min is None:
+        return RequestSeries(bucket_s=1.0, t_s=[], qps=[], p50_ms=[], p99_ms=[])
+    span = float(t_max) - t0
+    bucket_s = max(1.0, float(np.ceil(span / max_points)))
+    first, last = (int(np.floor((float(t) - t0) / bucket_s)) for t in (t_min, t_max))
+    per_slice = _per_slice(last - first + 1, int(n_rows))
+    rows: list[tuple[Any, ...]] = []
+    for lo in range(first, last + 1, per_slice):
+        hi = lo + per_slice
+        rows += con.execute(
+            """SELECT floor((t_done_unix_s - ?) / ?) AS k, count(*) FILTER (coalesce(ok, false)),
+                      quantile_cont(latency_ms, [0.5, 0.99]) FILTER (coalesce(ok, false))
+               FROM src WHERE isfinite(t_done_unix_s) AND t_done_unix_s >= ? AND t_done_unix_s < ?
+                 AND floor((t_done_unix_s - ?) / ?) BETWEEN ? AND ?
+               GROUP BY k ORDER BY k""",
+            [t0, bucket_s, t0 + (lo - 1) * bucket_s, t0 + (hi + 1) * bucket_s, t0, bucket_s, lo, hi - 1],
+        ).fetchall()
+    rows = [(k * bucket_s, n, q) for k, n, q in rows]
+    return RequestSeries(
+        bucket_s=bucket_s,
+        t_s=[float(b) for b, _, _ in rows],
+        qps=[n / bucket_s for _, n, _ in rows],
+        p50_ms=[q[0] if q else None for _, _, q in rows],
+        p99_ms=[q[1] if q else None for _, _, q in rows],
+    )
+
+
+def batch_histograms(con: duckdb.DuckDBPyConnection) -> dict[int, dict[int, int]]:
+    """Rows per server batch size per step (the batch-distribution figure)."""
+    out: dict[int, dict[int, int]] = {}
+    for stage, size, n in con.execute(
+        "SELECT stage, batch_size, count(*) FROM prepared WHERE batch_size IS NOT NULL GROUP BY ALL ORDER BY ALL"
+    ).fetchall():
+        out.setdefault(int(stage), {})[int(size)] = int(n)
+    return out
+
+
+def top_errors(con: duckdb.DuckDBPyConnection, limit: int = 10) -> list[tuple[str, int]]:
+    """Most frequent `status error` texts of failed steady rows (the report's error table)."""
+    rows = con.execute(
+        """SELECT trim(coalesce(status_code::VARCHAR, '') || ' ' || coalesce(error, '')) AS text, count(*) AS n
+           FROM prepared WHERE NOT probe AND outcome <> 0 GROUP BY text ORDER BY n DESC, text LIMIT ?""",
+        [limit],
+    ).fetchall()
+    return [(str(text), int(n)) for text, n in rows]

@@ -1,0 +1,523 @@
+"""Out-of-core request statistics: DuckDB over requests.parquet, memory bounded whatever the run's length.
+
+The same figures as analysis/model/steps.py and analysis/model/decomposition.py, computed without loading the
+rows: counts, means and maxima in one grouped scan; every order statistic a step needs (percentiles,
+the p99 bootstrap interval, the CDF figure) in one more pass per step, interpolated exactly as numpy
+does (analysis/engine/order_stats.py): the percentiles equal the in-memory ones bit for bit.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from analysis.engine.order_stats import (
+    OrderStats,
+    bootstrap_percentile_ci,
+    bootstrap_ranks,
+    exact_percentiles,
+    linear_ranks,
+)
+from analysis.figures.bootstrap import DEFAULT_N_BOOT
+from analysis.model.decomposition import Decomposition
+from analysis.model.served_models import served_fields, served_model_counts_by_stage
+from analysis.model.steps import (
+    MIN_SAMPLES_P99,
+    MIN_SAMPLES_P999,
+    PERCENTILES_PCT,
+    TIMEOUT_STATUS_CODES,
+    VALIDATION_ENDPOINT_PREFIX,
+    LatencyStats,
+    OpenLoopStats,
+    ServerStats,
+    StepStats,
+)
+from embedperf.error_kinds import error_kind
+from embedperf.parts import finalise_parts, part_files
+from embedperf.schema import REQUEST_SCHEMA, REQUEST_SORT_KEYS, RunFolder, StageRecord
+from scenarios.models import OpenLoop
+
+MEMORY_LIMIT = "1GB"
+# Values one selection pass may hold (8 bytes each, plus DuckDB's growth): 16M keeps a pass near 300 MB.
+PASS_VALUES = 16_000_000
+CDF_POINTS = 200
+CDF_LEVELS_PCT: tuple[float, ...] = tuple(float(q) for q in np.linspace(0.0, 100.0, CDF_POINTS))
+THREADS = 2
+
+
+# --------------------------------------------------------------------------------------------
+# The connection and the prepared-rows view
+# --------------------------------------------------------------------------------------------
+@contextmanager
+def connect(
+    work_dir: Path | None = None, memory_limit: str = MEMORY_LIMIT
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A DuckDB connection with a memory limit, 2 threads and a spill folder (removed afterwards)."""
+    spill = Path(tempfile.mkdtemp(prefix="duckdb-spill-", dir=work_dir))
+    con = duckdb.connect(config={"memory_limit": memory_limit, "threads": THREADS})
+    try:
+        con.execute(f"SET temp_directory = '{spill}'")
+        yield con
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def request_files(folder: RunFolder, work_dir: Path) -> list[Path]:
+    """requests.parquet, plus the parts an interrupted run left, streamed into a Parquet beside it."""
+    files = [folder.requests] if folder.requests.is_file() else []
+    if part_files(folder.requests_parts):
+        leftover = work_dir / "requests.parts.parquet"
+        finalise_parts(folder.requests_parts, leftover, REQUEST_SCHEMA, REQUEST_SORT_KEYS)
+        files.append(leftover)
+    return files
+
+
+def _sql_list(values: Sequence[float | int | str]) -> str:
+    return ", ".join(repr(v) if isinstance(v, str) else repr(float(v)) for v in values)
+
+
+@dataclass(frozen=True)
+class StepWindows:
+    """Steady window per stage, as analysis.model.steps.stage_windows computes it."""
+
+    windows: dict[int, tuple[float, float]]
+
+    @classmethod
+    def of(cls, con: duckdb.DuckDBPyConnection, stages: list[StageRecord]) -> StepWindows:
+        windows: dict[int, tuple[float, float]] = {}
+        ordered = sorted(stages, key=lambda s: s.start_unix_s)
+        for i, stage in enumerate(ordered):
+            end = stage.end_unix_s
+            if end is None and i + 1 < len(ordered):
+                end = ordered[i + 1].start_unix_s
+            if end is None:
+                row = con.execute(
+                    "SELECT max(t_done_unix_s) FROM src WHERE stage_index = ?", [stage.index]
+                ).fetchone()
+                end = float(row[0]) if row and row[0] is not None else stage.start_unix_s
+            windows[stage.index] = (min(stage.start_unix_s + stage.warmup_s, end), float(end))
+        return cls(windows)
+
+
+def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list[StageRecord]) -> StepWindows:
+    """`src` (raw rows), `tagged` (stage, outcome, probe) and `prepared` (steady, analysable rows).
+
+    The rules are those of analysis.model.steps.prepare_requests: a missing stage_index comes from
+    t_sent within the recorded stage starts; timeouts are 408/504 or an error saying so; probes are
+    validation endpoints; ok rows without a latency and rows sent during a warm-up are left out.
+    """
+    paths = ", ".join(f"'{p}'" for p in files)
+    con.register("requests_empty", REQUEST_SCHEMA.empty_table())
+    if files:  # every schema column, NULL where an older file lacks it (as the in-memory reader does)
+        con.execute(
+            "CREATE VIEW src AS SELECT * FROM requests_empty "
+            f"UNION ALL BY NAME SELECT * FROM read_parquet([{paths}], union_by_name = true)"
+        )
+    else:
+        con.execute("CREATE VIEW src AS SELECT * FROM requests_empty")
+    windows = StepWindows.of(con, stages)
+    ordered = sorted(stages, key=lambda s: s.start_unix_s)
+    by_time = " ".join(f"WHEN t_sent_unix_s >= {s.start_unix_s!r} THEN {s.index}" for s in reversed(ordered))
+    last = ordered[-1].index if ordered else "NULL"
+    stage_expr = (
+        f"CASE WHEN stage_index IS NOT NULL THEN stage_index WHEN t_sent_unix_s IS NULL THEN {last} "
+        f"{by_time} ELSE NULL END"
+        if ordered
+        else "stage_index"
+    )
+    timeout_codes = ", ".join(str(c) for c in sorted(TIMEOUT_STATUS_CODES))
+    con.execute(
+        f"""CREATE VIEW tagged AS SELECT *,
+            ({stage_expr}) AS stage,
+            CASE WHEN coalesce(ok, false) THEN 0
+                 WHEN status_code IN ({timeout_codes})
+                      OR coalesce(contains(lower(error), 'timeout') OR contains(lower(error), 'timed out'), false)
+                 THEN 2 ELSE 1 END AS outcome,
+            coalesce(starts_with(endpoint, '{VALIDATION_ENDPOINT_PREFIX}'), false) AS probe
+        FROM src"""
+    )
+    known = _sql_list(list(windows.windows)) or "NULL"
+    steady = " ".join(f"WHEN {i} THEN {w[0]!r}" for i, w in windows.windows.items())
+    steady_expr = f"CASE stage {steady} END" if steady else "NULL"
+    con.execute(
+        f"""CREATE VIEW checked AS SELECT *,
+            stage IN ({known}) AS known,
+            (latency_ms IS NULL OR isnan(latency_ms)) AND outcome = 0 AS null_latency,
+            coalesce(t_sent_unix_s < {steady_expr}, false) AS in_warmup
+        FROM tagged"""
+    )
+    con.execute(
+        "CREATE VIEW prepared AS SELECT * FROM checked WHERE known AND NOT null_latency AND NOT in_warmup"
+    )
+    return windows
+
+
+# --------------------------------------------------------------------------------------------
+# Per-step statistics
+# --------------------------------------------------------------------------------------------
+_OK = "NOT probe AND outcome = 0"
+_SRV = f"{_OK} AND isfinite(srv_total_ms)"
+_DEC = f"{_OK} AND isfinite(latency_ms) AND isfinite(srv_total_ms)"
+_LATENESS = "(t_sent_unix_s - t_intended_unix_s) * 1000.0"
+SAMPLES: dict[str, tuple[str, str]] = {  # name -> (value expression, which rows)
+    "ok": ("latency_ms", f"{_OK} AND isfinite(latency_ms)"),
+    "error": ("latency_ms", "NOT probe AND outcome <> 0 AND isfinite(latency_ms)"),
+    "intended": ("latency_from_intended_ms", f"{_OK} AND isfinite(latency_from_intended_ms)"),
+    "lateness": (_LATENESS, f"NOT probe AND isfinite({_LATENESS})"),
+    "batch": ("batch_size::DOUBLE", f"{_SRV} AND batch_size IS NOT NULL"),
+}
+_AGGREGATES = {
+    "n_requests": "count(*) FILTER (NOT probe)",
+    "n_probe": "count(*) FILTER (probe)",
+    "n_error": "count(*) FILTER (NOT probe AND outcome = 1)",
+    "n_timeout": "count(*) FILTER (NOT probe AND outcome = 2)",
+    **{
+        f"{name}_{agg}": f"{agg}({expr}) FILTER ({where})"
+        for name, (expr, where) in SAMPLES.items()
+        for agg in ("count", "avg", "max")
+    },
+    "srv_n": f"count(*) FILTER ({_SRV})",
+    **{
+        f"srv_{part}": f"avg(srv_{part}_ms) FILTER ({_SRV} AND isfinite(srv_{part}_ms))"
+        for part in ("queue", "tokenize", "compute", "post", "total")
+    },
+    "dec_n": f"count(*) FILTER ({_DEC})",
+    "dec_latency": f"avg(latency_ms) FILTER ({_DEC})",
+    "dec_client_network": f"avg(latency_ms - srv_total_ms) FILTER ({_DEC})",
+    "dec_total": f"avg(srv_total_ms) FILTER ({_DEC})",
+    **{
+        f"dec_{part}": f"avg(CASE WHEN isnan(srv_{part}_ms) THEN 0 ELSE coalesce(srv_{part}_ms, 0) END) FILTER ({_DEC})"
+        for part in ("queue", "tokenize", "compute", "post")
+    },
+    "n_dropped": "count(*) FILTER (NOT probe AND t_sent_unix_s IS NULL)",
+    "tokens_n": f"count(input_tokens) FILTER ({_OK})",
+    "tokens_sum": f"sum(input_tokens::DOUBLE) FILTER ({_OK})",
+    "inputs_n": f"count(n_inputs) FILTER ({_OK})",
+    "inputs_sum": f"sum(n_inputs::DOUBLE) FILTER ({_OK})",
+    **{
+        f"cosine_{agg}": f"{agg}(probe_cosine) FILTER ({_OK} AND NOT isnan(probe_cosine))"
+        for agg in ("count", "avg", "min")
+    },
+}
+
+
+@dataclass
+class StepAggregates:
+    """What the in-memory analysis gets from rows, per step: StepStats, the decomposition, and the
+    embeddings and input tokens of its ok requests (the energy figures divide power by them)."""
+
+    stats: StepStats
+    decomposition: Decomposition | None
+    n_embeddings: float
+    n_tokens: float | None
+    cdf_ms: list[float]  # ok-latency quantiles at CDF_LEVELS_PCT (the CDF figure)
+
+
+@dataclass
+class RequestAggregates:
+    steps: dict[int, StepAggregates]
+    windows: dict[int, tuple[float, float]]
+    warmup_trimmed: dict[int, int]
+    dropped: dict[str, int]
+
+
+def order_stats_of(con: duckdb.DuckDBPyConnection, stage: int, sample: str, n: int) -> OrderStats:
+    expr, where = SAMPLES[sample]
+
+    def fetch(ranks: Sequence[int]) -> dict[int, float]:
+        fractions = [(k + 0.5) / n for k in ranks]  # floor(n * f) == k, far from any rounding edge
+        row = con.execute(
+            f"SELECT quantile_disc({expr}, ?) FROM prepared WHERE {where} AND stage = ? "
+            f"AND (stage_index = ? OR stage_index IS NULL)",
+            [fractions, stage, stage],
+        ).fetchone()
+        assert row is not None
+        return {k: float(v) for k, v in zip(ranks, row[0], strict=True)}
+
+    return fetch
+
+
+def passes(sizes: dict[str, int], budget: int | None = None) -> list[list[str]]:
+    """Samples grouped so each pass holds at most `budget` values (PASS_VALUES); a larger one goes alone."""
+    limit = PASS_VALUES if budget is None else budget
+    groups: list[list[str]] = []
+    held = 0
+    for name in sorted(sizes, key=lambda k: sizes[k]):
+        if groups and held + sizes[name] <= limit:
+            groups[-1].append(name)
+            held += sizes[name]
+        else:
+            groups.append([name])
+            held = sizes[name]
+    return groups
+
+
+def step_order_stats(
+    con: duckdb.DuckDBPyConnection, stage: int, wanted: dict[str, tuple[int, list[int]]]
+) -> dict[str, OrderStats]:
+    """The order statistics every sample of one step needs, in as few passes over its rows as memory allows.
+
+    DuckDB holds a sample's values to select from them, so the samples share a pass while their
+    values fit PASS_VALUES (see passes). Ranks not asked for here are still answered (a pass of their
+    own), so callers never get a miss.
+    """
+    asked = {sample: (n, sorted(set(ranks))) for sample, (n, ranks) in wanted.items() if n and ranks}
+    fetched: dict[str, dict[int, float]] = {}
+    for group in passes({sample: n for sample, (n, _) in asked.items()}):
+        parts = []
+        for sample in group:
+            expr, where = SAMPLES[sample]
+            n, unique = asked[sample]
+            fractions = ", ".join(repr((k + 0.5) / n) for k in unique)
+            parts.append(f"quantile_disc({expr}, [{fractions}]) FILTER ({where})")
+        row = con.execute(
+            f"SELECT {', '.join(parts)} FROM prepared WHERE stage = ? AND (stage_index = ? OR stage_index IS NULL)",
+            [stage, stage],
+        ).fetchall()[0]
+        for sample, values in zip(group, row, strict=True):
+            fetched[sample] = {k: float(v) for k, v in zip(asked[sample][1], values, strict=True)}
+    return {
+        sample: _cached(fetched.get(sample, {}), order_stats_of(con, stage, sample, n))
+        for sample, (n, _) in wanted.items()
+    }
+
+
+def _cached(cache: dict[int, float], fallback: OrderStats) -> OrderStats:
+    def fetch(wanted: Sequence[int]) -> dict[int, float]:
+        missing = [r for r in wanted if r not in cache]
+        if missing:
+            cache.update(fallback(missing))
+        return {r: cache[r] for r in wanted}
+
+    return fetch
+
+
+def _latency_stats(
+    con: duckdb.DuckDBPyConnection,
+    stage: int,
+    sample: str,
+    agg: dict[str, Any],
+    order_stats: OrderStats | None = None,
+) -> LatencyStats:
+    n = int(agg[f"{sample}_count"])
+    if n == 0:
+        return LatencyStats()
+    fetch = order_stats or order_stats_of(con, stage, sample, n)
+    values = exact_percentiles(n, list(PERCENTILES_PCT.values()), fetch)
+    named = {f"{name}_ms": v for name, v in zip(PERCENTILES_PCT, values, strict=True)}
+    return LatencyStats(n=n, mean_ms=float(agg[f"{sample}_avg"]), max_ms=float(agg[f"{sample}_max"]), **named)
+
+
+def _server_stats(agg: dict[str, Any], order: dict[str, OrderStats]) -> ServerStats:
+    if not agg["srv_n"]:
+        return ServerStats()
+    n_batch = int(agg["batch_count"])
+    median = exact_percentiles(n_batch, [50.0], order["batch"])[0] if n_batch else None
+    return ServerStats(
+        n=int(agg["srv_n"]),
+        queue_ms=agg["srv_queue"],
+        tokenize_ms=agg["srv_tokenize"],
+        compute_ms=agg["srv_compute"],
+        post_ms=agg["srv_post"],
+        total_ms=agg["srv_total"],
+        batch_size_mean=agg["batch_avg"] if n_batch else None,
+        batch_size_p50=median,
+        batch_size_max=float(agg["batch_max"]) if n_batch else None,
+    )
+
+
+def _open_loop_stats(
+    con: duckdb.DuckDBPyConnection,
+    stage: int,
+    agg: dict[str, Any],
+    lateness_tolerance_ms: float,
+    order: dict[str, OrderStats],
+) -> OpenLoopStats:
+    late = con.execute(
+        f"SELECT count(*) FROM prepared WHERE stage = ? AND (stage_index = ? OR stage_index IS NULL) "
+        f"AND NOT probe AND {_LATENESS} > ?",
+        [stage, stage, lateness_tolerance_ms],
+    ).fetchone()
+    assert late is not None
+    n_lateness = int(agg["lateness_count"])
+    p99 = exact_percentiles(n_lateness, [99.0], order["lateness"])[0] if n_lateness else None
+    return OpenLoopStats(
+        from_intended=_latency_stats(con, stage, "intended", agg, order["intended"]),
+        n_late=int(late[0]),
+        lateness_p99_ms=p99,
+        n_dropped=int(agg["n_dropped"]),
+    )
+
+
+def kinds_of(pairs: list[tuple[Any, ...]]) -> dict[str, int]:
+    """analysis.model.steps.errors_by_kind from distinct (status, error, count) rows: each pair classified once."""
+    counts: dict[str, int] = {}
+    for code, text, n in pairs:
+        kind = error_kind(float(code) if code is not None else float("nan"), str(text))
+        counts[kind] = counts.get(kind, 0) + int(n)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _errors_by_kind(con: duckdb.DuckDBPyConnection, stage: int) -> dict[str, int]:
+    pairs = con.execute(
+        "SELECT status_code, coalesce(error, ''), count(*) FROM prepared WHERE stage = ? "
+        "AND (stage_index = ? OR stage_index IS NULL) AND NOT probe AND outcome <> 0 GROUP BY ALL",
+        [stage, stage],
+    ).fetchall()
+    return kinds_of(pairs)
+
+
+def _decomposition(agg: dict[str, Any]) -> Decomposition | None:
+    n = int(agg["dec_n"])
+    if n == 0:
+        return None
+    mean_latency = float(agg["dec_latency"])
+    parts = {"client_network": float(agg["dec_client_network"])}
+    stages = ("queue", "tokenize", "compute", "post")
+    for name in stages:
+        parts[name] = float(agg[f"dec_{name}"])
+    parts["server_other"] = float(agg["dec_total"]) - sum(parts[name] for name in stages)
+    pct = {name: (value / mean_latency * 100.0 if mean_latency else 0.0) for name, value in parts.items()}
+    return Decomposition(n=n, total_ms=mean_latency, parts_ms=parts, parts_pct=pct)
+
+
+def _quality(agg: dict[str, Any]) -> dict[str, Any]:
+    if not agg["cosine_count"]:
+        return {}
+    return {
+        "n_quality_probes": int(agg["cosine_count"]),
+        "quality_cosine_mean": float(agg["cosine_avg"]),
+        "quality_cosine_min": float(agg["cosine_min"]),
+    }
+
+
+def _step_stats(
+    con: duckdb.DuckDBPyConnection,
+    stage: StageRecord,
+    window: tuple[float, float],
+    agg: dict[str, Any],
+    trimmed: int,
+    open_loop: bool,
+    n_boot: int,
+    lateness_tolerance_ms: float,
+    served: dict[str, Any],
+) -> tuple[StepStats, list[float]]:
+    """The step's statistics and its ok-latency CDF (quantiles at CDF_LEVELS_PCT; empty without ok rows)."""
+    start, end = window
+    duration_s = max(end - start, 1e-9)
+    n = {sample: int(agg[f"{sample}_count"]) for sample in SAMPLES}
+
+    def ranks(sample: str, pcts: Sequence[float]) -> tuple[int, list[int]]:
+        return n[sample], [r for q in pcts for r in linear_ranks(n[sample], q)[:2]] if n[sample] else []
+
+    pcts = list(PERCENTILES_PCT.values())
+    ok_n, ok_ranks = ranks("ok", [*pcts, *CDF_LEVELS_PCT])
+    wanted = {
+        "ok": (ok_n, ok_ranks + bootstrap_ranks(ok_n, 99.0, n_boot, stage.index)),
+        "error": ranks("error", pcts),
+        "batch": ranks("batch", [50.0]),
+        **({"intended": ranks("intended", pcts), "lateness": ranks("lateness", [99.0])} if open_loop else {}),
+    }
+    order = step_order_stats(con, stage.index, wanted)  # every order statistic of the step in one pass
+    ok_stats = order["ok"]
+    latency = _latency_stats(con, stage.index, "ok", agg, ok_stats)
+    n_requests = int(agg["n_requests"])
+    warnings: list[str] = []
+    if n_requests == 0:
+        warnings.append("no_samples")
+    elif latency.n < MIN_SAMPLES_P99:
+        warnings.append("few_samples_p99")
+    elif latency.n < MIN_SAMPLES_P999:
+        warnings.append("few_samples_p999")
+    n_error, n_timeout = int(agg["n_error"]), int(agg["n_timeout"])
+    goodput_qps = latency.n / duration_s
+    cdf_ms = exact_percentiles(latency.n, list(CDF_LEVELS_PCT), ok_stats) if latency.n else []
+    stats = StepStats(
+        index=stage.index,
+        label=stage.label,
+        users=stage.users,
+        rate=stage.rate,
+        steady_start_unix_s=start,
+        steady_end_unix_s=end,
+        duration_s=duration_s,
+        n_requests=n_requests,
+        n_ok=latency.n,
+        n_error=n_error,
+        n_timeout=n_timeout,
+        n_probe=int(agg["n_probe"]),
+        n_warmup_trimmed=trimmed,
+        qps=goodput_qps,
+        ok_qps=goodput_qps,
+        error_rate=(n_error + n_timeout) / n_requests if n_requests else None,
+        goodput_qps=goodput_qps,
+        offered_qps=n_requests / duration_s,
+        tokens_per_s=float(agg["tokens_sum"]) / duration_s if agg["tokens_n"] else None,
+        **_quality(agg),
+        **served,
+        errors_by_kind=_errors_by_kind(con, stage.index) if n_error + n_timeout else {},
+        latency=latency,
+        p99_ci_ms=bootstrap_percentile_ci(latency.n, 99.0, ok_stats, n_boot, seed=stage.index),
+        error_latency=_latency_stats(con, stage.index, "error", agg, order["error"]),
+        server=_server_stats(agg, order),
+        open_loop=_open_loop_stats(con, stage.index, agg, lateness_tolerance_ms, order)
+        if open_loop
+        else None,
+        warnings=warnings,
+    )
+    return stats, cdf_ms
+
+
+def request_aggregates(
+    con: duckdb.DuckDBPyConnection,
+    stages: list[StageRecord],
+    windows: StepWindows,
+    open_loop: bool,
+    n_boot: int = DEFAULT_N_BOOT,
+    lateness_tolerance_ms: float = OpenLoop.model_fields["lateness_tolerance_ms"].default,
+    fallback_model: str | None = None,
+) -> RequestAggregates:
+    """Every per-step figure of the run from the `prepared` view (create_views first).
+
+    fallback_model: the target's /info `fallback_model`, whose share of each step's answers is counted.
+    """
+    names = list(_AGGREGATES)
+    select = ", ".join(f"{expr} AS {name}" for name, expr in _AGGREGATES.items())
+    rows = con.execute(f"SELECT stage, {select} FROM prepared GROUP BY stage").fetchall()
+    by_stage = {int(r[0]): dict(zip(names, r[1:], strict=True)) for r in rows}
+    empty = {name: 0 if name.startswith("n_") or name.endswith(("_count", "_n")) else None for name in names}
+    per_stage = con.execute(
+        "SELECT stage, count(*) FILTER (NOT known), count(*) FILTER (known AND null_latency), "
+        "count(*) FILTER (known AND NOT null_latency AND in_warmup) FROM checked GROUP BY stage"
+    ).fetchall()
+    checked = (sum(r[1] for r in per_stage), sum(r[2] for r in per_stage))
+    trimmed = {int(r[0]): int(r[3]) for r in per_stage if r[3]}
+    served = served_model_counts_by_stage(con)
+    steps: dict[int, StepAggregates] = {}
+    for stage in sorted(stages, key=lambda s: s.index):
+        agg = by_stage.get(stage.index, empty)
+        stats, cdf_ms = _step_stats(
+            con, stage, windows.windows[stage.index], agg, int(trimmed.get(stage.index, 0)), open_loop, n_boot,
+            lateness_tolerance_ms, served_fields(served.get(stage.index, {}), fallback_model),
+        )  # fmt: skip
+        steps[stage.index] = StepAggregates(
+            stats=stats,
+            decomposition=_decomposition(agg),
+            n_embeddings=float(agg["inputs_sum"]) if agg["inputs_n"] else float(agg["ok_count"]),
+            n_tokens=float(agg["tokens_sum"]) if agg["tokens_n"] and agg["tokens_sum"] else None,
+            cdf_ms=cdf_ms,
+        )
+    return RequestAggregates(
+        steps=steps,
+        windows=windows.windows,
+        warmup_trimmed={int(k): int(v) for k, v in trimmed.items()},
+        dropped={"outside_stage": int(checked[0]), "null_latency": int(checked[1])},
+    )

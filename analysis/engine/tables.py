@@ -1,0 +1,168 @@
+"""Run-wide figures out of core: totals by outcome, outage windows, latency by input length, soak inputs.
+
+The same figures as analysis/run/summary.py's request_totals, analysis/model/outage.py, analysis/model/lengths.py
+and analysis/figures/soak.py compute from rows in memory, from the views of analysis/engine/requests.py (`tagged`: every
+row; `prepared`: steady, analysable rows). Percentiles come from order statistics (order_stats.exact_percentiles),
+so they equal numpy's; the soak's per-minute P50/P99 use DuckDB's quantile_cont (equal to numpy's
+"linear" to the last bits, not bit for bit: 1,440 minutes would otherwise cost 1,440 passes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+
+from analysis.engine import order_stats
+from analysis.engine import requests as ooc
+from analysis.engine.minute_series import MinutePoint
+from analysis.model.lengths import MAX_BINS, MIN_PER_BIN, LengthBin
+from analysis.model.outage import OutageWindow, windows_from_seconds
+from analysis.model.soak import SoakInputs
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Every request of the run (warm-up included, validation probes excluded), by outcome."""
+
+    n_requests: int
+    n_ok: int
+    errors_by_kind: dict[str, int]
+
+
+def totals(con: duckdb.DuckDBPyConnection) -> Totals:
+    row = con.execute("SELECT count(*), count(*) FILTER (outcome = 0) FROM tagged WHERE NOT probe").fetchone()
+    assert row is not None
+    pairs = con.execute(
+        "SELECT status_code, coalesce(error, ''), count(*) FROM tagged WHERE NOT probe AND outcome <> 0 GROUP BY ALL"
+    ).fetchall()
+    return Totals(n_requests=int(row[0]), n_ok=int(row[1]), errors_by_kind=ooc.kinds_of(pairs))
+
+
+def outage_windows(con: duckdb.DuckDBPyConnection) -> list[OutageWindow]:
+    """analysis.model.outage.outage_windows over every row: connection errors and successes per whole second."""
+    conn = (
+        "status_code IS NULL AND outcome <> 0 AND (contains(lower(coalesce(error, '')), 'refused') "
+        "OR contains(lower(coalesce(error, '')), 'reset') OR contains(lower(coalesce(error, '')), 'connection'))"
+    )
+    valid = "isfinite(t_sent_unix_s)"
+    row = con.execute(f"SELECT count(*) FROM tagged WHERE {valid} AND {conn}").fetchone()
+    if row is None or not row[0]:
+        return []
+    rows = con.execute(
+        f"""SELECT floor(t_sent_unix_s)::BIGINT AS s, count(*) FILTER ({conn}), count(*) FILTER (outcome = 0)
+            FROM tagged WHERE {valid} GROUP BY s ORDER BY s"""
+    ).fetchall()
+    return windows_from_seconds([(int(s), int(n_conn), int(n_ok)) for s, n_conn, n_ok in rows])
+
+
+def _lookup(by_rank: dict[int, float]) -> order_stats.OrderStats:
+    return lambda wanted: {r: by_rank[r] for r in wanted}
+
+
+def latency_by_input_tokens(con: duckdb.DuckDBPyConnection, max_bins: int = MAX_BINS) -> list[LengthBin]:
+    """analysis.model.lengths.latency_by_input_tokens over the ok, steady, non-probe rows of `prepared`."""
+    con.execute(
+        "CREATE OR REPLACE TEMP VIEW lengths AS SELECT input_tokens::DOUBLE AS tokens, latency_ms FROM prepared "
+        "WHERE NOT probe AND outcome = 0 AND input_tokens IS NOT NULL AND NOT isnan(latency_ms)"
+    )
+    # token counts are integers with few distinct values: their histogram gives any order statistic exactly
+    histogram = con.execute("SELECT tokens, count(*) FROM lengths GROUP BY tokens ORDER BY tokens").fetchall()
+    n = sum(int(c) for _, c in histogram)
+    if n == 0:
+        return []
+    if len(histogram) <= max_bins:  # few distinct lengths: one band each
+        values = [float(v) for v, _ in histogram]
+        band = "CASE tokens " + " ".join(f"WHEN {v!r} THEN {i}" for i, v in enumerate(values)) + " END"
+    else:  # numpy's inverted_cdf edges: the ceil(n q)-th smallest value
+        levels = np.linspace(0.0, 1.0, max_bins + 1)
+        ranks = [max(int(np.ceil(n * q)) - 1, 0) for q in levels]
+        cumulative = np.cumsum([int(c) for _, c in histogram])
+        tokens = [float(v) for v, _ in histogram]
+        edges = sorted({tokens[int(np.searchsorted(cumulative, r, side="right"))] for r in ranks})
+        n_bands = len(edges) - 1
+        counted = " + ".join(f"(tokens >= {e!r})::INT" for e in edges)
+        band = f"least(greatest({counted} - 1, 0), {n_bands - 1})"
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW banded AS SELECT ({band}) AS band, tokens, latency_ms FROM lengths"
+    )
+    bands = con.execute(
+        "SELECT band, min(tokens), max(tokens), count(*) FROM banded GROUP BY band ORDER BY band"
+    ).fetchall()
+    band_ranks = {
+        int(b): sorted({r for q in (50.0, 99.0) for r in order_stats.linear_ranks(int(n), q)[:2]})
+        for b, _, _, n in bands
+    }
+    quantiles: dict[int, list[float]] = {}
+    sizes = {str(int(b)): int(n) for b, _, _, n in bands}
+    for group in ooc.passes(sizes):  # as many bands a pass as DuckDB can hold the latencies of
+        parts = [
+            "quantile_disc(latency_ms, [{}]) FILTER (band = {})".format(
+                ", ".join(repr((k + 0.5) / sizes[b]) for k in band_ranks[int(b)]), int(b)
+            )
+            for b in group
+        ]
+        [row] = con.execute(f"SELECT {', '.join(parts)} FROM banded").fetchall()
+        quantiles.update({int(b): list(values) for b, values in zip(group, row, strict=True)})
+    out: list[LengthBin] = []
+    for b, lo, hi, n in bands:
+        band_values = quantiles[int(b)]
+        by_rank = {k: float(v) for k, v in zip(band_ranks[int(b)], band_values, strict=True)}
+        p50, p99 = order_stats.exact_percentiles(int(n), [50.0, 99.0], _lookup(by_rank))
+        out.append(
+            LengthBin(
+                lo_tokens=int(lo),
+                hi_tokens=int(hi),
+                n=int(n),
+                p50_ms=p50,
+                p99_ms=p99 if n >= MIN_PER_BIN else None,
+            )
+        )
+    return out
+
+
+def soak_inputs(con: duckdb.DuckDBPyConnection, t0: float, minutes: list[MinutePoint]) -> SoakInputs:
+    """analysis.figures.soak.soak_inputs from the per-minute points (minute_series.request_minutes) and `prepared`.
+
+    The halves split at the middle steady row in (stage, send time) order: its send time is one
+    order statistic of its step, so no pass sorts the run.
+    """
+    steady = "NOT probe"
+    per_stage = con.execute(
+        f"""SELECT stage, count(*), count(*) FILTER (outcome <> 0), count(t_sent_unix_s)
+            FROM prepared WHERE {steady} GROUP BY stage ORDER BY stage"""
+    ).fetchall()
+    n = sum(int(r[1]) for r in per_stage)
+    half = n // 2
+    first_errors, before = 0, 0
+    for stage, count, errors, n_sent in per_stage:
+        if before + count <= half:
+            first_errors += int(errors)
+            before += int(count)
+            continue
+        wanted = min(half - before, int(n_sent))
+        if wanted:
+            cut = con.execute(
+                f"SELECT quantile_disc(t_sent_unix_s, ?) FROM prepared WHERE {steady} AND stage = ?",
+                [(wanted - 0.5) / int(n_sent), stage],
+            ).fetchone()
+            assert cut is not None
+            got = con.execute(
+                f"SELECT count(*) FILTER (outcome <> 0) FROM prepared WHERE {steady} AND stage = ? "
+                "AND t_sent_unix_s <= ?",
+                [stage, cut[0]],
+            ).fetchone()
+            first_errors += int(got[0]) if got else 0
+        break
+    all_errors = sum(int(r[2]) for r in per_stage)
+    with_ok = [p for p in minutes if p.p99_ms is not None and p.p50_ms is not None]
+    return SoakInputs(
+        t0_unix_s=t0,
+        minutes=[p.minute for p in with_ok],
+        p50_ms=[float(p.p50_ms) for p in with_ok if p.p50_ms is not None],
+        p99_ms=[float(p.p99_ms) for p in with_ok if p.p99_ms is not None],
+        error_rate={p.minute: p.error_rate for p in minutes},
+        error_rate_first_half=first_errors / half if half else None,
+        error_rate_second_half=(all_errors - first_errors) / (n - half) if half else None,
+    )

@@ -1,0 +1,1 @@
+"""Derived figures: bootstrap intervals, capacity and knee, bottleneck, serving devices, health, soak, findings."""

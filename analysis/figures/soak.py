@@ -1,0 +1,76 @@
+"""Soak runs: latency drift, error-rate trend and service memory growth over time, with a verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.model.soak import SoakInputs, SoakResult
+from embedperf.schema import Manifest
+
+SOAK_MIN_DURATION_S = 600.0
+DRIFT_MAX_PCT_PER_H = 10.0  # P99 slope above this share of its median per hour is drift
+LEAK_MIN_MB_PER_H = 20.0
+LEAK_MIN_PCT_PER_H = 5.0
+MINUTE_S = 60.0
+
+
+
+
+def is_soak(manifest: Manifest) -> bool:
+    if manifest.scenario.kind == "soak":
+        return True
+    if len(manifest.stages) == 1:
+        stage = manifest.stages[0]
+        end = stage.end_unix_s or manifest.end_unix_s
+        return end is not None and end - stage.start_unix_s >= SOAK_MIN_DURATION_S
+    return False
+
+
+def _slope_per_h(t_s: np.ndarray, y: np.ndarray) -> float | None:
+    keep = np.isfinite(t_s) & np.isfinite(y)
+    if keep.sum() < 3 or np.ptp(t_s[keep]) == 0:
+        return None
+    return float(np.polyfit(t_s[keep], y[keep], 1)[0] * 3600.0)
+
+
+
+
+def soak_result(inputs: SoakInputs, rss_t_s: np.ndarray, rss_mb: np.ndarray) -> SoakResult:
+    t0 = inputs.t0_unix_s
+    minutes_s = np.array(inputs.minutes, dtype=np.float64) * MINUTE_S
+    p50 = np.array(inputs.p50_ms, dtype=np.float64)
+    p99 = np.array(inputs.p99_ms, dtype=np.float64)
+    p50_slope = _slope_per_h(minutes_s, p50)
+    p99_slope = _slope_per_h(minutes_s, p99)
+    p99_median = float(np.median(p99)) if len(p99) else None
+    err_first, err_second = inputs.error_rate_first_half, inputs.error_rate_second_half
+    rss_slope = _slope_per_h(rss_t_s - t0, rss_mb) if len(rss_mb) else None
+    rss_mean = float(np.mean(rss_mb)) if len(rss_mb) else None
+    drift = bool(
+        p99_slope is not None and p99_median and p99_slope > DRIFT_MAX_PCT_PER_H / 100.0 * p99_median
+    )
+    leak = bool(
+        rss_slope is not None
+        and rss_mean
+        and rss_slope > max(LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H / 100.0 * rss_mean)
+    )
+    error_rise = bool(err_first is not None and err_second is not None and err_second > 2 * err_first + 0.001)
+    per_minute = [
+        {"minute": m, "p50_ms": lo, "p99_ms": hi, "error_rate": inputs.error_rate.get(m, 0.0)}
+        for m, lo, hi in zip(inputs.minutes, inputs.p50_ms, inputs.p99_ms, strict=True)
+    ]
+    return SoakResult(
+        minutes=len(per_minute),
+        p50_slope_ms_per_h=p50_slope,
+        p99_slope_ms_per_h=p99_slope,
+        p99_median_ms=p99_median,
+        error_rate_first_half=err_first,
+        error_rate_second_half=err_second,
+        rss_slope_mb_per_h=rss_slope,
+        rss_mean_mb=rss_mean,
+        latency_drift=drift,
+        memory_leak=leak,
+        error_rise=error_rise,
+        verdict="degrading" if (drift or leak or error_rise) else "stable",
+        per_minute=per_minute,
+    )

@@ -1,0 +1,303 @@
+"""The run analysis: every derived figure of one run, as one model (summary.json) plus its tables."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from analysis.engine.figures import ReportFigures
+from analysis.engine.minute_series import SoakFindings
+from analysis.figures.bootstrap import DEFAULT_N_BOOT
+from analysis.figures.capacity import CapacityResult, capacity, meets_slo
+from analysis.figures.devices import DeviceRow, ServingResult, deployment_findings, serving_devices
+from analysis.figures.health import HealthCheck, step_health
+from analysis.figures.quality import Finding, findings
+from analysis.figures.soak import is_soak, soak_result
+from analysis.model.decomposition import Decomposition
+from analysis.model.outage import OutageWindow
+from analysis.model.row_figures import RequestTotals, RowFigures
+from analysis.model.slowest import SlowRequest
+from analysis.model.soak import SoakResult
+from analysis.model.steps import PERCENTILE_METHOD, StepStats
+from analysis.model.telemetry import TelemetryIndex, TelemetryStats
+from analysis.search.state import SearchSummary, search_summary
+from embedperf.schema import CollectorStatus, GeneratorCpu, HostInfo, Manifest, RunFolder, ServiceInfo
+from scenarios.models import Scenario, Slo
+
+__all__ = ["RequestTotals", "RunAnalysis", "RunSummary", "write_analysis"]
+
+
+class StepReport(BaseModel):
+    stats: StepStats
+    telemetry: TelemetryStats
+    decomposition: Decomposition | None
+    health: list[HealthCheck]
+    meets_slo: bool
+
+
+class RunSummary(BaseModel):
+    """Written to RUN_DIR/analysis/summary.json; the report renders from it."""
+
+    run_id: str
+    kind: str
+    open_loop: bool
+    complete: bool
+    scenario: Scenario
+    target_url: str
+    label: str
+    service_info: ServiceInfo | None
+    host: HostInfo
+    versions: dict[str, str]
+    git: dict[str, Any]
+    start_unix_s: float | None
+    end_unix_s: float | None
+    generator_cpu: GeneratorCpu
+    collectors: list[CollectorStatus]
+    slo_p99_ms: float | None
+    error_budget: float
+    slo_verdict: str  # "pass" | "partial" | "fail" | "none"
+    percentile_method: str
+    devices_in_run: int
+    steps: list[StepReport]
+    capacity: CapacityResult
+    soak: SoakResult | None
+    findings: list[Finding]
+    dropped_rows: dict[str, int]
+    warmup_trimmed_rows: int
+    notes: list[str]
+    totals: RequestTotals = RequestTotals()
+    outage_windows: list[OutageWindow] = []
+    connection_backoffs: dict[str, int] | None = None  # per stage index, from the manifest
+    serving_rule: str = "none"  # explicit | service_info | busy | none (see analysis.figures.devices)
+    serving_devices: list[str] = []
+    device_table: list[DeviceRow] = []
+    # runs of 10 minutes or more: drift, memory growth and thermal throttling from per-minute series
+    soak_minutes: SoakFindings | None = None
+    search: SearchSummary | None = None  # the capacity search's answer (analysis.search.state), for search runs
+    # the slowest ok requests of the steady state with their X-Request-ID (analysis.model.slowest)
+    slowest_requests: list[SlowRequest] = []
+
+
+@dataclass
+class RunAnalysis:
+    """The summary plus what the figures draw (aggregates, never the request rows; never serialised)."""
+
+    summary: RunSummary
+    manifest: Manifest
+    folder: RunFolder
+    telemetry: TelemetryIndex
+    figures: ReportFigures
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The analysis options every entry point takes (SLO and plan overrides, bootstrap size)."""
+
+    slo_p99_ms: float | None = None
+    error_budget: float | None = None
+    target_qps: float | None = None
+    headroom: float = 0.25
+    n_boot: int = DEFAULT_N_BOOT
+
+
+def _slo_from_manifest(slo: Slo) -> tuple[float | None, float]:
+    """P99 SLO and error budget as a fraction (the scenario's `error_budget_pct` is a percentage)."""
+    return slo.p99_ms, slo.error_budget_pct / 100.0
+
+
+def _backoffs(manifest: Manifest) -> dict[str, int] | None:
+    raw = getattr(manifest, "connection_backoffs", None)
+    if not isinstance(raw, dict):
+        return None
+    return {str(k): int(v) for k, v in raw.items() if isinstance(v, int | float)}
+
+
+def _slo_verdict(meeting: list[bool], slo_p99_ms: float | None) -> str:
+    if slo_p99_ms is None or not meeting:
+        return "none"
+    if all(meeting):
+        return "pass"
+    return "partial" if any(meeting) else "fail"
+
+
+def _devices_in_run(index: TelemetryIndex, serving: ServingResult) -> int:
+    """Serving devices: those in the telemetry, else the indices the run was told (no device telemetry)."""
+    if index.devices:
+        return len(index.devices)
+    return max(len(serving.indices), 1)
+
+
+def _serving(manifest: Manifest, index: TelemetryIndex, stats: list[StepStats]) -> ServingResult:
+    windows = [(s.steady_start_unix_s, s.steady_end_unix_s) for s in stats]
+    stages = manifest.stages
+    span = (
+        (min(s.start_unix_s for s in stages), max(s.end_unix_s or s.start_unix_s for s in stages))
+        if stages
+        else None
+    )
+    result = serving_devices(index.all_accelerator, manifest.serving_devices, windows, span)
+    if result.rule != "none":
+        index.serve(result.devices)
+    return result
+
+
+def is_open_loop(manifest: Manifest) -> bool:
+    return manifest.kind == "open_loop" or any(s.rate is not None for s in manifest.stages)
+
+
+def run_window(manifest: Manifest, t_done_max_unix_s: float | None) -> tuple[float | None, float | None]:
+    stages = sorted(manifest.stages, key=lambda s: s.index)
+    t0 = (
+        manifest.start_unix_s
+        if manifest.start_unix_s is not None
+        else (stages[0].start_unix_s if stages else None)
+    )
+    t1 = manifest.end_unix_s if manifest.end_unix_s is not None else t_done_max_unix_s
+    return t0, t1
+
+
+def summarise(
+    manifest: Manifest,
+    rows: RowFigures,
+    index: TelemetryIndex,
+    gaps: dict[str, int],
+    sources: set[str],
+    settings: Settings = Settings(),
+) -> tuple[RunSummary, ServingResult]:
+    """The summary from the row figures and the telemetry, however each was read."""
+    manifest_p99, manifest_budget = _slo_from_manifest(manifest.slo)
+    slo_p99_ms = settings.slo_p99_ms if settings.slo_p99_ms is not None else manifest_p99
+    error_budget = settings.error_budget if settings.error_budget is not None else manifest_budget
+    stats = rows.stats
+    serving = _serving(manifest, index, stats)
+    steps: list[StepReport] = []
+    for stage_stats in stats:
+        tel = index.window_stats(stage_stats.steady_start_unix_s, stage_stats.steady_end_unix_s)
+        steps.append(
+            StepReport(
+                stats=stage_stats,
+                telemetry=tel,
+                decomposition=rows.decomposition.get(stage_stats.index),
+                health=step_health(stage_stats, tel, manifest.health),
+                meets_slo=meets_slo(stage_stats, slo_p99_ms, error_budget),
+            )
+        )
+    devices = _devices_in_run(index, serving)
+    cap = capacity(
+        stats,
+        slo_p99_ms,
+        error_budget,
+        think_s=0.0,  # users send back to back (loadgen.wiring.users); no scenario has think time
+        devices_in_run=devices,
+        target_qps=settings.target_qps,
+        headroom=settings.headroom,
+    )
+    run_t0, run_t1 = run_window(manifest, rows.t_done_max_unix_s)
+    run_seconds = (run_t1 - run_t0) if run_t0 is not None and run_t1 is not None else 0.0
+    soak = None
+    if is_soak(manifest) and rows.soak is not None:
+        rss_t, rss = index.service_rss_series()
+        soak = soak_result(rows.soak, rss_t, rss)
+    summary = RunSummary(
+        run_id=manifest.run_id,
+        kind=manifest.kind,
+        open_loop=is_open_loop(manifest),
+        complete=manifest.complete,
+        scenario=manifest.scenario,
+        target_url=manifest.target_url,
+        label=manifest.label,
+        service_info=manifest.service_info,
+        host=manifest.host,
+        versions=manifest.versions,
+        git=manifest.git,
+        start_unix_s=manifest.start_unix_s if manifest.start_unix_s is not None else run_t0,
+        end_unix_s=manifest.end_unix_s if manifest.end_unix_s is not None else run_t1,
+        generator_cpu=manifest.generator_cpu,
+        collectors=manifest.collectors,
+        slo_p99_ms=slo_p99_ms,
+        error_budget=error_budget,
+        slo_verdict=_slo_verdict([s.meets_slo for s in steps], slo_p99_ms),
+        percentile_method=PERCENTILE_METHOD,
+        devices_in_run=devices,
+        steps=steps,
+        capacity=cap,
+        soak=soak,
+        findings=[
+            *findings(manifest, rows.dropped, stats, gaps, run_seconds, sources, _generator_cpu(steps)),
+            *deployment_findings(serving, manifest.agents),
+        ],
+        dropped_rows=rows.dropped,
+        warmup_trimmed_rows=sum(rows.warmup_trimmed.values()),
+        notes=manifest.notes,
+        totals=rows.totals,
+        outage_windows=rows.outage_windows,
+        connection_backoffs=_backoffs(manifest),
+        serving_rule=serving.rule,
+        serving_devices=serving.devices,
+        device_table=serving.table,
+        search=search_summary(manifest),
+        slowest_requests=rows.slowest,
+    )
+    return summary, serving
+
+
+def _generator_cpu(steps: list[StepReport]) -> float | None:
+    values = [
+        s.telemetry.generator_cpu_mean_pct for s in steps if s.telemetry.generator_cpu_mean_pct is not None
+    ]
+    return float(np.mean(values)) if values else None
+
+
+STEP_COLUMNS: tuple[str, ...] = (
+    "index", "label", "users", "rate", "duration_s", "n_requests", "n_ok", "n_error", "n_timeout",
+    "qps", "error_rate", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_ci_low_ms",
+    "p99_ci_high_ms", "p999_ms", "max_ms", "device_util_mean_pct", "mem_bw_util_mean_pct",
+    "temp_max_c", "power_mean_w", "generator_cpu_mean_pct", "meets_slo",
+    "goodput_qps", "offered_qps", "errors_by_kind", "fallback_share",
+)  # fmt: skip
+# qps is goodput (successful requests per second); offered_qps counts failed requests too.
+
+
+def step_row(step: StepReport) -> dict[str, Any]:
+    s, lat, tel = step.stats, step.stats.latency, step.telemetry
+    return {
+        "index": s.index, "label": s.label, "users": s.users, "rate": s.rate, "duration_s": s.duration_s,
+        "n_requests": s.n_requests, "n_ok": s.n_ok, "n_error": s.n_error, "n_timeout": s.n_timeout,
+        "qps": s.qps, "error_rate": s.error_rate, "mean_ms": lat.mean_ms, "p50_ms": lat.p50_ms,
+        "p90_ms": lat.p90_ms, "p95_ms": lat.p95_ms, "p99_ms": lat.p99_ms, "p99_ci_low_ms": s.p99_ci_ms[0],
+        "p99_ci_high_ms": s.p99_ci_ms[1], "p999_ms": lat.p999_ms, "max_ms": lat.max_ms,
+        "device_util_mean_pct": tel.device_util_mean_pct, "mem_bw_util_mean_pct": tel.mem_bw_util_mean_pct,
+        "temp_max_c": tel.temp_max_c, "power_mean_w": tel.power_mean_w,
+        "generator_cpu_mean_pct": tel.generator_cpu_mean_pct, "meets_slo": step.meets_slo,
+        "goodput_qps": s.goodput_qps, "offered_qps": s.offered_qps,
+        "errors_by_kind": ";".join(f"{kind}:{n}" for kind, n in s.errors_by_kind.items()),
+        "fallback_share": s.fallback_share,
+    }  # fmt: skip
+
+
+def write_analysis(folder: RunFolder, summary: RunSummary) -> Path:
+    """RUN_DIR/analysis/{summary.json, steps.csv, decomposition.csv}; all rebuildable from the run."""
+    out = folder.analysis
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+    with (out / "steps.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(STEP_COLUMNS))
+        writer.writeheader()
+        for step in summary.steps:
+            writer.writerow(step_row(step))
+    with (out / "decomposition.csv").open("w", newline="", encoding="utf-8") as fh2:
+        rows = csv.writer(fh2)
+        rows.writerow(["index", "label", "component", "mean_ms", "pct"])
+        for step in summary.steps:
+            if step.decomposition is None:
+                continue
+            for name, value in step.decomposition.parts_ms.items():
+                rows.writerow(
+                    [step.stats.index, step.stats.label, name, value, step.decomposition.parts_pct[name]]
+                )
+    return out

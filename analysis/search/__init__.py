@@ -1,0 +1,1 @@
+"""The capacity search: its state machine, the statistics of one probe, and the record it leaves."""
