@@ -6,6 +6,8 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 EP      := $(VENV)/bin/embedperf
 STAMP   := $(VENV)/.setup-stamp
+PEERS   := .peers
+PEER_STAMPS := $(PEERS)/infinity/.setup-stamp $(PEERS)/kserve/.setup-stamp
 PROFILE ?= quick
 RUNS    ?= runs
 HOST    ?= 127.0.0.1
@@ -14,7 +16,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test test-quick lint bench bench-service bench-recorder bench-collectors \
-        bench-report bench-overload bench-ab fuzz report compare capacity matrix precision clean search bench-distributed
+        bench-report bench-overload bench-ab fuzz report compare capacity matrix precision clean search bench-distributed \
+        peers-setup peers canary
 
 help: ## show this help
 	@echo "embedperf: load testing and benchmarking for embedding inference services"
@@ -47,6 +50,17 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install everything (quick when already done)
 
+# Third-party servers the tests drive (Infinity, KServe v2), each in its own environment under .peers/
+# because their pins clash with ours; tests/peers/requirements-*.txt say which and why.
+$(PEERS)/%/.setup-stamp: tests/peers/requirements-%.txt
+	@rm -rf $(PEERS)/$*
+	python3 -m venv $(PEERS)/$*
+	$(PEERS)/$*/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS)/$*/bin/python -m pip install --quiet -r $<
+	@touch $@
+
+peers-setup: $(PEER_STAMPS) ## create .peers/infinity and .peers/kserve: the real third-party servers of the tests and make peers (quick when already done)
+
 system-deps: ## install Debian packages the tests and benchmarks need (chromium, prometheus, redis-server, wrk, a CJK font) when missing
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
@@ -65,7 +79,7 @@ system-deps: ## install Debian packages the tests and benchmarks need (chromium,
 serve: setup ## start the reference service on $(HOST):$(PORT) (Ctrl-C stops it)
 	$(EP) serve --host $(HOST) --port $(PORT)
 
-test: setup system-deps ## run every test (unit, integration, e2e)
+test: setup system-deps peers-setup ## run every test (unit, integration, e2e)
 	$(PY) -m pytest -q -n 2 --durations=15 tests
 
 test-quick: setup ## the edit-test loop: unit tests and the integration tests that start no process, on 2 cores (about a minute)
@@ -93,6 +107,10 @@ capacity: setup ## capacity plan for RUN (SLO_P99_MS=300 TARGET_QPS=1000 HEADROO
 search: setup ## highest rate meeting the P99 SLO against TARGET (default http://$(HOST):$(PORT)); SLO_P99_MS=100 SCENARIO=query
 	$(EP) search $(or $(SCENARIO),query) --host $(or $(TARGET),http://$(HOST):$(PORT)) --runs-dir $(RUNS) \
 	  $(if $(SLO_P99_MS),--slo-p99-ms $(SLO_P99_MS)) --profile $(PROFILE)
+
+canary: setup ## staged canary of CANDIDATE=URL against BASELINE=URL (SCENARIO=query, STAGES=5,20,50,100, WINDOW_S=60); exit 0 promote, 1 roll back, 2 no verdict, 3 incomplete
+	$(EP) canary $(or $(SCENARIO),query) --baseline $(BASELINE) --candidate $(CANDIDATE) --runs-dir $(RUNS) \
+	  $(if $(STAGES),--stages $(STAGES)) $(if $(WINDOW_S),--window-s $(WINDOW_S))
 
 matrix: setup ## optimisation before/after matrix (scenarios/optimizations.yaml)
 	$(EP) matrix scenarios/optimizations.yaml --profile $(PROFILE) --runs-dir $(RUNS)
@@ -132,6 +150,9 @@ bench-report: setup ## synthetic run of ROWS requests (default 10M) -> `embedper
 bench-distributed: setup ## embedperf run --workers 1/2/4 at 400 req/s open loop (constant, Poisson): achieved rate, rows = Locust; row forwarding rows/s
 	$(PY) benchmarks/bench_distributed.py rate
 	$(PY) benchmarks/bench_distributed.py forwarding
+
+peers: setup peers-setup system-deps ## the reference service against Infinity on the same model, alternating rounds, wrk at 1/10/50 connections: QPS, P50/P99 and ratios, also in OUT (default $(RUNS)/peers.txt)
+	$(PY) benchmarks/bench_peers.py --out "$(or $(OUT),$(RUNS)/peers.txt)"
 
 clean: ## remove caches (keeps .venv and runs/)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -40,7 +40,7 @@ def _locust_count(locust_dir: Path) -> int:
 def run_rate(
     url: str, workers: int, arrival: str, rate: float, duration_s: float, runs_dir: Path
 ) -> dict[str, Any]:
-    from analysis.ooc_run import analyse_folder
+    from analysis.run.analyse import analyse_folder
     from embedperf.schema import RunFolder, read_manifest, read_requests_table
 
     before = set(runs_dir.iterdir()) if runs_dir.exists() else set()
@@ -89,6 +89,7 @@ def run_forwarding(rows_per_s: float, duration_s: float, runs_dir: Path) -> dict
     from embedperf.schema import read_manifest
     from loadgen.distributed import rows as distributed
     from loadgen.lifecycle import session
+    from loadgen.lifecycle.run_state import attach
     from loadgen.processes.service_proc import free_port
     from loadgen.recording.monitor import CpuMonitor
     from loadgen.traffic.exchange import new_row_values
@@ -103,20 +104,22 @@ def run_forwarding(rows_per_s: float, duration_s: float, runs_dir: Path) -> dict
 
     port = free_port()
     master_env = Environment(user_classes=[Idle], host="http://127.0.0.1:9")  # no /info there: none fetched
+    master_state = attach(master_env)
     master = master_env.create_master_runner("127.0.0.1", port)
     distributed.register_master(master)
     worker_env = Environment(user_classes=[Idle])
+    worker_state = attach(worker_env)
     worker = worker_env.create_worker_runner("127.0.0.1", port)
     distributed.register_worker(worker)
     while not master.clients.ready:
         gevent.sleep(0.05)
-    session.bind(master_env, load_scenario("smoke"), session.RunOptions(runs_dir=runs_dir, collectors=False))
-    run = session.active()
+    master_state.bind(load_scenario("smoke"), session.RunOptions(runs_dir=runs_dir, collectors=False))
+    run = master_state.active()
     assert run is not None
     cpu = CpuMonitor(worker="w0-bench")
     cpu.start()
     forwarder = distributed.RowForwarder(worker, "w0-bench", cpu)
-    distributed.set_forwarder(forwarder)
+    worker_state.forwarder = forwarder
 
     template = new_row_values()
     for name, value in (("worker", "w0-bench"), ("endpoint", "/v1/embeddings"), ("status_code", 200), ("ok", True),
@@ -152,7 +155,8 @@ def run_forwarding(rows_per_s: float, duration_s: float, runs_dir: Path) -> dict
     written = int(getattr(read_manifest(folder), "request_rows", 0))
     cpu_s = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
     finalise_cpu_s = (cpu2.user + cpu2.system) - (cpu1.user + cpu1.system)
-    distributed.set_forwarder(None)
+    forwarder.stop()
+    worker_state.forwarder = None
     worker.quit()
     master.quit()
     return {

@@ -62,6 +62,7 @@ class Bare(FastHttpUser):
 # embedperf's own user and answer validation, with a sink that drops every row: no recorder.
 VALIDATED_LOCUSTFILE = """
 from locust import constant, constant_throughput, events
+from loadgen.lifecycle.run_state import attach
 from loadgen.traffic import context
 from loadgen.wiring import users
 from loadgen.recording.monitor import settle_heap
@@ -74,7 +75,7 @@ class Validated(users.EmbeddingUser):
 def _init(environment, **_):
     overrides = {"payload.corpora": "[%(corpus)s]", "payload.inputs_per_request": "[{n: 1, weight: 1}]"}
     scenario = load_scenario("smoke", overrides=overrides)
-    context.set_current(context.build_context(scenario, environment.host, lambda row: None, "local", None))
+    attach(environment).context = context.build_context(scenario, environment.host, lambda row: None, "local", None)
     settle_heap()  # as a recorded run does before its load
 """
 

@@ -6,6 +6,9 @@ bounded ring buffer and serves it twice: `/metrics` (Prometheus text, one gauge 
 metric with `device`, `host` and `source` labels, so an existing Prometheus can scrape it) and
 `/samples?since=UNIX_S` (JSON), which a run pulls so that no second is lost when one pull is late.
 `/time` answers the agent's clock for the run's offset estimate.
+
+Bound to anything but loopback, it requires a token (`Authorization: Bearer TOKEN`), read from
+`--token-file` or EMBEDPERF_AGENT_TOKEN (collectors.agent_token); an empty token counts as none.
 """
 
 from __future__ import annotations
@@ -26,15 +29,16 @@ from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from collectors.agent_metrics import metrics_text
+from collectors.agent_token import TOKEN_ENV, resolve_token
 from collectors.base import Source, begin_source, start_source_threads
 from collectors.cli import build_sources
 from collectors.clock import TickScheduler
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError, ConfigError
-from embedperf.schema import CANONICAL_METRICS, TelemetrySample
+from embedperf.schema import TelemetrySample
 
 DEFAULT_PORT = 9187
 DEFAULT_BUFFER_S = 3600.0
@@ -125,24 +129,6 @@ class Agent:
             thread.join(timeout=5.0)
 
 
-def metrics_text(agent: Agent) -> bytes:
-    """Prometheus exposition of the latest value of every canonical metric."""
-    registry = CollectorRegistry()
-    gauges: dict[str, Gauge] = {}
-    for (source, device, metric), value in sorted(agent.buffer.latest().items()):
-        if metric not in CANONICAL_METRICS:
-            continue
-        if metric not in gauges:
-            gauges[metric] = Gauge(
-                f"embedperf_{metric}",
-                f"{metric} (embedperf canonical metric)",
-                ["host", "device", "source"],
-                registry=registry,
-            )
-        gauges[metric].labels(host=agent.host_label, device=device, source=source).set(value)
-    return generate_latest(registry)
-
-
 def make_handler(agent: Agent, token: str | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -163,7 +149,8 @@ def make_handler(agent: Agent, token: str | None) -> type[BaseHTTPRequestHandler
                     return
             url = urlsplit(self.path)
             if url.path == "/metrics":
-                self._send(200, metrics_text(agent), CONTENT_TYPE_LATEST)
+                text = metrics_text(agent.host_label, agent.buffer.latest(), agent.sources)
+                self._send(200, text, CONTENT_TYPE_LATEST)
             elif url.path == "/time":
                 self._send(200, json.dumps({"now_unix_s": agent.now(), "host": agent.host_label}).encode())
             elif url.path == "/samples":
@@ -200,9 +187,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--bind",
         default="127.0.0.1",
-        help="listen address (default 127.0.0.1; another address needs --token)",
+        help=f"listen address (default 127.0.0.1; another address needs a token: {TOKEN_ENV} or --token-file)",
     )
-    p.add_argument("--token", default=None, help="require `Authorization: Bearer TOKEN` on every request")
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"file holding the token every request must carry as `Authorization: Bearer TOKEN` "
+        f"(default: the environment variable {TOKEN_ENV}); an empty token counts as none",
+    )
+    p.add_argument(
+        "--token",
+        default=None,
+        help=f"the token on the command line: accepted with a warning, since `ps` shows it to every user of "
+        f"the host; prefer {TOKEN_ENV} or --token-file",
+    )
     p.add_argument(
         "--sources", default="npu_smi,nvml,host", help="comma list of npu_smi, nvml, host (default all three)"
     )
@@ -252,14 +252,32 @@ def build_agent(args: argparse.Namespace) -> Agent:
     return Agent(build_sources(config), config.host_label, args.interval, args.buffer_s, args.clock_skew_s)
 
 
+def agent_token(args: argparse.Namespace) -> str | None:
+    """The token from --token-file, --token (with a warning) or EMBEDPERF_AGENT_TOKEN; None when empty."""
+    if args.token_file is not None and args.token is not None:
+        raise ConfigError("give the token once: --token-file PATH or EMBEDPERF_AGENT_TOKEN, not also --token")
+    if args.token is not None:
+        print(
+            f"agent: warning: --token is visible to every user of this host (ps, /proc/PID/cmdline); "
+            f"set {TOKEN_ENV} or pass --token-file PATH instead",
+            file=sys.stderr,
+            flush=True,
+        )
+        return args.token.strip() or None
+    return resolve_token(args.token_file)
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    if args.token is None and not _is_loopback(args.bind):
+    token = agent_token(args)
+    if token is None and not _is_loopback(args.bind):
         raise ConfigError(
-            f"--bind {args.bind} would serve telemetry to the network without authentication; add --token TOKEN"
+            f"--bind {args.bind} would serve telemetry to the network without authentication (no token, or "
+            f"an empty one); set {TOKEN_ENV}=TOKEN or pass --token-file PATH with a non-empty token, "
+            "or bind 127.0.0.1"
         )
     agent = build_agent(args)
-    server = ThreadingHTTPServer((args.bind, args.port), make_handler(agent, args.token))
+    server = ThreadingHTTPServer((args.bind, args.port), make_handler(agent, token))
     agent.start()
     stop = threading.Event()
 
@@ -275,7 +293,9 @@ def main(argv: list[str]) -> int:
         f"{s.name} ({s.status.reason})" for s in agent.sources if s.status.state in ("skipped", "failed")
     ]
     print(
-        f"agent: serving {agent.host_label} on http://{host}:{port} (/metrics, /samples, /time)", flush=True
+        f"agent: serving {agent.host_label} on http://{host}:{port} (/metrics, /samples, /time; "
+        f"{'a token is required' if token else 'no token: loopback only'})",
+        flush=True,
     )
     if skipped:
         print("agent: not sampled: " + "; ".join(skipped), flush=True)

@@ -4,7 +4,8 @@ Clocks differ between hosts. The offset to the agent is estimated at the start a
 NTP (the agent's time against the midpoint of our request and its answer, best of a few probes),
 samples are shifted onto the generator's clock, and offset and uncertainty go to the manifest. An
 agent that is down does not stop the run: the pull retries, the outage is an event, and the
-seconds without samples are listed.
+seconds without samples are listed. The token comes from `--agent-token-file` or EMBEDPERF_AGENT_TOKEN
+(collectors.agent_token); an agent that refuses it (401) is named as such, never as "down".
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from collectors.agent_token import TOKEN_ENV, bearer_headers, resolve_token
 from collectors.base import Source
 from collectors.config import CollectorConfig
 from embedperf.schema import AgentRecord, RunFolder, TelemetrySample
@@ -28,7 +30,6 @@ from embedperf.schema import AgentRecord, RunFolder, TelemetrySample
 PULL_INTERVAL_S = 2.0
 PROBES = 5
 REQUEST_TIMEOUT_S = 3.0
-TOKEN_ENV = "EMBEDPERF_AGENT_TOKEN"
 _RECORDS_LOCK = threading.Lock()
 
 
@@ -95,9 +96,9 @@ class AgentSource(Source):
         self.status.name = f"agent {url}"
         self.config = config
         self.url = url.rstrip("/")
-        token = os.environ.get(TOKEN_ENV)
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.client = httpx.Client(timeout=REQUEST_TIMEOUT_S, headers=headers)
+        token = resolve_token(config.agent_token_file)
+        self.client = httpx.Client(timeout=REQUEST_TIMEOUT_S, headers=bearer_headers(token))
+        self.refused: str | None = None  # why the agent refused our token (401), once it has
         self.host = ""
         self.spool = spool_path(RunFolder(config.out_dir), self.url)
         self.since_unix_s = 0.0
@@ -109,7 +110,10 @@ class AgentSource(Source):
     def start(self) -> None:
         self.start_offset = estimate_offset(self.client, self.url)
         if self.start_offset is None:
-            self.status.event("gap", f"agent {self.url} does not answer at the start; retrying")
+            if self._answers_401():
+                self._refused()
+            else:
+                self.status.event("gap", f"agent {self.url} does not answer at the start; retrying")
             self.down = True
             self.since_unix_s = time.time() - 60.0  # its clock is unknown yet: ask for a wide margin
         else:
@@ -126,6 +130,9 @@ class AgentSource(Source):
     def _pull(self) -> None:
         try:
             resp = self.client.get(f"{self.url}/samples", params={"since": repr(self.since_unix_s)})
+            if resp.status_code == 401:
+                self._refused()
+                return
             resp.raise_for_status()
             body = resp.json()
         except (httpx.HTTPError, ValueError) as exc:
@@ -145,6 +152,18 @@ class AgentSource(Source):
                 fh.write(json.dumps(samples) + "\n")
             self.since_unix_s = max(self.since_unix_s, max(float(row[0]) for row in samples))
 
+    def _answers_401(self) -> bool:
+        try:
+            return self.client.get(f"{self.url}/time").status_code == 401
+        except httpx.HTTPError:
+            return False
+
+    def _refused(self) -> None:
+        """Record once that the agent refuses our token: a wrong secret, not an outage."""
+        if self.refused is None:
+            self.refused = refused_message(self.url)
+            self.status.event("error", self.refused)
+
     def _spooled(self) -> Iterator[tuple[float, str, str, str, float]]:
         if not self.spool.is_file():
             return
@@ -163,7 +182,7 @@ class AgentSource(Source):
         offsets = [o for o in (self.start_offset, end_offset) if o is not None]
         record = AgentRecord(url=self.url, host=self.host, offset_s=None, offset_uncertainty_s=None)
         if not offsets:
-            record.status, record.reason = "failed", f"agent {self.url} never answered"
+            record.status, record.reason = "failed", self.refused or f"agent {self.url} never answered"
             record.missing_s = missing_seconds(set(), start_unix_s, end_unix_s, 0.0)
             self._save(record)
             self.status.set("failed", record.reason)
@@ -199,6 +218,28 @@ class AgentSource(Source):
         self._stop.set()
         self.client.close()
         self.spool.unlink(missing_ok=True)
+
+
+def refused_message(url: str) -> str:
+    return (
+        f"agent {url} refused the token (401): give the run the agent's token in {TOKEN_ENV} "
+        "or --agent-token-file PATH"
+    )
+
+
+def check_agent(url: str, token: str | None, timeout_s: float = REQUEST_TIMEOUT_S) -> str | None:
+    """Why a run could not pull from the agent at `url` with `token` (None when /time answers): the
+    pre-flight check, so that a refused token stops a run before any load instead of leaving it without
+    device figures."""
+    try:
+        resp = httpx.get(f"{url.rstrip('/')}/time", headers=bearer_headers(token), timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return f"agent {url} does not answer ({exc}); start `embedperf agent` there or drop --agent"
+    if resp.status_code == 401:
+        return refused_message(url)
+    if resp.status_code != 200:
+        return f"agent {url} answered /time with HTTP {resp.status_code}; is it an `embedperf agent`?"
+    return None
 
 
 def spool_path(folder: RunFolder, url: str) -> Path:

@@ -109,6 +109,10 @@ class Source:
         """Rows with their own timestamps, produced once at stop (pull-style sources)."""
         return ()
 
+    def device_health(self) -> dict[str, bool]:
+        """Device -> healthy now, for the devices whose health this source knows (the agent exports it)."""
+        return {}
+
     def close(self) -> None:
         """Release processes and handles; must not raise."""
 

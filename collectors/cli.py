@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from pathlib import Path
 from types import FrameType
 
 from pydantic import ValidationError
@@ -44,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-path", default="/metrics", help="Prometheus text path on the service (default /metrics)"
     )
     p.add_argument(
+        "--service-metric",
+        action="append",
+        default=[],
+        metavar="CANONICAL=NAME",
+        help="read a canonical service metric from the target's own Prometheus name, e.g. "
+        "queue_depth=te_queue_size (repeatable; default: the reference service's names)",
+    )
+    p.add_argument(
         "--service-pid", type=int, default=None, help="service PID (else found by its listening port)"
     )
     p.add_argument("--generator-pid", type=int, default=None, help="load generator PID")
@@ -75,6 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="pull the samples of an `embedperf agent` (http://host:9187) for this window; repeatable",
     )
+    p.add_argument(
+        "--agent-token-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="file holding the agents' token (default: the environment variable EMBEDPERF_AGENT_TOKEN)",
+    )
     return p
 
 
@@ -87,6 +103,7 @@ def config_from_args(argv: list[str]) -> CollectorConfig:
         "sources": args.sources,
         "service_url": args.service_url,
         "metrics_path": args.metrics_path,
+        "service_metrics": dict(pair.partition("=")[::2] for pair in args.service_metric),
         "service_pid": args.service_pid,
         "generator_pid": args.generator_pid,
         "npu_mode": args.npu_mode,
@@ -96,6 +113,7 @@ def config_from_args(argv: list[str]) -> CollectorConfig:
         "prometheus_end_unix_s": args.prometheus_end,
         "local_devices": args.local_devices,
         "agents": tuple(args.agent),
+        "agent_token_file": args.agent_token_file,
     }
     if args.npu_smi:
         values["npu_smi"] = args.npu_smi

@@ -31,6 +31,11 @@ class CollectorConfig(BaseModel):
     sources: tuple[str, ...] | Literal["auto"] = Field("auto", description="`auto` or explicit source names.")
     service_url: str | None = Field(None, description="Base URL of the service under test.")
     metrics_path: str = Field("/metrics", description="Path of the Prometheus text endpoint on service_url.")
+    service_metrics: dict[str, str] = Field(
+        default_factory=dict,
+        description="Canonical service metric -> the target's own Prometheus name (queue_depth=te_queue_size); "
+        "those not named keep the reference service's names.",
+    )
     service_pid: int | None = Field(None, description="Service PID; else found by the URL's listening port.")
     generator_pid: int | None = Field(None, description="Load generator PID (proc:generator).")
     npu_smi: str = Field(
@@ -55,6 +60,10 @@ class CollectorConfig(BaseModel):
         "they are used only for a local target).",
     )
     agents: tuple[str, ...] = Field((), description="`embedperf agent` URLs to pull the run's samples from.")
+    agent_token_file: Path | None = Field(
+        None,
+        description="File holding the agents' token (default: the environment variable EMBEDPERF_AGENT_TOKEN).",
+    )
 
     @field_validator("sources", mode="before")
     @classmethod
@@ -70,6 +79,17 @@ class CollectorConfig(BaseModel):
                     f"unknown source(s) {unknown or value!r}; valid: auto or a comma list of {', '.join(SOURCE_NAMES)}"
                 )
             return tuple(value)
+        return value
+
+    @field_validator("service_metrics")
+    @classmethod
+    def _canonical(cls, value: dict[str, str]) -> dict[str, str]:
+        known = ("queue_depth", "busy_frac", "request_rate_qps", "tokens_per_s", "batch_size_mean")
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"unknown service metric(s) {unknown}; valid: {', '.join(known)}")
+        if not all(value.values()):
+            raise ValueError("give each service metric as CANONICAL=NAME, e.g. queue_depth=te_queue_size")
         return value
 
     @field_validator("metrics_path")

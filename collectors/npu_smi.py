@@ -197,6 +197,7 @@ class NpuSmiSource(Source):
         self._lost: dict[str, float] = {}  # device -> when it was found lost (monotonic)
         self._slow: dict[str, tuple[float, nmap.Metrics]] = {}
         self._slow_emitted: dict[str, float] = {}
+        self._health: dict[str, str] = {}  # device -> npu-smi's Health column (OK, Warning, Alarm, ...)
         self._next_slow_mono_s = 0.0
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="npu-smi-poll")
         self._slow_thread: threading.Thread | None = None
@@ -282,10 +283,12 @@ class NpuSmiSource(Source):
         """Exact HBM used/total from the `npu-smi info` table, vector utilisation from `-t usages`."""
         assert self.smi is not None
         try:
-            table = nmap.metrics_from_info_table(nparse.parse_info_table(self.smi.run()))
+            chips = nparse.parse_info_table(self.smi.run())
         except CollectorError as exc:
             self.status.event("error", f"memory poll: {exc}")
-            table = {}
+            chips = []
+        table = nmap.metrics_from_info_table(chips)
+        self._health.update({nmap.device_name(c["npu_id"], c["chip_id"]): str(c["health"]) for c in chips})
         usages = self._poll_all(("usages",))
         now = time.monotonic()
         for device in self.devices:
@@ -299,6 +302,15 @@ class NpuSmiSource(Source):
             return
         self._slow_thread = threading.Thread(target=self._slow_poll, name="npu-smi-slow", daemon=True)
         self._slow_thread.start()
+
+    def device_health(self) -> dict[str, bool]:
+        """Lost devices are unhealthy; the others as npu-smi's Health column (read by the slow poll) says."""
+        health = dict(self._health)
+        return {
+            device: device not in self._lost and health[device].upper() == "OK"
+            for device in self.devices
+            if device in self._lost or device in health
+        }
 
     # ---- ticks ------------------------------------------------------------------------------
     def sample(self, ts_unix_s: float) -> Iterable[Reading]:

@@ -38,6 +38,10 @@ class DeviceOptions(BaseModel):
     agents: list[str] = Field(
         default_factory=list, description="`embedperf agent` URLs to pull samples from."
     )
+    agent_token_file: str | None = Field(
+        None,
+        description="File holding the agents' token (else the environment variable EMBEDPERF_AGENT_TOKEN).",
+    )
     local_devices: bool = Field(
         False, description="Sample this host's npu-smi/NVML even when the target is on another host."
     )
@@ -59,6 +63,7 @@ class DeviceOptions(BaseModel):
                 npu_smi=getattr(ns, "npu_smi", None) or None,
                 prometheus_url=getattr(ns, "prometheus_url", None) or None,
                 agents=[a for a in (getattr(ns, "agent", None) or []) if a],
+                agent_token_file=getattr(ns, "agent_token_file", None) or None,
                 local_devices=bool(getattr(ns, "local_devices", False)),
             )
         except ValidationError as exc:
@@ -77,6 +82,8 @@ class DeviceOptions(BaseModel):
             args += ["--prometheus-url", self.prometheus_url]
         if self.local_devices:
             args.append("--local-devices")
+        if self.agent_token_file:
+            args += ["--agent-token-file", self.agent_token_file]
         return args
 
     def command_args(self) -> list[str]:
@@ -117,4 +124,11 @@ def add_device_options(group: argparse._ActionsContainer) -> None:
         action="store_true",
         default=False,
         help="sample this host's npu-smi/NVML even when the target is on another host",
+    )
+    group.add_argument(
+        "--agent-token-file",
+        default=None,
+        metavar="PATH",
+        help="file holding the --agent token (default: the environment variable EMBEDPERF_AGENT_TOKEN; "
+        "never put the token itself on a command line)",
     )

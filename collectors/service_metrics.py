@@ -3,6 +3,9 @@
 Rates are taken between consecutive successful scrapes over their real elapsed time; a counter
 that goes down was reset (process restart) and its new value is the increase. A target that stops
 answering leaves a gap, recorded as an event with its length when it comes back.
+
+The names are the reference service's by default; another server's own names replace them per canonical
+metric (`--service-metric queue_depth=te_queue_size`; the load run passes its target protocol's).
 """
 
 from __future__ import annotations
@@ -26,7 +29,19 @@ BATCH_COUNT = "embedperf_batch_size_count"
 CACHE_HITS = "embedperf_cache_hits_total"
 CACHE_MISSES = "embedperf_cache_misses_total"
 QUEUE_DEPTH = "embedperf_queue_depth"
-COUNTERS = (COMPUTE_SECONDS, REQUESTS, TOKENS, BATCH_SUM, BATCH_COUNT, CACHE_HITS, CACHE_MISSES)
+# canonical metric -> the Prometheus sample it is read from: a gauge (queue_depth), a counter whose rate it
+# is (busy_frac: seconds busy per second, request_rate_qps, tokens_per_s), or a histogram or summary whose
+# mean over the interval it is (batch_size_mean: NAME_sum / NAME_count)
+DEFAULT_NAMES: Mapping[str, str] = {
+    "queue_depth": QUEUE_DEPTH,
+    "busy_frac": COMPUTE_SECONDS,
+    "request_rate_qps": REQUESTS,
+    "tokens_per_s": TOKENS,
+    "batch_size_mean": BATCH_SUM.removesuffix("_sum"),
+}
+GAUGES = frozenset({"queue_depth"})
+RATES = frozenset({"busy_frac", "request_rate_qps", "tokens_per_s"})
+MEANS = frozenset({"batch_size_mean"})
 
 
 def parse_metrics_text(text: str) -> dict[str, float]:
@@ -53,30 +68,35 @@ def counter_increase(previous: float, current: float) -> float:
     return current - previous if current >= previous else current
 
 
-def rates(prev: Scrape, cur: Scrape) -> dict[str, float]:
+def gauges(scrape: Scrape, names: Mapping[str, str] = DEFAULT_NAMES) -> dict[str, float]:
+    """The canonical gauges one scrape holds (queue_depth)."""
+    return {metric: scrape.values[names[metric]] for metric in GAUGES if names.get(metric) in scrape.values}
+
+
+def rates(prev: Scrape, cur: Scrape, names: Mapping[str, str] = DEFAULT_NAMES) -> dict[str, float]:
     """Canonical service metrics between two scrapes; a metric the service does not expose is absent."""
     dt = cur.mono_s - prev.mono_s
-    out: dict[str, float] = {}
-    if QUEUE_DEPTH in cur.values:
-        out["queue_depth"] = cur.values[QUEUE_DEPTH]
+    out = gauges(cur, names)
     if dt <= 0:
         return out
-    inc = {
-        name: counter_increase(prev.values[name], cur.values[name])
-        for name in COUNTERS
-        if name in prev.values and name in cur.values
-    }
-    if COMPUTE_SECONDS in inc:
-        out["busy_frac"] = inc[COMPUTE_SECONDS] / dt
-    if REQUESTS in inc:
-        out["request_rate_qps"] = inc[REQUESTS] / dt
-    if TOKENS in inc:
-        out["tokens_per_s"] = inc[TOKENS] / dt
-    if BATCH_SUM in inc and inc.get(BATCH_COUNT, 0.0) > 0:
-        out["batch_size_mean"] = inc[BATCH_SUM] / inc[BATCH_COUNT]
-    lookups = inc.get(CACHE_HITS, 0.0) + inc.get(CACHE_MISSES, 0.0)
-    if CACHE_HITS in inc and lookups > 0:
-        out["cache_hit_ratio"] = inc[CACHE_HITS] / lookups
+
+    def increase(name: str) -> float | None:
+        if name in prev.values and name in cur.values:
+            return counter_increase(prev.values[name], cur.values[name])
+        return None
+
+    for metric in RATES & names.keys():
+        rate_inc = increase(names[metric])
+        if rate_inc is not None:
+            out[metric] = rate_inc / dt
+    for metric in MEANS & names.keys():
+        total, count = increase(f"{names[metric]}_sum"), increase(f"{names[metric]}_count")
+        if total is not None and count:
+            out[metric] = total / count
+    hits, misses = increase(CACHE_HITS), increase(CACHE_MISSES)
+    lookups = (hits or 0.0) + (misses or 0.0)
+    if hits is not None and lookups > 0:
+        out["cache_hit_ratio"] = hits / lookups
     return out
 
 
@@ -86,6 +106,7 @@ class ServiceMetricsSource(Source):
     def __init__(self, config: CollectorConfig) -> None:
         super().__init__()
         self.url = config.metrics_url
+        self.names: Mapping[str, str] = {**DEFAULT_NAMES, **config.service_metrics}
         self.timeout_s = max(0.2, min(2.0, config.interval_s * 0.8))
         self._client: httpx.Client | None = None
         self._previous: Scrape | None = None
@@ -118,10 +139,8 @@ class ServiceMetricsSource(Source):
             self._gap_since_unix_s = None
         previous, self._previous = self._previous, scrape
         if previous is None:
-            return (
-                [(DEVICE, "queue_depth", scrape.values[QUEUE_DEPTH])] if QUEUE_DEPTH in scrape.values else []
-            )
-        return [(DEVICE, metric, value) for metric, value in rates(previous, scrape).items()]
+            return [(DEVICE, metric, value) for metric, value in gauges(scrape, self.names).items()]
+        return [(DEVICE, metric, value) for metric, value in rates(previous, scrape, self.names).items()]
 
     def close(self) -> None:
         if self._client is not None:

@@ -7,15 +7,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analysis.capacity import DEFAULT_HEADROOM, LITTLE_MISMATCH
-from analysis.decomposition import COMPONENTS
-from analysis.health import HealthCheck
-from analysis.minute_series import THROTTLE_DROP_FRACTION, THROTTLE_TEMP_RISE_C
-from analysis.ooc_run import analyse_folder
-from analysis.quality import Finding
-from analysis.quality_gate import quality_gate
-from analysis.soak import DRIFT_MAX_PCT_PER_H, LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H
-from analysis.summary import RunAnalysis, write_analysis
+from analysis.compare.quality_gate import quality_gate
+from analysis.engine.minute_series import THROTTLE_DROP_FRACTION, THROTTLE_TEMP_RISE_C
+from analysis.figures.capacity import DEFAULT_HEADROOM, LITTLE_MISMATCH
+from analysis.figures.health import HealthCheck
+from analysis.figures.quality import Finding
+from analysis.figures.soak import DRIFT_MAX_PCT_PER_H, LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H
+from analysis.model.decomposition import COMPONENTS
+from analysis.run.analyse import analyse_folder
+from analysis.run.summary import RunAnalysis, write_analysis
 from embedperf.errors import ConfigError
 from embedperf.schema import RunFolder, ServiceInfo
 from reports.figures import run_figures
@@ -29,7 +29,7 @@ TOP_ERRORS = 10
 PLAN_REFERENCE_QPS = 1000.0
 # Step warning code -> the mark shown beside the step (explained in the table's legend).
 WARNING_MARKS: dict[str, str] = {"no_samples": "0", "few_samples_p99": "1", "few_samples_p999": "2"}
-# The thresholds of the per-minute soak findings (analysis.minute_series.soak_findings), for their note.
+# The thresholds of the per-minute soak findings (analysis.engine.minute_series.soak_findings), for their note.
 SOAK_LIMITS: dict[str, float] = {
     "drift_pct": DRIFT_MAX_PCT_PER_H,
     "leak_mb_per_h": LEAK_MIN_MB_PER_H,

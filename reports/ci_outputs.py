@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from analysis.compare import CandidateComparison, Comparison
+from analysis.compare.changes import CandidateComparison, Comparison
 
 EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "no_verdict": 2}
 

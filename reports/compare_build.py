@@ -7,10 +7,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from analysis.compare import Comparison, compare_runs
-from analysis.gate import GateRule
-from analysis.ooc_run import analyse_folder
-from analysis.summary import RunAnalysis
+from analysis.compare.changes import Comparison, compare_runs
+from analysis.compare.gate import GateRule
+from analysis.run.analyse import analyse_folder
+from analysis.run.summary import RunAnalysis
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
 from reports.config_diff import config_difference

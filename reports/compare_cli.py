@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis.gate import GATE_METRICS, parse_gate
+from analysis.compare.gate import GATE_METRICS, parse_gate
 from embedperf.errors import ConfigError, GateFailed, GateInconclusive
 from embedperf.schema import open_run_folder
 from reports.ci_outputs import write_json, write_junit

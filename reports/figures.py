@@ -20,9 +20,9 @@ import pandas as pd  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from analysis.decomposition import COMPONENTS  # noqa: E402
-from analysis.minute_series import MinutePoint  # noqa: E402
-from analysis.summary import RunAnalysis, RunSummary  # noqa: E402
+from analysis.engine.minute_series import MinutePoint  # noqa: E402
+from analysis.model.decomposition import COMPONENTS  # noqa: E402
+from analysis.run.summary import RunAnalysis, RunSummary  # noqa: E402
 from reports.i18n import t  # noqa: E402
 
 CJK_FONT_NAMES: tuple[str, ...] = (
@@ -306,7 +306,7 @@ def _own_axes(ax: Any, x: np.ndarray, frame: pd.DataFrame, lines: list[tuple[str
 
 
 def soak_figure(analysis: RunAnalysis, lang: str) -> str | None:
-    """Per-minute series of a long run (analysis.minute_series), stacked panels sharing the minute axis."""
+    """Per-minute series of a long run (analysis.engine.minute_series), stacked panels sharing the minute axis."""
     if not analysis.figures.minutes:
         return None
     frame = minute_frame(analysis.figures.minutes)

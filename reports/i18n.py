@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from reports.i18n_canary import CANARY_CATALOGUE
+
 LANGS: tuple[str, ...] = ("en", "zh")
 
 # key -> (English, Chinese). Parameters use str.format names.
@@ -677,7 +679,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "sst_max_duration": ("time limit reached", "达到时间上限"),
     "sst_mixed": ("differs between repeats", "各次重复结果不同"),
     "sst_none": ("no search record", "没有搜索记录"),
-    # analysis.search.NOTES, by status (found has none)
+    # analysis.search.state.NOTES, by status (found has none)
     "sn_uncertain": (
         "the P99 at {rate:g} req/s stays within its interval of the SLO",
         "{rate:g} req/s 处的 P99 置信区间始终跨越 SLO",
@@ -709,7 +711,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "的区间太宽，无法收窄答案；请增大 --min-ok-requests（并相应增大 --max-probe-s 以便探测能收集到）",
     ),
     "sn_max_duration": ("stopped at --max-duration {seconds:g} s", "在 --max-duration {seconds:g} s 处停止"),
-    # analysis.search.REASONS, by code
+    # analysis.search.state.REASONS, by code
     "sr_error_budget": (
         "error rate {error_rate_pct:.2f}% above the budget {budget_pct:g}%",
         "错误率 {error_rate_pct:.2f}% 超出预算 {budget_pct:g}%",
@@ -783,6 +785,38 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "precision_gate_text": ("mean cosine ≥ {gate} ({profile})", "平均余弦 ≥ {gate}（{profile}）"),
     # the precision report (embedperf precision --report)
     "pr_title": ("Precision check", "精度检查"),
+    # embedperf verify: the four-layer release verdict (reports/templates/verify.html.j2)
+    "vf_title": ("Release verification", "上线验证"),
+    "vf_verdict": ("Verdict", "结论"),
+    "vf_verdict_pass": ("Every layer passes: ready to release", "四层检查全部通过：可以上线"),
+    "vf_verdict_fail": ("A layer fails: do not release", "有一层未通过：不可上线"),
+    "vf_verdict_incomplete": ("Incomplete: not every layer was judged", "不完整：并非每一层都已判定"),
+    "vf_exit_code": ("Exit code", "退出码"),
+    "vf_rule": (
+        "The layers run in order and the first that fails stops the rest. A warning passes (it names what "
+        "to look at); only a failure blocks the release.",
+        "各层按顺序执行，第一个失败的层会终止其后各层。警告不阻止上线（只指出需要关注之处）；只有失败才阻止上线。",
+    ),
+    "vf_layers": ("Layers", "各层"),
+    "vf_layer": ("Layer", "层"),
+    "vf_what": ("What it checks", "检查内容"),
+    "vf_outcome": ("Outcome", "结果"),
+    "vf_line": ("Summary", "摘要"),
+    "vf_layer_heading": ("Layer {n}: {title}", "第 {n} 层：{title}"),
+    "vf_layer_1": ("Function and precision", "功能与精度"),
+    "vf_layer_2": ("Performance and utilisation", "性能与利用率"),
+    "vf_layer_3": ("Stability", "稳定性"),
+    "vf_layer_4": ("Operational readiness", "运维就绪"),
+    "vf_check": ("Check", "检查项"),
+    "vf_note": ("Note", "说明"),
+    "vf_evidence": ("Evidence", "证据"),
+    "vf_thresholds": ("Thresholds and lengths (the verify section)", "阈值与时长（verify 配置段）"),
+    "vf_status_pass": ("pass", "通过"),
+    "vf_status_warn": ("warn", "警告"),
+    "vf_status_fail": ("fail", "失败"),
+    "vf_status_incomplete": ("incomplete", "不完整"),
+    "vf_status_not_run": ("not run", "未执行"),
+    "vf_status_skipped": ("skipped", "已跳过"),
     "pr_verdict": ("Verdict", "结论"),
     "pr_passes": ("Passes every precision gate", "通过全部精度门限"),
     "pr_fails": ("Fails the precision gate", "未通过精度门限"),
@@ -898,6 +932,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "{name}：在通过精度门禁的配置中，搜索所得容量最高（每设备 {rps} req/s，P99 <= {p99} ms）。",
     ),
     "rank": ("Rank", "排名"),
+    **CANARY_CATALOGUE,
 }
 
 # Collector and agent reasons are written by the sources in English; these known phrases are

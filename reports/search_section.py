@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 
-from analysis.search import SearchRecord, devices_serving, read_search
-from analysis.summary import RunAnalysis
-from analysis.telemetry import TelemetryStats
+from analysis.model.telemetry import TelemetryStats
+from analysis.run.summary import RunAnalysis
+from analysis.search.state import SearchRecord, devices_serving, read_search
 from reports.figures import figure_style, to_data_uri
 from reports.i18n import t
 
@@ -131,7 +131,7 @@ def verdict_text(record: SearchRecord, lang: str) -> str:
 
 
 def search_headline(record: SearchRecord, devices: int, lang: str) -> str:
-    """'N req/s per device at P99 <= X ms' in lang (analysis.search.headline is the console's)."""
+    """'N req/s per device at P99 <= X ms' in lang (analysis.search.state.headline is the console's)."""
     p99 = f"{record.slo_p99_ms:g}"
     if record.answer_rps is None:
         return t(

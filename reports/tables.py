@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analysis.bottleneck import Bottleneck
-from analysis.summary import RunSummary
-from analysis.telemetry import TelemetryStats
+from analysis.figures.bottleneck import Bottleneck
+from analysis.model.telemetry import TelemetryStats
+from analysis.run.summary import RunSummary
 from reports.render import MISSING as NA
 from reports.render import num, pair
 

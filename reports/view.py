@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from analysis.bottleneck import Bottleneck, step_bottleneck
-from analysis.capacity import DEFAULT_HEADROOM, DevicePlan, higher_load_override
-from analysis.summary import RunAnalysis, RunSummary
+from analysis.figures.bottleneck import Bottleneck, step_bottleneck
+from analysis.figures.capacity import DEFAULT_HEADROOM, DevicePlan, higher_load_override
+from analysis.run.summary import RunAnalysis, RunSummary
 
 
 def field(obj: Any, name: str, default: Any = None) -> Any:

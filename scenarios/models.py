@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from scenarios.canary_models import Canary, Rollback
+
 ScenarioKind = Literal["ramp", "openloop", "soak", "spike"]
 SCENARIO_KINDS: tuple[str, ...] = ("ramp", "openloop", "soak", "spike")
+# What each request asks of the target: dense embeddings, sparse (lexical) embeddings, or one query ranked
+# against N documents.
+Task = Literal["embed", "embed_sparse", "rerank"]
+TASKS: tuple[str, ...] = ("embed", "embed_sparse", "rerank")
 CLOSED_LOOP_KINDS: frozenset[str] = frozenset({"ramp", "soak", "spike"})
 CORPORA_DIR = Path(__file__).resolve().parent / "corpora"
 # Validation context key: check that named files exist (set when a scenario is loaded for a run, not
@@ -28,8 +34,21 @@ class Target(_Strict):
     """Where the load goes."""
 
     base_url: str = Field("http://127.0.0.1:8086", description="Scheme, host and port; --host overrides it.")
-    path: str = Field("/v1/embeddings", description="OpenAI-style embeddings path.")
-    model: str = Field("all-MiniLM-L6-v2", description="Value of the request's `model` field.")
+    protocol: str = Field(
+        "",
+        description="Target protocol: openai, tei, kserve-v2, ollama, infinity, vllm, or `package.module:ATTR` "
+        "naming a protocol object of your own; empty: detected by the pre-flight check (--protocol sets it).",
+    )
+    path: str = Field(
+        "",
+        description="Request path; empty: the protocol's path for payload.task, where the pre-flight check "
+        "found the target's API (e.g. /v1/embeddings, /embeddings, /embed, /rerank).",
+    )
+    model: str = Field(
+        "",
+        description="Model id sent with each request; empty: the model the target serves (its model list or "
+        "/info), else the reference service's all-MiniLM-L6-v2 (--model sets it).",
+    )
     api_key_env: str = Field(
         "EMBEDPERF_TARGET_API_KEY",
         description="Environment variable holding the API key (sent as a Bearer token when set).",
@@ -38,7 +57,11 @@ class Target(_Strict):
     dimension: int | None = Field(
         None, gt=0, description="Expected embedding size when the target has no /info; else learnt."
     )
-    info_path: str = Field("/info", description="Service description endpoint; absent targets are fine.")
+    info_path: str = Field(
+        "",
+        description="Service description endpoint recorded in the manifest; empty: the protocol's own "
+        "(/info, /v2/models/{model}, ...). Targets without one are fine.",
+    )
     encoding_format: Literal["float", "base64"] = "float"
     devices: list[int] = Field(
         default_factory=list,
@@ -107,9 +130,40 @@ class QualityProbes(_Strict):
     )
 
 
+class DocumentRange(_Strict):
+    """Documents per rerank request, drawn uniformly from [min, max]."""
+
+    min: int = Field(..., ge=1, le=4096)
+    max: int = Field(..., ge=1, le=4096)
+
+    @model_validator(mode="after")
+    def _range(self) -> DocumentRange:
+        if self.min > self.max:
+            raise ValueError(f"rerank.documents.min ({self.min}) must not exceed rerank.documents.max ({self.max})")
+        return self
+
+
+class Rerank(_Strict):
+    """One query and N documents per request: the query is a text of the corpora or dataset, the documents
+    come from the same source, or from the token-length generator when payload.tokens is set."""
+
+    documents: Annotated[int, Field(ge=1, le=4096)] | DocumentRange | list[InputsWeight] = Field(
+        8,
+        description="Documents per request: a number, {min, max} (uniform), or [{n, weight}, ...] (weighted).",
+    )
+
+
 class Payload(_Strict):
     """What each request carries."""
 
+    task: Task = Field(
+        "embed",
+        description="embed (dense vectors), embed_sparse (sparse vectors: TEI's /embed_sparse) or rerank "
+        "(one query and payload.rerank.documents documents).",
+    )
+    rerank: Rerank | None = Field(
+        None, description="The rerank shape (task rerank; its defaults apply when left out)."
+    )
     corpora: list[str] = Field(
         default_factory=lambda: ["en_short", "en_medium", "zh_short", "zh_medium"],
         description="Corpus names under scenarios/corpora/ (file stem), sampled uniformly per input.",
@@ -161,6 +215,19 @@ class Payload(_Strict):
     def _one_source(self) -> Payload:
         if self.dataset is not None and self.tokens is not None:
             raise ValueError("payload.dataset and payload.tokens are exclusive; choose one text source")
+        return self
+
+    @model_validator(mode="after")
+    def _task_shape(self) -> Payload:
+        """The rerank shape belongs to the rerank task; probes and edge cases are single-text embeddings."""
+        if self.task == "rerank" and self.rerank is None:
+            self.rerank = Rerank.model_validate({})
+        if self.task != "rerank" and self.rerank is not None:
+            raise ValueError(f"payload.rerank needs payload.task: rerank (the task is {self.task})")
+        if self.task != "embed" and self.quality_probes is not None:
+            raise ValueError(f"payload.quality_probes compare dense embeddings; task {self.task} has none")
+        if self.task != "embed" and self.validation_mix > 0:
+            raise ValueError(f"payload.validation_mix sends embedding edge cases; set it to 0 for task {self.task}")
         return self
 
 
@@ -311,6 +378,8 @@ class Scenario(_Strict):
     search: Search = Field(default_factory=lambda: Search.model_validate({}))
     slo: Slo = Field(default_factory=lambda: Slo.model_validate({}))
     health: Health = Field(default_factory=lambda: Health.model_validate({}))
+    canary: Canary = Field(default_factory=lambda: Canary.model_validate({}))
+    rollback: Rollback = Field(default_factory=lambda: Rollback.model_validate({}))
     drain_s: float = Field(2.0, ge=0, description="Open loop: seconds to let in-flight requests finish.")
     profiles: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
@@ -333,6 +402,11 @@ class Scenario(_Strict):
                 raise ValueError(f"steps.{i}: ramp_s ({step.ramp_s}) must be shorter than duration_s")
         if self.search.enabled and not self.is_open_loop:
             raise ValueError(f"search runs open-loop probes; scenario kind {self.kind!r} is closed loop")
+        if self.canary.enabled and len(self.steps) != len(self.canary.stages_pct):
+            raise ValueError(
+                f"a canary runs one step per stage ({len(self.canary.stages_pct)} stages, {len(self.steps)} "
+                "steps); start it with `embedperf canary`, which sets the steps"
+            )
         return self
 
     @property

@@ -1,4 +1,4 @@
-"""Load shedding before the body is read: a pure ASGI middleware in front of POST /v1/embeddings.
+"""Load shedding before the body is read: a pure ASGI middleware in front of POST /v1/embeddings and /rerank.
 
 Under overload most requests are refused, so a refusal must cost next to nothing. As text-embeddings-
 inference takes a permit before tokenising, the middleware asks the batcher, before routing, body reading or
@@ -20,6 +20,8 @@ from service.batcher import Batcher
 from service.http_errors import api_error, send_refusal
 
 EMBEDDINGS_PATH = "/v1/embeddings"
+RERANK_PATH = "/rerank"
+SERVING_PATHS = frozenset({EMBEDDINGS_PATH, RERANK_PATH})  # the POST routes that queue work for the batcher
 ADMITTED_KEY = "embedperf.admitted"  # scope["state"] key of the request's Admitted
 
 
@@ -43,7 +45,7 @@ def admitted_of(scope: Scope) -> Admitted | None:
 
 
 class AdmissionMiddleware:
-    """Refuses embedding requests with 429 + Retry-After while the batcher would shed them anyway.
+    """Refuses serving requests (SERVING_PATHS) with 429 + Retry-After while the batcher would shed them anyway.
 
     `batcher` returns the running batcher, or None while the service is not ready (the route then answers
     503 itself).
@@ -60,7 +62,7 @@ class AdmissionMiddleware:
         if (
             batcher is None
             or scope["type"] != "http"
-            or scope["path"] != EMBEDDINGS_PATH
+            or scope["path"] not in SERVING_PATHS
             or scope["method"] != "POST"
         ):
             await self.app(scope, receive, send)

@@ -2,7 +2,7 @@
 `embedperf serve` and the in-process tests, so what is tested is what ships.
 
 Stack, outermost first: request ID + access log (service/access_log.py) -> API keys (service/auth.py) ->
-admission, for POST /v1/embeddings only (service/admission.py) -> FastAPI's routes.
+admission, for POST /v1/embeddings and /rerank only (service/admission.py) -> FastAPI's routes.
 """
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.access_log import RequestContextMiddleware
-from service.admission import EMBEDDINGS_PATH, AdmissionMiddleware
+from service.admission import EMBEDDINGS_PATH, RERANK_PATH, AdmissionMiddleware
 from service.auth import ApiKeyMiddleware
 from service.devices import version_matrix
 from service.embed_route import embeddings
 from service.model import EmbeddingModel, weights_sha256
 from service.openai_api import error_body, request_body_schema
+from service.rerank_api import RERANK_KIND, RERANK_SCORE, rerank_body_schema
+from service.rerank_route import rerank
 from service.settings import ServiceSettings
 from service.state import ServiceState
 
@@ -82,7 +84,7 @@ def create_app(
         )
 
     def openapi() -> dict[str, Any]:
-        """FastAPI's document plus the request-body schema of the raw-body embeddings route."""
+        """FastAPI's document plus the request-body schemas of the raw-body embeddings and rerank routes."""
         if app.openapi_schema is not None:
             return app.openapi_schema
         document = get_openapi(title=app.title, version=app.version, routes=app.routes)
@@ -92,6 +94,14 @@ def create_app(
         document["paths"][EMBEDDINGS_PATH]["post"]["requestBody"] = {
             "required": True,
             "content": {"application/json": {"schema": schema}},
+        }
+        document["paths"][RERANK_PATH]["post"]["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": rerank_body_schema(settings.max_inputs, settings.max_input_chars)
+                }
+            },
         }
         if state.model is not None:  # the dimension is known: the document is final
             app.openapi_schema = document
@@ -121,6 +131,12 @@ def create_app(
                 "device": str(m.device) if m else settings.device,
                 "devices": [spec.as_info() for spec in settings.device_specs()],
                 "precision": settings.precision,
+                "rerank": {  # a bi-encoder score, not a cross-encoder's: named so that nobody mistakes it
+                    "path": RERANK_PATH,
+                    "kind": RERANK_KIND,
+                    "model": settings.model_name,
+                    "score": RERANK_SCORE,
+                },
                 "config": settings.public_config(),
                 "weights_sha256": state.weights or {},
                 "versions": version_matrix(m.device if m else None),
@@ -133,6 +149,10 @@ def create_app(
     @app.post(EMBEDDINGS_PATH, summary="Create embeddings (OpenAI-compatible)")
     async def create_embeddings(request: Request) -> Response:
         return await embeddings(state, request)
+
+    @app.post(RERANK_PATH, summary="Rank texts against a query (TEI-shaped; bi-encoder cosine score)")
+    async def rerank_texts(request: Request) -> Response:
+        return await rerank(state, request)
 
     return app
 

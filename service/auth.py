@@ -1,7 +1,7 @@
 """API keys: with --api-keys set, every endpoint but the probes answers 401 without a valid Bearer key.
 
 A pure ASGI middleware, so a refused request costs no routing and no body read. /health and /ready stay
-open for load balancers and orchestrators; /metrics, /info, /openapi.json and the embeddings route need a key
+open for load balancers and orchestrators; /metrics, /info, /openapi.json and the serving routes need a key
 (a Prometheus scrape sends it as `authorization: {credentials: KEY}`).
 """
 

@@ -1,10 +1,13 @@
-"""POST /v1/embeddings: body -> limits -> validation -> cache -> batcher -> OpenAI-shaped answer.
+"""The serving routes' shared frame, and POST /v1/embeddings: body -> limits -> validation -> cache -> batcher
+-> OpenAI-shaped answer.
 
 Admission (429 before the body is read) and API keys are checked by the middlewares in front of it
 (service/admission.py, service/auth.py); here the body is read under its size and time limits, the request is
 validated and computed, and a client that hangs up meanwhile cancels its work through the ASGI receive channel.
 Every answer names the model that produced its vectors (`model`, `X-Served-Model`) and says where its time
-went (`Server-Timing`, the access log).
+went (`Server-Timing`, the access log). `serve_route`, `embed_texts` and `answer_headers` are the frame every
+route that embeds texts goes through (POST /rerank too, service/rerank_route.py), so limits, cancellation,
+caching and timing stay one implementation.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ import asyncio
 import dataclasses
 import json
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import numpy as np
 from fastapi import Request
 from fastapi.responses import Response
+from starlette.types import Scope
 
 from service.admission import admitted_of
 from service.batch_errors import BatcherError
@@ -40,14 +46,33 @@ from service.state import ServiceState
 PARSE_OFF_LOOP_BYTES = 64 * 1024  # bodies above this are parsed on a thread so the event loop stays free
 SERVED_MODEL_HEADER = "X-Served-Model"
 
+# A route's own work, given the request, its raw body (read under the limits), when it started and its record.
+RouteHandler = Callable[[Request, bytes, float, RequestRecord | None], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """The vectors of one request's texts, from the cache or the batcher, and what produced them."""
+
+    vectors: np.ndarray  # one normalised row per text, in request order
+    tokens: list[int]  # tokens per text
+    result: BatchResult  # the batcher's answer for the texts the cache missed (empty when none)
+    cached: CacheLookup
+    use_cache: bool
+
 
 async def embeddings(state: ServiceState, request: Request) -> Response:
-    """The route: every ApiError becomes its JSON answer with a Server-Timing total."""
+    """POST /v1/embeddings."""
+    return await serve_route(state, request, lambda *args: _embed(state, *args))
+
+
+async def serve_route(state: ServiceState, request: Request, handler: RouteHandler) -> Response:
+    """The frame of a serving route: every ApiError becomes its JSON answer with a Server-Timing total."""
     record = record_of(request.scope)
     t_start_s = record.t_start_s if record is not None else time.perf_counter()
     state.metrics.inflight.inc()
     try:
-        return await _embed(state, request, t_start_s, record)
+        return await _limited(state, request, handler, t_start_s, record)
     except asyncio.CancelledError:  # the server cut the request off (the end of the shutdown grace)
         if record is not None:
             record.status, record.error = 500, "cancelled"  # uvicorn answers a cancelled request 500
@@ -64,8 +89,12 @@ async def embeddings(state: ServiceState, request: Request) -> Response:
         state.metrics.inflight.dec()
 
 
-async def _embed(
-    state: ServiceState, request: Request, t_start_s: float, record: RequestRecord | None
+async def _limited(
+    state: ServiceState,
+    request: Request,
+    handler: RouteHandler,
+    t_start_s: float,
+    record: RequestRecord | None,
 ) -> Response:
     if not state.ready or state.batcher is None or state.model is None:
         raise ApiError(
@@ -97,33 +126,9 @@ async def _embed(
             headers={"Retry-After": "1"},
         )
     try:
-        parse_args = (request.headers.get("content-type", ""), raw_body, s.max_inputs, state.model.dimension)
-        if len(raw_body) > PARSE_OFF_LOOP_BYTES:
-            body = await asyncio.to_thread(parse_embedding_request, *parse_args)
-        else:
-            body = parse_embedding_request(*parse_args)
-        if body.model is None:
-            raise ApiError(
-                422,
-                f"'model' is required; this service serves '{s.model_name}'",
-                "missing_model",
-                param="model",
-            )
-        if body.model not in state.served_names():
-            raise ApiError(
-                404,
-                f"The model '{body.model}' does not exist; this service serves '{s.model_name}'",
-                "model_not_found",
-                param="model",
-            )
-        body = dataclasses.replace(
-            body, texts=limit_chars(body.texts, s.max_input_chars, s.long_input, state.model.max_tokens)
-        )
-        if record is not None:
-            record.inputs = len(body.texts)
         try:
             async with cancelled_on_hang_up(request.receive):
-                return await _compute_and_respond(state, request, body, t_start_s, record)
+                return await handler(request, raw_body, t_start_s, record)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if CLIENT_DISCONNECTED not in exc.args or task is None:
@@ -134,38 +139,54 @@ async def _embed(
         state.concurrency.release()
 
 
-async def _compute_and_respond(
+def check_model(state: ServiceState, model: str | None) -> None:
+    """404 when a request names a model this service does not serve (None: the request named none)."""
+    if model is not None and model not in state.served_names():
+        raise ApiError(
+            404,
+            f"The model '{model}' does not exist; this service serves '{state.settings.model_name}'",
+            "model_not_found",
+            param="model",
+        )
+
+
+async def _embed(
+    state: ServiceState, request: Request, raw_body: bytes, t_start_s: float, record: RequestRecord | None
+) -> Response:
+    assert state.model is not None
+    s = state.settings
+    parse_args = (request.headers.get("content-type", ""), raw_body, s.max_inputs, state.model.dimension)
+    if len(raw_body) > PARSE_OFF_LOOP_BYTES:
+        body = await asyncio.to_thread(parse_embedding_request, *parse_args)
+    else:
+        body = parse_embedding_request(*parse_args)
+    if body.model is None:
+        raise ApiError(
+            422,
+            f"'model' is required; this service serves '{s.model_name}'",
+            "missing_model",
+            param="model",
+        )
+    check_model(state, body.model)
+    body = dataclasses.replace(
+        body, texts=limit_chars(body.texts, s.max_input_chars, s.long_input, state.model.max_tokens)
+    )
+    if record is not None:
+        record.inputs = len(body.texts)
+    return await _respond(state, request, body, t_start_s, record)
+
+
+async def _respond(
     state: ServiceState,
     request: Request,
     body: EmbeddingRequest,
     t_start_s: float,
     record: RequestRecord | None,
 ) -> Response:
-    assert state.batcher is not None and state.model is not None
-    main_id = state.settings.model_name
-    model_id = state.batcher.model_for_new_request()
-    use_cache = model_id == main_id  # the cache holds the main model's vectors only: never mix the two
-    n = len(body.texts)
-    vectors = np.empty((n, state.model.dimension), dtype=np.float32)
-    tokens = [0] * n
-    cached = await state.cache.lookup(body.texts) if use_cache else CacheLookup([None] * n)
-    missing = cached.missing
-    for index, entry in enumerate(cached.entries):
-        if entry is not None:
-            vectors[index], tokens[index] = entry.vector, entry.tokens
-    result = BatchResult(np.empty((0, 0)), [], 0.0, 0.0, 0.0, 0, 0, main_id)
-    if missing:
-        admitted = admitted_of(request.scope)
-        if admitted is not None:  # its inputs count in the batcher's queue from here on
-            admitted.release()
-        result = await _submit(state, [body.texts[i] for i in missing], missing, model_id)
-        for row, index in enumerate(missing):
-            vectors[index], tokens[index] = result.embeddings[row], result.token_counts[row]
-        if use_cache:
-            await state.cache.store([(body.texts[i], vectors[i], tokens[i]) for i in missing])
+    embedded = await embed_texts(state, request.scope, body.texts)
     t_post_s = time.perf_counter()
-    shortened = shorten(vectors, body.dimensions)
-    usage = sum(tokens)
+    shortened = shorten(embedded.vectors, body.dimensions)
+    usage = sum(embedded.tokens)
     payload = {
         "object": "list",
         "data": [
@@ -174,12 +195,54 @@ async def _compute_and_respond(
                 "index": i,
                 "embedding": encode_vector(shortened[i], body.encoding_format),
             }
-            for i in range(n)
+            for i in range(len(body.texts))
         ],
-        "model": result.model,
+        "model": embedded.result.model,
         "usage": {"prompt_tokens": usage, "total_tokens": usage},
     }
     content = json.dumps(payload, separators=(",", ":"))
+    headers = answer_headers(state, embedded, t_start_s, t_post_s, record)
+    return Response(content, media_type="application/json", headers=headers)
+
+
+async def embed_texts(state: ServiceState, scope: Scope, texts: list[str]) -> Embedded:
+    """The vectors of texts: cached ones from the cache, the rest through the batcher as one request's inputs
+    (its token budget, deadline and fair share), stored back in the cache."""
+    assert state.batcher is not None and state.model is not None
+    main_id = state.settings.model_name
+    model_id = state.batcher.model_for_new_request()
+    use_cache = model_id == main_id  # the cache holds the main model's vectors only: never mix the two
+    n = len(texts)
+    vectors = np.empty((n, state.model.dimension), dtype=np.float32)
+    tokens = [0] * n
+    cached = await state.cache.lookup(texts) if use_cache else CacheLookup([None] * n)
+    missing = cached.missing
+    for index, entry in enumerate(cached.entries):
+        if entry is not None:
+            vectors[index], tokens[index] = entry.vector, entry.tokens
+    result = BatchResult(np.empty((0, 0)), [], 0.0, 0.0, 0.0, 0, 0, main_id)
+    if missing:
+        admitted = admitted_of(scope)
+        if admitted is not None:  # its inputs count in the batcher's queue from here on
+            admitted.release()
+        result = await _submit(state, [texts[i] for i in missing], missing, model_id)
+        for row, index in enumerate(missing):
+            vectors[index], tokens[index] = result.embeddings[row], result.token_counts[row]
+        if use_cache:
+            await state.cache.store([(texts[i], vectors[i], tokens[i]) for i in missing])
+    return Embedded(vectors, tokens, result, cached, use_cache)
+
+
+def answer_headers(
+    state: ServiceState,
+    embedded: Embedded,
+    t_start_s: float,
+    t_post_s: float,
+    record: RequestRecord | None,
+) -> dict[str, str]:
+    """The headers of a successful answer (Server-Timing, batch, served model, cache), its stage metrics and
+    its access-log fields; call it once the body is encoded (post: from t_post_s until now)."""
+    result = embedded.result
     t_end_s = time.perf_counter()
     stages = {
         "queue": result.queue_ms,
@@ -191,7 +254,7 @@ async def _compute_and_respond(
     for stage in STAGES:
         state.metrics.stage_duration.labels(stage=stage).observe(stages[stage] / 1000)
     if record is not None:
-        record.tokens, record.model = usage, result.model
+        record.tokens, record.model = sum(embedded.tokens), result.model
         record.queue_ms, record.tokenize_ms = result.queue_ms, result.tokenize_ms
         record.compute_ms = result.compute_ms
     headers = {
@@ -200,9 +263,9 @@ async def _compute_and_respond(
         "X-Batch-Tokens": str(result.batch_tokens),
         SERVED_MODEL_HEADER: result.model,
     }
-    if state.cache.enabled and use_cache:
-        headers["X-Cache"] = cached.header()
-    return Response(content, media_type="application/json", headers=headers)
+    if state.cache.enabled and embedded.use_cache:
+        headers["X-Cache"] = embedded.cached.header()
+    return headers
 
 
 async def _submit(state: ServiceState, texts: list[str], positions: list[int], model_id: str) -> BatchResult:

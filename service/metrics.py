@@ -20,7 +20,16 @@ class ServiceMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
-            "embedperf_requests_total", "Embedding requests by HTTP status.", ["status"], registry=r
+            "embedperf_requests_total",
+            "Serving requests (embeddings and rerank) by HTTP status.",
+            ["status"],
+            registry=r,
+        )
+        self.route_requests = Counter(
+            "embedperf_route_requests_total",
+            "Serving requests by route (/v1/embeddings, /rerank) and HTTP status.",
+            ["route", "status"],
+            registry=r,
         )
         self.stage_duration = Histogram(
             "embedperf_stage_duration_seconds",
@@ -32,11 +41,19 @@ class ServiceMetrics:
         self.queue_depth = Gauge(
             "embedperf_queue_depth", "Inputs accepted and waiting for a batch.", registry=r
         )
-        self.inflight = Gauge("embedperf_inflight_requests", "Embedding requests in flight.", registry=r)
+        self.inflight = Gauge(
+            "embedperf_inflight_requests", "Serving requests (embeddings, rerank) in flight.", registry=r
+        )
         self.served_requests = Counter(
             "embedperf_served_requests_total",
             "Embedding requests answered 200, by the model that produced their vectors (main or fallback).",
             ["model"],
+            registry=r,
+        )
+        self.fallback_requests = Counter(
+            "embedperf_fallback_requests_total",
+            "Embedding requests answered 200 by the fallback model: its rate over embedperf_served_requests_total's "
+            "is the fallback's serving share (the alert rules and dashboards read it without knowing model names).",
             registry=r,
         )
         self.batch_size = Histogram(

@@ -56,18 +56,9 @@ def _bad(message: str, code: str, param: str | None = None, status: int = 400) -
     return ApiError(status, message, code, param=param)
 
 
-def _is_token_ids(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    )
-
-
-def parse_embedding_request(
-    content_type: str, raw_body: bytes, max_inputs: int, dimension: int
-) -> EmbeddingRequest:
-    """Validate one POST /v1/embeddings body; every problem becomes a 4xx ApiError that says what to send."""
+def json_object(content_type: str, raw_body: bytes, field: str) -> dict[str, Any]:
+    """A request body as a JSON object, or the 415/400 ApiError that says what to send; field: the one the
+    route needs first, named in the messages."""
     media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type != "application/json":
         raise ApiError(
@@ -81,10 +72,26 @@ def parse_embedding_request(
         raise _bad(f"request body is not valid JSON: {exc}", "invalid_json") from None
     except RecursionError:
         raise _bad(
-            'request body is nested too deeply; send a flat object {"input": ...}', "invalid_json"
+            f'request body is nested too deeply; send a flat object {{"{field}": ...}}', "invalid_json"
         ) from None
     if not isinstance(payload, dict):
-        raise _bad("request body must be a JSON object with an 'input' field", "invalid_request")
+        raise _bad(f"request body must be a JSON object with an '{field}' field", "invalid_request")
+    return payload
+
+
+def _is_token_ids(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    )
+
+
+def parse_embedding_request(
+    content_type: str, raw_body: bytes, max_inputs: int, dimension: int
+) -> EmbeddingRequest:
+    """Validate one POST /v1/embeddings body; every problem becomes a 4xx ApiError that says what to send."""
+    payload = json_object(content_type, raw_body, "input")
     if "input" not in payload:
         raise _bad("'input' is required: a string or a list of strings", "missing_input", "input")
     texts, single = _parse_input(payload["input"], max_inputs)
@@ -117,7 +124,7 @@ def _parse_input(value: Any, max_inputs: int) -> tuple[list[str], bool]:
     if isinstance(value, str):
         if not value:
             raise _bad("'input' must not be an empty string", "empty_input", "input")
-        _check_unicode(value, "input")
+        check_unicode(value, "input")
         return [value], True
     if not isinstance(value, list):
         raise _bad(
@@ -147,11 +154,11 @@ def _parse_input(value: Any, max_inputs: int) -> tuple[list[str], bool]:
         if not item:
             raise _bad(f"input[{index}] must not be an empty string", "empty_input", "input")
     for index, item in enumerate(value):
-        _check_unicode(item, f"input[{index}]")
+        check_unicode(item, f"input[{index}]")
     return list(value), False
 
 
-def _check_unicode(text: str, where: str) -> None:
+def check_unicode(text: str, where: str, param: str = "input") -> None:
     """JSON escapes can carry lone surrogates ("\\ud800") that no tokeniser can encode: refuse them here."""
     if text.isascii():
         return
@@ -161,7 +168,7 @@ def _check_unicode(text: str, where: str) -> None:
         raise _bad(
             f"{where} is not valid Unicode (unpaired surrogate at character {exc.start}); send UTF-8 text",
             "invalid_unicode",
-            "input",
+            param,
         ) from None
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from embedperf.errors import ConfigError
 from service.access_log import AccessLog
-from service.admission import EMBEDDINGS_PATH
+from service.admission import SERVING_PATHS
 from service.batcher import Batcher, BatcherConfig
 from service.cache import EmbeddingCache, ResultCache
 from service.cache_redis import RedisCache
@@ -52,6 +52,7 @@ class ServiceState:
         self.concurrency = ConcurrencyLimit(s.max_concurrency)
         self.rate = RateLimit(s.rate_limit_qps)
         self.access_log = AccessLog(s.access_log)
+        self.fallback_id = s.fallback_model_id()  # None without a fallback
 
     def batcher_config(self) -> BatcherConfig:
         s = self.settings
@@ -86,12 +87,15 @@ class ServiceState:
         return names
 
     def count_request(self, record: RequestRecord) -> None:
-        """Count a finished embedding request by status (refusals by the middlewares included), and an
-        answered one by the model that served it."""
-        if record.path == EMBEDDINGS_PATH and record.method == "POST":
+        """Count a finished serving request (embeddings or rerank) by status, refusals by the middlewares
+        included, and by route; an answered one by the model that served it."""
+        if record.path in SERVING_PATHS and record.method == "POST":
             self.metrics.requests.labels(status=str(record.status)).inc()
+            self.metrics.route_requests.labels(route=record.path, status=str(record.status)).inc()
             if record.status == 200 and record.model is not None:
                 self.metrics.served_requests.labels(model=record.model).inc()
+                if record.model == self.fallback_id:
+                    self.metrics.fallback_requests.inc()
 
     def device_healthy(self) -> bool:
         return self.batcher is None or self.batcher.health.healthy()

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from analysis.compare import MetricChange, compare_runs
-from analysis.ooc_run import analyse_folder
-from analysis.search import SearchSummary
-from analysis.summary import RunAnalysis
+from analysis.compare.changes import MetricChange, compare_runs
+from analysis.run.analyse import analyse_folder
+from analysis.run.summary import RunAnalysis
+from analysis.search.state import SearchSummary
 from embedperf.errors import RunFolderError
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html

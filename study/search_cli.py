@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis.search import (
+from analysis.search.state import (
     QUANTILE,
     Outcome,
     SearchRecord,

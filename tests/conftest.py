@@ -16,6 +16,10 @@ import pytest
 from loadgen.processes.service_proc import ServiceProcess
 from loadgen.processes.service_proc import free_port as free_port  # re-exported for tests
 from study.bench import RAMP_SERVICE_ARGS
+from tests.peers.fixtures import PEER_FIXTURES
+from tests.peers.fixtures import infinity_server as infinity_server  # shared with every test package
+from tests.peers.fixtures import infinity_vllm_style_server as infinity_vllm_style_server
+from tests.peers.fixtures import kserve_server as kserve_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NPU_SMI_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "npu-smi"
@@ -85,7 +89,7 @@ def reference_service(reference_service_log: Path) -> Iterator[str]:
 
 
 TESTS_DIR = REPO_ROOT / "tests"
-PROCESS_FIXTURES = frozenset({"reference_service"})  # fixtures that start a process or load a model
+PROCESS_FIXTURES = frozenset({"reference_service"}) | PEER_FIXTURES  # fixtures that start a process or load a model
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -12,7 +12,13 @@ from pathlib import Path
 from collectors.options import DeviceOptions, add_device_options
 from loadgen.cli.local_workers import LocalWorkers
 from loadgen.cli.runner import run_scenario_outcome
-from loadgen.lifecycle.options import add_api_key_option, add_step_options, export_api_key, step_overrides
+from loadgen.lifecycle.options import (
+    add_api_key_option,
+    add_step_options,
+    add_target_options,
+    export_api_key,
+    shorthand_overrides,
+)
 from loadgen.lifecycle.verdict import EXIT_INCOMPLETE
 from scenarios.loader import (
     OVERRIDE_HELP,
@@ -58,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout-s", type=float, default=None, help="stop the run after this many seconds")
     add_step_options(parser)
     add_api_key_option(parser)
+    add_target_options(parser)
     parser.add_argument(
         "--workers",
         type=int,
@@ -86,7 +93,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    overrides = step_overrides(parse_overrides(args.overrides), args)
+    overrides = shorthand_overrides(parse_overrides(args.overrides), args)
     # validated before anything starts; local workers inherit the key with the environment
     scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
     export_api_key(args.api_key, scenario.target.api_key_env)

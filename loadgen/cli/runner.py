@@ -47,10 +47,12 @@ def locust_command(
     overrides: Mapping[str, str] | None = None,
     collectors: bool = True,
     extra_args: list[str] | None = None,
+    locustfile: Path | None = None,
 ) -> list[str]:
     """The `locust` command line for a scenario (validated here first, so errors come early).
 
     extra_args: plugin options passed through unchanged (collectors.options.DeviceOptions.command_args).
+    locustfile: another entry point than the scenario kind's (a canary's).
     """
     resolved = load_scenario(scenario, profile=profile, overrides=overrides)
     path = scenario_path(scenario)
@@ -62,7 +64,7 @@ def locust_command(
         "-m",
         "locust",
         "-f",
-        str(locustfile_for(resolved.kind)),
+        str(locustfile or locustfile_for(resolved.kind)),
         "--headless",
         "--only-summary",
         "--scenario",
@@ -129,6 +131,7 @@ def run_scenario_outcome(
     echo: IO[str] | None = None,
     api_key: str | None = None,
     extra_args: list[str] | None = None,
+    locustfile: Path | None = None,
 ) -> RunOutcome:
     """Check the target, run Locust, and return the folder with the exit code (see the module doc)."""
     runs_dir = Path(runs_dir)
@@ -137,9 +140,14 @@ def run_scenario_outcome(
     resolved = load_scenario(scenario, profile=profile, overrides=overrides)
     export_api_key(api_key, resolved.target.api_key_env, env)
     export_api_key(api_key, resolved.target.api_key_env)  # the pre-flight request sends it too
-    host = check_target(resolved, host)
-    cmd = locust_command(scenario, host, runs_dir, label, profile, overrides, collectors, extra_args)
     out = echo if echo is not None else sys.stderr
+    checked = check_target(resolved, host)
+    if checked.line:  # what the pre-flight check detected; the run is told it, so it detects nothing again
+        print(checked.line, file=out, flush=True)
+    overrides = {**(overrides or {}), **checked.overrides()}
+    cmd = locust_command(
+        scenario, checked.base_url, runs_dir, label, profile, overrides, collectors, extra_args, locustfile
+    )
     before = {p.name for p in runs_dir.iterdir()}
     proc = subprocess.Popen(
         cmd,

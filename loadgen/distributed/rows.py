@@ -1,11 +1,13 @@
 """Distributed mode: workers forward row batches to the master, which writes the one run folder.
 
 Workers send `embedperf_rows` every FORWARD_INTERVAL_S (empty batches too: they double as a
-heartbeat the master's WorkerBook reads) and when asked to flush. At the end of the schedule the
-master stops every user, asks each live worker for its final batch -- a worker first reports its
-last Locust statistics, then its last rows, over the same ordered connection, so the rows in the
-folder and the requests Locust counted agree -- and waits for them (bounded) before closing the
-folder. An open-loop schedule is split between the workers (loadgen.traffic.shares).
+heartbeat the master's WorkerBook reads). At the end of the schedule the master stops every user,
+asks each live worker for its final batch and waits for them (bounded) before closing the folder.
+A worker's final batch rides in its next Locust statistics report (the public `report_to_master`
+event on the worker, `worker_report` on the master, one every WORKER_REPORT_INTERVAL): the last rows
+and the last request counts are taken at the same instant and travel in one message, so the rows in
+the folder and the requests Locust counted agree. An open-loop schedule is split between the
+workers (loadgen.traffic.shares).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 import gevent
 from locust.env import Environment
 from locust.rpc import Message
-from locust.runners import STATE_MISSING, MasterRunner, Runner, WorkerRunner
+from locust.runners import STATE_MISSING, WORKER_REPORT_INTERVAL, MasterRunner, Runner, WorkerRunner
 
 from loadgen.lifecycle import session
+from loadgen.lifecycle.run_state import state_of
 from loadgen.lifecycle.verdict import EXIT_USAGE
 from loadgen.lifecycle.worker_book import WorkerBook
 from loadgen.recording.monitor import CpuMonitor
@@ -28,9 +31,10 @@ from loadgen.traffic.shares import encode_shares
 
 ROWS_MSG = "embedperf_rows"
 FLUSH_MSG = "embedperf_flush"
+REPORT_KEY = "embedperf_final_rows"  # the final batch's key in a worker's statistics report
 FORWARD_INTERVAL_S = 1.0
 FINAL_ROWS_TIMEOUT_S = 15.0
-SIGTERM_FINAL_ROWS_TIMEOUT_S = 5.0
+SIGTERM_FINAL_ROWS_TIMEOUT_S = 2 * WORKER_REPORT_INTERVAL  # the next report, with room for a busy worker
 START_LEAD_S = 1.0  # open loop: the shared origin lies this far ahead, so every worker has its share by then
 log = logging.getLogger("embedperf.loadgen")
 
@@ -42,6 +46,7 @@ class RowForwarder:
         self.runner = runner
         self.worker = worker
         self.cpu = cpu
+        self.open_loop_stats: dict[str, float] = {}  # the worker's open-loop counters (its RunContext's)
         self._rows: list[list[Any]] = []
         self._greenlet = gevent.spawn(self._loop)
 
@@ -53,7 +58,8 @@ class RowForwarder:
             gevent.sleep(FORWARD_INTERVAL_S)
             self.send()
 
-    def send(self, final: bool = False) -> None:
+    def batch(self, final: bool = False) -> dict[str, Any]:
+        """The rows buffered so far (taken: each row leaves once) with the CPU samples since the last batch."""
         rows, self._rows = self._rows, []
         data: dict[str, Any] = {
             "worker": self.worker,
@@ -61,36 +67,45 @@ class RowForwarder:
             "cpu": self.cpu.take_new(),
             "final": final,
         }
-        ctx = context.current_or_none()
-        if final and ctx is not None and ctx.open_loop_stats:
-            data["open_loop"] = dict(ctx.open_loop_stats)
-        self.runner.send_message(ROWS_MSG, data)
+        if final and self.open_loop_stats:
+            data["open_loop"] = dict(self.open_loop_stats)
+        return data
+
+    def send(self, final: bool = False) -> None:
+        self.runner.send_message(ROWS_MSG, self.batch(final))
 
     def stop(self) -> None:
         self._greenlet.kill(block=False)
         self.send(final=True)
 
 
-_forwarder: RowForwarder | None = None
+class FinalRowsInReport:
+    """Worker side of the final flush: once the master asks, the next statistics report carries the last rows."""
 
+    def __init__(self, runner: WorkerRunner) -> None:
+        self.runner = runner
+        self.requested = False
 
-def set_forwarder(forwarder: RowForwarder | None) -> None:
-    global _forwarder
-    if _forwarder is not None and forwarder is not _forwarder:
-        _forwarder.stop()
-    _forwarder = forwarder
+    def on_flush(self, environment: Environment, msg: Message, **_: Any) -> None:
+        self.requested = True
+
+    def on_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
+        """Locust's report_to_master: `data` already holds the statistics; nothing yields in between."""
+        if not self.requested:
+            return
+        self.requested = False
+        forwarder = state_of(self.runner.environment).forwarder
+        if forwarder is not None:
+            data[REPORT_KEY] = forwarder.batch(final=True)
+        else:  # no test started here (joined late): answer anyway, so the master does not wait
+            name = context.worker_name(self.runner.client_id, self.runner.worker_index)
+            data[REPORT_KEY] = {"worker": name, "rows": [], "cpu": [], "final": True}
 
 
 def register_worker(runner: WorkerRunner) -> None:
-    def on_flush(environment: Environment, msg: Message, **_: Any) -> None:
-        runner._send_stats()  # Locust's counts first: the master sees them before the last rows
-        if _forwarder is not None:
-            _forwarder.send(final=True)
-        else:  # no test started here (joined late): answer anyway, so the master does not wait
-            runner.send_message(ROWS_MSG, {"worker": context.worker_name(runner.client_id, runner.worker_index),
-                                           "rows": [], "cpu": [], "final": True})  # fmt: skip
-
-    runner.register_message(FLUSH_MSG, on_flush)
+    final = FinalRowsInReport(runner)
+    runner.register_message(FLUSH_MSG, final.on_flush)
+    runner.environment.events.report_to_master.add_listener(final.on_report)
 
 
 def book_of(run: session.RunSession) -> WorkerBook:
@@ -101,31 +116,41 @@ def book_of(run: session.RunSession) -> WorkerBook:
 
 def register_master(runner: MasterRunner) -> None:
     def on_rows(environment: Environment, msg: Message, **_: Any) -> None:
-        run = session.current_session()
-        rows = msg.data["rows"]
-        if run is None:
-            if rows:
-                log.warning(
-                    "embedperf: %d rows from %s arrived after the run folder closed", len(rows), msg.node_id
-                )
-            return
-        run.recorder.write_many(rows)
-        run.add_cpu_samples(msg.data.get("cpu", []))
-        final = bool(msg.data.get("final"))
-        book_of(run).batch(
-            msg.node_id, str(msg.data["worker"]), len(rows), time.time(), final, msg.data.get("open_loop")
-        )
+        write_batch(environment, msg.node_id, msg.data)
+
+    def on_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
+        batch = data.get(REPORT_KEY)
+        if batch is not None:
+            write_batch(runner.environment, client_id, batch)
 
     runner.register_message(ROWS_MSG, on_rows)
+    runner.environment.events.worker_report.add_listener(on_report)
     gevent.spawn(_watch_workers, runner)
+
+
+def write_batch(environment: Environment, client_id: str, data: dict[str, Any]) -> None:
+    """Master side: one worker's batch into the run folder, and into the book of its workers."""
+    run = state_of(environment).current_session()
+    rows = data["rows"]
+    if run is None:
+        if rows:
+            log.warning(
+                "embedperf: %d rows from %s arrived after the run folder closed", len(rows), client_id
+            )
+        return
+    run.recorder.write_many(rows)
+    run.add_cpu_samples(data.get("cpu", []))
+    final = bool(data.get("final"))
+    book_of(run).batch(client_id, str(data["worker"]), len(rows), time.time(), final, data.get("open_loop"))
 
 
 def _watch_workers(runner: MasterRunner) -> None:
     """Master side: say when a worker falls silent (the book records how long it was missing); a worker
     Locust lost before it sent anything is booked as missing since the run began."""
+    state = state_of(runner.environment)
     while True:
         gevent.sleep(FORWARD_INTERVAL_S)
-        run = session.current_session()
+        run = state.current_session()
         if run is None:
             continue
         book = book_of(run)
@@ -183,7 +208,7 @@ def stop_master_on_sigterm(runner: MasterRunner) -> None:
     """SIGTERM on the master. Before the run started (still waiting for workers): tell the connected
     workers to quit and exit 2, nothing was measured. During the run: collect the workers' rows
     (briefly), then quit; the folder is finalised and the exit code says incomplete (3)."""
-    run = session.current_session()
+    run = state_of(runner.environment).current_session()
     if run is None:
         log.info("embedperf: SIGTERM while waiting for workers; nothing was measured")
         runner.quit()

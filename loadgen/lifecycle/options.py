@@ -1,12 +1,13 @@
 """Options that `locust -f locustfiles/...` and `embedperf run` share, and how the web UI shows them.
 
 Both commands take the same spelling for the same thing (--step-duration-s, --warmup-s,
---api-key); each is defined here once so their help texts and meaning cannot drift apart.
+--api-key, --protocol, --model); each is defined here once so their help texts and meaning cannot drift apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import MutableMapping
 
@@ -16,8 +17,17 @@ API_KEY_HELP = (
     "API key sent as a Bearer token (default: the environment variable named by target.api_key_env, "
     "EMBEDPERF_TARGET_API_KEY)"
 )
-# --set KEY=VALUE spelled out for the two commonest overrides; an explicit --set of the same key wins.
+# --set KEY=VALUE spelled out for the commonest overrides; an explicit --set of the same key wins.
 STEP_SHORTHANDS: dict[str, str] = {"step_duration_s": "steps.duration_s", "warmup_s": "steps.warmup_s"}
+TARGET_SHORTHANDS: dict[str, str] = {"protocol": "target.protocol", "model": "target.model"}  # strings
+PROTOCOL_HELP = (
+    "target protocol: openai, tei, kserve-v2, ollama, infinity, vllm, or package.module:ATTR naming your own "
+    "(default: target.protocol, else detected by the pre-flight check; shorthand for --set target.protocol=P)"
+)
+MODEL_HELP = (
+    "model id sent with each request (default: target.model, else the model the target serves; shorthand "
+    "for --set target.model=ID)"
+)
 
 
 def add_step_options(parser: argparse._ActionsContainer) -> None:
@@ -43,14 +53,25 @@ def add_api_key_option(parser: argparse._ActionsContainer) -> None:
     parser.add_argument("--api-key", default=None, metavar="KEY", help=API_KEY_HELP)
 
 
-def step_overrides(overrides: dict[str, str], options: object) -> dict[str, str]:
-    """The step shorthands that options carry, then the --set overrides: overrides apply in order, so
-    `--set steps.warmup_s=2` and `--set steps.1.warmup_s=2` both win over `--warmup-s`."""
+def add_target_options(parser: argparse._ActionsContainer) -> None:
+    """--protocol and --model: how to speak to the target, when the pre-flight check should not detect it."""
+    parser.add_argument("--protocol", default=None, metavar="NAME|MODULE:ATTR", help=PROTOCOL_HELP)
+    parser.add_argument("--model", default=None, metavar="ID", help=MODEL_HELP)
+
+
+def shorthand_overrides(overrides: dict[str, str], options: object) -> dict[str, str]:
+    """The shorthands that options carry, then the --set overrides: overrides apply in order, so
+    `--set steps.warmup_s=2` and `--set steps.1.warmup_s=2` both win over `--warmup-s`. Target strings
+    are quoted, so that a model id such as `1.5` or `null` stays text when the value is read as YAML."""
     shorthands = {
         key: str(value)
         for attr, key in STEP_SHORTHANDS.items()
         if (value := getattr(options, attr, None)) not in (None, "")
     }
+    for attr, key in TARGET_SHORTHANDS.items():
+        value = getattr(options, attr, None)
+        if value not in (None, ""):
+            shorthands[key] = json.dumps(str(value))
     return {**shorthands, **overrides}
 
 

@@ -1,26 +1,35 @@
-"""Pre-flight: normalise the target URL and send one real embeddings request before any load.
+"""Pre-flight: normalise the target URL, resolve its protocol, path and model, and send one real request
+before any load.
 
-A run against a wrong URL, a dead port or a refused key used to spend its whole duration
-recording failures (and a trailing slash produced `//v1/embeddings`); one request first turns
-each of those into one line and exit code 2, with nothing measured.
+A run against a wrong URL, a dead port or a refused key used to spend its whole duration recording
+failures (and a trailing slash produced `//v1/embeddings`); one request first turns each of those into one
+line and exit code 2, with nothing measured. What the user left unset is detected first
+(loadgen.lifecycle.target_detection), and a 404 that names the model is told apart from a wrong path.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import re
 import time
 import urllib.error
 import urllib.request
-from typing import Any
 from urllib.parse import urlsplit
 
 from embedperf.errors import TargetError
-from loadgen.traffic.context import build_context, request_headers
-from loadgen.traffic.exchange import check_body
-from scenarios.models import Scenario
+from loadgen.lifecycle.target_detection import Prober, ResolvedTarget, resolve_target
+from loadgen.traffic.context import request_headers
+from loadgen.traffic.payloads import RequestPayload
+from loadgen.traffic.protocols import registry
+from scenarios.models import Scenario, Task
 
 PREFLIGHT_TEXT = "embedperf pre-flight check"
+PREFLIGHT_DOCUMENTS = ["a pre-flight document", "another pre-flight document"]
+ANSWER_OF: dict[str, str] = {
+    "embed": "embeddings",
+    "embed_sparse": "sparse embeddings",
+    "rerank": "a ranking",
+}
 RETRY_STATUSES = frozenset({429, 502, 503, 504})  # busy, not wrong: worth a second try
 RETRIES = 3
 RETRY_WAIT_S = 1.0
@@ -57,26 +66,51 @@ def normalise_base_url(url: str, path: str = "/v1/embeddings") -> str:
     return f"{parts.scheme}://{parts.netloc}{prefix}"
 
 
-def check_target(scenario: Scenario, host: str) -> str:
-    """Normalise host, send one embeddings request and return the base URL to load.
+def check_target(scenario: Scenario, host: str) -> ResolvedTarget:
+    """Normalise host, resolve what the scenario left unset, send one request; the target to load.
 
-    Raises TargetError (exit 2) with one line when the target is unreachable, refuses the API key,
-    has no such path or answers something that is not an embeddings response.
+    Raises TargetError (exit 2) with one line when the target is unreachable, refuses the API key, has no
+    such path or model, or answers something that is not the task's answer.
     """
     base = normalise_base_url(host, scenario.target.path)
-    url = base + scenario.target.path
-    status, content_type, body = _post_once(scenario, url)
+    prober = Prober(base, request_headers(scenario))
+    resolved = resolve_target(scenario, prober)
+    target, protocol, task = resolved.target, resolved.protocol, scenario.payload.task
+    base = normalise_base_url(base, target.path)
+    url = base + target.path
+    payload = preflight_payload(task, target.path)
+    status, content_type, body = _post_once(
+        scenario, url, protocol.request_body(payload, task, target).encode()
+    )
     if status == 200:
-        ctx = build_context(scenario, base, _discard, "preflight", None)
-        ctx.expected_dim = None  # shape only: the run measures (and records) a wrong dimension
-        reason, _ = check_body(body, ctx, 1)
+        reason, _ = protocol.check_answer(body, payload, task, target, _ShapeOnly())
         if reason:
             raise TargetError(
-                f"{url} answered 200 but not with embeddings ({reason}): {answer_excerpt(body, content_type)}; "
-                "is --host an OpenAI-compatible embeddings service?"
+                f"{url} answered 200 but not with {ANSWER_OF[task]} ({reason}): {answer_excerpt(body, content_type)}; "
+                f"is --host a {protocol.label} target? (--protocol chooses another)"
             )
-        return base
-    raise TargetError(_status_message(scenario, url, status, content_type, body))
+        return dataclasses.replace(resolved, base_url=base)
+    if protocol.model_not_found(status, body) and not resolved.served_models:  # the model list says which
+        served = tuple(protocol.served_models(prober, resolved.prefix))
+        resolved = dataclasses.replace(resolved, served_models=served)
+    raise TargetError(_status_message(scenario, resolved, url, status, content_type, body))
+
+
+def preflight_payload(task: Task, path: str) -> RequestPayload:
+    """The one request of the pre-flight check: a text, or a query and two documents to rank."""
+    if task == "rerank":
+        return RequestPayload(list(PREFLIGHT_DOCUMENTS), path, query=PREFLIGHT_TEXT)
+    return RequestPayload([PREFLIGHT_TEXT], path)
+
+
+class _ShapeOnly:
+    """The pre-flight checks an answer's shape only: the run measures (and records) a wrong dimension."""
+
+    expected_dim: int | None = None
+    dim_source = ""
+
+    def learn_dim(self, dim: int) -> None:
+        """Nothing to learn: the run's own context learns from its first answer."""
 
 
 def answer_excerpt(body: bytes, content_type: str) -> str:
@@ -93,15 +127,9 @@ def answer_excerpt(body: bytes, content_type: str) -> str:
     return f"{kind}: {text}" if text else f"{kind}, empty body"
 
 
-def _discard(_: list[Any]) -> None:
-    """The pre-flight request is not a measurement: its row goes nowhere."""
-
-
-def _post_once(scenario: Scenario, url: str) -> tuple[int, str, bytes]:
-    """(status, content type, body) of one embeddings request, retried while the target says busy."""
+def _post_once(scenario: Scenario, url: str, data: bytes) -> tuple[int, str, bytes]:
+    """(status, content type, body) of one request, retried while the target says busy."""
     target = scenario.target
-    payload = {"input": [PREFLIGHT_TEXT], "model": target.model, "encoding_format": target.encoding_format}
-    data = json.dumps(payload).encode()
     status, content_type, body = 0, "", b""
     for attempt in range(RETRIES):
         request = urllib.request.Request(url, data=data, headers=request_headers(scenario), method="POST")
@@ -134,20 +162,39 @@ def _unreachable(url: str, reason: object, timeout_s: float) -> str:
     )
 
 
-def _status_message(scenario: Scenario, url: str, status: int, content_type: str, body: bytes) -> str:
+def _status_message(
+    scenario: Scenario, resolved: ResolvedTarget, url: str, status: int, content_type: str, body: bytes
+) -> str:
     env = scenario.target.api_key_env
+    protocol, model = resolved.protocol, resolved.target.model
     if status in (401, 403):
         return f"the target refused the API key (HTTP {status} from {url}); pass --api-key KEY or set {env}"
+    if protocol.model_not_found(status, body):
+        served = [m for m in resolved.served_models if m != model]
+        if served:
+            return (
+                f"model {model} is not served here; it serves: {', '.join(served)} (HTTP {status} from {url}); "
+                "pass --model with one of them, or leave --model and target.model unset to use the first"
+            )
+        return (
+            f"model {model} is not served here (HTTP {status} from {url}: {answer_excerpt(body, content_type)}); "
+            "pass --model with a model the target serves"
+        )
     if status == 404:
         return (
-            f"POST {url} answered 404 Not Found: wrong path; pass the service's base URL as --host "
-            "(http://HOST:PORT, or an OpenAI base URL ending in /v1) or set target.path"
+            f"POST {url} answered 404 Not Found: wrong path for protocol {protocol.name}; pass the service's base "
+            "URL as --host (http://HOST:PORT, or an OpenAI base URL ending in /v1), set target.path, or choose "
+            f"the protocol with --protocol ({', '.join(registry.REGISTRY.names())})"
         )
-    return (
-        f"POST {url} answered HTTP {status} to one embeddings request ({answer_excerpt(body, content_type)})"
+    return f"POST {url} answered HTTP {status} to one request ({answer_excerpt(body, content_type)})"
+
+
+def target_for_locust(scenario: Scenario, host: str, check: bool) -> ResolvedTarget:
+    """The Locust plugin's entry: the target checked with one request when `check`; else resolved without a
+    request (the web UI may still change the host), what is unset taking the protocol's defaults."""
+    if check:
+        return check_target(scenario, host)
+    target = registry.default_target(scenario.target, scenario.payload.task)
+    return ResolvedTarget(
+        target, registry.get(target.protocol), base_url=normalise_base_url(host, target.path)
     )
-
-
-def target_for_locust(scenario: Scenario, host: str, check: bool) -> str:
-    """The Locust plugin's entry: the normalised host, checked with one request when `check`."""
-    return check_target(scenario, host) if check else normalise_base_url(host, scenario.target.path)

@@ -1,6 +1,7 @@
 """One load run's run folder, from the first stage to the final manifest (local or master process).
 
-Started at the shape's first tick (or test start), finalised at test stop or when Locust quits:
+Started at the shape's first tick (or test start), finalised at test stop or when Locust quits (the
+run's state, loadgen.lifecycle.run_state, decides when):
 the manifest is written with complete=False at the start and complete=True at the end, so a
 crash leaves a readable folder whose manifest says it is incomplete.
 """
@@ -11,7 +12,6 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ from loadgen.recording.locust_report import write_locust_reports
 from loadgen.recording.monitor import CpuMonitor, settle_heap, summarise
 from loadgen.recording.recorder import Recorder, StageTimeline
 from loadgen.traffic import context, payloads
+from loadgen.traffic.context import RunContext
+from loadgen.traffic.protocols import registry
 from scenarios.models import Scenario
 
 log = logging.getLogger("embedperf.loadgen")
@@ -73,6 +75,7 @@ class RunSession:
     finalised: bool = False
     stop_reason: str = ""
     workers: WorkerBook | None = None  # distributed runs: the master's book of its workers
+    ctx: RunContext | None = None  # what this process's users share (None on a master: its workers send)
 
     def start(self) -> None:
         self.folder = new_run_folder(self.options.runs_dir, self.scenario.name, self.options.label)
@@ -104,13 +107,13 @@ class RunSession:
                 os.getpid(),
                 extra_args=self.options.collector_args,
                 agents=self.options.agents or self.scenario.target.agents,
+                service_metrics=registry.get(self.scenario.target.protocol).metric_names,
             )
             self.collectors.start()
         if not self._is_master:
-            ctx = context.build_context(
+            self.ctx = context.build_context(
                 self.scenario, self.host, self.recorder.write_values, "local", service_info
             )
-            context.set_current(ctx)
             payloads.prepare(self.scenario.payload, service_info)  # tokenizer loads before the first step
         log.info("embedperf: writing run folder %s", self.folder.root)
         settle_heap()  # last thing before the load: what exists now lives for the whole run
@@ -148,7 +151,7 @@ class RunSession:
             write_locust_reports(self.environment, self.folder.locust)
         except Exception as exc:  # noqa: BLE001 - Locust's own report must never lose our run
             self.manifest.notes.append(f"Locust CSV/HTML not written: {exc}")
-        ctx = context._current
+        ctx = self.ctx
         m = self.manifest
         m.end_unix_s = end
         m.stages = self.timeline.stages
@@ -168,7 +171,7 @@ class RunSession:
         if ctx is not None:
             extras["connection_backoffs"] = {str(k): v for k, v in sorted(ctx.connection_backoffs.items())}
         if ctx is not None and ctx.search is not None:
-            extras["search"] = ctx.search  # analysis.search.SearchRecord
+            extras["search"] = ctx.search  # analysis.search.state.SearchRecord
         for key, value in extras.items():
             setattr(m, key, value)
         if self.workers is not None:
@@ -177,7 +180,6 @@ class RunSession:
             m.notes.append(f"run stopped before the scenario's last stage ended ({reason})")
         m.complete = True
         write_manifest(self.folder, m)
-        context.set_current(None)
         print(f"run folder: {self.folder.root}", flush=True)
         return self.folder
 
@@ -202,51 +204,3 @@ def serving_devices(explicit: list[int], info: ServiceInfo | None) -> ServingDev
     if info is not None and info.accelerator_indices():
         return ServingDevices(rule="service_info", indices=info.accelerator_indices())
     return ServingDevices()
-
-
-_active: RunSession | None = None
-_environment: Environment | None = None
-_options: RunOptions | None = None
-_scenario: Scenario | None = None
-_resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None
-
-
-def bind(
-    environment: Environment,
-    scenario: Scenario,
-    options: RunOptions,
-    resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None,
-) -> None:
-    """Called once at Locust's init on the local or master process. `resolve` re-reads the scenario
-    and options before each new run (the web UI's start form changes them between runs)."""
-    global _environment, _options, _scenario, _resolve
-    _environment, _options, _scenario, _resolve = environment, options, scenario, resolve
-
-
-def active() -> RunSession | None:
-    """The run being written, starting it on first use after `bind` (the shape ticks before test_start)."""
-    global _active
-    if _active is not None and not _active.finalised:
-        return _active
-    if _environment is None or _options is None or _scenario is None:
-        return None
-    if _resolve is not None:  # the options as they stand now: the web UI's form may have changed them
-        bind(_environment, *_resolve(), resolve=_resolve)
-    host = _environment.host or _scenario.target.base_url
-    _active = RunSession(_environment, _scenario, _options, host)
-    _active.start()
-    return _active
-
-
-def current_session() -> RunSession | None:
-    return _active if _active is not None and not _active.finalised else None
-
-
-def last_session() -> RunSession | None:
-    """The run this process wrote or is writing, finalised or not (the exit code is decided after)."""
-    return _active
-
-
-def finalise(reason: str) -> RunFolder | None:
-    run = current_session()
-    return run.finalise(reason) if run is not None else None

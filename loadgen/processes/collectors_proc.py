@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -49,7 +50,9 @@ class CollectorsProcess:
         interval_s: float = 1.0,
         extra_args: list[str] | None = None,
         agents: list[str] | None = None,
+        service_metrics: Mapping[str, str] | None = None,
     ) -> None:
+        """service_metrics: canonical metric -> the target's own Prometheus name (its protocol's)."""
         self.folder = folder
         self.cmd = [
             sys.executable,
@@ -69,6 +72,8 @@ class CollectorsProcess:
         ]
         for agent in agents or []:
             self.cmd += ["--agent", agent]
+        for metric, name in (service_metrics or {}).items():
+            self.cmd += ["--service-metric", f"{metric}={name}"]
         self.log_path = folder.root / "collectors.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.start_error = ""

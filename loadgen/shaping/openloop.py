@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import gevent
 import gevent.pool
@@ -18,7 +19,7 @@ from locust.env import Environment
 
 from loadgen.traffic.context import RunContext
 from loadgen.traffic.exchange import dropped_row, send_embeddings
-from loadgen.traffic.payloads import PayloadSampler
+from loadgen.traffic.payloads import PayloadSampler, RequestPayload
 from loadgen.traffic.schedule import Arrival
 from loadgen.traffic.shares import share_arrivals
 
@@ -28,10 +29,16 @@ DROPPED_CAP = "dropped: in-flight cap"
 
 
 Stage = tuple[int, str, int | None, float | None]
+# Sends one scheduled request (client, context, payload, intended start, stage); a canary splits them.
+Send = Callable[[FastHttpSession, RunContext, RequestPayload, float, Stage], Any]
 
 
 def run_schedule(
-    client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment
+    client: FastHttpSession,
+    ctx: RunContext,
+    sampler: PayloadSampler,
+    environment: Environment,
+    send: Send = send_embeddings,
 ) -> dict[str, float]:
     """Dispatch the scenario's whole arrival schedule; returns counters (scheduled, sent, late, dropped).
 
@@ -55,6 +62,7 @@ def run_schedule(
         pool,
         stats,
         origin_unix_s=share.origin_unix_s,
+        send=send,
     )
     pool.join(timeout=scenario.drain_s + scenario.target.timeout_s)
     return stats
@@ -74,6 +82,7 @@ def dispatch(
     pool: gevent.pool.Pool,
     stats: dict[str, float],
     origin_unix_s: float | None = None,
+    send: Send = send_embeddings,
 ) -> None:
     """Start each arrival at its instant (offsets from now + START_LEAD_S); returns when all are started.
 
@@ -123,4 +132,4 @@ def dispatch(
             )
             continue
         stats["sent"] += 1
-        pool.spawn(send_embeddings, client, ctx, payload, t_intended, stage)  # blocks while full (queue)
+        pool.spawn(send, client, ctx, payload, t_intended, stage)  # blocks while full (queue)

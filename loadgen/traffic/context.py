@@ -1,4 +1,8 @@
-"""Per-process state of a load run that users read: the scenario, where rows go, the expected dimension."""
+"""What the users of one load run share: the scenario, where rows go, the expected dimension.
+
+A RunContext is built at test start and kept on the run's state (loadgen.lifecycle.run_state), which
+lives on Locust's Environment; nothing here is held in a module global.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.traffic.protocols import registry
+from loadgen.traffic.protocols.base import TargetProtocol
 from loadgen.traffic.request_ids import request_ids
 from loadgen.traffic.shares import ScheduleShare
 from scenarios.models import Scenario
@@ -19,7 +25,7 @@ INFO_TIMEOUT_S = 3.0
 
 @dataclass
 class RunContext:
-    """What every user in this process shares. Set at test start; read by users and shapes."""
+    """What every user of a run shares. Built at test start; read by users and shapes."""
 
     scenario: Scenario
     host: str
@@ -35,6 +41,7 @@ class RunContext:
     schedule_share: ScheduleShare | None = None  # open loop: this process's arrivals (loadgen.traffic.shares)
     share_claimed: bool = False
     request_ids: Iterator[str] = field(default_factory=request_ids)  # X-Request-ID of each request sent
+    protocol: TargetProtocol = registry.DEFAULT  # builds each request and judges its answer (target.protocol)
 
     def claim_share(self) -> ScheduleShare | None:
         """The share to dispatch, once per run: a second dispatcher in this process (Locust rebalancing
@@ -51,24 +58,6 @@ class RunContext:
             self.dim_source = "first answer"
 
 
-_current: RunContext | None = None
-
-
-def current() -> RunContext:
-    if _current is None:
-        raise RuntimeError("no load run is active in this process (the test has not started)")
-    return _current
-
-
-def current_or_none() -> RunContext | None:
-    return _current
-
-
-def set_current(ctx: RunContext | None) -> None:
-    global _current
-    _current = ctx
-
-
 def request_headers(scenario: Scenario) -> dict[str, str]:
     headers = {"Content-Type": "application/json"}
     api_key = os.environ.get(scenario.target.api_key_env, "")
@@ -78,8 +67,11 @@ def request_headers(scenario: Scenario) -> dict[str, str]:
 
 
 def fetch_service_info(host: str, scenario: Scenario) -> dict[str, Any] | None:
-    """GET <host><info_path> as JSON, or None for targets without it (or unreachable ones)."""
-    url = host.rstrip("/") + scenario.target.info_path
+    """GET <host><info_path> (target.info_path, else the protocol's) as the protocol reads it, or None for
+    targets without it (or unreachable ones)."""
+    target = scenario.target
+    protocol = registry.get(target.protocol)
+    url = host.rstrip("/") + (target.info_path or protocol.info_path(target))
     req = urllib.request.Request(url, headers=request_headers(scenario))
     try:
         with urllib.request.urlopen(req, timeout=INFO_TIMEOUT_S) as resp:  # noqa: S310 - user-given target
@@ -88,7 +80,7 @@ def fetch_service_info(host: str, scenario: Scenario) -> dict[str, Any] | None:
             data = json.loads(resp.read())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    return protocol.service_info(data, target.model)
 
 
 def info_dimension(info: dict[str, Any] | None) -> int | None:
@@ -104,7 +96,12 @@ def info_dimension(info: dict[str, Any] | None) -> int | None:
 def build_context(
     scenario: Scenario, host: str, sink: RowSink, worker: str, service_info: dict[str, Any] | None
 ) -> RunContext:
-    """Expected dimension: /info first, then the scenario's `target.dimension`, then the first answer."""
+    """Expected dimension: /info first, then the scenario's `target.dimension`, then the first answer.
+
+    A target the pre-flight check did not resolve (protocol, path or model unset) takes the defaults."""
+    target = registry.default_target(scenario.target, scenario.payload.task)
+    if target is not scenario.target:
+        scenario = scenario.model_copy(update={"target": target})
     ctx = RunContext(
         scenario=scenario,
         host=host,
@@ -112,6 +109,7 @@ def build_context(
         worker=worker,
         service_info=service_info,
         headers=request_headers(scenario),
+        protocol=registry.get(scenario.target.protocol),
     )
     dim = info_dimension(service_info)
     if dim is not None:

@@ -1,10 +1,11 @@
-"""One timed embeddings request: send, validate the answer, report to Locust and record one row."""
+"""One timed request of the run's task: send it, validate the answer, report to Locust and record one row.
+
+The target's protocol (loadgen.traffic.protocols, on the run context) builds the body and judges the answer;
+this module times it, reports it and lays out the row.
+"""
 
 from __future__ import annotations
 
-import base64
-import json
-import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ from gevent import Timeout as GeventTimeout
 
 from embedperf.schema import REQUEST_COLUMNS, REQUEST_ID_HEADER, SERVED_MODEL_HEADER
 from loadgen.traffic.context import RunContext
-from loadgen.traffic.headers import TIMING_VALUE_COLUMNS, raw_timing_values
+from loadgen.traffic.headers import TIMING_VALUE_COLUMNS
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.quality import answer_cosine
 
@@ -22,102 +23,10 @@ if TYPE_CHECKING:  # importing locust monkey-patches the process; only its users
 _COL = {name: i for i, name in enumerate(REQUEST_COLUMNS)}
 _NO_TIMING: list[Any] = [None] * len(TIMING_VALUE_COLUMNS)
 _HEADERS_ATTR = "_embedperf_headers"  # the request headers, cached on each FastHttpSession
-_EMBEDDING_LIST = re.compile(rb'"embedding"\s*:\s*\[')  # `"object": "embedding"` does not match
-_PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)\s*[,}]')
 
 
 def new_row_values() -> list[Any]:
     return [None] * len(REQUEST_COLUMNS)
-
-
-def _embedding_dim(item: Any, encoding_format: str) -> int | None:
-    emb = item.get("embedding") if isinstance(item, dict) else None
-    if isinstance(emb, list):
-        return len(emb)
-    if isinstance(emb, str) and encoding_format == "base64":
-        return len(base64.b64decode(emb)) // 4
-    return None
-
-
-def _count_float_lists(body: bytes, dim: int) -> int:
-    """How many `"embedding": [...]` lists the body holds, when every one has `dim` items; else -1.
-
-    A byte scan instead of parsing every float: -1 also when the body does not look like a
-    plain JSON object of flat lists (then the caller parses it properly). Runs once per
-    request, so it stays in C calls: one regex search per list, no copies of the body.
-    """
-    if body[:1] != b"{" or body[-1:] != b"}":
-        stripped = body.strip()
-        if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
-            return -1
-    if b'"data"' not in body:
-        return -1
-    search = _EMBEDDING_LIST.search
-    find = body.find
-    count = 0
-    pos = 0
-    while (match := search(body, pos)) is not None:
-        start = match.end()
-        end = find(b"]", start)
-        if end < 0 or find(b"[", start, end) >= 0:
-            return -1
-        items = body.count(b",", start, end) + 1
-        if items == 1 and not body[start:end].strip():
-            items = 0
-        if items != dim:
-            return -1
-        count += 1
-        pos = end + 1
-    return count
-
-
-def check_body(body: bytes, ctx: RunContext, n_inputs: int) -> tuple[str, int | None]:
-    """'' when the answer carries n_inputs embeddings of the expected size, else the reason; plus usage tokens.
-
-    Float answers are checked by a byte scan (count and length of the embedding lists) that
-    costs a few microseconds where parsing every float costs ~100 us at 384 dimensions; any
-    answer the scan does not accept outright is parsed with `json` for the exact reason.
-    """
-    expected_dim = ctx.expected_dim
-    if (
-        expected_dim is not None
-        and ctx.scenario.target.encoding_format == "float"
-        and _count_float_lists(body, expected_dim) == n_inputs
-    ):
-        at = body.rfind(b'"prompt_tokens"')  # usage comes last: look there first
-        match = _PROMPT_TOKENS.match(body, at) if at >= 0 else None
-        if match is None and at >= 0:
-            match = _PROMPT_TOKENS.search(body)
-        return "", int(match.group(1)) if match else None
-    return _check_parsed(body, ctx, n_inputs)
-
-
-def _check_parsed(body: bytes, ctx: RunContext, n_inputs: int) -> tuple[str, int | None]:
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return "invalid JSON in a 200 answer", None
-    data = doc.get("data") if isinstance(doc, dict) else None
-    if not isinstance(data, list):
-        return "answer has no `data` list", None
-    usage = doc.get("usage") if isinstance(doc, dict) else None
-    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-    tokens = tokens if isinstance(tokens, int) else None
-    if len(data) != n_inputs:
-        return f"wrong count: {len(data)} embeddings for {n_inputs} inputs", tokens
-    enc = ctx.scenario.target.encoding_format
-    dims = {_embedding_dim(item, enc) for item in data}
-    if None in dims:
-        return "answer item without an embedding", tokens
-    if len(dims) != 1:
-        return f"embeddings of different sizes {sorted(d for d in dims if d is not None)}", tokens
-    dim = dims.pop()
-    assert dim is not None
-    if ctx.expected_dim is None:
-        ctx.learn_dim(dim)
-    elif dim != ctx.expected_dim:
-        return f"wrong dimension: {dim}, expected {ctx.expected_dim} (from {ctx.dim_source})", tokens
-    return "", tokens
 
 
 def _request_headers(client: FastHttpSession, ctx: RunContext) -> dict[str, str]:
@@ -140,6 +49,28 @@ class RequestFailed(Exception):
     """A failed request as Locust's statistics see it; the message is the row's `error`."""
 
 
+class NoAnswer:
+    """A request that got no answer at all (refused, reset, timed out): status 0, no body, and why."""
+
+    status_code = 0
+    content = b""
+    headers = None
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def post(client: FastHttpSession, url: str, data: str, headers: dict[str, str]) -> Any:
+    """POST through the session's user agent (`FastHttpSession.client`, geventhttpclient's public `urlopen`),
+    as Locust's own FastHttpSession.request sends: an answer outside 2xx/3xx comes back on the exception
+    it raises, no answer at all as a NoAnswer."""
+    try:
+        return client.client.urlopen(url, method="POST", payload=data, headers=headers)
+    except (Exception, GeventTimeout) as exc:  # one failed request, as Locust counts it; never the user's end
+        response = getattr(exc, "response", None)
+        return response if response is not None else NoAnswer(exc)
+
+
 def send_embeddings(
     client: FastHttpSession,
     ctx: RunContext,
@@ -149,7 +80,7 @@ def send_embeddings(
 ) -> list[Any]:
     """Post one request, report it to Locust as ok/failed, record its row and return the row values.
 
-    The request goes through FastHttpSession's own send (connection errors become a response with
+    The request goes through the session's user agent (`post`: connection errors become a NoAnswer with
     status 0 and `.error`) and is reported with one `request` event, as `request(...,
     catch_response=True)` plus `success()`/`failure()` would, without building the context-manager
     copy of every response: this runs once per request and its CPU is the generator's budget.
@@ -159,15 +90,15 @@ def send_embeddings(
     `X-Served-Model` as sent, the body is never read for the model.
     """
     target = ctx.scenario.target
+    task = ctx.scenario.payload.task
+    protocol = ctx.protocol
     url = f"{client.base_url}{target.path}"  # as FastHttpSession._build_url does for a relative path
-    data = json.dumps(
-        {"input": payload.inputs, "model": target.model, "encoding_format": target.encoding_format}
-    )
+    data = protocol.request_body(payload, task, target)
     request_id = next(ctx.request_ids)
     headers = {**_request_headers(client, ctx), REQUEST_ID_HEADER: request_id}  # a copy: requests overlap
     t_sent = time.time()
     p_sent = time.perf_counter()
-    resp = client._send_request_safe_mode("POST", url, payload=data, headers=headers)
+    resp = post(client, url, data, headers)
     read_error: BaseException | None = None
     try:
         content = resp.content or b""
@@ -186,7 +117,9 @@ def send_embeddings(
     elif conn_error is not None:
         error = f"{type(conn_error).__name__}: {conn_error}"
     elif status == 200:
-        error, tokens = check_body(content, ctx, len(payload.inputs))
+        error, tokens = protocol.check_answer(content, payload, task, target, ctx)
+        if tokens is None and resp.headers is not None:
+            tokens = protocol.header_tokens(resp.headers.get)
     else:
         error = f"HTTP {status}" if status else "no answer"
     client.request_event.fire(
@@ -205,6 +138,8 @@ def send_embeddings(
     t_done = t_sent + latency_ms / 1000.0
     stage_values = stage if stage is not None else (None, None, None, None)
     inputs = payload.inputs
+    query = payload.query
+    chars = len(inputs[0]) if len(inputs) == 1 else sum(map(len, inputs))
     row = [  # REQUEST_COLUMNS order (checked below), built in one go: this runs once per request
         None,  # run_id: set by the recorder
         ctx.worker,
@@ -218,11 +153,11 @@ def send_embeddings(
         status or None,
         not error,
         error or None,
-        len(inputs),
-        len(inputs[0]) if len(inputs) == 1 else sum(map(len, inputs)),
+        len(inputs) if query is None else len(inputs) + 1,  # texts sent: a rerank's query is one
+        chars if query is None else chars + len(query),
         tokens,
         len(content),
-        *(raw_timing_values(headers_in.get) if headers_in is not None else _NO_TIMING),
+        *(protocol.raw_timing(headers_in.get) if headers_in is not None else _NO_TIMING),
         answer_cosine(content, payload.reference) if payload.reference is not None and not error else None,
         request_id,
         headers_in.get(SERVED_MODEL_HEADER) if headers_in is not None else None,  # raw; see recorder
@@ -252,7 +187,7 @@ def dropped_row(
     row[_COL["endpoint"]] = payload.endpoint
     row[_COL["ok"]] = False
     row[_COL["error"]] = reason
-    row[_COL["n_inputs"]] = len(payload.inputs)
+    row[_COL["n_inputs"]] = payload.texts
     row[_COL["input_chars"]] = payload.input_chars
     ctx.sink(row)
     return row

@@ -23,7 +23,7 @@ from embedperf.errors import ConfigError
 from loadgen.traffic.quality import load_reference_set
 from scenarios.datasets import load_dataset
 from scenarios.loader import CORPORA_DIR
-from scenarios.models import Payload, TokenLengths
+from scenarios.models import DocumentRange, Payload, Rerank, TokenLengths
 
 LONG_TEXT_CHARS = 5_000
 WORDS_PER_TOKEN = 0.75  # English words per model token, the common rule of thumb (no tokenizer at hand)
@@ -36,14 +36,25 @@ class RequestPayload:
     """What one request sends and how its outcome is judged (one per request: not frozen, as a
     frozen dataclass costs three times as much to build)."""
 
-    inputs: list[str]
+    inputs: list[str]  # the texts to embed; for rerank, the documents
     endpoint: str  # label in request rows and Locust stats
     expect_failure: bool = False
     reference: np.ndarray | None = None  # quality probe: the unit fp32 embedding its answer should match
+    query: str | None = None  # rerank: the text the documents are ranked against
 
     @property
     def input_chars(self) -> int:
-        return sum(len(t) for t in self.inputs)
+        return sum(len(t) for t in self.inputs) + (len(self.query) if self.query is not None else 0)
+
+    @property
+    def texts(self) -> int:
+        """Texts the request sends (the query counts as one): the row's n_inputs."""
+        return len(self.inputs) + (self.query is not None)
+
+    @property
+    def documents(self) -> int | None:
+        """Documents to rank (None unless rerank): the row's documents."""
+        return len(self.inputs) if self.query is not None else None
 
 
 def available_corpora(corpora_dir: Path = CORPORA_DIR) -> list[str]:
@@ -203,6 +214,18 @@ def _synthetic(
     )
 
 
+def document_counts(spec: Rerank) -> Callable[[random.Random], int]:
+    """Documents per rerank request: fixed, uniform in [min, max], or drawn by weight."""
+    documents = spec.documents
+    if isinstance(documents, int):
+        return lambda rng: documents
+    if isinstance(documents, DocumentRange):
+        low, high = documents.min, documents.max
+        return lambda rng: rng.randint(low, high)
+    sizes, weights = [w.n for w in documents], [w.weight for w in documents]
+    return lambda rng: rng.choices(sizes, weights)[0]
+
+
 class PayloadSampler:
     """Draws payloads for one user; deterministic per seed so runs send comparable texts."""
 
@@ -219,6 +242,8 @@ class PayloadSampler:
         self.synthetic = prepare(spec, service_info, corpora_dir)
         self.sizes = [w.n for w in spec.inputs_per_request]
         self.weights = [w.weight for w in spec.inputs_per_request]
+        self.rerank = spec.task == "rerank"
+        self.documents_per_request = document_counts(spec.rerank) if spec.rerank is not None else None
         self.validation_mix = spec.validation_mix
         self.validation = validation_cases(corpora_dir) if spec.validation_mix > 0 else []
         self.endpoint = endpoint
@@ -236,6 +261,10 @@ class PayloadSampler:
     def _text(self) -> str:
         if self.synthetic is not None:  # a random cut of the word pool; a tag would change its length
             return self.synthetic.text(self._rng)
+        return self._source_text()
+
+    def _source_text(self) -> str:
+        """A text of the corpora or dataset, tagged unique unless it is one of the repeats."""
         text = self._rng.choice(self.texts)
         if self.repeat_fraction >= 1.0 or (
             self.repeat_fraction > 0.0 and self._rng.random() < self.repeat_fraction
@@ -245,6 +274,10 @@ class PayloadSampler:
         return f"{text} (#{self._unique_prefix}{self._unique_count})"
 
     def next(self) -> RequestPayload:
+        if self.rerank:
+            assert self.documents_per_request is not None
+            documents = [self._text() for _ in range(self.documents_per_request(self._rng))]
+            return RequestPayload(documents, self.endpoint, query=self._source_text())
         if self.validation and self._rng.random() < self.validation_mix:
             return self._rng.choice(self.validation)
         if self.probe_fraction and self._rng.random() < self.probe_fraction:

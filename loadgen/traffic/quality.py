@@ -54,16 +54,30 @@ def load_reference_set(path: str) -> tuple[list[str], np.ndarray]:
     return [str(t) for t in table.column("text").to_pylist()], vectors
 
 
-def answer_cosine(body: bytes, reference: np.ndarray) -> float | None:
-    """Cosine of the first embedding in an OpenAI-style answer to a unit reference vector (None if unreadable)."""
+def answer_vectors(body: bytes) -> list[np.ndarray] | None:
+    """Every embedding of an OpenAI-style answer (float lists or base64), in order; None if unreadable."""
     try:
-        embedding = json.loads(body)["data"][0]["embedding"]
+        items = json.loads(body)["data"]
+        embeddings = [item["embedding"] for item in items]
     except (ValueError, KeyError, IndexError, TypeError):
         return None
-    if isinstance(embedding, str):
-        vector = np.frombuffer(base64.b64decode(embedding), dtype=np.float32).astype(np.float64)
-    else:
-        vector = np.asarray(embedding, dtype=np.float64)
+    vectors = []
+    for embedding in embeddings:
+        if isinstance(embedding, str):
+            vectors.append(np.frombuffer(base64.b64decode(embedding), dtype=np.float32).astype(np.float64))
+        elif isinstance(embedding, list):
+            vectors.append(np.asarray(embedding, dtype=np.float64))
+        else:
+            return None
+    return vectors
+
+
+def answer_cosine(body: bytes, reference: np.ndarray) -> float | None:
+    """Cosine of the first embedding in an OpenAI-style answer to a unit reference vector (None if unreadable)."""
+    vectors = answer_vectors(body)
+    if not vectors:
+        return None
+    vector = vectors[0]
     if vector.shape != reference.shape:
         return None
     norm = float(np.linalg.norm(vector))

@@ -1,7 +1,9 @@
 """Wire embedperf into Locust: command-line options and the event listeners behind every locustfile.
 
 A locustfile calls `install("ramp")` and exposes the user and shape classes; everything else
-(scenario loading, the run folder, distributed forwarding) hangs off Locust's events here.
+(scenario loading, the run folder, distributed forwarding) hangs off Locust's events here. The init
+listener gives each Environment its run state (loadgen.lifecycle.run_state); the other listeners find
+it there, through the environment Locust passes them.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import argparse
 import logging
 import signal
 import sys
+from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +26,19 @@ from locust.runners import MasterRunner, Runner, WorkerRunner
 from collectors.options import DeviceOptions, add_device_options
 from embedperf.errors import ConfigError, EmbedperfError
 from loadgen.distributed import rows as distributed
-from loadgen.lifecycle import preflight, session, verdict
+from loadgen.lifecycle import agent_preflight, preflight, session, verdict
+from loadgen.lifecycle.announcements import SIGTERM_READY_LOG
 from loadgen.lifecycle.options import (
     Suggestions,
     add_api_key_option,
     add_step_options,
+    add_target_options,
     export_api_key,
     rejoin_overrides,
     scenario_choices,
-    step_overrides,
+    shorthand_overrides,
 )
+from loadgen.lifecycle.run_state import RunState, attach, state_of
 from loadgen.recording import webui
 from loadgen.recording.live import RunFollower
 from loadgen.recording.live_export import LiveExporter
@@ -42,8 +49,6 @@ from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overr
 from scenarios.models import Scenario
 
 log = logging.getLogger("embedperf.loadgen")
-_installed = False
-_worker_cpu: CpuMonitor | None = None
 
 
 def _in_web_ui(action: argparse.Action) -> None:
@@ -55,6 +60,9 @@ def _in_web_ui(action: argparse.Action) -> None:
 
 
 def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
+    """embedperf's options, once per parser (a second locustfile calling install adds none again)."""
+    if parser.get_default("scenario") is not None:
+        return
     group = parser.add_argument_group(
         "embedperf",
         "Scenario, run folder and live export (embedperf). The scenario's steps set the users, so "
@@ -93,6 +101,7 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
     group.add_argument("--runs-dir", default="runs", help="where the run folder is created (default runs/)")
     add_step_options(group)
     add_api_key_option(group)
+    add_target_options(group)
     group.add_argument(
         "--no-collectors",
         action="store_true",
@@ -115,13 +124,15 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
 
 
 def scenario_from_options(options: Any) -> Scenario:
-    overrides = step_overrides(parse_overrides(rejoin_overrides(list(options.scenario_set or []))), options)
+    overrides = shorthand_overrides(parse_overrides(rejoin_overrides(list(options.scenario_set or []))), options)
     return load_scenario(options.scenario, profile=options.scenario_profile or None, overrides=overrides)
 
 
 def check_locustfile(environment: Environment, scenario: Scenario) -> None:
     """A closed-loop locustfile cannot run an open-loop scenario, nor the reverse."""
-    open_loop_file = any(cls.__name__ == "OpenLoopUser" for cls in environment.user_classes)
+    open_loop_file = any(
+        cls.__name__ == "OpenLoopUser" or getattr(cls, "open_loop", False) for cls in environment.user_classes
+    )
     if scenario.is_open_loop != open_loop_file:
         wanted = "locustfiles/openloop.py" if scenario.is_open_loop else f"locustfiles/{scenario.kind}.py"
         raise ConfigError(f"scenario {scenario.name!r} is {scenario.kind}; run it with `locust -f {wanted}`")
@@ -144,6 +155,9 @@ def resolve(environment: Environment) -> tuple[Scenario, session.RunOptions]:
     options = environment.parsed_options
     scenario = scenario_from_options(options)
     check_locustfile(environment, scenario)
+    checked = attach(environment).target
+    if checked is not None:  # what the pre-flight check resolved (detected protocol, path, model) holds for every run
+        scenario = checked.apply(scenario)
     export_api_key(getattr(options, "api_key", None), scenario.target.api_key_env)
     if options is not None:
         options.embedperf_resolved = scenario.model_dump_json()  # custom options travel to workers
@@ -152,6 +166,7 @@ def resolve(environment: Environment) -> tuple[Scenario, session.RunOptions]:
 
 def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
     options = environment.parsed_options
+    state = attach(environment)
     if isinstance(runner, WorkerRunner):
         distributed.register_worker(runner)
         return
@@ -167,94 +182,123 @@ def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
             options.profile,
             options.profile,
         )
+    headless = bool(getattr(options, "headless", False))
     try:  # headless: one real request before any load (the web UI may still change the host)
-        environment.host = preflight.target_for_locust(
-            scenario, environment.host or scenario.target.base_url, check=bool(getattr(options, "headless", False))
-        )
+        checked = preflight.target_for_locust(scenario, environment.host or scenario.target.base_url, check=headless)
+        if False and headless and run_opts.collectors:  # an agent refusing the run's token stops it here, like a refused key
+            agent_preflight.check_agents(
+                run_opts.agents or scenario.target.agents, DeviceOptions.from_namespace(options).agent_token_file
+            )
     except EmbedperfError as exc:
         print(f"embedperf: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
-    session.bind(environment, scenario, run_opts, resolve=lambda: resolve(environment))
+    environment.host = checked.base_url
+    if headless:
+        state.target = checked
+        scenario, run_opts = resolve(environment)  # the checked target, also in what workers are sent
+        if checked.line:
+            print(checked.line, flush=True)
+    state.bind(scenario, run_opts, resolve=lambda: resolve(environment))
     if isinstance(runner, MasterRunner):
         distributed.register_master(runner)
-    follower = RunFollower(session.current_session)
+    follower = RunFollower(state.current_session)
     if environment.web_ui is not None:
         webui.install(environment, follower, check=lambda: resolve(environment))
     if options is not None and options.metrics_port is not None:
         LiveExporter(follower, options.metrics_host, options.metrics_port).start()
-    _stop_on_sigterm(environment)
+    _stop_on_sigterm(environment, state)
 
 
-def _stop_on_sigterm(environment: Environment) -> None:
+def _stop_on_sigterm(environment: Environment, state: RunState) -> None:
     """Headless shape runs block before Locust installs its own SIGTERM handler, so a SIGTERM would
-    kill the process outright; stop the runner instead, which finalises the run folder."""
+    kill the process outright; stop the runner instead, which finalises the run folder. The log line
+    says from when on (a master logs its workers' arrival before this runs)."""
 
     def on_sigterm() -> None:
         log.info("embedperf: SIGTERM received, stopping the run and closing the run folder")
         if isinstance(environment.runner, MasterRunner):  # also while it waits for workers
             distributed.stop_master_on_sigterm(environment.runner)
             return
-        run = session.current_session()
+        run = state.current_session()
         if run is not None:
             run.manifest.notes.append("stopped by SIGTERM")
         if environment.runner is not None:
             environment.runner.quit()
 
     gevent.signal_handler(signal.SIGTERM, on_sigterm)
+    log.info(SIGTERM_READY_LOG)
 
 
 def _on_test_start(environment: Environment, **_: Any) -> None:
-    global _worker_cpu
     runner = environment.runner
+    state = state_of(environment)
     if isinstance(runner, WorkerRunner):
         resolved = getattr(environment.parsed_options, "embedperf_resolved", "")
         scenario = Scenario.model_validate_json(resolved)
         export_api_key(getattr(environment.parsed_options, "api_key", None), scenario.target.api_key_env)
         host = environment.host or scenario.target.base_url
         name = context.worker_name(runner.client_id, runner.worker_index)
-        _worker_cpu = CpuMonitor(worker=name)
-        _worker_cpu.start()
-        forwarder = distributed.RowForwarder(runner, name, _worker_cpu)
-        distributed.set_forwarder(forwarder)
+        if state.forwarder is not None:  # a run before this one on the same worker
+            state.forwarder.stop()
+        state.worker_cpu = CpuMonitor(worker=name)
+        state.worker_cpu.start()
+        forwarder = distributed.RowForwarder(runner, name, state.worker_cpu)
         info = context.fetch_service_info(host, scenario)
         ctx = context.build_context(scenario, host, forwarder.add, name, info)
+        forwarder.open_loop_stats = ctx.open_loop_stats
         ctx.schedule_share = share_from_options(
             getattr(environment.parsed_options, "embedperf_shares", ""), runner.client_id
         )
         ctx.share_claimed = ctx.schedule_share is None  # joined after the deal: sends none of the schedule
-        context.set_current(ctx)
+        state.forwarder, state.context = forwarder, ctx
         settle_heap()
         return
-    session.active()
+    state.active()
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:
+    state = state_of(environment)
     if isinstance(environment.runner, WorkerRunner):
-        if _worker_cpu is not None:
-            _worker_cpu.stop()
-        distributed.set_forwarder(None)
+        if state.worker_cpu is not None:
+            state.worker_cpu.stop()
+        if state.forwarder is not None:
+            state.forwarder.stop()
+            state.forwarder = None
         return
-    session.finalise("test stopped")
+    state.finalise("test stopped")
 
 
 def _on_quitting(environment: Environment, **_: Any) -> None:
     if not isinstance(environment.runner, WorkerRunner):
-        session.finalise("Locust quit")
-        verdict.set_exit_code(environment, session.last_session())
+        state = state_of(environment)
+        state.finalise("Locust quit")
+        verdict.set_exit_code(environment, state.session)
+
+
+@dataclass(frozen=True)
+class _CommandLine:
+    """The init_command_line_parser listener; equal for equal defaults, so install() can replace it."""
+
+    default_scenario: str
+
+    def __call__(self, parser: LocustArgumentParser, **_: Any) -> None:
+        add_arguments(parser, self.default_scenario)
 
 
 def install(default_scenario: str) -> None:
-    """Register embedperf's options and listeners with Locust (idempotent)."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
+    """Register embedperf's options and listeners with Locust's events.
 
-    @events.init_command_line_parser.add_listener
-    def _(parser: LocustArgumentParser) -> None:
-        add_arguments(parser, default_scenario)
-
-    events.init.add_listener(_on_init)
-    events.test_start.add_listener(_on_test_start)
-    events.test_stop.add_listener(_on_test_stop)
-    events.quitting.add_listener(_on_quitting)
+    Idempotent without a flag of its own: each listener is removed (where present) before it is added,
+    through the events' public remove_listener/add_listener, and add_arguments adds the options only to
+    a parser that lacks them (the first locustfile's default scenario wins).
+    """
+    for hook, listener in (
+        (events.init_command_line_parser, _CommandLine(default_scenario)),
+        (events.init, _on_init),
+        (events.test_start, _on_test_start),
+        (events.test_stop, _on_test_stop),
+        (events.quitting, _on_quitting),
+    ):
+        with suppress(ValueError):  # not registered yet
+            hook.remove_listener(listener)
+        hook.add_listener(listener)

@@ -8,7 +8,7 @@ from locust import LoadTestShape
 
 from loadgen.distributed import rows as distributed
 from loadgen.lifecycle import session
-from loadgen.traffic import context
+from loadgen.lifecycle.run_state import RunState, state_of
 from loadgen.traffic.schedule import stage_offsets_s
 from loadgen.traffic.shares import ScheduleShare
 
@@ -40,8 +40,14 @@ class ScenarioShape(LoadTestShape):
         self._origin_unix_s = None
         self.reset_time()
 
+    def _state(self) -> RunState:
+        """The run's state, on the Environment of the runner Locust gave this shape."""
+        if self.runner is None:
+            raise RuntimeError("the load shape ticks before Locust gave it a runner")
+        return state_of(self.runner.environment)
+
     def tick(self) -> tuple[int, float] | None:
-        run = session.active()
+        run = self._state().active()
         if run is None:
             return None
         if run is not self._run:  # the web UI starts several runs with one shape
@@ -117,7 +123,7 @@ class ScenarioShape(LoadTestShape):
             return origin
         origin = time.time() + LOCAL_START_LEAD_S
         self._dispatchers = 1
-        ctx = context.current_or_none()
+        ctx = self._state().context
         if ctx is not None:
             ctx.schedule_share = ScheduleShare(0, 1, origin)
         return origin
@@ -136,7 +142,7 @@ class ScenarioShape(LoadTestShape):
         if distributed.is_distributed(self.runner):
             run.manifest.notes.append("capacity search needs one process: run it without Locust workers")
             return None
-        ctx = context.current_or_none()
+        ctx = self._state().context
         if ctx is None or ctx.search is None:
             return (1, 100.0)
         run.shape_completed = True

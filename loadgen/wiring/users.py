@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
-
 import gevent
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 from locust.env import Environment
 
 from embedperf.schema import REQUEST_COLUMNS
-from loadgen.lifecycle import session
+from loadgen.lifecycle.run_state import RunState, state_of
 from loadgen.shaping.openloop import run_schedule
 from loadgen.shaping.search import run_search
 from loadgen.traffic import context
@@ -19,13 +17,12 @@ from loadgen.traffic.cookies import install_lean_cookie_jar
 from loadgen.traffic.exchange import send_embeddings
 from loadgen.traffic.payloads import PayloadSampler
 
-_user_seq = itertools.count()
 _STATUS_COL = REQUEST_COLUMNS.index("status_code")
 
 
-def _count_backoff(ctx: context.RunContext) -> None:
+def _count_backoff(state: RunState, ctx: context.RunContext) -> None:
     """Per stage index (-1 where this process does not see the stages, e.g. a distributed worker)."""
-    run = session.current_session()
+    run = state.current_session()
     stages = run.timeline.stages if run is not None else []
     index = stages[-1].index if stages else -1
     ctx.connection_backoffs[index] = ctx.connection_backoffs.get(index, 0) + 1
@@ -36,7 +33,8 @@ class _EmbeddingClient(FastHttpUser):
     host = "http://127.0.0.1:8086"  # replaced by --host or the scenario's target.base_url
 
     def __init__(self, environment: Environment) -> None:
-        self.ctx = context.current()
+        self.run_state = state_of(environment)  # the run's state lives on Locust's Environment
+        self.ctx = self.run_state.current_context()
         target = self.ctx.scenario.target
         self.host = self.ctx.host
         self.network_timeout = target.timeout_s
@@ -48,7 +46,7 @@ class _EmbeddingClient(FastHttpUser):
         self.payloads = PayloadSampler(
             self.ctx.scenario.payload,
             target.path,
-            seed_offset=next(_user_seq),
+            seed_offset=next(self.run_state.user_seq),
             service_info=self.ctx.service_info,  # payload.tokens uses the target's tokenizer when local
         )
 
@@ -67,7 +65,7 @@ class EmbeddingUser(_EmbeddingClient):
         delay_s = self.backoff.after(row)
         if delay_s:
             if row[_STATUS_COL] is None:  # no answer at all: counted for the outage analysis
-                _count_backoff(self.ctx)
+                _count_backoff(self.run_state, self.ctx)
             gevent.sleep(delay_s)
 
 

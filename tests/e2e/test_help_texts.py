@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.synth import synthesize
+from analysis.cli.synth import synthesize
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import psutil
 import pytest
 
-from analysis.ooc_run import analyse_folder
+from analysis.run.analyse import analyse_folder
 from embedperf.schema import RunFolder, read_manifest, read_requests_table
 from loadgen.processes.service_proc import free_port
 

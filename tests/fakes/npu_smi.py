@@ -10,6 +10,7 @@ Controlled by environment variables (all optional):
                                 (watch stops printing it; `-i N` prints `Invalid card id.` and exits 0)
   FAKE_NPU_BUSY_IDS=3,5         only these NPUs work: AI core 60 + 2 x ID %, 72 + ID C; others 1 %, 40 + ID C;
                                 power 90 + ID + util/10 W (watch)
+  FAKE_NPU_HEALTH=3=Alarm       the Health column of the `npu-smi info` table for these NPUs (comma list; others OK)
   FAKE_NPU_FAIL=1               every command prints an error and exits 1
   FAKE_NPU_HANG=1               every command hangs
 Only the standard library: it must run anywhere.
@@ -71,6 +72,12 @@ def util(npu_id: int, chip: int) -> int:
 def temp_c(npu_id: int) -> int:
     """A busy NPU runs warm (72 + ID C), between the default 85 C limit and a 70 C override."""
     return 72 + npu_id if BUSY is not None and npu_id in BUSY else 40 + npu_id
+
+
+def health(npu_id: int) -> str:
+    """The table's Health column: OK unless FAKE_NPU_HEALTH names this NPU (`3=Alarm,5=Warning`)."""
+    pairs = (item.split("=", 1) for item in os.environ.get("FAKE_NPU_HEALTH", "").split(",") if "=" in item)
+    return {int(npu): state for npu, state in pairs}.get(npu_id, "OK")
 
 
 def kv(lines: list[tuple[str, object]]) -> str:
@@ -135,7 +142,7 @@ def cmd_table(t0: float) -> str:
         for chip in range(CHIPS):
             used = 16000 + npu * 100 + chip
             lines.append(
-                f"| {npu:<5} 910B3               | OK            | {90.0 + npu:<11.1f} {temp_c(npu):<17} 0    / 0             |"
+                f"| {npu:<5} 910B3               | {health(npu):<13} | {90.0 + npu:<11.1f} {temp_c(npu):<17} 0    / 0             |"
             )
             lines.append(
                 f"| {chip:<25} | 0000:C1:00.0  | {util(npu, chip):<11} 0    / 0          {used}/ 65536         |"

@@ -238,7 +238,7 @@ def running_stub(*flags: str, ready_timeout_s: float = 20.0) -> Iterator[str]:
         port = int(s.getsockname()[1])
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.fakes.stub_server", "--port", str(port), *flags],
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],  # the repository root: `tests` is a package there
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from analysis.synth import synthesize  # noqa: E402
+from analysis.cli.synth import synthesize  # noqa: E402
 from tests.golden.builders import known_percentiles  # noqa: E402
 
 SYNTH_REQUESTS = 6000

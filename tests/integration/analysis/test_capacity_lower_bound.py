@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.capacity_cli import main as capacity_main
-from analysis.summary import RunSummary
+from analysis.cli.capacity import main as capacity_main
+from analysis.run.summary import RunSummary
 from embedperf.schema import RunFolder, StageRecord
 from reports.build import build_report
 from reports.render import num

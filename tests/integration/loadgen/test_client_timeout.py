@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 
-from analysis.ooc_run import analyse_folder
+from analysis.run.analyse import analyse_folder
 from embedperf.error_kinds import error_kind
 from embedperf.schema import RunFolder, read_requests_table
 from tests.conftest import REPO_ROOT, uvicorn_in_thread

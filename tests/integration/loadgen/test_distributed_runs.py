@@ -1,5 +1,5 @@
 """Locust master + local workers against the stub server: one run folder, each stage once, shared schedules,
-a worker killed mid-run, SIGTERM while the master waits."""
+a worker killed mid-run, SIGTERM while the master waits, a worker's last rows with its last statistics."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ import httpx
 import psutil
 import pytest
 
-from analysis.ooc_run import analyse_folder
+from analysis.run.analyse import analyse_folder
 from embedperf.schema import Manifest, RunFolder, read_manifest, read_requests_table
 from loadgen.cli import run as run_cli
 from loadgen.cli.local_workers import LocalWorkers
+from loadgen.lifecycle.announcements import SIGTERM_READY_LOG
 from tests.fakes.stub_server import running_stub
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -163,19 +164,22 @@ def test_worker_killed_mid_run_is_named_with_its_missing_seconds(stub_url: str, 
 
 
 class LogWatch:
-    """Reads a process's stderr to its end in a thread, noting when a line containing `wanted` appears."""
+    """Reads a process's stderr to its end in a thread; `seen` is set once a line containing each of
+    `wanted` has appeared (in any order)."""
 
-    def __init__(self, proc: subprocess.Popen[str], wanted: str) -> None:
+    def __init__(self, proc: subprocess.Popen[str], *wanted: str) -> None:
         self.lines: list[str] = []
         self.seen = threading.Event()
         self._thread = threading.Thread(target=self._read, args=(proc, wanted), daemon=True)
         self._thread.start()
 
-    def _read(self, proc: subprocess.Popen[str], wanted: str) -> None:
+    def _read(self, proc: subprocess.Popen[str], wanted: tuple[str, ...]) -> None:
         assert proc.stderr is not None
+        missing = set(wanted)
         for line in proc.stderr:
             self.lines.append(line)
-            if wanted in line:
+            missing = {w for w in missing if w not in line}
+            if not missing:
                 self.seen.set()
 
     def text(self) -> str:
@@ -189,9 +193,8 @@ def test_sigterm_while_the_master_waits_for_workers(stub_url: str, tmp_path: Pat
         master = _start_master(  # it expects a second worker that never comes; INFO: Locust logs each arrival
             workers, "ramp.py", "--runs-dir", str(tmp_path), "--host", stub_url, "--loglevel", "INFO", expect=2,
         )  # fmt: skip
-        log = LogWatch(master, "reported as ready. 1 workers connected.")
-        assert log.seen.wait(WAIT_TIMEOUT_S), log.lines[-20:]  # the one worker has connected
-        time.sleep(2.0)  # Locust logs the arrival before embedperf's SIGTERM handler is installed: no event to wait on yet
+        log = LogWatch(master, "reported as ready. 1 workers connected.", SIGTERM_READY_LOG)
+        assert log.seen.wait(WAIT_TIMEOUT_S), log.lines[-20:]  # the worker is in and the master handles SIGTERM
         master.send_signal(signal.SIGTERM)
         master.wait(timeout=60)
         assert master.returncode == 2, log.text()[-3000:]
@@ -300,3 +303,81 @@ def test_row_forwarding_at_5000_rows_per_s_loses_nothing() -> None:
     )  # fmt: skip
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["rows_sent"] > 5000 and result["rows_written"] == result["rows_sent"], result
+
+
+# A master and a worker runner in one process over loopback; the worker counts each request with Locust's
+# request event and records its row, as send_embeddings does. argv: runs dir, number of requests.
+FINAL_ROWS_SCRIPT = """
+import json, sys
+from pathlib import Path
+import gevent
+from locust import User, constant, task
+from locust.env import Environment
+from embedperf.schema import REQUEST_COLUMNS, read_requests_table
+from loadgen.distributed import rows as distributed
+from loadgen.lifecycle.run_state import attach
+from loadgen.lifecycle.session import RunOptions
+from loadgen.processes.service_proc import free_port
+from loadgen.recording.monitor import CpuMonitor
+from loadgen.traffic.exchange import new_row_values
+from scenarios.loader import load_scenario
+
+class Idle(User):
+    wait_time = constant(1)
+    @task
+    def idle(self):
+        pass
+
+port = free_port()
+master_env = Environment(user_classes=[Idle], host="http://127.0.0.1:9")
+master = master_env.create_master_runner("127.0.0.1", port)
+attach(master_env).bind(load_scenario("smoke"), RunOptions(runs_dir=Path(sys.argv[1]), collectors=False))
+distributed.register_master(master)
+worker_env = Environment(user_classes=[Idle])
+worker_state = attach(worker_env)
+worker = worker_env.create_worker_runner("127.0.0.1", port)
+distributed.register_worker(worker)
+for _ in range(1200):  # a guard against a hang: the worker's arrival is the event
+    if master.clients.ready:
+        break
+    gevent.sleep(0.05)
+run = attach(master_env).active()
+forwarder = distributed.RowForwarder(worker, "w0-test", CpuMonitor(worker="w0-test"))
+worker_state.forwarder = forwarder
+n = int(sys.argv[2])
+for i in range(n):
+    worker_env.events.request.fire(request_type="POST", name="/v1/embeddings", response_time=5.0,
+                                   response_length=10, exception=None, context={})
+    row = new_row_values()
+    for name, value in (("worker", "w0-test"), ("endpoint", "/v1/embeddings"), ("status_code", 200),
+                        ("ok", True), ("n_inputs", 1), ("input_chars", 10), ("t_intended_unix_s", 1.0),
+                        ("t_sent_unix_s", 1.0), ("t_done_unix_s", 1.005), ("latency_ms", 5.0)):
+        row[REQUEST_COLUMNS.index(name)] = value
+    forwarder.add(row)
+    if i % 50 == 49:
+        gevent.sleep(0.01)  # the forwarder's and the reporter's greenlets run meanwhile
+counted_before_flush = master.stats.total.num_requests
+distributed.collect_final_rows(run, master)
+counted = master.stats.total.num_requests
+folder = run.finalise("test done")
+print(json.dumps({"n": n, "counted_before_flush": counted_before_flush, "counted_at_close": counted,
+                  "rows": read_requests_table(folder).num_rows, "notes": run.manifest.notes,
+                  "final_rows": [w.final_rows for w in run.manifest.workers]}))
+forwarder.stop()
+worker.quit()
+master.quit()
+"""
+
+
+def test_a_workers_last_rows_arrive_with_its_last_statistics(tmp_path: Path) -> None:
+    """When the master closes the folder, Locust's counts and the rows agree: the final rows ride in the
+    worker's next statistics report (Locust's report_to_master / worker_report), never ahead of it."""
+    proc = subprocess.run(
+        [sys.executable, "-c", FINAL_ROWS_SCRIPT, str(tmp_path), "400"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["counted_before_flush"] < got["n"]  # the last requests were not reported when the flush went out
+    assert got["counted_at_close"] == got["rows"] == got["n"], got
+    assert got["final_rows"] == [True] and not [n for n in got["notes"] if "final rows" in n], got

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from analysis.ooc_run import analyse_folder
-from analysis.quality_gate import quality_gate
+from analysis.compare.quality_gate import quality_gate
+from analysis.run.analyse import analyse_folder
 from embedperf.schema import read_requests_table
 from loadgen.cli.runner import run_scenario
 from loadgen.traffic.quality import write_reference_set

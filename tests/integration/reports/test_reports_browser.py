@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import sync_playwright
 
-from analysis.summary import RunSummary
+from analysis.run.summary import RunSummary
 from reports.build import build_report
 from reports.compare_build import build_comparison
 from tests.golden.builders import stepped_run

@@ -11,10 +11,10 @@ import pytest
 from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 
-from analysis.lengths import LengthBin
-from analysis.quality_gate import QualityGate, QualityStep
-from analysis.search import ProbeMeasurement, SearchRecord, SearchState
-from analysis.synth import synthesize
+from analysis.cli.synth import synthesize
+from analysis.compare.quality_gate import QualityGate, QualityStep
+from analysis.model.lengths import LengthBin
+from analysis.search.state import ProbeMeasurement, SearchRecord, SearchState
 from embedperf.schema import Manifest, RunFolder, read_manifest, write_manifest
 from reports import search_section
 from reports.build import build_report

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from analysis.ooc_run import analyse_folder
-from analysis.summary import RunAnalysis
-from analysis.synth import synthesize
+from analysis.cli.synth import synthesize
+from analysis.run.analyse import analyse_folder
+from analysis.run.summary import RunAnalysis
 from embedperf.schema import RunFolder, StageRecord
 from reports.build import build_report, render_run_report
 from reports.i18n import CATALOGUE
 from tests.golden.builders import T0_UNIX_S, ok_row, scenario_for_stages, stepped_run, write_run
 
-SOAK_S = 720  # 12 minutes: past analysis.soak.SOAK_MIN_DURATION_S, so the run gets per-minute series
+SOAK_S = 720  # 12 minutes: past analysis.figures.soak.SOAK_MIN_DURATION_S, so the run gets per-minute series
 ROWS_PER_S = 3
 LATENCY_CYCLE = 18  # latencies 10..27 ms in turn: every minute holds the same ten cycles, so P99 is flat
 DEVICES = ("npu0.chip0", "npu1.chip0")
@@ -122,7 +122,7 @@ def test_a_long_stepped_run_gets_the_per_minute_section_without_the_soak_trends(
     folder = synthesize(tmp_path / "long", n_requests=2000, n_devices=1, hours=SOAK_S / 3600.0)
     html = build_report(folder).read_text(encoding="utf-8")
     assert findings_table(html) is not None and figure_tag("en") in html
-    assert CATALOGUE["soak_p50_slope"][0] not in html  # analysis.soak's table is for soak runs alone
+    assert CATALOGUE["soak_p50_slope"][0] not in html  # analysis.figures.soak's table is for soak runs alone
 
 
 @pytest.fixture(scope="module")

@@ -85,5 +85,7 @@ def test_requests_go_to_the_fallback_while_busy_and_back_to_the_main_model_after
             metrics = (await client.get("/metrics")).text
             assert served_count(metrics, FALLBACK) == served.count(FALLBACK) >= 1
             assert served_count(metrics, MODEL) == served.count(MODEL)
+            fallback_total = re.search(r"^embedperf_fallback_requests_total ([\d.]+)$", metrics, re.M)
+            assert fallback_total and float(fallback_total.group(1)) == served.count(FALLBACK)
 
     run(go)

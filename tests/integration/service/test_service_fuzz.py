@@ -27,8 +27,10 @@ def test_no_request_makes_a_server_error(
     assert ("POST", "/v1/embeddings") in paths
     embeddings = next(op for op in operations if op.path == "/v1/embeddings")
     assert embeddings.body, "the OpenAPI document must describe the request body"
+    assert ("POST", "/rerank") in paths
     if mode is GenerationMode.NEGATIVE:  # only a body can be made invalid; the GET routes take no input
-        operations = [embeddings]
+        operations = [op for op in operations if op.path in ("/v1/embeddings", "/rerank")]
+        assert all(op.body for op in operations), "the OpenAPI document must describe the request bodies"
     called = 0
     for operation in operations:
 

@@ -6,9 +6,9 @@ import re
 import time
 from pathlib import Path
 
-from analysis.compare import MetricChange
-from analysis.ooc_run import analyse_folder
-from analysis.synth import synthesize
+from analysis.cli.synth import synthesize
+from analysis.compare.changes import MetricChange
+from analysis.run.analyse import analyse_folder
 from embedperf.schema import RunFolder
 from study.matrix import MatrixRecord, MatrixRun
 from study.matrix_report import build_matrix_report, merge_verdicts, recommend

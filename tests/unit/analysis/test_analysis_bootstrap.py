@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.bootstrap import interval, resampled_means, resampled_percentiles
+from analysis.figures.bootstrap import interval, resampled_means, resampled_percentiles
 
 
 @pytest.mark.parametrize("q_pct", [50.0, 99.0])

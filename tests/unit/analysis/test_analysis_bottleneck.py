@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.bottleneck import step_bottleneck
-from analysis.decomposition import Decomposition
-from analysis.steps import LatencyStats, StepStats
-from analysis.telemetry import TelemetryStats
+from analysis.figures.bottleneck import step_bottleneck
+from analysis.model.decomposition import Decomposition
+from analysis.model.steps import LatencyStats, StepStats
+from analysis.model.telemetry import TelemetryStats
 
 
 def _stats(n_ok: int = 500) -> StepStats:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from analysis.capacity import (
+from analysis.figures.capacity import (
     CapacityResult,
     capacity,
     device_plan,
@@ -15,7 +15,7 @@ from analysis.capacity import (
     little_checks,
     think_time_s,
 )
-from analysis.steps import LatencyStats, StepStats
+from analysis.model.steps import LatencyStats, StepStats
 
 
 def step(index: int, users: int, qps: float, p99: float, mean: float, error_rate: float = 0.0) -> StepStats:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.compare import compare_runs
-from analysis.gate import parse_gate
-from analysis.ooc_run import analyse_folder
+from analysis.compare.changes import compare_runs
+from analysis.compare.gate import parse_gate
+from analysis.run.analyse import analyse_folder
 from tests.golden.fixtures import golden_copy
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.bootstrap import interval, resampled_ratios, rng_for
-from analysis.compare import MIN_QPS_SECONDS, compare_runs, min_samples_for, per_second_bins
-from analysis.gate import parse_gate
-from analysis.ooc_run import analyse_folder
+from analysis.compare.changes import MIN_QPS_SECONDS, compare_runs, min_samples_for, per_second_bins
+from analysis.compare.gate import parse_gate
+from analysis.figures.bootstrap import interval, resampled_ratios, rng_for
+from analysis.run.analyse import analyse_folder
 from tests.golden.builders import stepped_run
 
 GATE = "qps:-3%,p99_ms:+50%"

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.compare import compare_runs
-from analysis.gate import parse_gate
-from analysis.ooc_run import analyse_folder
-from analysis.summary import RunAnalysis
+from analysis.compare.changes import compare_runs
+from analysis.compare.gate import parse_gate
+from analysis.run.analyse import analyse_folder
+from analysis.run.summary import RunAnalysis
 from embedperf.schema import RunFolder, StageRecord
 from tests.golden.builders import T0_UNIX_S, ok_row, scenario_for_stages, write_run
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.compare import compare_runs
-from analysis.ooc_run import analyse_folder
+from analysis.compare.changes import compare_runs
+from analysis.run.analyse import analyse_folder
 from embedperf.cli import main as embedperf
 from embedperf.schema import RunFolder, StageRecord
 from tests.golden.builders import REFUSED, T0_UNIX_S, ok_row, write_run

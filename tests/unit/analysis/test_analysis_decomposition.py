@@ -6,9 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.decomposition import COMPONENTS, decompose
-from analysis.ooc_run import analyse_folder
+from analysis.model.decomposition import COMPONENTS
+from analysis.run.analyse import analyse_folder
 from tests.golden.fixtures import golden_copy
+from tests.oracles.in_memory.figures import decompose
 
 
 def test_parts_in_golden_run(tmp_path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.devices import device_index, serving_devices
-from analysis.telemetry import TelemetryIndex
+from analysis.figures.devices import device_index, serving_devices
+from analysis.model.telemetry import TelemetryIndex
 from embedperf.schema import ServingDevices
 
 LOAD = (100.0, 110.0)
@@ -91,7 +91,7 @@ def test_two_hosts_keep_their_devices_apart_and_figures_cover_the_serving_ones()
 
 def test_explicit_devices_missing_from_the_telemetry_leave_no_device_figures() -> None:
     """--devices 3,5 on a host whose telemetry has npu0 only: not npu0's figures, and a finding says so."""
-    from analysis.devices import deployment_findings
+    from analysis.figures.devices import deployment_findings
 
     telemetry = frame({"npu0.chip0": 80.0})
     for column in ("host", "source", "device", "metric"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.gate import parse_gate
+from analysis.compare.gate import parse_gate
 from embedperf.errors import ConfigError
 
 

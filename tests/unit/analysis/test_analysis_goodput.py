@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.capacity_cli import main as capacity_main
-from analysis.ooc_run import analyse_folder
-from analysis.steps import error_kind
-from analysis.summary import write_analysis
+from analysis.cli.capacity import main as capacity_main
+from analysis.run.analyse import analyse_folder
+from analysis.run.summary import write_analysis
+from embedperf.error_kinds import error_kind
 from embedperf.schema import RunFolder, StageRecord
 from tests.golden.builders import T0_UNIX_S, ok_row, scenario_for_stages, write_run
 

@@ -9,14 +9,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from analysis import minute_series, ooc, ooc_telemetry
-from analysis.bootstrap import percentile_ci
-from analysis.decomposition import decompose
-from analysis.load import load_requests
-from analysis.order_stats import bootstrap_percentile_ci, exact_percentiles
-from analysis.soak import soak_trends
-from analysis.steps import OUTCOME_OK, prepare_requests, step_stats
-from analysis.synth import synth_request_chunks
+from analysis.cli.synth import synth_request_chunks
+from analysis.engine import minute_series
+from analysis.engine import requests as ooc
+from analysis.engine import telemetry as ooc_telemetry
+from analysis.engine.order_stats import bootstrap_percentile_ci, exact_percentiles
+from analysis.figures.bootstrap import percentile_ci
+from analysis.model.steps import OUTCOME_OK
 from embedperf.schema import (
     REQUEST_SCHEMA,
     RunFolder,
@@ -25,6 +24,9 @@ from embedperf.schema import (
     write_telemetry_parquet,
 )
 from tests.golden.builders import telemetry_table
+from tests.oracles.in_memory.figures import decompose, soak_trends
+from tests.oracles.in_memory.load import load_requests
+from tests.oracles.in_memory.steps import prepare_requests, step_stats
 
 T0 = 1_780_000_000.0
 FALLBACK = "m-int8"

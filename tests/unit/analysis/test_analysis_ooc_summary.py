@@ -10,16 +10,19 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis import ooc, ooc_samples
-from analysis.compare import OVERALL_INDEX
-from analysis.lengths import latency_by_input_tokens
-from analysis.load import load_run
-from analysis.ooc_run import analyse_folder
-from analysis.steps import OUTCOME_OK, prepare_requests
-from analysis.summary import RunAnalysis, load_and_analyse
-from analysis.synth import synth_request_chunks, synthesize
+from analysis.cli.synth import synth_request_chunks, synthesize
+from analysis.compare import samples as ooc_samples
+from analysis.compare.changes import OVERALL_INDEX
+from analysis.engine import requests as ooc
+from analysis.model.steps import OUTCOME_OK
+from analysis.run.analyse import analyse_folder
+from analysis.run.summary import RunAnalysis
 from embedperf.schema import RunFolder, StageRecord, write_requests_parquet
 from tests.golden.builders import scenario_for_stages, write_run
+from tests.oracles.in_memory.figures import latency_by_input_tokens
+from tests.oracles.in_memory.load import load_run
+from tests.oracles.in_memory.steps import prepare_requests
+from tests.oracles.in_memory.summary import load_and_analyse
 from tests.unit.analysis.test_analysis_ooc import _with_edge_cases
 
 T0 = 1_780_000_000.0

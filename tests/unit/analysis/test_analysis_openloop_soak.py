@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.ooc_run import analyse_folder
+from analysis.run.analyse import analyse_folder
 from embedperf.schema import StageRecord
 from reports.build import build_report
 from tests.golden.builders import T0_UNIX_S, ok_row, scenario_for_stages, write_run

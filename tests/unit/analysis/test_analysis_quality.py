@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.ooc_run import analyse_folder
-from analysis.telemetry import telemetry_gaps
+from analysis.run.analyse import analyse_folder
 from embedperf.schema import CollectorStatus, GeneratorCpu, StageRecord
 from tests.golden.builders import T0_UNIX_S, ok_row, telemetry_table, write_run
+from tests.oracles.in_memory.figures import telemetry_gaps
 
 
 def test_incomplete_run_without_telemetry(tmp_path) -> None:
@@ -40,7 +40,7 @@ def test_incomplete_run_without_telemetry(tmp_path) -> None:
 
 
 def test_telemetry_gaps_per_source() -> None:
-    from analysis.load import to_frame
+    from tests.oracles.in_memory.load import to_frame
 
     seconds = [s for s in range(100) if not 40 <= s < 60]
     table = telemetry_table([(T0_UNIX_S + s, "psutil", "cpu", "cpu_util_pct", 1.0) for s in seconds])

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from analysis.search import (
+from analysis.search.state import (
     ProbeMeasurement,
     SearchRecord,
     SearchState,

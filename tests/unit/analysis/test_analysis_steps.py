@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.ooc_run import analyse_folder
+from analysis.run.analyse import analyse_folder
 from embedperf.schema import StageRecord
 from tests.golden.builders import T0_UNIX_S, ok_row, write_run
 from tests.golden.fixtures import golden_copy
@@ -98,7 +98,7 @@ def test_telemetry_joined_by_time(golden_summary) -> None:
 
 
 def test_summary_and_tables_are_written(tmp_path: Path) -> None:
-    from analysis.summary import write_analysis
+    from analysis.run.summary import write_analysis
 
     folder = golden_copy("known_percentiles", tmp_path)
     out = write_analysis(folder, analyse_folder(folder, n_boot=100).summary)
@@ -114,7 +114,7 @@ def test_summary_and_tables_are_written(tmp_path: Path) -> None:
 def test_service_busy_fraction_is_reported_as_percent() -> None:
     import pandas as pd
 
-    from analysis.telemetry import TelemetryIndex
+    from analysis.model.telemetry import TelemetryIndex
 
     telemetry = pd.DataFrame(
         {

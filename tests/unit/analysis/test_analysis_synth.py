@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.load import load_run
-from analysis.synth import STEP_USERS, main, synthesize
+from analysis.cli.synth import STEP_USERS, main, synthesize
 from embedperf.schema import CANONICAL_METRICS, RunFolder, read_manifest
+from tests.oracles.in_memory.load import load_run
 
 
 def test_synth_folder_shape(tmp_path) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.compare import compare_samples
-from analysis.ooc_run import analyse_folder
-from analysis.ooc_samples import step_samples
+from analysis.compare.changes import compare_samples
+from analysis.compare.samples import step_samples
+from analysis.run.analyse import analyse_folder
 from embedperf.schema import RunFolder, StageRecord
 from tests.golden.builders import T0_UNIX_S, ok_row, write_run
 

@@ -16,8 +16,8 @@ from embedperf.schema import (
     read_requests_table,
 )
 from loadgen.recording.recorder import Recorder, StageTimeline
-from loadgen.traffic.context import RunContext
-from loadgen.traffic.exchange import _check_parsed, check_body, dropped_row, send_embeddings
+from loadgen.traffic.context import RunContext, build_context
+from loadgen.traffic.exchange import dropped_row, send_embeddings
 from loadgen.traffic.headers import (
     TIMING_VALUE_COLUMNS,
     parse_server_timing,
@@ -25,18 +25,24 @@ from loadgen.traffic.headers import (
     timing_values,
 )
 from loadgen.traffic.payloads import RequestPayload
+from loadgen.traffic.protocols.openai import check_embeddings, check_parsed
 from loadgen.traffic.request_ids import request_ids
 from scenarios.loader import load_scenario
 
 
 def _ctx(expected_dim: int | None, sink: Any = None) -> RunContext:
-    return RunContext(
-        scenario=load_scenario("smoke", environ={}),
-        host="http://x",
-        sink=sink or (lambda row: None),
-        expected_dim=expected_dim,
-        dim_source="test",
-    )
+    ctx = build_context(load_scenario("smoke", environ={}), "http://x", sink or (lambda row: None), "local", None)
+    ctx.expected_dim, ctx.dim_source = expected_dim, "test"
+    return ctx
+
+
+def check_body(body: bytes, ctx: RunContext, n_inputs: int) -> tuple[str, int | None]:
+    """The openai protocol's check of a float answer, byte scan first."""
+    return check_embeddings(body, n_inputs, "float", ctx)
+
+
+def _check_parsed(body: bytes, ctx: RunContext, n_inputs: int) -> tuple[str, int | None]:
+    return check_parsed(body, n_inputs, "float", ctx)
 
 
 def _answer(*dims: int, tokens: Any = 7, pretty: bool = False) -> bytes:
@@ -97,7 +103,7 @@ def test_timing_values_follow_the_row_tail_and_the_dict_parser() -> None:
 
 
 class _Response:
-    """What FastHttpSession._send_request_safe_mode returns for an answered request."""
+    """What the session's user agent (FastHttpSession.client.urlopen) returns for an answered request."""
 
     status_code = 200
 
@@ -125,8 +131,9 @@ class _Client:
         self.bodies: list[dict[str, Any]] = []
         self.sent_headers: list[dict[str, str]] = []
         self.request_event = _Event()
+        self.client = self  # FastHttpSession.client: the user agent that sends
 
-    def _send_request_safe_mode(self, method: str, url: str, payload: str, headers: dict[str, str]) -> _Response:
+    def urlopen(self, url: str, method: str, payload: str, headers: dict[str, str]) -> _Response:
         assert method == "POST" and url == f"{self.base_url}/v1/embeddings"
         assert headers["Content-Type"] == "application/json"
         self.bodies.append(json.loads(payload))

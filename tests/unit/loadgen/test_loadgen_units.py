@@ -11,9 +11,9 @@ from embedperf.schema import REQUEST_COLUMNS, RunFolder, read_requests_table
 from loadgen.recording.monitor import summarise
 from loadgen.recording.recorder import Recorder, StageTimeline
 from loadgen.traffic.context import RunContext
-from loadgen.traffic.exchange import check_body
 from loadgen.traffic.headers import parse_server_timing, timing_columns
 from loadgen.traffic.payloads import PayloadSampler, validation_cases
+from loadgen.traffic.protocols.openai import check_embeddings
 from loadgen.traffic.schedule import arrivals
 from scenarios.loader import load_scenario
 from scenarios.models import Payload, Step
@@ -93,6 +93,10 @@ def _ctx(expected_dim: int | None) -> RunContext:
         expected_dim=expected_dim,
         dim_source="test",
     )
+
+
+def check_body(body: bytes, ctx: RunContext, n_inputs: int) -> tuple[str, int | None]:
+    return check_embeddings(body, n_inputs, "float", ctx)
 
 
 def test_check_body_count_dimension_and_learning() -> None:

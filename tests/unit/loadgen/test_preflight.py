@@ -96,7 +96,8 @@ def test_bad_urls_are_refused_with_what_to_type(given: str, says: str) -> None:
 def test_good_target_returns_normalised_base_and_sends_the_key(serve, monkeypatch) -> None:
     url, handler = serve()
     monkeypatch.setenv("EMBEDPERF_TARGET_API_KEY", "k1")
-    assert check_target(scenario(), url + "/v1/") == url
+    checked = check_target(scenario(), url + "/v1/")
+    assert checked.base_url == url and checked.target.path == "/v1/embeddings"
     assert handler.seen == [("/v1/embeddings", "Bearer k1")]
 
 
@@ -106,7 +107,7 @@ def test_good_target_returns_normalised_base_and_sends_the_key(serve, monkeypatc
         (401, b'{"error":"bad key"}', "the target refused the API key (HTTP 401"),
         (403, b"{}", "pass --api-key KEY or set EMBEDPERF_TARGET_API_KEY"),
         (404, b'{"detail":"Not Found"}', "404 Not Found: wrong path"),
-        (500, b"boom", "answered HTTP 500 to one embeddings request (application/json: boom)"),
+        (500, b"boom", "answered HTTP 500 to one request (application/json: boom)"),
         (200, b'{"hello": "world"}', "answered 200 but not with embeddings (answer has no `data` list)"),
         (200, b"<html>", "not with embeddings (invalid JSON in a 200 answer)"),
     ],
@@ -130,4 +131,4 @@ def test_unreachable_target(serve) -> None:
 
 def test_wrong_dimension_is_left_to_the_run(serve) -> None:
     url, _ = serve()
-    assert check_target(scenario(dimension=16), url) == url  # the run records it per request
+    assert check_target(scenario(dimension=16), url).base_url == url  # the run records it per request

@@ -1,5 +1,6 @@
 """The options Locust and `embedperf run` share parse alike: --api-key, --step-duration-s, --warmup-s
-(a --set of the same key wins), and an unexpected answer from the target is excerpted in one line.
+(a --set of the same key wins), --protocol and --model, and an unexpected answer from the target is excerpted
+in one line.
 
 Locust's side runs in a subprocess: importing Locust monkey-patches the process it runs in.
 """
@@ -15,10 +16,13 @@ from pathlib import Path
 import pytest
 
 from loadgen.cli import run as run_cli
+from loadgen.lifecycle.options import shorthand_overrides
 from loadgen.lifecycle.preflight import BODY_EXCERPT_CHARS, answer_excerpt
+from scenarios.loader import load_scenario
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SHARED = ["--api-key", "k-123", "--step-duration-s", "4", "--warmup-s", "1", "--set", "steps.1.warmup_s=2"]
+TARGET = ["--protocol", "tei", "--model", "1.5"]  # a model id that YAML would read as a number
 # Locust's own parser with embedperf's options on it, as `locust -f locustfiles/ramp.py` builds it; then
 # the scenario those options resolve to and the environment variable the key was exported to.
 LOCUST_PARSE = """
@@ -36,6 +40,7 @@ print(json.dumps({
     "api_key": options.api_key,
     "steps": [[s.duration_s, s.warmup_s] for s in scenario.steps],
     "exported": os.environ.get(scenario.target.api_key_env),
+    "target": [scenario.target.protocol, scenario.target.model],
 }))
 """
 
@@ -51,8 +56,9 @@ def locust_parse(*args: str) -> dict[str, object]:
 
 @pytest.mark.slow  # a Python process that imports Locust
 def test_locust_parses_api_key_and_the_step_shorthands_and_exports_the_key() -> None:
-    got = locust_parse(*SHARED, "--set", "target.api_key_env=MY_TARGET_KEY")
+    got = locust_parse(*SHARED, *TARGET, "--set", "target.api_key_env=MY_TARGET_KEY")
     assert got["api_key"] == "k-123"
+    assert got["target"] == ["tei", "1.5"]
     assert got["steps"] == [[4.0, 1.0], [4.0, 2.0]]  # a --set of one step wins over --warmup-s
     assert got["exported"] == "k-123"  # where every request (pre-flight included) reads it
 
@@ -62,12 +68,15 @@ def test_locust_without_api_key_leaves_the_environment_variable_alone() -> None:
     got = locust_parse("--step-duration-s", "4")
     assert got["api_key"] is None and got["exported"] is None
     assert got["steps"] == [[4.0, 1.0], [4.0, 1.0]]  # smoke's own warm-up
+    assert got["target"] == ["", ""]  # left to the pre-flight check
 
 
 def test_embedperf_run_parses_the_same_options() -> None:
-    args = run_cli.parse_args(["--scenario", "smoke", "--scenario-profile", "quick", *SHARED])
+    args = run_cli.parse_args(["--scenario", "smoke", "--scenario-profile", "quick", *SHARED, *TARGET])
     assert (args.scenario, args.profile, args.api_key) == ("smoke", "quick", "k-123")
     assert (args.step_duration_s, args.warmup_s) == (4.0, 1.0)
+    scenario = load_scenario("smoke", overrides=shorthand_overrides({}, args), environ={})
+    assert (scenario.target.protocol, scenario.target.model) == ("tei", "1.5")
     assert run_cli.parse_args(["smoke"]).scenario == "smoke"
     with pytest.raises(SystemExit) as exit_info:
         run_cli.parse_args(["smoke", "--scenario", "ramp"])

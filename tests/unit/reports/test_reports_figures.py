@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from analysis.minute_series import MinutePoint
+from analysis.engine.minute_series import MinutePoint
 from reports import figures
 from reports.figures import figure_lang
 
@@ -21,7 +21,7 @@ def test_cjk_font_is_used_when_present(monkeypatch) -> None:
 
 
 def test_zh_figures_render_without_warnings(tmp_path) -> None:
-    from analysis.ooc_run import analyse_folder
+    from analysis.run.analyse import analyse_folder
     from tests.golden.fixtures import golden_copy
 
     analysis = analyse_folder(golden_copy("compare_base", tmp_path), n_boot=50)
