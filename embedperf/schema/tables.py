@@ -1,0 +1,159 @@
+"""The row tables of a run folder: request and telemetry schemas, canonical metrics, Parquet compaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from embedperf.parts import finalise_parts, iter_part_batches, remove_parts
+
+# Bumped when an older reader could not read a new folder. Adding a nullable request column is not
+# such a change: readers fill a column an older folder lacks with nulls (Parquet files, Arrow and
+# CSV parts alike), and an older reader leaves a column it does not know unread.
+SCHEMA_VERSION = 2
+
+# --------------------------------------------------------------------------------------------
+# Request rows: one per request, kept raw; durations are derived in analysis/.
+# --------------------------------------------------------------------------------------------
+REQUEST_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("worker", pa.string()),
+        ("stage_index", pa.int32()),
+        ("stage_label", pa.string()),
+        ("target_users", pa.int32()),
+        ("target_rate", pa.float64()),
+        ("t_intended_unix_s", pa.float64()),
+        ("t_sent_unix_s", pa.float64()),
+        ("t_done_unix_s", pa.float64()),
+        ("latency_ms", pa.float64()),
+        ("latency_from_intended_ms", pa.float64()),
+        ("endpoint", pa.string()),
+        ("status_code", pa.int32()),
+        ("ok", pa.bool_()),
+        ("error", pa.string()),
+        ("n_inputs", pa.int32()),
+        ("input_chars", pa.int64()),
+        ("input_tokens", pa.int64()),
+        ("response_bytes", pa.int64()),
+        ("srv_queue_ms", pa.float64()),
+        ("srv_tokenize_ms", pa.float64()),
+        ("srv_compute_ms", pa.float64()),
+        ("srv_post_ms", pa.float64()),
+        ("srv_total_ms", pa.float64()),
+        ("batch_size", pa.int32()),
+        ("batch_tokens", pa.int64()),
+        # quality probes (payload.quality_probes): cosine of the answer to the stored fp32 reference
+        ("probe_cosine", pa.float64()),
+        # the X-Request-ID embedperf sent (null: never sent), so the service's log line can be found
+        ("request_id", pa.string()),
+        # the X-Served-Model the answer named (null: the target does not send it), e.g. a fallback model
+        ("served_model", pa.string()),
+    ]
+)
+REQUEST_COLUMNS: tuple[str, ...] = tuple(REQUEST_SCHEMA.names)
+
+# Server-Timing metric name -> request column.
+SERVER_TIMING_COLUMNS: Mapping[str, str] = {
+    "queue": "srv_queue_ms",
+    "tokenize": "srv_tokenize_ms",
+    "compute": "srv_compute_ms",
+    "post": "srv_post_ms",
+    "total": "srv_total_ms",
+}
+BATCH_SIZE_HEADER = "X-Batch-Size"
+BATCH_TOKENS_HEADER = "X-Batch-Tokens"
+REQUEST_ID_HEADER = "X-Request-ID"  # sent with every request; the service echoes it and logs it
+SERVED_MODEL_HEADER = "X-Served-Model"  # the model that produced an answer's vectors (main or fallback)
+
+# --------------------------------------------------------------------------------------------
+# Telemetry rows: long format, one row per sample.
+# --------------------------------------------------------------------------------------------
+TELEMETRY_SCHEMA = pa.schema(
+    [
+        ("ts_unix_s", pa.float64()),
+        ("host", pa.string()),
+        ("source", pa.string()),
+        ("device", pa.string()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
+TELEMETRY_COLUMNS: tuple[str, ...] = tuple(TELEMETRY_SCHEMA.names)
+
+TelemetrySource = Literal["npu_smi", "nvml", "psutil", "service", "prometheus"]
+TELEMETRY_SOURCES: tuple[str, ...] = ("npu_smi", "nvml", "psutil", "service", "prometheus")
+
+# Canonical metric names, unit in the name. A value a device does not report is absent, never 0.
+CANONICAL_METRICS: frozenset[str] = frozenset(
+    {
+        "device_util_pct",
+        "aicore_util_pct",
+        "vector_util_pct",
+        "aicpu_util_pct",
+        "ctrlcpu_util_pct",
+        "mem_bw_util_pct",
+        "mem_util_pct",
+        "mem_used_mb",
+        "mem_total_mb",
+        "temp_c",
+        "power_w",
+        "clock_mhz",
+        "cpu_util_pct",
+        "rss_mb",
+        "queue_depth",
+        "busy_frac",
+        "request_rate_qps",
+        "batch_size_mean",
+        "tokens_per_s",
+        "cache_hit_ratio",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySample:
+    """One telemetry row; collectors produce these, `TelemetryWriter` stores them."""
+
+    ts_unix_s: float
+    host: str
+    source: str
+    device: str
+    metric: str
+    value: float
+
+
+# --------------------------------------------------------------------------------------------
+# Row tables: incremental Arrow parts -> one Parquet file, sorted so a step or a window reads alone
+# --------------------------------------------------------------------------------------------
+REQUEST_SORT_KEYS: tuple[str, ...] = ("stage_index", "t_sent_unix_s")
+TELEMETRY_SORT_KEYS: tuple[str, ...] = ("ts_unix_s",)
+
+
+def _sort_keys(schema: pa.Schema) -> tuple[str, ...]:
+    return REQUEST_SORT_KEYS if schema.equals(REQUEST_SCHEMA) else TELEMETRY_SORT_KEYS
+
+
+def read_parts(parts_dir: Path, schema: pa.Schema) -> pa.Table:
+    """Every complete row of every part (Arrow streams, or CSV parts of older runs)."""
+    batches = list(iter_part_batches(parts_dir, schema))
+    return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+
+
+def compact_parts(parts_dir: Path, target: Path, schema: pa.Schema) -> int:
+    """Stream parts (and an existing target) into target Parquet, sorted; then delete the parts. Returns rows.
+
+    Memory stays bounded by one batch plus the sort's spill budget, whatever the run's length.
+    """
+    rows = finalise_parts(parts_dir, target, schema, _sort_keys(schema))
+    remove_parts(parts_dir)
+    return rows
+
+
+def empty_request_row() -> dict[str, Any]:
+    """A row with every column present and None; writers fill what they know."""
+    return dict.fromkeys(REQUEST_COLUMNS)
