@@ -14,12 +14,9 @@ import collections
 import contextlib
 import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
@@ -28,11 +25,20 @@ from service.batch_errors import (
     BatcherStopped,
     ComputeFailed,
     DeadlineExceeded,
-    InputTooLong,
-    InvalidInput,
     Overloaded,
     QueueFull,
-    TooManyTokens,
+)
+from service.batch_job import (
+    CLIENT_DISCONNECTED,
+    RESTART_LIVE_SHARE,
+    SORT_WINDOW_BATCHES,
+    TOKENIZE_SLICE,
+    BatcherConfig,
+    BatchJob,
+    BatchResult,
+    Claim,
+    Work,
+    yield_cpu_to_event_loop,
 )
 from service.busy_window import BUSY_WINDOW_S, BusyWindow
 from service.degrade import DeviceHealth, is_out_of_memory
@@ -41,92 +47,9 @@ from service.fair_queue import BatchLimits, FairQueue, Item
 from service.fallback import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics
 from service.service_time import ServiceTime
+from service.tokenize_stage import tokenize_claims
 
 log = logging.getLogger("service.batcher")
-SORT_WINDOW_BATCHES = 2  # sorting by length reorders this many batches' worth of the fair sequence
-TOKENIZE_SLICE = 64  # inputs of one request per tokeniser call: a large request cannot hold the tokeniser
-COMPUTE_NICE = 5  # niceness of the tokeniser and inference threads, relative to the event loop's 0
-# A running batch whose callers have gone down to this share (or none) stops at its next layer; the inputs
-# still wanted go back to the front of the queue and are recomputed in a smaller batch.
-RESTART_LIVE_SHARE = 0.25
-# The cancellation message of a caller whose client hung up (the HTTP layer cancels with it), so the
-# abandonment is counted as `disconnected` rather than `cancelled`.
-CLIENT_DISCONNECTED = "disconnected"
-
-
-def yield_cpu_to_event_loop() -> None:
-    """Lower the calling thread's CPU priority (Linux: nice is per thread, inherited by threads it starts, such
-    as torch's intra-op pool), so that on a host short of CPU the event loop still answers probes and 429s at
-    once instead of queueing behind compute. A no-op where not permitted."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), COMPUTE_NICE)
-
-
-@dataclass(frozen=True)
-class BatcherConfig:
-    batching: bool = True
-    max_batch_size: int = 32
-    max_batch_tokens: int = 8192
-    max_wait_ms: float = 5.0
-    sort_by_length: bool = True
-    overlap_tokenize: bool = True
-    queue_size: int = 1024
-    long_input: Literal["truncate", "reject"] = "truncate"
-    admit_wait_share: float = 1.0  # admit while the estimated wait <= this share of the request's deadline
-    workers: int = 1  # inference threads taking batches from the one queue (one per serving device)
-    max_request_tokens: int = 0  # most tokens in one request (0: no limit)
-    model_id: str = "model"  # what results name as the model that produced them
-
-
-@dataclass
-class BatchResult:
-    """Embeddings of one request, the model that produced them, and where its time went.
-
-    batch_size / batch_tokens describe the largest batch the request rode in (a request with many inputs is
-    spread over several batches); batch_tokens counts padded tokens (inputs x longest), what the device computed.
-    """
-
-    embeddings: np.ndarray
-    token_counts: list[int]
-    queue_ms: float
-    tokenize_ms: float
-    compute_ms: float
-    batch_size: int
-    batch_tokens: int
-    model: str = "model"
-
-
-@dataclass(eq=False)
-class _Job:
-    texts: list[str]
-    future: asyncio.Future[BatchResult | BatcherError]  # an error is a result: see _resolve
-    deadline_s: float
-    deadline_ms: float
-    model: str
-    seq: int = 0  # arrival order
-    t_submit_s: float = field(default_factory=time.perf_counter)
-    claimed: int = 0  # inputs handed to a tokeniser call so far
-    tokenize_s: float = 0.0
-    tokens: int = 0  # tokens of the inputs tokenised so far
-    token_counts: list[int] = field(default_factory=list)
-    results: np.ndarray | None = None
-    remaining: int = 0  # inputs not yet computed
-    compute_s: float = 0.0
-    batch_size: int = 0
-    batch_tokens: int = 0
-    counted: int = 0  # inputs of this job still counted in the queue depth (not yet batched or dropped)
-    finished: bool = False  # set once the future has been (or is being) resolved
-    cancelled: bool = False  # set by the event loop when the caller gave up
-
-    def unwanted(self) -> bool:
-        """No input of it needs computing: answered (or being answered), or its caller gave up."""
-        return self.finished or self.cancelled
-
-
-_Claim = tuple[_Job, int, int]  # a request and the slice [start, end) of its texts in one tokeniser call
-_Work = tuple[Literal["compute"], list[Item[_Job]]] | tuple[Literal["tokenize"], list[_Claim]]
-
-
 class Batcher:
     """Queue + batching workers (config.workers, one per serving device). start() before submitting; stop() drains."""
 
@@ -149,9 +72,9 @@ class Batcher:
             self.encoders[fallback.model_id] = fallback.encoder
             self.switch = FallbackSwitch(config.model_id, fallback, self._busy.fraction)
         self._cond = threading.Condition()
-        self._tok_jobs: collections.deque[_Job] = collections.deque()
-        self._queue: FairQueue[_Job] = FairQueue()
-        self._queued_jobs: dict[_Job, None] = {}  # jobs with inputs counted in the queue depth, oldest first
+        self._tok_jobs: collections.deque[BatchJob] = collections.deque()
+        self._queue: FairQueue[BatchJob] = FairQueue()
+        self._queued_jobs: dict[BatchJob, None] = {}  # jobs with inputs counted in the queue depth, oldest first
         self._waiting = 0  # inputs accepted and not yet in a batch (the queue depth)
         self._tokenizing = 0
         self._awaiting_more = 0  # workers waiting (up to max_wait_ms) for inputs still being tokenised
@@ -242,7 +165,7 @@ class Batcher:
         as a hang-up. judged: admission already judged it on the estimated wait (`check_admission`)."""
         loop = asyncio.get_running_loop()
         model = model or self.model_for_new_request()
-        job = _Job(
+        job = BatchJob(
             texts=texts,
             future=loop.create_future(),
             deadline_s=time.perf_counter() + deadline_ms / 1000,
@@ -277,7 +200,7 @@ class Batcher:
         finally:  # a raised error's traceback holds this frame: it must not hold the error (or the job) too
             del job, outcome
 
-    def _abandon(self, job: _Job, reason: str) -> None:
+    def _abandon(self, job: BatchJob, reason: str) -> None:
         """The caller gave up: its inputs stop counting and leave the queue now; any of them in a running batch
         are skipped (and the batch stopped when few of its callers are left)."""
         with self._cond:
@@ -292,7 +215,7 @@ class Batcher:
 
     # ---- resolving futures from worker threads -------------------------------------------------------------
 
-    def _resolve(self, job: _Job, result: BatchResult | None, error: BatcherError | None) -> None:
+    def _resolve(self, job: BatchJob, result: BatchResult | None, error: BatcherError | None) -> None:
         """Answer job on its event loop; an error is the future's result, raised by submit() (as the future's
         exception, its traceback made a cycle with asyncio's frames that kept the request's texts alive)."""
         job.finished = True
@@ -304,7 +227,7 @@ class Batcher:
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
             job.future.get_loop().call_soon_threadsafe(deliver)
 
-    def _uncount(self, job: _Job, count: int) -> None:
+    def _uncount(self, job: BatchJob, count: int) -> None:
         """With the lock held: `count` of job's inputs left the queue (a no-op for those already uncounted)."""
         count = min(count, job.counted)
         job.counted -= count
@@ -313,7 +236,7 @@ class Batcher:
             self._queued_jobs.pop(job, None)
         self.metrics.queue_depth.set(self._waiting)
 
-    def _fail(self, job: _Job, error: BatcherError) -> None:
+    def _fail(self, job: BatchJob, error: BatcherError) -> None:
         """Answer job with error: its inputs leave the queue (those in a running batch are skipped)."""
         with self._cond:
             if job.unwanted():
@@ -324,7 +247,7 @@ class Batcher:
 
     # ---- tokenisation --------------------------------------------------------------------------------------
 
-    def _claim(self) -> list[_Claim]:
+    def _claim(self) -> list[Claim]:
         """With the lock held: the next tokeniser call, a slice of every request waiting for it (oldest first)."""
         claims = []
         for _ in range(len(self._tok_jobs)):
@@ -355,7 +278,7 @@ class Batcher:
                     self._tokenizing -= 1
                     self._cond.notify_all()
 
-    def _tokenize(self, claims: list[_Claim]) -> None:
+    def _tokenize(self, claims: list[Claim]) -> None:
         """Tokenise slices of several requests, one tokeniser call per model, then queue them for batching."""
         t_start_s = time.perf_counter()
         live = []
@@ -365,52 +288,23 @@ class Batcher:
                 self._fail(job, DeadlineExceeded(job.deadline_ms))
             elif not job.unwanted():
                 live.append(claim)
-        by_model: dict[str, list[_Claim]] = {}
+        by_model: dict[str, list[Claim]] = {}
         for claim in live:
             by_model.setdefault(claim[0].model, []).append(claim)
-        items: list[Item[_Job]] = []
+        items: list[Item[BatchJob]] = []
         for model, group in by_model.items():
             items += self._tokenize_group(self.encoders[model], group)
         with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
             self._queue.add([item for item in items if not item.job.unwanted()])
             self._cond.notify_all()
 
-    def _tokenize_group(self, encoder: Encoder, claims: list[_Claim]) -> list[Item[_Job]]:
-        max_tokens = encoder.max_tokens
-        limit = max_tokens if self.config.long_input == "truncate" else max_tokens + 1
-        t_start_s = time.perf_counter()
+    def _tokenize_group(self, encoder: Encoder, claims: list[Claim]) -> list[Item[BatchJob]]:
+        limit = encoder.max_tokens if self.config.long_input == "truncate" else encoder.max_tokens + 1
         with self._tokenizer_lock:  # fast tokenisers keep per-call state on the object: one call at a time
-            try:
-                all_ids = encoder.tokenize([text for job, s, e in claims for text in job.texts[s:e]], limit)
-            except Exception:  # one request's bad text must fail only that request: retry them one by one
-                all_ids, survivors = [], []
-                for job, start, end in claims:
-                    try:
-                        all_ids += encoder.tokenize(job.texts[start:end], limit)
-                        survivors.append((job, start, end))
-                    except Exception as exc:
-                        log.warning("tokenisation of one request failed: %s", exc)
-                        self._fail(job, InvalidInput(f"the tokeniser could not process the input: {exc}"))
-                claims = survivors
-        t_end_s = time.perf_counter()
-        offset = 0
-        items: list[Item[_Job]] = []
-        for job, start, end in claims:
-            ids = all_ids[offset : offset + end - start]
-            offset += end - start
-            job.tokenize_s += t_end_s - t_start_s
-            too_long = next((i for i, row in enumerate(ids) if len(row) > max_tokens), None)
-            if too_long is not None:
-                self._fail(job, InputTooLong(start + too_long, max_tokens))
-                continue
-            counts = [len(row) for row in ids]
-            job.token_counts[start:end] = counts
-            job.tokens += sum(counts)
-            budget = self.config.max_request_tokens
-            if budget and job.tokens > budget:
-                self._fail(job, TooManyTokens(job.tokens, budget, complete=end == len(job.texts)))
-                continue
-            items += [Item(job, start + i, row, t_end_s) for i, row in enumerate(ids)]
+            tokenized = tokenize_claims(encoder, claims, limit)
+        items, failures = tokenized.items(encoder.max_tokens, self.config.max_request_tokens)
+        for job, error in failures:
+            self._fail(job, error)
         return items
 
     # ---- batching ------------------------------------------------------------------------------------------
@@ -435,7 +329,7 @@ class Batcher:
             sort_window=cfg.max_batch_size * SORT_WINDOW_BATCHES,
         )
 
-    def _next_work(self) -> _Work | None:
+    def _next_work(self) -> Work | None:
         """Block until there is a batch to compute, slices to tokenise (overlap off), or the end (None)."""
         with self._cond:
             while True:
@@ -485,7 +379,7 @@ class Batcher:
             elif work[1]:
                 self._compute(work[1])
 
-    def _compute(self, batch: list[Item[_Job]]) -> None:
+    def _compute(self, batch: list[Item[BatchJob]]) -> None:
         batch = [item for item in batch if not item.job.unwanted()]  # callers that gave up cost nothing
         if not batch:
             return
@@ -521,10 +415,10 @@ class Batcher:
             self._store(batch, vectors, compute_s, padded_tokens, t_end_s)
 
     def _store(
-        self, batch: list[Item[_Job]], vectors: np.ndarray, compute_s: float, padded: int, t_end_s: float
+        self, batch: list[Item[BatchJob]], vectors: np.ndarray, compute_s: float, padded: int, t_end_s: float
     ) -> None:
         """Put a computed batch's vectors in place; answer the requests it completed."""
-        jobs: dict[int, _Job] = {}
+        jobs: dict[int, BatchJob] = {}
         for item, vector in zip(batch, vectors, strict=True):
             job = item.job
             if job.unwanted():
@@ -553,11 +447,11 @@ class Batcher:
                 self._resolve(job, result, None)
 
     @staticmethod
-    def _not_worth_finishing(batch: list[Item[_Job]]) -> bool:
+    def _not_worth_finishing(batch: list[Item[BatchJob]]) -> bool:
         live = sum(1 for item in batch if not item.job.unwanted())
         return live <= len(batch) * RESTART_LIVE_SHARE
 
-    def _stopped(self, batch: list[Item[_Job]], t_start_s: float) -> None:
+    def _stopped(self, batch: list[Item[BatchJob]], t_start_s: float) -> None:
         """A batch stopped part-way: its inputs still wanted go back to the front of their requests' queues; its
         time counts as busy, but not towards the per-input service time."""
         t_end_s = time.perf_counter()
@@ -575,7 +469,7 @@ class Batcher:
             self.metrics.queue_depth.set(self._waiting)
             self._cond.notify_all()
 
-    def _device_error(self, batch: list[Item[_Job]], exc: Exception) -> None:
+    def _device_error(self, batch: list[Item[BatchJob]], exc: Exception) -> None:
         """Out of memory: split the batch and retry the halves (and keep batches small for a while).
         Any other error, or OOM on a single input, fails only this batch's requests and counts towards /ready."""
         if is_out_of_memory(exc) and len(batch) > 1:

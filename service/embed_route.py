@@ -26,7 +26,7 @@ from starlette.types import Scope
 
 from service.admission import admitted_of
 from service.batch_errors import BatcherError
-from service.batcher import CLIENT_DISCONNECTED, BatchResult
+from service.batch_job import CLIENT_DISCONNECTED, BatchResult
 from service.cache import CacheLookup
 from service.http_errors import api_error
 from service.metrics import STAGES

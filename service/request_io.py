@@ -8,7 +8,7 @@ from typing import Literal
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
-from service.batcher import CLIENT_DISCONNECTED
+from service.batch_job import CLIENT_DISCONNECTED
 from service.openai_api import CLIENT_CLOSED_REQUEST, ApiError
 
 # Truncate mode cuts each input to this many characters per model token before tokenising: a token covers at

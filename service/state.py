@@ -13,7 +13,8 @@ from pathlib import Path
 from embedperf.errors import ConfigError
 from service.access_log import AccessLog
 from service.admission import SERVING_PATHS
-from service.batcher import Batcher, BatcherConfig
+from service.batch_job import BatcherConfig
+from service.batcher import Batcher
 from service.cache import EmbeddingCache, ResultCache
 from service.cache_redis import RedisCache
 from service.fallback import Fallback

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from service.batch_errors import DeadlineExceeded, InputTooLong, QueueFull
-from service.batcher import Batcher, BatcherConfig
+from service.batch_job import BatcherConfig
+from service.batcher import Batcher
 from service.encoder import ComputeStopped, StopCheck
 from service.metrics import ServiceMetrics
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from service.batch_errors import TooManyTokens
-from service.batcher import TOKENIZE_SLICE, Batcher, BatcherConfig
+from service.batch_job import TOKENIZE_SLICE, BatcherConfig
+from service.batcher import Batcher
 from service.encoder import StopCheck
 from service.fallback import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics
@@ -236,4 +237,4 @@ def test_a_refused_request_leaves_no_cycle_holding_its_texts() -> None:
                 gc.enable()
 
     run(go())
-    assert not [name for name in found if name.startswith(("TooManyTokens", "_Job", "frame:submit"))], found
+    assert not [name for name in found if name.startswith(("TooManyTokens", "BatchJob", "frame:submit"))], found

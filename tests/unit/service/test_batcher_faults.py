@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from service.batch_errors import ComputeFailed, InvalidInput, Overloaded, QueueFull
-from service.batcher import CLIENT_DISCONNECTED, COMPUTE_NICE, Batcher, BatcherConfig, BatchResult
+from service.batch_job import CLIENT_DISCONNECTED, COMPUTE_NICE, BatcherConfig, BatchResult
+from service.batcher import Batcher
 from service.degrade import DeviceHealth, is_out_of_memory
 from service.encoder import StopCheck
 from service.metrics import ServiceMetrics

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from embedperf.errors import ConfigError
-from service.batcher import Batcher, BatcherConfig
+from service.batch_job import BatcherConfig
+from service.batcher import Batcher
 from service.cli import settings_from_args
 from service.device_list import DeviceSpec
 from service.encoder import StopCheck
