@@ -16,8 +16,7 @@ import duckdb
 import numpy as np
 
 from analysis.compare.model import LATENCY_METRICS, OVERALL_INDEX, Samples, load_key
-from analysis.engine import order_stats
-from analysis.engine import requests as ooc
+from analysis.engine import order_stats, views
 from analysis.model.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE
 from analysis.run.summary import RunAnalysis
 
@@ -141,8 +140,8 @@ def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
     out: dict[int, Samples] = {}
     work = analysis.folder.analysis
     work.mkdir(parents=True, exist_ok=True)
-    with ooc.connect(work) as con:
-        ooc.create_views(con, ooc.request_files(analysis.folder, work), analysis.manifest.stages)
+    with views.connect(work) as con:
+        views.create_views(con, views.request_files(analysis.folder, work), analysis.manifest.stages)
         con.execute("SET threads = 1")  # a REPEATABLE reservoir is reproducible on one thread only
         for step in analysis.summary.steps:
             s = step.stats
@@ -161,6 +160,7 @@ def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
                 token_counts=tokens,
                 exact_ms={50.0: lat.p50_ms, 95.0: lat.p95_ms, 99.0: lat.p99_ms},
                 n_ok=lat.n,
+                unavailable_s=s.unavailable_s,
             )
         peak = max(out.values(), key=lambda x: x.qps, default=None)
         overall = _latencies(con, _OK, SAMPLE_SEED)

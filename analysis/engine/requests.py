@@ -1,19 +1,15 @@
 """Out-of-core request statistics: DuckDB over requests.parquet, memory bounded whatever the run's length.
 
-The same figures as analysis/model/steps.py and analysis/model/decomposition.py, computed without loading the
-rows: counts, means and maxima in one grouped scan; every order statistic a step needs (percentiles,
+The figures of the step model (analysis/model/steps.py), computed without loading the request
+rows (tests/oracles/in_memory computes them from rows in memory): counts, means and maxima in one grouped scan; every order statistic a step needs (percentiles,
 the p99 bootstrap interval, the CDF figure) in one more pass per step, interpolated exactly as numpy
 does (analysis/engine/order_stats.py): the percentiles equal the in-memory ones bit for bit.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -26,6 +22,8 @@ from analysis.engine.order_stats import (
     exact_percentiles,
     linear_ranks,
 )
+from analysis.engine.availability import window_unavailable_s
+from analysis.engine.views import StepWindows
 from analysis.figures.bootstrap import DEFAULT_N_BOOT
 from analysis.model.decomposition import Decomposition
 from analysis.model.served_models import served_fields, served_model_counts_by_stage
@@ -33,133 +31,19 @@ from analysis.model.steps import (
     MIN_SAMPLES_P99,
     MIN_SAMPLES_P999,
     PERCENTILES_PCT,
-    TIMEOUT_STATUS_CODES,
-    VALIDATION_ENDPOINT_PREFIX,
     LatencyStats,
     OpenLoopStats,
     ServerStats,
     StepStats,
 )
 from embedperf.error_kinds import error_kind
-from embedperf.parts import finalise_parts, part_files
-from embedperf.schema import REQUEST_SCHEMA, REQUEST_SORT_KEYS, RunFolder, StageRecord
+from embedperf.schema import StageRecord
 from scenarios.models import OpenLoop
 
-MEMORY_LIMIT = "1GB"
 # Values one selection pass may hold (8 bytes each, plus DuckDB's growth): 16M keeps a pass near 300 MB.
 PASS_VALUES = 16_000_000
 CDF_POINTS = 200
 CDF_LEVELS_PCT: tuple[float, ...] = tuple(float(q) for q in np.linspace(0.0, 100.0, CDF_POINTS))
-THREADS = 2
-
-
-# --------------------------------------------------------------------------------------------
-# The connection and the prepared-rows view
-# --------------------------------------------------------------------------------------------
-@contextmanager
-def connect(
-    work_dir: Path | None = None, memory_limit: str = MEMORY_LIMIT
-) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A DuckDB connection with a memory limit, 2 threads and a spill folder (removed afterwards)."""
-    spill = Path(tempfile.mkdtemp(prefix="duckdb-spill-", dir=work_dir))
-    con = duckdb.connect(config={"memory_limit": memory_limit, "threads": THREADS})
-    try:
-        con.execute(f"SET temp_directory = '{spill}'")
-        yield con
-    finally:
-        con.close()
-        shutil.rmtree(spill, ignore_errors=True)
-
-
-def request_files(folder: RunFolder, work_dir: Path) -> list[Path]:
-    """requests.parquet, plus the parts an interrupted run left, streamed into a Parquet beside it."""
-    files = [folder.requests] if folder.requests.is_file() else []
-    if part_files(folder.requests_parts):
-        leftover = work_dir / "requests.parts.parquet"
-        finalise_parts(folder.requests_parts, leftover, REQUEST_SCHEMA, REQUEST_SORT_KEYS)
-        files.append(leftover)
-    return files
-
-
-def _sql_list(values: Sequence[float | int | str]) -> str:
-    return ", ".join(repr(v) if isinstance(v, str) else repr(float(v)) for v in values)
-
-
-@dataclass(frozen=True)
-class StepWindows:
-    """Steady window per stage, as analysis.model.steps.stage_windows computes it."""
-
-    windows: dict[int, tuple[float, float]]
-
-    @classmethod
-    def of(cls, con: duckdb.DuckDBPyConnection, stages: list[StageRecord]) -> StepWindows:
-        windows: dict[int, tuple[float, float]] = {}
-        ordered = sorted(stages, key=lambda s: s.start_unix_s)
-        for i, stage in enumerate(ordered):
-            end = stage.end_unix_s
-            if end is None and i + 1 < len(ordered):
-                end = ordered[i + 1].start_unix_s
-            if end is None:
-                row = con.execute(
-                    "SELECT max(t_done_unix_s) FROM src WHERE stage_index = ?", [stage.index]
-                ).fetchone()
-                end = float(row[0]) if row and row[0] is not None else stage.start_unix_s
-            windows[stage.index] = (min(stage.start_unix_s + stage.warmup_s, end), float(end))
-        return cls(windows)
-
-
-def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list[StageRecord]) -> StepWindows:
-    """`src` (raw rows), `tagged` (stage, outcome, probe) and `prepared` (steady, analysable rows).
-
-    The rules are those of analysis.model.steps.prepare_requests: a missing stage_index comes from
-    t_sent within the recorded stage starts; timeouts are 408/504 or an error saying so; probes are
-    validation endpoints; ok rows without a latency and rows sent during a warm-up are left out.
-    """
-    paths = ", ".join(f"'{p}'" for p in files)
-    con.register("requests_empty", REQUEST_SCHEMA.empty_table())
-    if files:  # every schema column, NULL where an older file lacks it (as the in-memory reader does)
-        con.execute(
-            "CREATE VIEW src AS SELECT * FROM requests_empty "
-            f"UNION ALL BY NAME SELECT * FROM read_parquet([{paths}], union_by_name = true)"
-        )
-    else:
-        con.execute("CREATE VIEW src AS SELECT * FROM requests_empty")
-    windows = StepWindows.of(con, stages)
-    ordered = sorted(stages, key=lambda s: s.start_unix_s)
-    by_time = " ".join(f"WHEN t_sent_unix_s >= {s.start_unix_s!r} THEN {s.index}" for s in reversed(ordered))
-    last = ordered[-1].index if ordered else "NULL"
-    stage_expr = (
-        f"CASE WHEN stage_index IS NOT NULL THEN stage_index WHEN t_sent_unix_s IS NULL THEN {last} "
-        f"{by_time} ELSE NULL END"
-        if ordered
-        else "stage_index"
-    )
-    timeout_codes = ", ".join(str(c) for c in sorted(TIMEOUT_STATUS_CODES))
-    con.execute(
-        f"""CREATE VIEW tagged AS SELECT *,
-            ({stage_expr}) AS stage,
-            CASE WHEN coalesce(ok, false) THEN 0
-                 WHEN status_code IN ({timeout_codes})
-                      OR coalesce(contains(lower(error), 'timeout') OR contains(lower(error), 'timed out'), false)
-                 THEN 2 ELSE 1 END AS outcome,
-            coalesce(starts_with(endpoint, '{VALIDATION_ENDPOINT_PREFIX}'), false) AS probe
-        FROM src"""
-    )
-    known = _sql_list(list(windows.windows)) or "NULL"
-    steady = " ".join(f"WHEN {i} THEN {w[0]!r}" for i, w in windows.windows.items())
-    steady_expr = f"CASE stage {steady} END" if steady else "NULL"
-    con.execute(
-        f"""CREATE VIEW checked AS SELECT *,
-            stage IN ({known}) AS known,
-            (latency_ms IS NULL OR isnan(latency_ms)) AND outcome = 0 AS null_latency,
-            coalesce(t_sent_unix_s < {steady_expr}, false) AS in_warmup
-        FROM tagged"""
-    )
-    con.execute(
-        "CREATE VIEW prepared AS SELECT * FROM checked WHERE known AND NOT null_latency AND NOT in_warmup"
-    )
-    return windows
-
 
 # --------------------------------------------------------------------------------------------
 # Per-step statistics
@@ -472,6 +356,7 @@ def _step_stats(
         if open_loop
         else None,
         warnings=warnings,
+        unavailable_s=window_unavailable_s(con, start, end, every_bin_wanted=not open_loop),
     )
     return stats, cdf_ms
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from analysis.engine import minute_series
+from analysis.engine import minute_series, views
 from analysis.engine import requests as ooc
 from analysis.engine import tables as ooc_tables
 from analysis.engine import telemetry as ooc_telemetry
@@ -27,15 +27,15 @@ MAX_SERIES_POINTS = 1500
 
 
 def analyse_run(
-    folder: RunFolder, settings: Settings | None = None, memory_limit: str = ooc.MEMORY_LIMIT
+    folder: RunFolder, settings: Settings | None = None, memory_limit: str = views.MEMORY_LIMIT
 ) -> RunAnalysis:
     settings = settings or Settings()
     manifest = read_manifest(folder)
     work = folder.analysis
     work.mkdir(parents=True, exist_ok=True)
     long_run = is_soak(manifest) or _duration_s(manifest) >= SOAK_MIN_DURATION_S  # gets per-minute series
-    with ooc.connect(work, memory_limit) as con:
-        windows = ooc.create_views(con, ooc.request_files(folder, work), manifest.stages)
+    with views.connect(work, memory_limit) as con:
+        windows = views.create_views(con, views.request_files(folder, work), manifest.stages)
         requests = ooc.request_aggregates(
             con, manifest.stages, windows, is_open_loop(manifest), n_boot=settings.n_boot,
             lateness_tolerance_ms=manifest.scenario.open_loop.lateness_tolerance_ms,
@@ -69,7 +69,7 @@ def analyse_run(
             tokens={i: s.n_tokens for i, s in requests.steps.items()},
             minutes=minutes,
         )
-    with ooc.connect(work, memory_limit) as con:
+    with views.connect(work, memory_limit) as con:
         ooc_telemetry.create_view(con, ooc_telemetry.telemetry_files(folder, work))
         if t0 is not None and minutes:
             minute_series.prepare_telemetry_minutes(con, t0)

@@ -185,7 +185,7 @@ def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
     headless = bool(getattr(options, "headless", False))
     try:  # headless: one real request before any load (the web UI may still change the host)
         checked = preflight.target_for_locust(scenario, environment.host or scenario.target.base_url, check=headless)
-        if False and headless and run_opts.collectors:  # an agent refusing the run's token stops it here, like a refused key
+        if headless and run_opts.collectors:  # an agent refusing the run's token stops it here, like a refused key
             agent_preflight.check_agents(
                 run_opts.agents or scenario.target.agents, DeviceOptions.from_namespace(options).agent_token_file
             )

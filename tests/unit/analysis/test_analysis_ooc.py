@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pytest
 
 from analysis.cli.synth import synth_request_chunks
-from analysis.engine import minute_series
+from analysis.engine import minute_series, views
 from analysis.engine import requests as ooc
 from analysis.engine import telemetry as ooc_telemetry
 from analysis.engine.order_stats import bootstrap_percentile_ci, exact_percentiles
@@ -92,8 +92,8 @@ def test_step_figures_equal_the_in_memory_analysis(
 ) -> None:
     folder, stages = _write_run(tmp_path, open_loop, n, seed)
     prepared = prepare_requests(load_requests(folder), stages)
-    with ooc.connect(tmp_path) as con:
-        windows = ooc.create_views(con, ooc.request_files(folder, tmp_path), stages)
+    with views.connect(tmp_path) as con:
+        windows = views.create_views(con, views.request_files(folder, tmp_path), stages)
         out = ooc.request_aggregates(con, stages, windows, open_loop, n_boot=500, fallback_model=FALLBACK)
     assert out.windows == prepared.windows
     assert out.dropped == prepared.dropped and out.dropped["outside_stage"] >= 1
@@ -141,8 +141,8 @@ def test_step_figures_equal_the_in_memory_analysis(
 def test_empty_run_gives_empty_steps(tmp_path: Path) -> None:
     folder = RunFolder(tmp_path / "empty").create()
     stages = _stages(False)
-    with ooc.connect(tmp_path) as con:
-        windows = ooc.create_views(con, ooc.request_files(folder, tmp_path), stages)
+    with views.connect(tmp_path) as con:
+        windows = views.create_views(con, views.request_files(folder, tmp_path), stages)
         out = ooc.request_aggregates(con, stages, windows, open_loop=False)
     assert [s.stats.n_requests for s in out.steps.values()] == [0, 0, 0, 0]
     assert out.steps[0].stats.warnings == ["no_samples"] and out.steps[0].decomposition is None
@@ -168,8 +168,8 @@ def test_minute_series_equal_the_in_memory_soak_series(tmp_path: Path) -> None:
     prepared = prepare_requests(load_requests(folder), stages)
     steady = prepared.rows[~prepared.rows["probe"].to_numpy()]
     expected = soak_trends(steady, np.array([]), np.array([])).per_minute
-    with ooc.connect(tmp_path) as con:
-        ooc.create_views(con, ooc.request_files(folder, tmp_path), stages)
+    with views.connect(tmp_path) as con:
+        views.create_views(con, views.request_files(folder, tmp_path), stages)
         t0, points = minute_series.request_minutes(con)
         batches = minute_series.batch_histograms(con)
         errors = minute_series.top_errors(con)
@@ -219,7 +219,7 @@ def _soak_telemetry(tmp_path: Path, throttle: bool) -> tuple[Path, list[minute_s
 @pytest.mark.parametrize("throttle", [True, False])
 def test_soak_findings_from_telemetry_minutes(tmp_path: Path, throttle: bool) -> None:
     telemetry, points = _soak_telemetry(tmp_path, throttle)
-    with ooc.connect(tmp_path) as con:
+    with views.connect(tmp_path) as con:
         ooc_telemetry.create_view(con, [telemetry])
         minute_series.prepare_telemetry_minutes(con, T0)
         minute_series.add_telemetry_minutes(con, points)

@@ -88,7 +88,13 @@ def test_fast_check_accepts_the_common_answer_and_reads_tokens() -> None:
 def test_timing_values_follow_the_row_tail_and_the_dict_parser() -> None:
     start = REQUEST_COLUMNS.index(TIMING_VALUE_COLUMNS[0])
     assert REQUEST_COLUMNS[start : start + len(TIMING_VALUE_COLUMNS)] == TIMING_VALUE_COLUMNS
-    assert REQUEST_COLUMNS[start + len(TIMING_VALUE_COLUMNS) :] == ("probe_cosine", "request_id", "served_model")
+    assert REQUEST_COLUMNS[start + len(TIMING_VALUE_COLUMNS) :] == (
+        "probe_cosine",
+        "request_id",
+        "served_model",
+        "side",
+        "agreement_cosine",
+    )
     header = "queue;dur=1.5, tokenize;dur=0.25, compute;dur=5, post;dur=0.5, total;dur=7.25"
     headers = {"Server-Timing": header, "X-Batch-Size": "8", "X-Batch-Tokens": " 120 "}
     values = timing_values(headers.get)

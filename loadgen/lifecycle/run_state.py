@@ -1,0 +1,123 @@
+"""The one object that holds a load run's state in a Locust process, kept on Locust's Environment.
+
+Users reach it through `self.environment`, the load shape through `self.runner.environment`, event
+listeners and message handlers through the `environment` Locust passes them: `state_of(environment)`.
+Nothing of a run lives in a module global, so two Environments in one process (a test, a benchmark
+with a master and a worker runner) never see each other's run.
+
+Where it is kept: Locust's Environment has no documented slot for plugins, and the object's lifetime
+is the Environment's, so it is set as one new attribute on the instance (`ATTRIBUTE`) by the init
+listener. A registry module keyed by the Environment would be the module-level state this replaces;
+a new attribute of our own overrides nothing of Locust's (no private member is read or written).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from locust.env import Environment
+
+from loadgen.lifecycle.session import RunOptions, RunSession
+from loadgen.lifecycle.target_detection import ResolvedTarget
+from loadgen.recording.monitor import CpuMonitor
+from loadgen.traffic.context import RunContext
+from scenarios.models import Scenario
+
+ATTRIBUTE = "embedperf"  # environment.embedperf: the RunState of the Environment's run
+
+
+class RowOutlet(Protocol):
+    """A worker's way to the master for its rows (loadgen.distributed.rows.RowForwarder)."""
+
+    def batch(self, final: bool = False) -> dict[str, Any]:
+        """Take the rows buffered so far as one message's data."""
+        ...
+
+    def stop(self) -> None:
+        """Send what is left and stop forwarding."""
+        ...
+
+
+@dataclass
+class RunState:
+    """Everything of a run that outlives one call: set up at Locust's init, read until it quits.
+
+    Local or master process: the scenario and options bound at init, and the run session they start.
+    Worker process: the users' context, the worker's CPU monitor and its row forwarder, set at test start.
+    """
+
+    environment: Environment
+    scenario: Scenario | None = None
+    options: RunOptions | None = None
+    resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None  # re-read before each run (web UI)
+    target: ResolvedTarget | None = None  # the pre-flight check's (headless): every run's scenario speaks it
+    session: RunSession | None = None  # the run this process writes or wrote last (local or master)
+    context: RunContext | None = None  # what the users share; None between runs
+    worker_cpu: CpuMonitor | None = None
+    forwarder: RowOutlet | None = None
+    user_seq: Iterator[int] = field(default_factory=itertools.count)  # each user's payload seed offset
+
+    def bind(
+        self,
+        scenario: Scenario,
+        options: RunOptions,
+        resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None,
+    ) -> None:
+        """At init on the local or master process. `resolve` re-reads the scenario and options before
+        each new run (the web UI's start form changes them between runs)."""
+        self.scenario, self.options, self.resolve = scenario, options, resolve
+
+    def active(self) -> RunSession | None:
+        """The run being written, starting it on first use after `bind` (the shape ticks before test_start)."""
+        if self.session is not None and not self.session.finalised:
+            return self.session
+        if self.options is None or self.scenario is None:
+            return None
+        if self.resolve is not None:  # the options as they stand now: the web UI's form may have changed them
+            self.scenario, self.options = self.resolve()
+        host = self.environment.host or self.scenario.target.base_url
+        self.session = RunSession(self.environment, self.scenario, self.options, host)
+        self.session.start()
+        self.context = self.session.ctx
+        return self.session
+
+    def current_session(self) -> RunSession | None:
+        """The run being written, or None (not started yet, or finalised)."""
+        return self.session if self.session is not None and not self.session.finalised else None
+
+    def finalise(self, reason: str) -> None:
+        run = self.current_session()
+        if run is None:
+            return
+        run.finalise(reason)
+        if self.context is run.ctx:
+            self.context = None
+
+    def current_context(self) -> RunContext:
+        """What a user needs to send requests; an error while no run has started in this process."""
+        if self.context is None:
+            raise RuntimeError("no load run is active in this process (the test has not started)")
+        return self.context
+
+
+def attach(environment: Environment) -> RunState:
+    """The Environment's RunState, created on first call (Locust's init listener makes that call)."""
+    state = getattr(environment, ATTRIBUTE, None)
+    if not isinstance(state, RunState):
+        state = RunState(environment)
+        setattr(environment, ATTRIBUTE, state)
+    return state
+
+
+def state_of(environment: Environment) -> RunState:
+    """The Environment's RunState; an error that says how to get one when embedperf was not installed."""
+    state = getattr(environment, ATTRIBUTE, None)
+    if not isinstance(state, RunState):
+        raise RuntimeError(
+            "this Locust environment has no embedperf run state: the locustfile must call "
+            "loadgen.wiring.plugin.install(...) (or loadgen.lifecycle.run_state.attach(environment))"
+        )
+    return state
