@@ -13,27 +13,21 @@ other work, absolute figures drift: read the ratios of runs taken side by side.
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
-from loadgen.processes.service_proc import free_port
+from loadgen.processes.service_proc import ServiceProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BODY = '{"model": "all-MiniLM-L6-v2", "input": "Capacity planning needs the P99 latency at every load step."}'
 WRK_SCRIPT = f'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[{BODY}]]\n'
 READY_TIMEOUT_S = 180.0
-STOP_GRACE_S = 20.0
 
 
 def extract(rev: str, into: Path) -> str:
@@ -56,35 +50,8 @@ def extract(rev: str, into: Path) -> str:
 def service_from(tree: Path, flags: list[str], log_path: Path) -> Iterator[str]:
     """`python -m service` run from `tree` (its own modules come first on sys.path) until /ready; yields its
     URL and stops it by PID."""
-    port = free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    cmd = [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port), *flags]
-    url = f"http://127.0.0.1:{port}"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline_s = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline_s:
-            if proc.poll() is not None:
-                raise SystemExit(f"the service from {tree} exited with {proc.returncode}; see {log_path}")
-            try:
-                if httpx.get(f"{url}/ready", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        else:
-            raise SystemExit(
-                f"the service from {tree} was not ready after {READY_TIMEOUT_S:.0f} s; see {log_path}"
-            )
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    with ServiceProcess(flags, cwd=tree, log_path=log_path, ready_timeout_s=READY_TIMEOUT_S) as svc:
+        yield svc.url
 
 
 def wrk_rps(url: str, script: Path, connections: int, duration_s: int) -> tuple[float, int]:

@@ -46,8 +46,11 @@ class ServiceProcess:
         port: int | None = None,
         log_path: Path | None = None,
         ready_timeout_s: float = 180,
+        cwd: Path | None = None,
     ) -> None:
         self.args = list(args)
+        # where `python -m service` starts: its modules come first on sys.path (bench-ab runs an older tree)
+        self.cwd = cwd or REPO_ROOT
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.log_path = log_path
@@ -74,7 +77,7 @@ class ServiceProcess:
         cmd = [sys.executable, "-m", "service", "--host", self.host, "--port", str(self.port), *self.args]
         log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         try:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.cwd)
         finally:
             if self.log_path and not isinstance(log, int):
                 log.close()
