@@ -81,6 +81,8 @@ def rates(prev: Scrape, cur: Scrape, names: Mapping[str, str] = DEFAULT_NAMES) -
         return out
 
     def increase(name: str) -> float | None:
+        if name not in cur.values:  # the parser names a counter's sample NAME_total, however it was exposed
+            name = f"{name}_total"
         if name in prev.values and name in cur.values:
             return counter_increase(prev.values[name], cur.values[name])
         return None
