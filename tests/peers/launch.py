@@ -1,0 +1,227 @@
+"""Start and stop real third-party embedding servers (Infinity, a KServe v2 model server) by PID.
+
+Each runs from its own virtual environment under `.peers/` (`make peers-setup`), on a free 127.0.0.1
+port, serving a local model folder with the hubs switched off, so a test or `make peers` drives the same
+servers users run, not a stand-in written here. Start-up waits for the server's own health endpoint;
+a server that exits or never answers raises TargetError with the tail of its log, which is where the
+reason (a wrong model folder, a missing package) is.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from embedperf.errors import TargetError
+from loadgen.processes.service_proc import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PEERS_DIR = REPO_ROOT / ".peers"
+KSERVE_SCRIPT = Path(__file__).resolve().parent / "kserve_minilm.py"
+HOST = "127.0.0.1"
+READY_TIMEOUT_S = 300.0  # a model load on a busy 2-core host; a server that dies is reported at once
+POLL_INTERVAL_S = 0.25
+STOP_GRACE_S = 20.0
+LOG_TAIL_CHARS = 3000
+KSERVE_MODEL_NAME = "minilm"
+# Names a vLLM-style server is given and embedperf is not told. Infinity answers any model name when it
+# serves one model, so the model is served under two: an unknown name then gets 400 with the list.
+VLLM_STYLE_MODEL_NAMES = ("team-embedder-v3", "team-embedder-v3-canary")
+# Offline, and no usage report home (Infinity sends anonymous statistics unless told not to).
+PEER_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "DO_NOT_TRACK": "1",
+    "INFINITY_ANONYMOUS_USAGE_STATS": "0",
+}
+
+
+def peer_bin(venv: str, program: str) -> Path:
+    """`.peers/<venv>/bin/<program>`, or a TargetError that says how to create it."""
+    path = PEERS_DIR / venv / "bin" / program
+    if not path.is_file():
+        raise TargetError(f"{path} is missing; create the peer servers' environments with `make peers-setup`")
+    return path
+
+
+@dataclass(frozen=True)
+class PeerCommand:
+    """How to start one server and how to tell it is ready: the command line, health path, extra env."""
+
+    name: str
+    argv: list[str]
+    port: int
+    health_path: str
+    api_prefix: str = ""  # where its API lives under the base URL ("/v1" for a vLLM-style server)
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+
+def infinity_command(
+    model_dir: Path,
+    port: int | None = None,
+    served_model_names: tuple[str, ...] = (),
+    url_prefix: str = "",
+    torch_threads: int | None = None,
+    warmup: bool = False,
+) -> PeerCommand:
+    """`infinity_emb v2 --engine torch` on `model_dir`, fp32, no vector cache, batches of up to 32.
+
+    With `served_model_names`, the folder is loaded once per name; `url_prefix="/v1"` moves
+    `/embeddings` and `/models` (not `/health`) under it, as vLLM lays them out. Infinity's own warm-up
+    (a few seconds of batches of 256-token inputs) is off unless asked for: tests need no timings."""
+    port = free_port(HOST) if port is None else port
+    argv = [
+        str(peer_bin("infinity", "infinity_emb")),
+        "v2",
+        "--engine",
+        "torch",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--batch-size",
+        "32",
+        "--no-vector-disk-cache",
+        "--model-warmup" if warmup else "--no-model-warmup",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    argv += ["--model-id", str(model_dir)] * max(1, len(served_model_names))
+    for name in served_model_names:
+        argv += ["--served-model-name", name]
+    if url_prefix:
+        argv += ["--url-prefix", url_prefix]
+    env = {"OMP_NUM_THREADS": str(torch_threads)} if torch_threads else {}
+    return PeerCommand("infinity", argv, port, "/health", api_prefix=url_prefix, env=env)
+
+
+def kserve_command(
+    model_dir: Path,
+    port: int | None = None,
+    model_name: str = KSERVE_MODEL_NAME,
+    torch_threads: int | None = None,
+) -> PeerCommand:
+    """KServe's ModelServer with tests/peers/kserve_minilm.py: REST v2 only (no gRPC port to collide)."""
+    port = free_port(HOST) if port is None else port
+    argv = [
+        str(peer_bin("kserve", "python")),
+        str(KSERVE_SCRIPT),
+        "--model_name",
+        model_name,
+        "--model_dir",
+        str(model_dir),
+        "--http_port",
+        str(port),
+        "--enable_grpc",
+        "false",
+        "--enable_latency_logging",
+        "false",
+    ]
+    if torch_threads:
+        argv += ["--torch_threads", str(torch_threads)]
+    return PeerCommand("kserve", argv, port, "/v2/health/ready")
+
+
+class PeerProcess:
+    """`with PeerProcess(command, log_path) as peer:` -- the server answers its health path inside."""
+
+    def __init__(
+        self, command: PeerCommand, log_path: Path, ready_timeout_s: float = READY_TIMEOUT_S
+    ) -> None:
+        self.command = command
+        self.log_path = log_path
+        self.ready_timeout_s = ready_timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL, what a user passes as --host."""
+        return self.command.url
+
+    @property
+    def api_url(self) -> str:
+        """The base URL with the server's API prefix ("/v1" for the vLLM-style layout)."""
+        return self.command.url + self.command.api_prefix
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise TargetError(f"{self.command.name} is not running")
+        return self.proc.pid
+
+    def start(self) -> PeerProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+        env.update(PEER_ENV)
+        env.update(self.command.env)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.command.argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.log_path.parent
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
+        health = self.command.url + self.command.health_path
+        deadline_s = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline_s:
+            if self.proc.poll() is not None:
+                raise TargetError(
+                    f"{self.command.name} exited with {self.proc.returncode} before {health} answered 200"
+                    f"{self.log_tail()}"
+                )
+            try:
+                if httpx.get(health, timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(POLL_INTERVAL_S)
+        raise TargetError(
+            f"{self.command.name} did not answer {health} with 200 within {self.ready_timeout_s:.0f} s"
+            f"{self.log_tail()}"
+        )
+
+    def log_tail(self) -> str:
+        """The end of the server's output, for an error message."""
+        if not self.log_path.is_file():
+            return ""
+        return f"; its output ({self.log_path}) ends:\n{self.log_path.read_text(errors='replace')[-LOG_TAIL_CHARS:]}"
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM by PID, SIGKILL after grace_s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+    def __enter__(self) -> PeerProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
