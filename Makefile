@@ -6,8 +6,8 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 EP      := $(VENV)/bin/embedperf
 STAMP   := $(VENV)/.setup-stamp
-PEERS   := .peers
-PEER_STAMPS := $(PEERS)/infinity/.setup-stamp $(PEERS)/kserve/.setup-stamp
+PEERS   ?= $(HOME)/.cache/embedperf/peers
+export EMBEDPERF_PEERS_DIR := $(PEERS)
 PROFILE ?= quick
 RUNS    ?= runs
 HOST    ?= 127.0.0.1
@@ -40,6 +40,7 @@ help: ## show this help
 	@echo "  ROWS=10000000            bench-report"
 	@echo "  REV=<commit>             bench-ab: the previous service version (default HEAD)"
 	@echo "  VENV=$(VENV)               the virtual environment"
+	@echo "  PEERS=$(PEERS)   the peer servers' environments (make peers-setup), shared by clones"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -50,16 +51,19 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install everything (quick when already done)
 
-# Third-party servers the tests drive (Infinity, KServe v2), each in its own environment under .peers/
-# because their pins clash with ours; tests/peers/requirements-*.txt say which and why.
-$(PEERS)/%/.setup-stamp: tests/peers/requirements-%.txt
-	@rm -rf $(PEERS)/$*
-	python3 -m venv $(PEERS)/$*
-	$(PEERS)/$*/bin/python -m pip install --quiet --upgrade pip
-	$(PEERS)/$*/bin/python -m pip install --quiet -r $<
-	@touch $@
-
-peers-setup: $(PEER_STAMPS) ## create .peers/infinity and .peers/kserve: the real third-party servers of the tests and make peers (quick when already done)
+# Third-party servers the tests drive (Infinity, KServe v2), each in its own environment because their
+# pins clash with ours (tests/peers/requirements-*.txt say which and why). They live in a cache shared by
+# every clone on the host (PEERS), rebuilt only when a requirements file's content changes.
+peers-setup: ## create the peer servers' environments (Infinity, KServe v2) under PEERS for the tests and make peers (quick when already done)
+	@for peer in infinity kserve; do \
+	  dir="$(PEERS)/$$peer"; req="tests/peers/requirements-$$peer.txt"; \
+	  if test -x "$$dir/bin/python" && cmp -s "$$req" "$$dir/requirements.txt"; then continue; fi; \
+	  echo "creating $$dir (a few minutes, once per host)"; \
+	  rm -rf "$$dir" && mkdir -p "$(PEERS)" && python3 -m venv "$$dir" \
+	    && "$$dir/bin/python" -m pip install --quiet --upgrade pip \
+	    && "$$dir/bin/python" -m pip install --quiet -r "$$req" \
+	    && cp "$$req" "$$dir/requirements.txt" || exit 1; \
+	done
 
 system-deps: ## install Debian packages the tests and benchmarks need (chromium, prometheus, redis-server, wrk, a CJK font) when missing
 	@missing=""; \

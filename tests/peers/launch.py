@@ -23,7 +23,8 @@ from embedperf.errors import TargetError
 from loadgen.processes.service_proc import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PEERS_DIR = REPO_ROOT / ".peers"
+# Where `make peers-setup` puts the environments (PEERS in the Makefile, exported as EMBEDPERF_PEERS_DIR).
+PEERS_DIR = Path(os.environ.get("EMBEDPERF_PEERS_DIR") or Path.home() / ".cache" / "embedperf" / "peers")
 KSERVE_SCRIPT = Path(__file__).resolve().parent / "kserve_minilm.py"
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 300.0  # a model load on a busy 2-core host; a server that dies is reported at once
@@ -44,7 +45,7 @@ PEER_ENV = {
 
 
 def peer_bin(venv: str, program: str) -> Path:
-    """`.peers/<venv>/bin/<program>`, or a TargetError that says how to create it."""
+    """`<PEERS_DIR>/<venv>/bin/<program>`, or a TargetError that says how to create it."""
     path = PEERS_DIR / venv / "bin" / program
     if not path.is_file():
         raise TargetError(f"{path} is missing; create the peer servers' environments with `make peers-setup`")
