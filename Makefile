@@ -17,7 +17,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test test-quick lint bench bench-service bench-recorder bench-collectors \
         bench-report bench-overload bench-ab fuzz report compare capacity matrix precision clean search bench-distributed \
-        peers-setup peers canary
+        peers-setup peers canary verify
 
 help: ## show this help
 	@echo "embedperf: load testing and benchmarking for embedding inference services"
@@ -37,6 +37,7 @@ help: ## show this help
 	@echo "  BASE=runs/<id> CAND=runs/<id> GATE=\"p99_ms:+5%,qps:-3%\" JSON=FILE JUNIT=FILE OUT=FILE   compare"
 	@echo "  SLO_P99_MS=300 TARGET_QPS=1000 HEADROOM=0.25   capacity (SLO_P99_MS also search)"
 	@echo "  TARGET=http://$(HOST):$(PORT) SCENARIO=query   search"
+	@echo "  TARGET=URL TARGET_QPS=N SLO_P99_MS=300 SOAK_S=3600 PROMETHEUS_URL=URL OUT=DIR   verify"
 	@echo "  ROWS=10000000            bench-report"
 	@echo "  REV=<commit>             bench-ab: the previous service version (default HEAD)"
 	@echo "  VENV=$(VENV)               the virtual environment"
@@ -115,6 +116,11 @@ search: setup ## highest rate meeting the P99 SLO against TARGET (default http:/
 canary: setup ## staged canary of CANDIDATE=URL against BASELINE=URL (SCENARIO=query, STAGES=5,20,50,100, WINDOW_S=60); exit 0 promote, 1 roll back, 2 no verdict, 3 incomplete
 	$(EP) canary $(or $(SCENARIO),query) --baseline $(BASELINE) --candidate $(CANDIDATE) --runs-dir $(RUNS) \
 	  $(if $(STAGES),--stages $(STAGES)) $(if $(WINDOW_S),--window-s $(WINDOW_S))
+
+verify: setup ## four-layer release verdict against TARGET=URL (TARGET_QPS, SLO_P99_MS, SOAK_S=3600, PROMETHEUS_URL, OUT); exit 0 pass, 1 a layer failed, 2 pre-flight, 3 incomplete
+	$(EP) verify --host $(or $(TARGET),http://$(HOST):$(PORT)) $(if $(TARGET_QPS),--target-qps $(TARGET_QPS)) \
+	  $(if $(SLO_P99_MS),--slo-p99-ms $(SLO_P99_MS)) $(if $(SOAK_S),--soak-s $(SOAK_S)) \
+	  $(if $(PROMETHEUS_URL),--prometheus-url $(PROMETHEUS_URL)) $(if $(OUT),--out $(OUT))
 
 matrix: setup ## optimisation before/after matrix (scenarios/optimizations.yaml)
 	$(EP) matrix scenarios/optimizations.yaml --profile $(PROFILE) --runs-dir $(RUNS)

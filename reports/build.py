@@ -18,6 +18,7 @@ from analysis.run.analyse import analyse_folder
 from analysis.run.summary import RunAnalysis, write_analysis
 from embedperf.errors import ConfigError
 from embedperf.schema import RunFolder, ServiceInfo
+from reports.canary_section import canary_section
 from reports.figures import run_figures
 from reports.i18n import LANGS, error_kind_text, reason_text, t
 from reports.render import num, pct, render
@@ -89,6 +90,7 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
     tel_rows, tel_capped = telemetry_rows(summary)
     extras = {
         "tokens": any(field(s.stats, "tokens_per_s") is not None for s in summary.steps),
+        "documents": any(field(s.stats, "documents_per_s") is not None for s in summary.steps),
         "cosine": any(field(s.stats, "quality_cosine_mean") is not None for s in summary.steps),
     }
     duration_s = (
@@ -122,6 +124,7 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
         manifest_extra=analysis.manifest,
         figures=run_figures(analysis, lang),
         search=search_section(analysis, lang),
+        canary=canary_section(analysis.folder, analysis.manifest, lang),
         lengths=analysis.figures.lengths,
         quality=quality_gate(summary, analysis.manifest),
         components=COMPONENTS,

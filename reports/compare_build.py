@@ -21,7 +21,7 @@ from reports.view import goodput
 
 COMPARE_METRICS: tuple[str, ...] = (
     "qps", "tokens_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "device_util_pct", "service_cpu_pct",
-    "mem_used_mb",
+    "mem_used_mb", "unavailable_s",
 )  # fmt: skip
 
 

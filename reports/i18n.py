@@ -43,6 +43,12 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "requests": ("Requests", "请求数"),
     "qps": ("Goodput (req/s)", "有效吞吐 (req/s)"),
     "error_rate": ("Error rate", "错误率"),
+    "unavailable_s": ("Unavailable (s)", "不可用 (秒)"),
+    "unavailable_note": (
+        "Unavailable: seconds of the steady window without a successful answer (closed loop: every such "
+        "second; open loop: those in which requests failed or hung).",
+        "不可用：稳态时间窗内没有任何成功应答的秒数（闭环：所有此类秒；开环：有请求失败或挂起的秒）。",
+    ),
     "errors": ("Errors", "错误"),
     "timeouts": ("Timeouts", "超时"),
     "mean": ("Mean", "均值"),
@@ -507,6 +513,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "分词 ≥ 延迟的 30%；服务 CPU ≥ 主机核数的 90%（或主机 CPU ≥ 90%）；客户端与网络 ≥ 延迟的 50%；否则未达瓶颈。",
     ),
     "tokens_per_s": ("Input tokens/s", "输入 token/s"),
+    "documents_per_s": ("Documents/s", "文档/s"),
     "quality_cosine": ("Quality probe cosine", "质量探针余弦"),
     "power_total": ("Power, serving devices total (W)", "服务设备总功耗 (W)"),
     "telemetry_note": (
@@ -571,6 +578,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     # comparison: column names, gate status, warnings
     "m_qps": ("Goodput (req/s)", "有效吞吐 (req/s)"),
     "m_tokens_per_s": ("Input tokens/s", "输入 token/s"),
+    "m_unavailable_s": ("Unavailable (s)", "不可用 (秒)"),
     "m_p50_ms": ("P50 (ms)", "P50 (ms)"),
     "m_p95_ms": ("P95 (ms)", "P95 (ms)"),
     "m_p99_ms": ("P99 (ms)", "P99 (ms)"),

@@ -163,6 +163,9 @@ def _request_chunk(
             "probe_cosine": pa.nulls(n, pa.float64()),
             "request_id": pa.nulls(n, pa.string()),  # filled by _with_ids
             "served_model": pa.nulls(n, pa.string()),
+            "side": pa.nulls(n, pa.string()),
+            "agreement_cosine": pa.nulls(n, pa.float64()),
+            "documents": pa.nulls(n, pa.int32()),
         }
     ).cast(REQUEST_SCHEMA)
 

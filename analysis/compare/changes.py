@@ -50,6 +50,7 @@ LOWER_IS_BETTER: dict[str, bool] = {
     "device_util_pct": True,
     "service_cpu_pct": True,
     "mem_used_mb": True,
+    "unavailable_s": True,
 }
 TELEMETRY_METRICS: tuple[str, ...] = ("device_util_pct", "service_cpu_pct", "mem_used_mb")
 Z_95 = 1.959963984540054
@@ -219,6 +220,8 @@ def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dic
             no_requests or _short("s of steady state", seconds, MIN_QPS_SECONDS),
         )
     changes["error_rate"] = _error_rate_change(base, cand)
+    if base.unavailable_s is not None and cand.unavailable_s is not None:
+        changes["unavailable_s"] = _unavailable_change(base, cand, n_boot, rng, seconds)
     for metric in TELEMETRY_METRICS:
         b_vals, c_vals = base.telemetry.get(metric), cand.telemetry.get(metric)
         if b_vals is None or c_vals is None or not len(b_vals) or not len(c_vals):
@@ -227,6 +230,26 @@ def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dic
         warning = _short("telemetry seconds", min(len(b_vals), len(c_vals)), MIN_TELEMETRY_SAMPLES)
         changes[metric] = _change(metric, float(b_vals.mean()), float(c_vals.mean()), interval(boot), warning)
     return changes
+
+
+def _unavailable_change(
+    base: Samples, cand: Samples, n_boot: int, rng: np.random.Generator, seconds: int
+) -> MetricChange:
+    """Seconds without a successful answer: each run's seconds resampled (which were down is the sample)."""
+
+    def replicates(samples: Samples) -> np.ndarray:
+        down = int(samples.unavailable_s or 0)
+        n = max(int(np.floor(samples.bin_widths_s.sum() + 1e-9)), down, 1)
+        return resampled_means(np.r_[np.ones(down), np.zeros(n - down)], n_boot, rng) * n
+
+    boot = replicates(cand) - replicates(base)
+    return _change(
+        "unavailable_s",
+        float(base.unavailable_s or 0),
+        float(cand.unavailable_s or 0),
+        interval(boot),
+        _short("s of steady state", seconds, MIN_QPS_SECONDS),
+    )
 
 
 def _error_rate_change(base: Samples, cand: Samples) -> MetricChange:

@@ -35,7 +35,7 @@ GateStatus = Literal["pass", "fail", "no_verdict"]
 ERROR_BUDGET_METRIC = "error_rate"
 METRIC_UNITS: dict[str, str] = {
     "qps": "req/s", "p50_ms": "ms", "p95_ms": "ms", "p99_ms": "ms", "error_rate": "%",
-    "device_util_pct": "%", "service_cpu_pct": "%", "mem_used_mb": "MB",
+    "device_util_pct": "%", "service_cpu_pct": "%", "mem_used_mb": "MB", "unavailable_s": "s",
 }  # fmt: skip
 
 GATE_METRICS: dict[str, str] = {
@@ -44,6 +44,7 @@ GATE_METRICS: dict[str, str] = {
     "p95_ms": "95th percentile latency",
     "p99_ms": "99th percentile latency",
     "error_rate": "share of failed requests (absolute unit: percentage points)",
+    "unavailable_s": "seconds of the steady window without a successful answer (e.g. unavailable_s:+0)",
     "device_util_pct": "mean device utilisation",
     "service_cpu_pct": "mean service CPU",
     "mem_used_mb": "mean device memory used",

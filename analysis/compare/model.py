@@ -63,6 +63,7 @@ class Samples:
     # exact percentiles of every ok row (latency_sorted may be a bounded reservoir of them)
     exact_ms: dict[float, float | None] | None = None
     n_ok: int | None = None  # ok rows (latency_sorted holds all of them or a bounded reservoir)
+    unavailable_s: int | None = None  # seconds without a successful answer (StepStats.unavailable_s)
 
     @property
     def load(self) -> float | None:

@@ -22,7 +22,7 @@ def window_unavailable_s(
     every_bin_wanted: bool = False,
 ) -> int:
     """Seconds of [start, end) without an ok completion (see embedperf.availability), over the `tagged`
-    view (analysis.engine.requests.create_views); `side` keeps one side of a canary. Validation probes are left out."""
+    view (analysis.engine.views.create_views); `side` keeps one side of a canary. Validation probes are left out."""
     n_bins = bin_count(start_unix_s, end_unix_s)
     if n_bins == 0:
         return 0
@@ -40,7 +40,7 @@ def window_unavailable_s(
         hung = con.execute(
             f"SELECT ceil(t_sent_unix_s - ? - 1e-9)::BIGINT, "
             f"CASE WHEN t_done_unix_s IS NULL THEN {n_bins - 1} ELSE floor(t_done_unix_s - ?)::BIGINT - 1 END "
-            f"FROM tagged WHERE {where} AND t_sent_unix_s < ? "
+            f"FROM tagged WHERE {where} AND outcome <> 0 AND t_sent_unix_s < ? "
             f"AND (t_done_unix_s IS NULL OR (t_done_unix_s > ? AND t_done_unix_s - t_sent_unix_s >= {HANG_S}))",
             [start_unix_s, start_unix_s, *params, end_unix_s, start_unix_s],
         ).fetchall()

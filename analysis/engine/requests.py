@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from analysis.engine.availability import window_unavailable_s
 from analysis.engine.order_stats import (
     OrderStats,
     bootstrap_percentile_ci,
@@ -22,7 +23,6 @@ from analysis.engine.order_stats import (
     exact_percentiles,
     linear_ranks,
 )
-from analysis.engine.availability import window_unavailable_s
 from analysis.engine.views import StepWindows
 from analysis.figures.bootstrap import DEFAULT_N_BOOT
 from analysis.model.decomposition import Decomposition
@@ -87,6 +87,8 @@ _AGGREGATES = {
     "tokens_sum": f"sum(input_tokens::DOUBLE) FILTER ({_OK})",
     "inputs_n": f"count(n_inputs) FILTER ({_OK})",
     "inputs_sum": f"sum(n_inputs::DOUBLE) FILTER ({_OK})",
+    "documents_n": f"count(documents) FILTER ({_OK})",
+    "documents_sum": f"sum(documents::DOUBLE) FILTER ({_OK})",
     **{
         f"cosine_{agg}": f"{agg}(probe_cosine) FILTER ({_OK} AND NOT isnan(probe_cosine))"
         for agg in ("count", "avg", "min")
@@ -345,6 +347,7 @@ def _step_stats(
         goodput_qps=goodput_qps,
         offered_qps=n_requests / duration_s,
         tokens_per_s=float(agg["tokens_sum"]) / duration_s if agg["tokens_n"] else None,
+        documents_per_s=float(agg["documents_sum"]) / duration_s if agg["documents_n"] else None,
         **_quality(agg),
         **served,
         errors_by_kind=_errors_by_kind(con, stage.index) if n_error + n_timeout else {},

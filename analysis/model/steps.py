@@ -87,12 +87,20 @@ class StepStats(BaseModel):
     tokens_per_s: float | None = Field(
         None, description="Input tokens of successful requests per second (None when the target reports none)."
     )
+    documents_per_s: float | None = Field(
+        None, description="Documents ranked per second by successful rerank requests (None for other tasks)."
+    )
     n_quality_probes: int = Field(0, description="Answered quality probes (payload.quality_probes).")
     quality_cosine_mean: float | None = Field(None, description="Mean cosine of probe answers to fp32.")
     quality_cosine_min: float | None = Field(None, description="Lowest cosine of a probe answer to fp32.")
     served_models: dict[str, int] = Field(
         default_factory=dict,
         description="Ok requests per model their answer named (X-Served-Model); empty when the target names none.",
+    )
+    unavailable_s: int | None = Field(
+        None,
+        description="Seconds of the steady window without a successful answer (embedperf.availability): "
+        "closed loop every such second, open loop those its requests failed or hung in; None in older summaries.",
     )
     fallback_share: float | None = Field(
         default=None,

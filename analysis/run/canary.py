@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 
 from analysis.engine.availability import window_unavailable_s
 from analysis.engine.order_stats import OrderStats, bootstrap_percentile_ci, exact_percentiles
-from analysis.engine.requests import connect, create_views, kinds_of, request_files
+from analysis.engine.requests import kinds_of
+from analysis.engine.views import connect, create_views, request_files
 from analysis.figures.bootstrap import DEFAULT_N_BOOT
 from embedperf.canary_record import SIDES, CanaryRecord, read_canary_record
 from embedperf.schema import Manifest, RunFolder
@@ -70,7 +71,9 @@ class CanaryAnalysis(BaseModel):
 def _order_stats(con: duckdb.DuckDBPyConnection, where: str, params: Sequence[object], n: int) -> OrderStats:
     def fetch(ranks: Sequence[int]) -> dict[int, float]:
         fractions = [(k + 0.5) / n for k in ranks]  # floor(n * f) == k, far from any rounding edge
-        row = con.execute(f"SELECT quantile_disc(latency_ms, ?) FROM tagged WHERE {where}", [fractions, *params]).fetchone()
+        row = con.execute(
+            f"SELECT quantile_disc(latency_ms, ?) FROM tagged WHERE {where}", [fractions, *params]
+        ).fetchone()
         assert row is not None
         return {k: float(v) for k, v in zip(ranks, row[0], strict=True)}
 
@@ -83,7 +86,8 @@ def _side(
     where = "NOT probe AND side = ? AND stage = ? AND t_sent_unix_s >= ? AND t_sent_unix_s < ?"
     params = [side, stage, start, end]
     counts = con.execute(
-        f"SELECT count(*), count(*) FILTER (outcome = 0 AND isfinite(latency_ms)) FROM tagged WHERE {where}", params
+        f"SELECT count(*), count(*) FILTER (outcome = 0 AND isfinite(latency_ms)) FROM tagged WHERE {where}",
+        params,
     ).fetchone()
     assert counts is not None
     requests, n_ok = int(counts[0]), int(counts[1])
@@ -165,7 +169,9 @@ def analyse_canary(
             if spans:
                 stage_span = _span(con, stage.index, None, weight, spans[0][1], spans[-1][2], n_boot)
                 for side in SIDES:  # a stage's unavailable seconds are its windows'
-                    total = sum(getattr(w, side).unavailable_s for w in windows if w.stage_index == stage.index)
+                    total = sum(
+                        getattr(w, side).unavailable_s for w in windows if w.stage_index == stage.index
+                    )
                     getattr(stage_span, side).unavailable_s = total
                 per_stage.append(stage_span)
     return CanaryAnalysis(record=record, canary=canary, rollback=rollback, windows=windows, stages=per_stage)

@@ -258,7 +258,8 @@ STEP_COLUMNS: tuple[str, ...] = (
     "qps", "error_rate", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_ci_low_ms",
     "p99_ci_high_ms", "p999_ms", "max_ms", "device_util_mean_pct", "mem_bw_util_mean_pct",
     "temp_max_c", "power_mean_w", "generator_cpu_mean_pct", "meets_slo",
-    "goodput_qps", "offered_qps", "errors_by_kind", "fallback_share",
+    "goodput_qps", "offered_qps", "errors_by_kind", "fallback_share", "unavailable_s", "tokens_per_s",
+    "documents_per_s",
 )  # fmt: skip
 # qps is goodput (successful requests per second); offered_qps counts failed requests too.
 
@@ -276,7 +277,8 @@ def step_row(step: StepReport) -> dict[str, Any]:
         "generator_cpu_mean_pct": tel.generator_cpu_mean_pct, "meets_slo": step.meets_slo,
         "goodput_qps": s.goodput_qps, "offered_qps": s.offered_qps,
         "errors_by_kind": ";".join(f"{kind}:{n}" for kind, n in s.errors_by_kind.items()),
-        "fallback_share": s.fallback_share,
+        "fallback_share": s.fallback_share, "unavailable_s": s.unavailable_s, "tokens_per_s": s.tokens_per_s,
+        "documents_per_s": s.documents_per_s,
     }  # fmt: skip
 
 

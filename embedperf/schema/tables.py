@@ -53,6 +53,13 @@ REQUEST_SCHEMA = pa.schema(
         ("request_id", pa.string()),
         # the X-Served-Model the answer named (null: the target does not send it), e.g. a fallback model
         ("served_model", pa.string()),
+        # a canary run's side of the request: baseline | candidate (null: an ordinary run)
+        ("side", pa.string()),
+        # a canary's agreement sample: the lowest cosine between this answer and the other side's for the same
+        # texts, on the second request of the pair (null: not a sample)
+        ("agreement_cosine", pa.float64()),
+        # rerank (payload.task rerank): documents ranked against the request's query (null: other tasks)
+        ("documents", pa.int32()),
     ]
 )
 REQUEST_COLUMNS: tuple[str, ...] = tuple(REQUEST_SCHEMA.names)

@@ -44,6 +44,7 @@ from loadgen.recording.live import RunFollower
 from loadgen.recording.live_export import LiveExporter
 from loadgen.recording.monitor import CpuMonitor, settle_heap
 from loadgen.traffic import context
+from loadgen.traffic.protocols import registry
 from loadgen.traffic.shares import share_from_options
 from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overrides
 from scenarios.models import Scenario
@@ -158,6 +159,9 @@ def resolve(environment: Environment) -> tuple[Scenario, session.RunOptions]:
     checked = attach(environment).target
     if checked is not None:  # what the pre-flight check resolved (detected protocol, path, model) holds for every run
         scenario = checked.apply(scenario)
+    else:  # not checked (the web UI): what is unset takes the protocol's defaults, recorded so in the manifest
+        target = registry.default_target(scenario.target, scenario.payload.task)
+        scenario = scenario.model_copy(update={"target": target})
     export_api_key(getattr(options, "api_key", None), scenario.target.api_key_env)
     if options is not None:
         options.embedperf_resolved = scenario.model_dump_json()  # custom options travel to workers

@@ -28,7 +28,7 @@ def _count_backoff(state: RunState, ctx: context.RunContext) -> None:
     ctx.connection_backoffs[index] = ctx.connection_backoffs.get(index, 0) + 1
 
 
-class _EmbeddingClient(FastHttpUser):
+class EmbeddingClient(FastHttpUser):
     abstract = True
     host = "http://127.0.0.1:8086"  # replaced by --host or the scenario's target.base_url
 
@@ -54,7 +54,7 @@ class _EmbeddingClient(FastHttpUser):
         """Subclasses adjust connection settings before the client is built."""
 
 
-class EmbeddingUser(_EmbeddingClient):
+class EmbeddingUser(EmbeddingClient):
     """Closed loop: send, wait for the answer, send again (no think time)."""
 
     wait_time = constant(0)
@@ -69,7 +69,7 @@ class EmbeddingUser(_EmbeddingClient):
             gevent.sleep(delay_s)
 
 
-class OpenLoopUser(_EmbeddingClient):
+class OpenLoopUser(EmbeddingClient):
     """One dispatcher that starts requests at scheduled instants: the scenario's steps (loadgen.shaping.openloop)
     or a capacity search's probes (loadgen.shaping.search)."""
 

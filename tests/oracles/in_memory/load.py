@@ -36,6 +36,7 @@ REQUEST_ANALYSIS_COLUMNS: tuple[str, ...] = (
     "batch_size",
     "n_inputs",
     "input_tokens",
+    "documents",
     "probe_cosine",
     "worker",
     "request_id",

@@ -25,6 +25,7 @@ from analysis.model.steps import (
     ServerStats,
     StepStats,
 )
+from embedperf.availability import bin_count, spanned_bins, unavailable_seconds
 from embedperf.error_kinds import error_kind
 from embedperf.schema import StageRecord
 from scenarios.models import OpenLoop
@@ -39,6 +40,7 @@ class PreparedRequests:
     windows: dict[int, tuple[float, float]]
     warmup_trimmed: dict[int, int]
     dropped: dict[str, int] = field(default_factory=dict)
+    ended: pd.DataFrame | None = None  # every row's send, end and outcome (availability counts them all)
 
 
 def classify_outcomes(requests: pd.DataFrame) -> np.ndarray:
@@ -120,6 +122,7 @@ def prepare_requests(requests: pd.DataFrame, stages: list[StageRecord]) -> Prepa
     frame["stage_index"] = _assign_missing_stage(frame, stages)
     frame["outcome"] = classify_outcomes(frame)
     frame["probe"] = probe_mask(frame)
+    ended = frame.loc[~frame["probe"].to_numpy(), ["t_sent_unix_s", "t_done_unix_s", "outcome"]].copy()
     known = frame["stage_index"].isin(list(windows)).to_numpy()
     null_latency = frame["latency_ms"].isna().to_numpy() & (frame["outcome"].to_numpy() == OUTCOME_OK)
     dropped = {"outside_stage": int((~known).sum()), "null_latency": int((known & null_latency).sum())}
@@ -144,6 +147,7 @@ def prepare_requests(requests: pd.DataFrame, stages: list[StageRecord]) -> Prepa
         windows=windows,
         warmup_trimmed={int(k): int(v) for k, v in warmup_trimmed.items()},
         dropped=dropped,
+        ended=ended,
     )
 
 
@@ -252,8 +256,30 @@ def step_stats(
         open_loop=open_loop_stats(counted, lateness_tolerance_ms) if open_loop else None,
         warnings=warnings,
         tokens_per_s=_tokens_per_s(ok_rows, duration_s),
+        documents_per_s=_documents_per_s(ok_rows, duration_s),
         **_quality(ok_rows),
         **served_fields(served_model_counts(ok_rows), fallback_model),
+        unavailable_s=_unavailable_s(prepared.ended, start, end, every_bin_wanted=not open_loop),
+    )
+
+
+def _unavailable_s(ended: pd.DataFrame | None, start: float, end: float, every_bin_wanted: bool) -> int | None:
+    """The window's seconds without an ok answer, binned here in pandas (the engine bins in SQL)."""
+    if ended is None:
+        return None
+    n_bins = bin_count(start, end)
+    done = ended["t_done_unix_s"].to_numpy(dtype=np.float64)
+    sent = ended["t_sent_unix_s"].to_numpy(dtype=np.float64)
+    good = ended["outcome"].to_numpy() == OUTCOME_OK
+    inside = (done >= start) & (done < end)
+    bins = np.floor(done[inside] - start).astype(np.int64)
+    spans = [
+        spanned_bins(s, None if np.isnan(d) else d, start, n_bins)
+        for s, d, g in zip(sent, done, good, strict=True)
+        if not g and not np.isnan(s) and s < end and (np.isnan(d) or (d > start and d - s >= 1.0))
+    ]
+    return unavailable_seconds(
+        n_bins, bins[good[inside]], bins[~good[inside]], spans, every_bin_wanted=every_bin_wanted
     )
 
 
@@ -272,6 +298,13 @@ def _quality(ok_rows: pd.DataFrame) -> dict[str, Any]:
 def _tokens_per_s(ok_rows: pd.DataFrame, duration_s: float) -> float | None:
     tokens = ok_rows["input_tokens"].to_numpy(dtype=np.float64) if "input_tokens" in ok_rows else np.array([])
     known = tokens[~np.isnan(tokens)]
+    return float(known.sum() / duration_s) if len(known) else None
+
+
+def _documents_per_s(ok_rows: pd.DataFrame, duration_s: float) -> float | None:
+    """Rerank rows only: documents ranked per second (None when no ok row ranked any)."""
+    docs = ok_rows["documents"].to_numpy(dtype=np.float64) if "documents" in ok_rows else np.array([])
+    known = docs[~np.isnan(docs)]
     return float(known.sum() / duration_s) if len(known) else None
 
 

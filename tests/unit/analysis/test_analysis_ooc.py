@@ -65,6 +65,8 @@ def _with_edge_cases(table: pa.Table, rng: np.random.Generator) -> pa.Table:
         cols["served_model"][i] = FALLBACK
     for i in rng.choice(n, size=n // 30, replace=False):  # answers naming no model, requests without an ID
         cols["served_model"][i] = cols["request_id"][i] = None
+    for i in rng.choice(n, size=n // 10, replace=False):  # rerank requests: documents ranked per second
+        cols["documents"][i] = int(rng.integers(1, 33))
     cols["stage_index"][0] = 7  # a stage the manifest does not know
     return pa.table(cols, schema=REQUEST_SCHEMA)
 

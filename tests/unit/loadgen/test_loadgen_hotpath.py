@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from embedperf.error_kinds import error_kind
 from embedperf.schema import (
     REQUEST_COLUMNS,
     REQUEST_ID_HEADER,
@@ -31,7 +32,9 @@ from scenarios.loader import load_scenario
 
 
 def _ctx(expected_dim: int | None, sink: Any = None) -> RunContext:
-    ctx = build_context(load_scenario("smoke", environ={}), "http://x", sink or (lambda row: None), "local", None)
+    ctx = build_context(
+        load_scenario("smoke", environ={}), "http://x", sink or (lambda row: None), "local", None
+    )
     ctx.expected_dim, ctx.dim_source = expected_dim, "test"
     return ctx
 
@@ -94,6 +97,7 @@ def test_timing_values_follow_the_row_tail_and_the_dict_parser() -> None:
         "served_model",
         "side",
         "agreement_cosine",
+        "documents",
     )
     header = "queue;dur=1.5, tokenize;dur=0.25, compute;dur=5, post;dur=0.5, total;dur=7.25"
     headers = {"Server-Timing": header, "X-Batch-Size": "8", "X-Batch-Tokens": " 120 "}
@@ -195,6 +199,43 @@ def test_a_failed_check_is_recorded_with_its_reason() -> None:
     assert got["ok"] is False and got["error"].startswith("wrong count: 1 embeddings for 2 inputs")
     assert client.failed == got["error"] and rows == [row]
     assert got["srv_total_ms"] is None and got["batch_size"] is None
+
+
+class _RerankClient(_Client):
+    def urlopen(self, url: str, method: str, payload: str, headers: dict[str, str]) -> _Response:
+        assert method == "POST" and url == f"{self.base_url}/rerank"
+        self.bodies.append(json.loads(payload))
+        return self.response
+
+
+def test_a_rerank_row_counts_its_documents_and_reads_teis_headers(tmp_path: Path) -> None:
+    """A TEI rerank: the query and 3 documents sent, the ranking checked, the documents recorded, TEI's timing
+    headers parsed into the decomposition columns and its token header into input_tokens."""
+    folder = RunFolder(tmp_path / "run").create()
+    timeline = StageTimeline()
+    timeline.begin(0, "u1", 0.0, users=1)
+    recorder = Recorder(folder, timeline)
+    scenario = load_scenario(
+        "smoke", overrides={"target.protocol": "tei", "payload.task": "rerank"}, environ={}
+    )
+    ctx = build_context(scenario, "http://x", recorder.write_values, "local", None)
+    tei = {"x-queue-time": "3", "x-tokenization-time": "1", "x-inference-time": "7", "x-total-time": "12"}
+    good = [{"index": 2, "score": 0.9}, {"index": 0, "score": 0.5}, {"index": 1, "score": 0.1}]
+    client = _RerankClient(_Response(json.dumps(good).encode(), {**tei, "x-compute-tokens": "33"}))
+    payload = RequestPayload(["d1", "doc2", "d3"], "/rerank", query="what")
+    row = send_embeddings(client, ctx, payload)  # type: ignore[arg-type]
+    got = dict(zip(REQUEST_COLUMNS, row, strict=True))
+    assert client.bodies == [{"query": "what", "texts": ["d1", "doc2", "d3"]}] and not client.failed
+    assert (got["documents"], got["n_inputs"], got["input_chars"], got["input_tokens"]) == (3, 4, 12, 33)
+    client.response = _Response(json.dumps(good[:2] + [{"index": 2, "score": 0.0}]).encode(), tei)
+    bad = dict(zip(REQUEST_COLUMNS, send_embeddings(client, ctx, payload), strict=True))  # type: ignore[arg-type]
+    assert bad["ok"] is False and "not a permutation" in bad["error"] and client.failed == bad["error"]
+    assert error_kind(bad["status_code"], bad["error"]) == "invalid_answer"
+    assert recorder.close() == 2
+    table = read_requests_table(folder).to_pydict()
+    assert table["srv_queue_ms"] == [3.0, 3.0] and table["srv_tokenize_ms"] == [1.0, 1.0]
+    assert table["srv_compute_ms"] == [7.0, 7.0] and table["srv_total_ms"] == [12.0, 12.0]
+    assert table["srv_post_ms"] == [None, None] and table["documents"] == [3, 3]
 
 
 TIMING_HEADERS = [

@@ -1,0 +1,147 @@
+"""One load, two targets: each request's side drawn by the current stage's weight, a sample also sent across.
+
+A canary run sends every request either to the baseline or to the candidate: the side is drawn per
+request from a seeded generator with the stage's candidate weight, so whatever the host does (a noisy
+neighbour, a GC pause) falls on both sides alike. A fraction of requests (canary.agreement_fraction)
+is an agreement sample: its texts go to the drawn side, then to the other one, and the cosine of the
+two answers is kept on the second request's row (`agreement_cosine`; the lowest over the request's
+inputs). Every request, the second of a pair too, is an ordinary row of its side (`side`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from embedperf.canary_record import Side
+from embedperf.schema import REQUEST_COLUMNS
+from loadgen.traffic.context import RunContext, info_dimension
+from loadgen.traffic.exchange import send_embeddings
+from loadgen.traffic.payloads import RequestPayload
+from loadgen.traffic.quality import answer_vectors
+from scenarios.canary_models import Canary
+
+if TYPE_CHECKING:  # importing locust monkey-patches the process; only its users need that
+    from locust.contrib.fasthttp import FastHttpSession
+
+SIDE_POS = REQUEST_COLUMNS.index("side")
+AGREEMENT_POS = REQUEST_COLUMNS.index("agreement_cosine")
+OK_POS = REQUEST_COLUMNS.index("ok")
+SEED_STRIDE = 7_919  # distinct, well-separated seeds per user
+Stage = tuple[int, str, int | None, float | None]
+
+
+class SideDraw:
+    """One user's seeded draws: which side a request goes to, and whether it is an agreement sample."""
+
+    def __init__(self, seed: int, user_index: int) -> None:
+        self._rng = random.Random(seed * 1_000_003 + user_index * SEED_STRIDE)
+
+    def side(self, weight_pct: float) -> Side:
+        return "candidate" if self._rng.random() * 100.0 < weight_pct else "baseline"
+
+    def agreement(self, fraction: float) -> bool:
+        return fraction > 0.0 and self._rng.random() < fraction
+
+
+def other(side: Side) -> Side:
+    return "baseline" if side == "candidate" else "candidate"
+
+
+def _tagging_sink(sink: Callable[[list[Any]], None], side: Side) -> Callable[[list[Any]], None]:
+    def write(row: list[Any]) -> None:
+        row[SIDE_POS] = side
+        sink(row)
+
+    return write
+
+
+def _hold(_row: list[Any]) -> None:
+    """The second request of an agreement pair is written by its sender, once its cosine is known."""
+
+
+def agreement_cosine(first: bytes, second: bytes) -> float | None:
+    """The lowest cosine between the two answers' vectors, input by input (None: an answer unreadable)."""
+    a, b = answer_vectors(first), answer_vectors(second)
+    if a is None or b is None or len(a) != len(b) or not a:
+        return None
+    lowest = 1.0
+    for u, v in zip(a, b, strict=True):
+        if u.shape != v.shape:
+            return None
+        norm = float(np.linalg.norm(u) * np.linalg.norm(v))
+        lowest = min(lowest, float(u @ v) / norm if norm > 0 else 0.0)
+    return lowest
+
+
+@dataclass
+class CanaryTraffic:
+    """What the users of one process share in a canary run: each side's context and the current stage."""
+
+    canary: Canary
+    contexts: dict[Side, RunContext]
+    held: dict[Side, RunContext]  # the same, for the second request of an agreement pair
+    sink: Callable[[list[Any]], None]
+    stage_index: int = 0  # closed loop: set by the shape (local, master) or the master's message (workers)
+    user_seq: Iterator[int] = field(default_factory=itertools.count)  # each user's side-draw seed offset
+
+    @classmethod
+    def build(cls, base: RunContext, candidate_info: dict[str, Any] | None) -> CanaryTraffic:
+        """From the run's context (whose host is the baseline): the candidate's context differs in host,
+        /info and expected dimension; both share the run's counters and request ids."""
+        canary = base.scenario.canary
+        dim = info_dimension(candidate_info)
+        candidate = replace(
+            base,
+            host=canary.candidate_url.rstrip("/"),
+            service_info=candidate_info,
+            expected_dim=dim if dim is not None else base.expected_dim,
+            dim_source="candidate /info" if dim is not None else base.dim_source,
+        )
+        sides: dict[Side, RunContext] = {"baseline": base, "candidate": candidate}
+        return cls(
+            canary=canary,
+            contexts={side: replace(ctx, sink=_tagging_sink(base.sink, side)) for side, ctx in sides.items()},
+            held={side: replace(ctx, sink=_hold) for side, ctx in sides.items()},
+            sink=base.sink,
+        )
+
+    def weight_pct(self, stage_index: int) -> float:
+        stages = self.canary.stages_pct
+        return stages[min(max(stage_index, 0), len(stages) - 1)]
+
+    def send(
+        self,
+        clients: dict[Side, FastHttpSession],
+        draw: SideDraw,
+        payload: RequestPayload,
+        t_intended_unix_s: float | None = None,
+        stage: Stage | None = None,
+    ) -> list[Any]:
+        """Send one request to the drawn side (and, for an agreement sample, to the other); the first row."""
+        index = stage[0] if stage is not None else self.stage_index
+        side = draw.side(self.weight_pct(index))
+        pair = draw.agreement(self.canary.agreement_fraction) and not payload.expect_failure
+        if not pair or payload.reference is not None:  # a quality probe keeps its own cosine column
+            return send_embeddings(clients[side], self.contexts[side], payload, t_intended_unix_s, stage)
+        answers: list[bytes] = []
+        row = send_embeddings(
+            clients[side], self.contexts[side], payload, t_intended_unix_s, stage, on_answer=answers.append
+        )
+        if not row[OK_POS] or not answers:
+            return row
+        second = other(side)
+        again: list[bytes] = []
+        paired = send_embeddings(
+            clients[second], self.held[second], payload, None, stage, on_answer=again.append
+        )
+        paired[SIDE_POS] = second
+        if paired[OK_POS] and again:
+            paired[AGREEMENT_POS] = agreement_cosine(answers[0], again[0])
+        self.sink(paired)
+        return row

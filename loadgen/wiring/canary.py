@@ -1,0 +1,209 @@
+"""Wire a canary into Locust: the stage weight for the users, the live judge on the shape's tick, the stop.
+
+The canary's stages are the scenario's steps (`embedperf canary` sets them), so ScenarioShape runs
+them, closed or open loop, local or distributed. On top of it CanaryShape tells the users which stage
+runs (workers by a message), lets the monitor (loadgen.lifecycle.canary_monitor) judge every
+completed window, and ends the run as soon as a rollback trigger fires: no further stage starts, as a
+shape ends any run, by returning None from its tick (Locust then quits a headless run). After the
+last stage it waits until the last window's rows are in and the monitor has given the verdict.
+Each process keeps its CanaryTraffic on its Locust Environment (`traffic_of`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from contextlib import suppress
+from typing import Any
+
+from locust import events
+from locust.env import Environment
+from locust.rpc import Message
+from locust.runners import MasterRunner, Runner, WorkerRunner
+
+from embedperf.parts import FLUSH_INTERVAL_S
+from loadgen.distributed import rows as distributed
+from loadgen.lifecycle.canary_monitor import CanaryMonitor
+from loadgen.lifecycle.run_state import state_of
+from loadgen.lifecycle.session import RunSession
+from loadgen.traffic.canary_split import CanaryTraffic
+from loadgen.traffic.context import fetch_service_info
+from loadgen.wiring.shapes import ScenarioShape
+
+log = logging.getLogger("embedperf.loadgen")
+ATTRIBUTE = "embedperf_canary"  # environment.embedperf_canary: this process's CanaryTraffic
+STAGE_MSG = "embedperf_canary_stage"  # master -> workers: the stage now running (closed loop)
+# A window is judged this long after it ends: rows reach the disk within a flush interval (and, from a
+# worker, the master within a forward interval); the margin covers requests in flight at the window's end.
+SETTLE_MARGIN_S = 1.5
+LOCAL_SETTLE_S = FLUSH_INTERVAL_S + SETTLE_MARGIN_S
+DISTRIBUTED_SETTLE_S = LOCAL_SETTLE_S + distributed.FORWARD_INTERVAL_S
+STOP_RATE = 1000.0  # users stopped at once when the canary stops or waits for its last rows
+
+
+def traffic_of(environment: Environment) -> CanaryTraffic:
+    traffic = getattr(environment, ATTRIBUTE, None)
+    if not isinstance(traffic, CanaryTraffic):
+        raise RuntimeError(
+            "this Locust environment has no canary traffic: run canaries with `embedperf canary` "
+            "(locustfiles/canary.py or canary_openloop.py install it)"
+        )
+    return traffic
+
+
+def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
+    if isinstance(runner, WorkerRunner):
+
+        def on_stage(message: Message, **_kw: Any) -> None:
+            traffic = getattr(environment, ATTRIBUTE, None)
+            if isinstance(traffic, CanaryTraffic):
+                traffic.stage_index = int(message.data)
+
+        runner.register_message(STAGE_MSG, on_stage)
+
+
+def _on_test_start(environment: Environment, **_: Any) -> None:
+    """After embedperf's own listener has built the run's context (local process or worker)."""
+    if isinstance(environment.runner, MasterRunner):
+        return
+    ctx = state_of(environment).context
+    if ctx is None:
+        return
+    canary = ctx.scenario.canary
+    if not canary.enabled:
+        print(
+            "embedperf: error: this locustfile runs canaries; start it with `embedperf canary`",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    info = fetch_service_info(canary.candidate_url.rstrip("/"), ctx.scenario)
+    setattr(environment, ATTRIBUTE, CanaryTraffic.build(ctx, info))
+
+
+def install_canary() -> None:
+    """Register the canary's listeners, after loadgen.wiring.plugin.install's (they need the run's state);
+    idempotent as install is: each listener is removed (where present) before it is added."""
+    for hook, listener in ((events.init, _on_init), (events.test_start, _on_test_start)):
+        with suppress(ValueError):  # not registered yet
+            hook.remove_listener(listener)
+        hook.add_listener(listener)
+
+
+class CanaryShape(ScenarioShape):
+    """The scenario's steps (the canary's stages), judged window by window; stopped by a trigger.
+
+    Closed loop, a stage is held (at its weight) past its last window until that window is judged, so a
+    trigger there stops the canary before the next stage: the shape's clock (get_run_time) pauses while
+    it holds. An open-loop schedule is fixed in advance: its stage's last window is judged a few seconds
+    (the settle time) into the next stage.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._monitor: CanaryMonitor | None = None
+        self._published = -1
+        self._stopping = False
+        self._users_stopped_for_stop = False
+        self._held_s = 0.0
+        self._hold_since: float | None = None
+        self._last: tuple[int, float] | None = None
+
+    def _new_run(self, run: RunSession) -> None:
+        super()._new_run(run)
+        settle_s = DISTRIBUTED_SETTLE_S if distributed.is_distributed(self.runner) else LOCAL_SETTLE_S
+        self._monitor = CanaryMonitor(run, settle_s)
+        self._published = -1
+        self._stopping = False
+        self._users_stopped_for_stop = False
+        self._held_s = 0.0
+        self._hold_since = None
+
+    def get_run_time(self) -> float:
+        """The scenario's clock: real run time less the time stages were held for their judgement."""
+        held = self._held_s + (time.monotonic() - self._hold_since if self._hold_since is not None else 0.0)
+        return super().get_run_time() - held
+
+    def _holding(self, run: RunSession, monitor: CanaryMonitor) -> bool:
+        """Closed loop: at a stage's planned end, hold it until its windows are judged."""
+        stage = run.timeline.current
+        steps = run.scenario.steps
+        if (
+            run.scenario.is_open_loop
+            or stage is None
+            or stage.end_unix_s is not None
+            or stage.index + 1 >= len(steps)
+        ):
+            return False
+        if self._hold_since is None:
+            boundary_s = sum(step.duration_s for step in steps[: stage.index + 1])
+            if self.get_run_time() < boundary_s:
+                return False
+            self._hold_since = time.monotonic()
+        if not monitor.stage_judged(stage) and monitor.verdict.status == "running":
+            return True
+        self._held_s += time.monotonic() - self._hold_since
+        self._hold_since = None
+        return False
+
+    def tick(self) -> tuple[int, float] | None:
+        run, monitor = self._run, self._monitor
+        if run is not None and monitor is not None:
+            if self._stopping:
+                return self._stop(run)
+            if self._holding(run, monitor):
+                if monitor.poll().status == "rollback":
+                    return self._roll_back(run, monitor)
+                return self._last
+        result = super().tick()
+        run, monitor = self._run, self._monitor
+        if result is None or run is None or monitor is None:
+            return result
+        self._last = result
+        self._publish_stage(run)
+        if monitor.poll().status == "rollback":
+            return self._roll_back(run, monitor)
+        return result
+
+    def _roll_back(self, run: RunSession, monitor: CanaryMonitor) -> tuple[int, float] | None:
+        log.warning("embedperf canary: %s", monitor.verdict.line)
+        run.manifest.notes.append(f"canary stopped: {monitor.verdict.line}")
+        self._stopping = True
+        return self._stop(run)
+
+    def _publish_stage(self, run: RunSession) -> None:
+        """Closed-loop users draw each request's side with the running stage's weight."""
+        stage = run.timeline.current
+        if stage is None or stage.index == self._published or self.runner is None:
+            return
+        self._published = stage.index
+        if self._monitor is not None:
+            self._monitor.stage_started(stage.index)
+        if distributed.is_distributed(self.runner):
+            self.runner.send_message(STAGE_MSG, stage.index)
+            return
+        traffic = getattr(self.runner.environment, ATTRIBUTE, None)
+        if isinstance(traffic, CanaryTraffic):
+            traffic.stage_index = stage.index
+
+    def _stop(self, run: RunSession) -> tuple[int, float] | None:
+        """Stop now: no further stage; a distributed run first collects its workers' last rows."""
+        if distributed.is_distributed(self.runner):
+            if not self._users_stopped_for_stop:
+                self._users_stopped_for_stop = True
+                return (0, STOP_RATE)
+            distributed.collect_final_rows(run, self.runner)  # type: ignore[arg-type]
+        return None
+
+    def _finish(self, run: RunSession) -> tuple[int, float] | None:
+        """Every stage ran: keep the load on (its requests in flight end normally) until the last window
+        is judged, give the verdict, end."""
+        monitor = self._monitor
+        if monitor is not None and monitor.verdict.status == "running":
+            last = run.timeline.current
+            verdict = monitor.poll()
+            if verdict.status == "running" and last is not None and not monitor.stage_judged(last):
+                return self._last
+            verdict = monitor.poll(finished=True)
+            log.warning("embedperf canary: %s", verdict.line)
+        return super()._finish(run)

@@ -1,0 +1,90 @@
+"""Locust users of a canary run: the scenario's load, each request sent to the baseline or the candidate.
+
+Each user holds one HTTP client per side (the baseline's is Locust's own `client`, built for --host)
+and its own seeded side draws; loadgen.traffic.canary_split decides where each request goes and
+sends agreement samples to both sides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gevent
+from locust import constant, task
+from locust.contrib.fasthttp import FastHttpSession
+from locust.env import Environment
+
+from embedperf.canary_record import Side
+from loadgen.shaping.openloop import Stage, run_schedule
+from loadgen.traffic.canary_split import CanaryTraffic, SideDraw
+from loadgen.traffic.context import RunContext
+from loadgen.traffic.cookies import install_lean_cookie_jar
+from loadgen.traffic.payloads import RequestPayload
+from loadgen.wiring.canary import traffic_of
+from loadgen.wiring.users import EmbeddingClient
+
+
+class _CanaryClient(EmbeddingClient):
+    abstract = True
+
+    def __init__(self, environment: Environment) -> None:
+        super().__init__(environment)
+        self.traffic: CanaryTraffic = traffic_of(environment)
+        self.draw = SideDraw(self.traffic.canary.seed, next(self.traffic.user_seq))
+        candidate = FastHttpSession(  # the settings FastHttpUser gives its own client
+            base_url=self.traffic.contexts["candidate"].host,
+            request_event=self.environment.events.request,
+            network_timeout=self.network_timeout,
+            connection_timeout=self.connection_timeout,
+            max_redirects=self.max_redirects,
+            max_retries=self.max_retries,
+            insecure=self.insecure,
+            concurrency=self.concurrency,
+            user=self,
+            client_pool=self.client_pool,
+            ssl_context_factory=self.ssl_context_factory,
+            headers=self.default_headers,
+            proxy_host=self.proxy_host,
+            proxy_port=self.proxy_port,
+        )
+        install_lean_cookie_jar(candidate)
+        self.clients: dict[Side, FastHttpSession] = {"baseline": self.client, "candidate": candidate}
+
+
+class CanaryUser(_CanaryClient):
+    """Closed loop: send, wait for the answer, send again; each request's side drawn with the stage's weight."""
+
+    wait_time = constant(0)
+
+    @task
+    def embed(self) -> None:
+        row = self.traffic.send(self.clients, self.draw, self.payloads.next())
+        delay_s = self.backoff.after(row)
+        if delay_s:
+            gevent.sleep(delay_s)
+
+
+class CanaryOpenLoopUser(_CanaryClient):
+    """Open loop: the scenario's arrival schedule (loadgen.shaping.openloop), each arrival split by its stage."""
+
+    open_loop = True  # loadgen.wiring.plugin.check_locustfile: this file runs open-loop scenarios
+    wait_time = constant(0)
+
+    def _configure(self) -> None:
+        self.concurrency = self.ctx.scenario.open_loop.max_in_flight
+
+    def _send(
+        self,
+        _client: FastHttpSession,
+        _ctx: RunContext,
+        payload: RequestPayload,
+        t_intended: float,
+        stage: Stage,
+    ) -> list[Any]:
+        return self.traffic.send(self.clients, self.draw, payload, t_intended, stage)
+
+    @task
+    def dispatch(self) -> None:
+        run_schedule(self.client, self.ctx, self.payloads, self.environment, send=self._send)
+        while True:  # the shape stops this user after the drain period
+            gevent.sleep(1.0)

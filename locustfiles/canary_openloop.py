@@ -1,0 +1,10 @@
+"""Canary, open loop: one arrival schedule split between --host (baseline) and a candidate (`embedperf canary`)."""
+
+from loadgen.wiring.canary import CanaryShape, install_canary
+from loadgen.wiring.canary_users import CanaryOpenLoopUser
+from loadgen.wiring.plugin import install
+
+install(default_scenario="openloop")
+install_canary()
+
+__all__ = ["CanaryOpenLoopUser", "CanaryShape"]

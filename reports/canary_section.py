@@ -1,0 +1,159 @@
+"""The canary section of a run report: the verdict, the stages side by side, a per-window timeline with the
+triggers' thresholds drawn, and every window's figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from analysis.run.canary import CanaryAnalysis, SpanFigures, analyse_canary
+from embedperf.canary_record import SIDES, WindowJudgement
+from embedperf.schema import Manifest, RunFolder
+from reports.figures import figure_style, to_data_uri
+from reports.i18n import t
+
+SIDE_COLOURS = {"baseline": "#4c72b0", "candidate": "#dd8452"}
+STATUS_CLASS = {
+    "promote": "pass",
+    "rollback": "fail",
+    "no_verdict": "warn",
+    "incomplete": "warn",
+    "running": "warn",
+}
+
+
+@dataclass(frozen=True)
+class CanarySection:
+    """What the template block shows."""
+
+    analysis: CanaryAnalysis
+    status: str  # in the report's language
+    status_class: str
+    plan: str  # the stages and windows, in the report's language
+    triggers: list[str]  # each enabled trigger with its threshold, in the report's language
+    figure: str
+    live: dict[tuple[int, int], WindowJudgement]  # what the triggers saw, per (stage, window)
+
+
+def canary_section(folder: RunFolder, manifest: Manifest, lang: str) -> CanarySection | None:
+    """None for a run that was no canary."""
+    analysis = analyse_canary(folder, manifest)
+    if analysis is None:
+        return None
+    record = analysis.record
+    return CanarySection(
+        analysis=analysis,
+        status=t(f"cn_status_{record.status}", lang),
+        status_class=STATUS_CLASS[record.status],
+        plan=t(
+            "cn_plan",
+            lang,
+            stages=", ".join(f"{w:g}" for w in record.stages_pct),
+            windows=record.windows_per_stage,
+            window_s=f"{record.window_s:g}",
+        ),
+        triggers=trigger_texts(analysis, lang),
+        figure=timeline_figure(analysis, lang),
+        live={(w.stage_index, w.window_index): w for w in record.windows},
+    )
+
+
+def trigger_texts(analysis: CanaryAnalysis, lang: str) -> list[str]:
+    r, c = analysis.rollback, analysis.canary
+    out: list[str] = []
+    if r.max_error_rate_pct is not None:
+        out.append(t("cn_tr_error_rate", lang, x=f"{r.max_error_rate_pct:g}", n=c.min_window_requests))
+    if r.max_p99_ms is not None:
+        out.append(t("cn_tr_p99_ms", lang, y=f"{r.max_p99_ms:g}", n=r.p99_windows))
+    if r.max_p99_increase_pct is not None:
+        out.append(t("cn_tr_p99_increase", lang, z=f"{r.max_p99_increase_pct:g}", n=r.p99_windows))
+    if r.min_agreement_cosine is not None:
+        out.append(t("cn_tr_agreement", lang, c=f"{r.min_agreement_cosine:g}"))
+    if r.max_temp_c is not None:
+        out.append(t("cn_tr_temperature", lang, temp=f"{r.max_temp_c:g}"))
+    if r.max_unavailable_s is not None:
+        out.append(t("cn_tr_unavailable", lang, s=f"{r.max_unavailable_s:g}"))
+    return out
+
+
+def _series(windows: list[SpanFigures], side: str, attr: str, scale: float = 1.0) -> np.ndarray:
+    values = [getattr(getattr(w, side), attr) for w in windows]
+    return np.array([np.nan if v is None else v * scale for v in values], dtype=float)
+
+
+def timeline_figure(analysis: CanaryAnalysis, lang: str) -> str:
+    """P99 and error rate per window for both sides; the P99 limit each window was judged against, the
+    absolute limits, the stage boundaries and the window where a trigger fired."""
+    windows = analysis.windows
+    record, rollback = analysis.record, analysis.rollback
+    with plt.rc_context(figure_style(lang)):
+        fig, (ax_p99, ax_err) = plt.subplots(2, 1, figsize=(7.0, 5.0), sharex=True)
+        if not windows:
+            ax_p99.set_title(t("cn_no_windows", lang))
+            return to_data_uri(fig)
+        origin = windows[0].start_unix_s
+        x = np.array([(w.start_unix_s + w.end_unix_s) / 2.0 - origin for w in windows])
+        for side in SIDES:
+            colour = SIDE_COLOURS[side]
+            ax_p99.plot(x, _series(windows, side, "p99_ms"), "o-", color=colour, label=t(f"cn_{side}", lang))
+            ax_err.plot(
+                x,
+                _series(windows, side, "error_rate", 100.0),
+                "o-",
+                color=colour,
+                label=t(f"cn_{side}", lang),
+            )
+        live = {(w.stage_index, w.window_index): w for w in record.windows}
+        limits = [live.get((w.stage_index, w.window_index or 0)) for w in windows]
+        limit_ms = np.array(
+            [np.nan if j is None or j.p99_limit_ms is None else j.p99_limit_ms for j in limits]
+        )
+        if np.isfinite(limit_ms).any():
+            ax_p99.step(
+                x,
+                limit_ms,
+                where="mid",
+                color="#c44e52",
+                linestyle="--",
+                linewidth=1,
+                label=t("cn_p99_limit", lang),
+            )
+        if rollback.max_error_rate_pct is not None:
+            ax_err.axhline(
+                rollback.max_error_rate_pct,
+                color="#c44e52",
+                linestyle="--",
+                linewidth=1,
+                label=t("cn_error_limit", lang),
+            )
+        for stage in analysis.stages[1:]:
+            for ax in (ax_p99, ax_err):
+                ax.axvline(stage.start_unix_s - origin, color="#8c8c8c", linewidth=0.8)
+        for stage in analysis.stages:
+            ax_p99.annotate(
+                f"{stage.weight_pct:g}%",
+                (stage.start_unix_s - origin, 1.0),
+                xycoords=("data", "axes fraction"),
+                fontsize=7,
+                xytext=(2, -10),
+                textcoords="offset points",
+            )
+        if record.status == "rollback" and record.stage_index is not None:
+            fired = [
+                w
+                for w in windows
+                if (w.stage_index, w.window_index) == (record.stage_index, record.window_index)
+            ]
+            for w in fired:
+                for ax in (ax_p99, ax_err):
+                    ax.axvspan(w.start_unix_s - origin, w.end_unix_s - origin, color="#c44e52", alpha=0.15)
+        ax_p99.set_ylabel(t("cn_p99_ms", lang))
+        ax_err.set_ylabel(t("cn_error_pct", lang))
+        ax_err.set_xlabel(t("cn_seconds", lang))
+        ax_p99.set_title(t("fig_canary", lang))
+        for ax in (ax_p99, ax_err):
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        return to_data_uri(fig)
