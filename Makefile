@@ -113,9 +113,11 @@ search: setup ## highest rate meeting the P99 SLO against TARGET (default http:/
 	$(EP) search $(or $(SCENARIO),query) --host $(or $(TARGET),http://$(HOST):$(PORT)) --runs-dir $(RUNS) \
 	  $(if $(SLO_P99_MS),--slo-p99-ms $(SLO_P99_MS)) --profile $(PROFILE)
 
-canary: setup ## staged canary of CANDIDATE=URL against BASELINE=URL (SCENARIO=query, STAGES=5,20,50,100, WINDOW_S=60); exit 0 promote, 1 roll back, 2 no verdict, 3 incomplete
-	$(EP) canary $(or $(SCENARIO),query) --baseline $(BASELINE) --candidate $(CANDIDATE) --runs-dir $(RUNS) \
-	  $(if $(STAGES),--stages $(STAGES)) $(if $(WINDOW_S),--window-s $(WINDOW_S))
+canary: setup ## staged canary of CANDIDATE=URL against BASELINE=URL (SCENARIO=query, STAGES=5,20,50,100, WINDOW_S=60); canary's exit (0 promote, 1 roll back, 2 no verdict, 3 incomplete) in RUNS/canary.exit
+	@test -n "$(BASELINE)" -a -n "$(CANDIDATE)" || { echo "usage: make canary BASELINE=URL CANDIDATE=URL [SCENARIO=query] [STAGES=5,20,50,100] [WINDOW_S=60]"; exit 2; }
+	rc=0; $(EP) canary $(or $(SCENARIO),query) --baseline $(BASELINE) --candidate $(CANDIDATE) --runs-dir $(RUNS) \
+	  $(if $(STAGES),--stages $(STAGES)) $(if $(WINDOW_S),--window-s $(WINDOW_S)) || rc=$$?; \
+	mkdir -p $(RUNS); echo $$rc > "$(RUNS)/canary.exit"; exit $$rc
 
 verify: setup ## four-layer release verdict against TARGET=URL (TARGET_QPS, SLO_P99_MS, SOAK_S=3600, PROMETHEUS_URL, OUT); exit 0 pass, 1 a layer failed, 2 pre-flight, 3 incomplete
 	$(EP) verify --host $(or $(TARGET),http://$(HOST):$(PORT)) $(if $(TARGET_QPS),--target-qps $(TARGET_QPS)) \
