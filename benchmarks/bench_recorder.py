@@ -165,9 +165,9 @@ def measure(side: str, cmd: list[str], url: str, warmup_s: float, window_s: floa
 
 
 def side_commands(url: str, run_s: float, rate: float, tmp: Path) -> dict[str, list[str]]:
-    from scenarios.loader import load_scenario
+    from loadgen.traffic.protocols.openai import REFERENCE_MODEL
 
-    model = load_scenario("smoke").target.model
+    model = REFERENCE_MODEL  # what the validated and recorded sides send (the target's model left unset)
     wait = f"constant_throughput({rate / USERS})" if rate > 0 else "constant(0)"
     files = {}
     for side, text in (

@@ -7,6 +7,7 @@ this module times it, reports it and lays out the row.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gevent import Timeout as GeventTimeout
@@ -77,8 +78,12 @@ def send_embeddings(
     payload: RequestPayload,
     t_intended_unix_s: float | None = None,
     stage: tuple[int, str, int | None, float | None] | None = None,
+    on_answer: Callable[[bytes], object] | None = None,
 ) -> list[Any]:
     """Post one request, report it to Locust as ok/failed, record its row and return the row values.
+
+    on_answer: called with the body of a good answer before the row is recorded (a canary compares the
+    two sides' vectors for the same texts: loadgen.traffic.canary_split).
 
     The request goes through the session's user agent (`post`: connection errors become a NoAnswer with
     status 0 and `.error`) and is reported with one `request` event, as `request(...,
@@ -122,6 +127,8 @@ def send_embeddings(
             tokens = protocol.header_tokens(resp.headers.get)
     else:
         error = f"HTTP {status}" if status else "no answer"
+    if on_answer is not None and not error:
+        on_answer(content)
     client.request_event.fire(
         request_type="POST",
         name=payload.endpoint,
@@ -161,6 +168,9 @@ def send_embeddings(
         answer_cosine(content, payload.reference) if payload.reference is not None and not error else None,
         request_id,
         headers_in.get(SERVED_MODEL_HEADER) if headers_in is not None else None,  # raw; see recorder
+        None,  # side: set by a canary's sink (loadgen.traffic.canary_split)
+        None,  # agreement_cosine: set by a canary on the second request of an agreement pair
+        payload.documents,
     ]
     ctx.sink(row)
     return row
@@ -189,6 +199,7 @@ def dropped_row(
     row[_COL["error"]] = reason
     row[_COL["n_inputs"]] = payload.texts
     row[_COL["input_chars"]] = payload.input_chars
+    row[_COL["documents"]] = payload.documents
     ctx.sink(row)
     return row
 
@@ -214,6 +225,14 @@ assert REQUEST_COLUMNS[6:19] == (
     "input_tokens",
     "response_bytes",
 ), "send_embeddings builds rows in REQUEST_COLUMNS order"
-assert REQUEST_COLUMNS[19:] == (*TIMING_VALUE_COLUMNS, "probe_cosine", "request_id", "served_model"), (
+assert REQUEST_COLUMNS[19:] == (
+    *TIMING_VALUE_COLUMNS,
+    "probe_cosine",
+    "request_id",
+    "served_model",
+    "side",
+    "agreement_cosine",
+    "documents",
+), (
     "send_embeddings builds rows in REQUEST_COLUMNS order"
 )

@@ -82,7 +82,7 @@ HELP_COMMANDS: dict[str, list[str]] = {
 # Options both commands take, spelt alike (the README says so in its table of everyday commands).
 SHARED_OPTIONS = (
     "--scenario", "--scenario-profile", "--set", "--label", "--runs-dir", "--host", "--no-collectors",
-    "--step-duration-s", "--warmup-s", "--api-key", "--devices", "--agent",
+    "--step-duration-s", "--warmup-s", "--api-key", "--devices", "--agent", "--protocol", "--model",
 )  # fmt: skip
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 COMMAND = re.compile(r"(?:^|\s)(locust|embedperf run)(?=\s|$)")

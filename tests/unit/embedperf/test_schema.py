@@ -51,8 +51,13 @@ def test_manifest_round_trip_keeps_unknown_keys(tmp_path: Path) -> None:
 def test_typed_sections_survive_the_round_trip(tmp_path: Path) -> None:
     """What the writer puts in (overrides included) the reader gets back as the same typed models."""
     folder = schema.RunFolder(tmp_path / "r").create()
-    scenario = _scenario(
-        **{"slo.error_budget_pct": 5, "health.max_device_temp_c": 70, "target.devices": "[3,5]"}
+    scenario = _scenario(  # as the load run writes it: the target's path resolved by the pre-flight check
+        **{
+            "slo.error_budget_pct": 5,
+            "health.max_device_temp_c": 70,
+            "target.devices": "[3,5]",
+            "target.path": "/v1/embeddings",
+        }
     )
     info = {"model": "m", "devices": [{"kind": "npu", "index": 3, "name": "npu:3"}], "weights_sha256": "ab"}
     manifest = schema.new_manifest(folder.run_id, scenario, "http://10.0.0.7:8086/", service_info=info)

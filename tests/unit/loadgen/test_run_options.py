@@ -68,7 +68,7 @@ def test_locust_without_api_key_leaves_the_environment_variable_alone() -> None:
     got = locust_parse("--step-duration-s", "4")
     assert got["api_key"] is None and got["exported"] is None
     assert got["steps"] == [[4.0, 1.0], [4.0, 1.0]]  # smoke's own warm-up
-    assert got["target"] == ["", ""]  # left to the pre-flight check
+    assert got["target"] == ["openai", "all-MiniLM-L6-v2"]  # nothing checked (no --headless): the defaults
 
 
 def test_embedperf_run_parses_the_same_options() -> None:

@@ -1,0 +1,133 @@
+"""Which protocol, path and model a target speaks, from what the user gave and what the target shows.
+
+Unset parts are found by GET requests to the registered protocols' info and model-list paths, in a fixed
+order, each bounded by PROBE_TIMEOUT_S and all of them by DETECT_BUDGET_S: a vLLM server answers
+/v1/models, Infinity /models, TEI /info with a model_id, KServe /v2 and Ollama /api/tags. The outcome is a
+fully set Target and, when anything was detected, one line that says what and how to set it instead.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+from embedperf.errors import TargetError
+from loadgen.traffic.protocols import registry
+from loadgen.traffic.protocols.base import Fetch, Probe, TargetProtocol
+from scenarios.models import Scenario, Target
+
+PROBE_TIMEOUT_S = 3.0
+DETECT_BUDGET_S = 10.0  # all probes together; past it, the rest count as unanswered
+
+
+@dataclass
+class Prober:
+    """GETs below one base URL, each path once, within the budget; what `TargetProtocol.detect` reads."""
+
+    base_url: str
+    headers: dict[str, str]
+    budget_s: float = DETECT_BUDGET_S
+    answers: dict[str, Probe] = field(default_factory=dict)
+    _deadline_s: float = field(init=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        self._deadline_s = time.monotonic() + self.budget_s
+
+    def __call__(self, path: str) -> Probe:
+        if path not in self.answers:
+            self.answers[path] = self._get(path)
+        return self.answers[path]
+
+    def _get(self, path: str) -> Probe:
+        left_s = self._deadline_s - time.monotonic()
+        if left_s <= 0:
+            return Probe(0)
+        url = self.base_url + path
+        request = urllib.request.Request(url, headers={**self.headers, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=min(PROBE_TIMEOUT_S, left_s)) as resp:  # noqa: S310 - user-given target
+                return Probe(int(resp.status), _json(resp.read()))
+        except urllib.error.HTTPError as exc:
+            return Probe(exc.code, _json(exc.read() or b""))
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ConnectionRefusedError):
+                raise TargetError(
+                    f"cannot reach the target at {url}: connection refused; is the service running and "
+                    "listening there? (start the reference service with `embedperf serve`, or pass --host)"
+                ) from None
+            return Probe(0)
+        except (TimeoutError, OSError):
+            return Probe(0)
+
+
+def _json(body: bytes) -> object:
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class ResolvedTarget:
+    """The target as every request of the run speaks to it, and the pre-flight line saying how it was found."""
+
+    target: Target
+    protocol: TargetProtocol
+    served_models: tuple[str, ...] = ()
+    line: str = ""  # '' when the user gave protocol, path and model
+    prefix: str = ""  # where the API was found below the base URL
+    base_url: str = ""  # set by the pre-flight check: the base URL the load uses
+
+    def apply(self, scenario: Scenario) -> Scenario:
+        """The scenario with this target (and the checked base URL, when there is one)."""
+        target = self.target.model_copy(update={"base_url": self.base_url}) if self.base_url else self.target
+        return scenario.model_copy(update={"target": target})
+
+    def overrides(self) -> dict[str, str]:
+        """`--set` values that fix the resolved target for another process (a YAML-quoted string each)."""
+        t = self.target
+        return {
+            f"target.{key}": json.dumps(value)
+            for key, value in (("protocol", t.protocol), ("path", t.path), ("model", t.model))
+        }
+
+
+def resolve_target(scenario: Scenario, prober: Fetch) -> ResolvedTarget:
+    """Fill target.protocol, path and model: the user's first, then what detection shows, then the defaults.
+
+    A given protocol is still asked where its API is (an OpenAI-shaped server at / or /v1) and which models
+    it serves, unless path and model are given too: then nothing is probed.
+    """
+    target, task = scenario.target, scenario.payload.task
+    given = registry.get(target.protocol) if target.protocol else None
+    if given is not None and target.path and target.model:
+        return ResolvedTarget(target, given, prefix=getattr(given, "default_prefix", ""))
+    detection = given.detect(prober) if given is not None else registry.REGISTRY.detect(prober)
+    protocol = given or (detection.protocol if detection is not None else registry.DEFAULT)
+    if given is None:
+        how = (
+            f"detected from {detection.evidence}"
+            if detection is not None
+            else "no protocol detected: the default"
+        )
+    else:
+        how = f"as given, its API found by {detection.evidence}" if detection is not None else "as given"
+    why_not = protocol.unsupported(task)
+    if why_not:
+        raise TargetError(
+            f"{why_not}; the target speaks {protocol.name} ({how}): set --protocol or payload.task"
+        )
+    prefix = detection.prefix if detection is not None else getattr(protocol, "default_prefix", "")
+    served = detection.models if detection is not None else ()
+    if not target.model and not served:
+        served = tuple(protocol.served_models(prober, prefix))
+    model = target.model or (served[0] if served else protocol.default_model)
+    path = target.path or protocol.path(task, model, prefix)
+    name = target.protocol or protocol.name  # an import path stays one: other processes import it by it
+    resolved = target.model_copy(update={"protocol": name, "path": path, "model": model})
+    model_text = f'model "{model}"' if model else "no model"
+    line = f"target: {name} ({protocol.label}) at {path}, {model_text} ({how}; --protocol/--model to set)"
+    return ResolvedTarget(resolved, protocol, served, line, prefix)

@@ -1,0 +1,150 @@
+"""The target-protocol interface: what the load side needs to know about one kind of server.
+
+A protocol builds each request's body, judges its answer (count, dimension, finite values; for rerank one
+score per document), reads the tokens and server timings the server reports, says where its health, info
+and model list live (the pre-flight check detects a target by them) and names its Prometheus metrics for
+the collectors' service source. Subclass TargetProtocol, override what differs and register an instance
+(registry.py); the base class holds the behaviour most servers share.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from loadgen.traffic.headers import raw_timing_values
+from loadgen.traffic.payloads import RequestPayload
+from scenarios.models import Target, Task
+
+HeaderGetter = Callable[[str], Any]  # a case-insensitive header getter (None when absent)
+# A model-not-found answer, as vLLM ("The model `x` does not exist."), Infinity ("Engine for model name `x`
+# not found. Available model names are [...]"), the reference service and Ollama ("model 'x' not found") word it.
+_MODEL_NOT_FOUND = re.compile(
+    r"model.{0,160}?(does not exist|not found|not served|is not available|unknown)|model_not_found|invalid model",
+    re.IGNORECASE | re.DOTALL,
+)
+MODEL_NOT_FOUND_STATUSES = frozenset({400, 404, 422})
+
+
+class Expectations(Protocol):
+    """What an answer is checked against and what it teaches: the run context is one."""
+
+    expected_dim: int | None
+    dim_source: str
+
+    def learn_dim(self, dim: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One GET of the pre-flight detection: the status (0: no answer) and the body as JSON (None: not JSON)."""
+
+    status: int
+    body: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and self.body is not None
+
+
+Fetch = Callable[[str], Probe]  # path below the base URL -> its answer (the caller caches and bounds them)
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A protocol recognised on a target: where its API is below the base URL, which models it serves and
+    which answer gave it away."""
+
+    protocol: TargetProtocol
+    prefix: str
+    models: tuple[str, ...]
+    evidence: str
+
+
+class TargetProtocol:
+    """One kind of server. Class attributes describe it; methods cover the request, the answer, the server's
+    timings and the discovery; override what differs (openai.py is the fullest example)."""
+
+    name: str = ""
+    label: str = ""  # how the pre-flight line names it, e.g. "infinity-style OpenAI"
+    tasks: tuple[Task, ...] = ("embed",)
+    health_path: str = "/health"
+    # canonical service metric (queue_depth, batch_size_mean, request_rate_qps, tokens_per_s, busy_frac) ->
+    # the server's own Prometheus name; the collectors' service source reads these from its /metrics
+    metric_names: Mapping[str, str] = {}
+    default_model: str = ""  # sent when neither the user nor the target names one
+
+    def path(self, task: Task, model: str, prefix: str = "") -> str:
+        """The request path of a task, below the base URL (prefix: where detection found the API)."""
+        raise NotImplementedError
+
+    def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
+        """The JSON text of one request."""
+        raise NotImplementedError
+
+    def check_answer(
+        self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
+    ) -> tuple[str, int | None]:
+        """('' or why the 200 answer is wrong, the input tokens it reports)."""
+        raise NotImplementedError
+
+    def raw_timing(self, get_header: HeaderGetter) -> list[Any]:
+        """The request row's timing tail as stored on the request path: Server-Timing and batch headers,
+        parsed later per batch (loadgen.traffic.headers.parse_raw_timing)."""
+        return raw_timing_values(get_header)
+
+    def header_tokens(self, get_header: HeaderGetter) -> int | None:
+        """Input tokens a server reports in a header rather than in the body."""
+        return None
+
+    def info_path(self, target: Target) -> str:
+        """Where the target describes itself (recorded in the manifest), for the resolved target."""
+        return "/info"
+
+    def service_info(self, raw: Any, model: str) -> dict[str, Any] | None:
+        """The description as the manifest's service_info (model, dimension, ...): by default the JSON object."""
+        return raw if isinstance(raw, dict) else None
+
+    def detect(self, fetch: Fetch) -> Detection | None:
+        """This protocol, if the target's answers show it (GET requests only, through `fetch`)."""
+        return None
+
+    def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
+        """The model ids the target serves, from its model list or description ([] when it has none)."""
+        return []
+
+    def model_not_found(self, status: int, body: bytes) -> bool:
+        """Whether an error answer means "no such model" rather than "no such path"."""
+        if status not in MODEL_NOT_FOUND_STATUSES or not body:
+            return False
+        return _MODEL_NOT_FOUND.search(body[:4000].decode("utf-8", errors="replace")) is not None
+
+    def unsupported(self, task: Task) -> str:
+        """'' when this protocol serves the task, else the one-line reason."""
+        if task in self.tasks:
+            return ""
+        return f"protocol {self.name} has no {task} requests; it serves: {', '.join(self.tasks)}"
+
+
+def json_text(doc: Any) -> str:
+    """A request body: compact JSON, as every protocol sends it."""
+    return json.dumps(doc)
+
+
+def parse_json(body: bytes) -> tuple[Any, str]:
+    """(document, '') or (None, the reason): an answer that is not JSON is a wrong answer, never a crash."""
+    try:
+        return json.loads(body), ""
+    except ValueError:
+        return None, "invalid JSON in a 200 answer"
+
+
+def model_ids(doc: Any, key: str = "data", field: str = "id") -> list[str]:
+    """The ids of a model list: {"data": [{"id": ...}]} (OpenAI) or {"models": [{"name": ...}]} (Ollama)."""
+    items = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [str(item[field]) for item in items if isinstance(item, dict) and isinstance(item.get(field), str)]

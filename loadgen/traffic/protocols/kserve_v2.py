@@ -1,0 +1,101 @@
+"""KServe v2 / Triton, the Open Inference Protocol: texts in as a BYTES tensor, embeddings out as FP32 [n, d].
+
+    POST /v2/models/{model}/infer  {"inputs": [{"name": "text", "shape": [n], "datatype": "BYTES", "data": [...]}]}
+                                   -> {"outputs": [{"name", "shape": [n, d], "datatype": "FP32", "data": [flat]}]}
+    GET  /v2                       server metadata {"name", "version", "extensions"}
+    GET  /v2/health/ready          readiness
+    GET  /v2/models/{model}        model metadata {"name", "inputs", "outputs": [{"shape": [-1, d]}]}
+
+The input tensor is named INPUT_NAME ("text"), as embedding models served from KServe or Triton commonly
+name it. The model list comes from KServe's `GET /v1/models` ({"models": [...]}); a Triton target has none
+over GET: give --model. KServe's Python model server records how long predict took in a histogram
+(request_predict_seconds), which the collectors' service source reads as busy fraction and request rate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadgen.traffic.payloads import RequestPayload
+from loadgen.traffic.protocols.base import (
+    Detection,
+    Expectations,
+    Fetch,
+    TargetProtocol,
+    json_text,
+    parse_json,
+)
+from loadgen.traffic.protocols.checks import check_flat
+from scenarios.models import Target, Task
+
+INPUT_NAME = "text"
+
+
+class KServeV2Protocol(TargetProtocol):
+    name = "kserve-v2"
+    label = "KServe v2 / Triton (Open Inference Protocol)"
+    tasks = ("embed",)
+    health_path = "/v2/health/ready"
+    metric_names = {
+        "busy_frac": "request_predict_seconds_sum",
+        "request_rate_qps": "request_predict_seconds_count",
+    }
+
+    def path(self, task: Task, model: str, prefix: str = "") -> str:
+        return f"{prefix}/v2/models/{model}/infer"
+
+    def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
+        tensor = {
+            "name": INPUT_NAME,
+            "shape": [len(payload.inputs)],
+            "datatype": "BYTES",
+            "data": payload.inputs,
+        }
+        return json_text({"inputs": [tensor]})
+
+    def check_answer(
+        self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
+    ) -> tuple[str, int | None]:
+        doc, error = parse_json(body)
+        if error:
+            return error, None
+        outputs = doc.get("outputs") if isinstance(doc, dict) else None
+        if not isinstance(outputs, list) or not outputs or not isinstance(outputs[0], dict):
+            return "answer has no `outputs` tensor", None
+        output = outputs[0]
+        if output.get("datatype") not in ("FP32", "FP16", "FP64", "BF16"):
+            return f"output tensor of datatype {output.get('datatype')!r}, not floating point", None
+        return check_flat(output.get("data"), output.get("shape"), len(payload.inputs), expect), None
+
+    def info_path(self, target: Target) -> str:
+        return f"/v2/models/{target.model}"
+
+    def service_info(self, raw: Any, model: str) -> dict[str, Any] | None:
+        """Model metadata as the manifest's service_info: its name, and the dimension its output shape fixes."""
+        if not isinstance(raw, dict):
+            return None
+        info: dict[str, Any] = {**raw, "model": raw.get("name") or model}
+        outputs = raw.get("outputs")
+        shape = (
+            outputs[0].get("shape")
+            if isinstance(outputs, list) and outputs and isinstance(outputs[0], dict)
+            else None
+        )
+        if isinstance(shape, list) and shape and isinstance(shape[-1], int) and shape[-1] > 0:
+            info["dimension"] = shape[-1]
+        return info
+
+    def detect(self, fetch: Fetch) -> Detection | None:
+        """The server metadata at GET /v2 (name, version, extensions)."""
+        meta = fetch("/v2")
+        if meta.ok and isinstance(meta.body, dict) and {"name", "version"} <= meta.body.keys():
+            return Detection(self, "", tuple(self.served_models(fetch, "")), "GET /v2")
+        return None
+
+    def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
+        listing = fetch(f"{prefix}/v1/models")
+        names = listing.body.get("models") if listing.ok and isinstance(listing.body, dict) else None
+        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+PROTOCOL = KServeV2Protocol()

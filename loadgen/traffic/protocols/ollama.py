@@ -1,0 +1,70 @@
+"""Ollama: `POST /api/embed` {"model", "input": [...]} -> {"embeddings": [[...]], "prompt_eval_count"}.
+
+Its models are listed at GET /api/tags ({"models": [{"name": "nomic-embed-text:latest"}]}); it has no
+Prometheus endpoint and no per-request timing headers (its answer's durations cover the whole call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadgen.traffic.payloads import RequestPayload
+from loadgen.traffic.protocols.base import (
+    Detection,
+    Expectations,
+    Fetch,
+    TargetProtocol,
+    json_text,
+    model_ids,
+    parse_json,
+)
+from loadgen.traffic.protocols.checks import check_vectors
+from scenarios.models import Target, Task
+
+
+class OllamaProtocol(TargetProtocol):
+    name = "ollama"
+    label = "Ollama"
+    tasks = ("embed",)
+    health_path = "/api/version"
+
+    def path(self, task: Task, model: str, prefix: str = "") -> str:
+        return f"{prefix}/api/embed"
+
+    def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
+        return json_text({"model": target.model, "input": payload.inputs})
+
+    def check_answer(
+        self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
+    ) -> tuple[str, int | None]:
+        doc, error = parse_json(body)
+        if error:
+            return error, None
+        tokens = doc.get("prompt_eval_count") if isinstance(doc, dict) else None
+        tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+        vectors = doc.get("embeddings") if isinstance(doc, dict) else None
+        return check_vectors(vectors, len(payload.inputs), expect), tokens
+
+    def info_path(self, target: Target) -> str:
+        return "/api/tags"
+
+    def service_info(self, raw: Any, model: str) -> dict[str, Any] | None:
+        for item in (
+            raw.get("models", []) if isinstance(raw, dict) and isinstance(raw.get("models"), list) else []
+        ):
+            if isinstance(item, dict) and item.get("name") == model:
+                return {**item, "model": model}
+        return None
+
+    def detect(self, fetch: Fetch) -> Detection | None:
+        tags = fetch("/api/tags")
+        if tags.ok and isinstance(tags.body, dict) and isinstance(tags.body.get("models"), list):
+            return Detection(self, "", tuple(self.served_models(fetch, "")), "GET /api/tags")
+        return None
+
+    def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
+        tags = fetch(f"{prefix}/api/tags")
+        return model_ids(tags.body, key="models", field="name") if tags.ok else []
+
+
+PROTOCOL = OllamaProtocol()

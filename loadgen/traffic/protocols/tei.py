@@ -1,0 +1,114 @@
+"""Hugging Face text-embeddings-inference (TEI, also built for Ascend NPUs): /embed, /embed_sparse, /rerank.
+
+    POST /embed         {"inputs": [...]} -> [[float, ...], ...]
+    POST /embed_sparse  {"inputs": [...]} -> [[{"index", "value"}, ...], ...]
+    POST /rerank        {"query", "texts": [...]} -> [{"index", "score"}, ...]
+    GET  /info          {"model_id", "model_type", "max_client_batch_size", ...}
+
+Requests name no model (one process serves one). Every answer carries TEI's timing headers in whole
+milliseconds: x-queue-time, x-tokenization-time, x-inference-time and x-total-time map onto the request row's
+queue, tokenise, compute and total columns (as the reference service's Server-Timing does), x-compute-tokens
+onto its input tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadgen.traffic.payloads import RequestPayload
+from loadgen.traffic.protocols.base import (
+    Detection,
+    Expectations,
+    Fetch,
+    HeaderGetter,
+    TargetProtocol,
+    json_text,
+    parse_json,
+)
+from loadgen.traffic.protocols.checks import check_sparse, check_vectors
+from loadgen.traffic.protocols.openai import check_tei_rerank
+from scenarios.models import Target, Task
+
+# TEI header -> the Server-Timing metric of the reference service that means the same
+TIMING_HEADERS: dict[str, str] = {
+    "x-queue-time": "queue",
+    "x-tokenization-time": "tokenize",
+    "x-inference-time": "compute",
+    "x-total-time": "total",
+}
+TOKENS_HEADER = "x-compute-tokens"
+PATHS: dict[str, str] = {"embed": "/embed", "embed_sparse": "/embed_sparse", "rerank": "/rerank"}
+
+
+def server_timing(get_header: HeaderGetter) -> str | None:
+    """TEI's timing headers as one Server-Timing value (`queue;dur=3, tokenize;dur=1, ...`), None without them:
+    the recorder then parses them with the reference service's own, one parser for both."""
+    entries = []
+    for header, metric in TIMING_HEADERS.items():
+        value = get_header(header)
+        if isinstance(value, str) and value.strip():
+            entries.append(f"{metric};dur={value.strip()}")
+    return ", ".join(entries) or None
+
+
+class TeiProtocol(TargetProtocol):
+    name = "tei"
+    label = "text-embeddings-inference (TEI)"
+    tasks = ("embed", "embed_sparse", "rerank")
+    metric_names = {
+        "queue_depth": "te_queue_size",
+        "batch_size_mean": "te_batch_next_size",
+        "request_rate_qps": "te_request_success",
+    }
+
+    def path(self, task: Task, model: str, prefix: str = "") -> str:
+        return prefix + PATHS[task]
+
+    def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
+        if task == "rerank":
+            return json_text({"query": payload.query, "texts": payload.inputs})
+        return json_text({"inputs": payload.inputs})
+
+    def check_answer(
+        self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
+    ) -> tuple[str, int | None]:
+        if task == "rerank":
+            return check_tei_rerank(body, len(payload.inputs)), None
+        doc, error = parse_json(body)
+        if error:
+            return error, None
+        if task == "embed_sparse":
+            return check_sparse(doc, len(payload.inputs)), None
+        return check_vectors(doc, len(payload.inputs), expect), None
+
+    def raw_timing(self, get_header: HeaderGetter) -> list[Any]:
+        return [server_timing(get_header), None, None, None, None, None, None]
+
+    def header_tokens(self, get_header: HeaderGetter) -> int | None:
+        value = get_header(TOKENS_HEADER)
+        try:
+            return int(value) if isinstance(value, str) else None
+        except ValueError:
+            return None
+
+    def detect(self, fetch: Fetch) -> Detection | None:
+        """TEI's /info: a model_id and a model_type (embedding, reranker, classifier)."""
+        info = fetch("/info")
+        if info.ok and isinstance(info.body, dict) and {"model_id", "model_type"} <= info.body.keys():
+            return Detection(self, "", tuple(self.served_models(fetch, "")), "GET /info")
+        return None
+
+    def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
+        info = fetch("/info")
+        body = info.body if info.ok and isinstance(info.body, dict) else {}
+        model = body.get("served_model_name") or body.get("model_id")
+        return [model] if isinstance(model, str) else []
+
+    def service_info(self, raw: Any, model: str) -> dict[str, Any] | None:
+        """TEI's /info with its model id as the manifest's `model`."""
+        if not isinstance(raw, dict):
+            return None
+        return {**raw, "model": raw.get("served_model_name") or raw.get("model_id")}
+
+
+PROTOCOL = TeiProtocol()
