@@ -128,7 +128,7 @@ class VerifyThresholds(BaseModel):
         600.0, gt=0, description="With --start-cmd: longest wait for readiness, s."
     )
     startup_poll_s: float = Field(
-        0.2, gt=0, le=1, description="With --start-cmd: probe interval from the start, s."
+        0.05, gt=0, le=1, description="With --start-cmd: probe interval from the start, s."
     )
     prometheus_lookback_s: float = Field(
         86400.0, gt=0, description="Every shipped alert must have fired within this window before now, s."
