@@ -10,7 +10,6 @@ then SIGKILL after a grace).
 from __future__ import annotations
 
 import shlex
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from embedperf.errors import ConfigError, TargetError
+from loadgen.processes.child import stop_child
 from study.verify_target import TargetClient
 
 STOP_GRACE_S = 20.0
@@ -120,14 +120,8 @@ class StartedService:
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM by PID, SIGKILL after grace_s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
+        if self.proc is not None:
+            stop_child(self.proc, grace_s)
 
     def __enter__(self) -> StartedService:
         return self.start()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import threading
 import time
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from loadgen.processes.child import stop_child
 from loadgen.processes.service_proc import ServiceProcess
 from loadgen.processes.service_proc import free_port as free_port  # re-exported for tests
 from study.bench import RAMP_SERVICE_ARGS
@@ -61,13 +61,7 @@ def uvicorn_in_thread(config: Any) -> Iterator[tuple[str, int]]:
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    stop_child(proc, grace_s)
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from embedperf.schema import AgentRecord, CollectorStatus, RunFolder
+from loadgen.processes.child import stop_child
 
 STOP_GRACE_S = 15.0
 WATCHDOG_INTERVAL_S = 1.0
@@ -97,14 +98,7 @@ class CollectorsProcess:
             return [
                 CollectorStatus(name="collectors", status="failed", reason=self.start_error or "not started")
             ]
-        returncode = self.proc.poll()
-        if returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                returncode = self.proc.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                returncode = self.proc.wait(timeout=5)
+        returncode = stop_child(self.proc, STOP_GRACE_S)
         statuses = read_statuses(self.folder)
         if statuses:
             return statuses

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from types import TracebackType
 import httpx
 
 from embedperf.errors import TargetError
+from loadgen.processes.child import stop_child
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STOP_GRACE_S = 20.0
@@ -108,14 +108,8 @@ class ServiceProcess:
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM by PID, then SIGKILL after grace_s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
+        if self.proc is not None:
+            stop_child(self.proc, grace_s)
 
     def __enter__(self) -> ServiceProcess:
         return self.start()

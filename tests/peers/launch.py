@@ -10,7 +10,6 @@ reason (a wrong model folder, a missing package) is.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from types import TracebackType
 import httpx
 
 from embedperf.errors import TargetError
+from loadgen.processes.child import stop_child
 from loadgen.processes.service_proc import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -210,14 +210,8 @@ class PeerProcess:
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM by PID, SIGKILL after grace_s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
+        if self.proc is not None:
+            stop_child(self.proc, grace_s)
 
     def __enter__(self) -> PeerProcess:
         return self.start()
