@@ -22,7 +22,6 @@ import contextlib
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from wrk_run import run_wrk
 
 from loadgen.processes.service_proc import ServiceProcess
 
@@ -164,20 +164,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
 
 
-def run_wrk(url: str, script: Path, connections: int, duration_s: int, threads: int) -> dict[str, object]:
-    cmd = [
-        "wrk",
-        f"-t{threads}",
-        f"-c{connections}",
-        f"-d{duration_s}s",
-        "--timeout",
-        "10s",
-        "-s",
-        str(script),
-    ]
-    out = subprocess.run(
-        [*cmd, f"{url}/v1/embeddings"], capture_output=True, text=True, timeout=duration_s + 60
-    )
+def wrk_result(url: str, script: Path, connections: int, duration_s: int, threads: int) -> dict[str, object]:
+    out = run_wrk(f"{url}/v1/embeddings", script, connections, duration_s, threads)
     line = next((row for row in out.stdout.splitlines() if row.startswith("RESULT ")), None)
     if line is None:
         raise SystemExit(f"wrk printed no result:\n{out.stdout}\n{out.stderr}")
@@ -281,8 +269,8 @@ def large_request(service: ServiceProcess) -> None:
 
 def fairness(service: ServiceProcess, script: Path, args: argparse.Namespace) -> None:
     """wrk at 100 connections, one text for all: P99/P50 says how close to arrival order requests are served."""
-    run_wrk(service.url, script, args.fairness_connections, 3, args.wrk_threads)  # warm batches and estimate
-    result = run_wrk(
+    wrk_result(service.url, script, args.fairness_connections, 3, args.wrk_threads)  # warm batches and estimate
+    result = wrk_result(
         service.url, script, args.fairness_connections, args.fairness_duration_s, args.wrk_threads
     )
     p50, p99 = float(result["p50_ms"]), float(result["p99_ms"])  # type: ignore[arg-type]
@@ -296,7 +284,7 @@ def fairness(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
 
 def capacity_qps(service: ServiceProcess, script: Path, args: argparse.Namespace) -> float:
     """Closed-loop goodput at a moderate connection count: what the service can do here, now."""
-    result = run_wrk(
+    result = wrk_result(
         service.url, script, args.capacity_connections, args.capacity_duration_s, args.wrk_threads
     )
     statuses = statuses_of(result)
@@ -317,7 +305,7 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
         health = Probe(f"{service.url}/health", "GET")
         embed = Probe(f"{service.url}/v1/embeddings", "POST", connections=PROBE_CONNECTIONS)
         probers = [probe.start() for probe in (health, embed)]
-        result = run_wrk(service.url, script, connections, args.duration_s, args.wrk_threads)
+        result = wrk_result(service.url, script, connections, args.duration_s, args.wrk_threads)
         for probe in (health, embed):
             probe.stop.set()
         for thread in probers:

@@ -33,6 +33,8 @@ import httpx
 # The repository root, for tests.peers (the launcher the tests use too), which is no installed package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from wrk_run import run_wrk as wrk  # noqa: E402
+
 from loadgen.processes.service_proc import ServiceProcess  # noqa: E402
 from service.model import default_model_path  # noqa: E402
 from study.bench import RAMP_SERVICE_ARGS  # noqa: E402
@@ -42,7 +44,6 @@ TEXT = "Capacity planning needs the P99 latency at every load step."
 REFERENCE_MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
 WARM_S = 3
-WRK_TIMEOUT_S = 10
 READY_TIMEOUT_S = 300.0
 # wrk prints this line from the Lua done() hook: counts and percentiles straight from its histogram (us).
 WRK_DONE = """
@@ -87,9 +88,7 @@ def wrk_script(body: dict[str, object], into: Path) -> Path:
 def run_wrk(url: str, script: Path, connections: int, duration_s: int) -> WrkResult:
     """One closed-loop wrk run; its CPU is read from this process's reaped children."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cmd = ["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{duration_s}s", "--timeout",
-           f"{WRK_TIMEOUT_S}s", "-s", str(script), url]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 60)
+    out = wrk(url, script, connections, duration_s)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("WRK_JSON ")), None)
     if line is None:

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from wrk_run import run_wrk
+
 from loadgen.processes.service_proc import ServiceProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -56,20 +58,7 @@ def service_from(tree: Path, flags: list[str], log_path: Path) -> Iterator[str]:
 
 def wrk_rps(url: str, script: Path, connections: int, duration_s: int) -> tuple[float, int]:
     """(successful req/s, non-2xx answers) of one wrk run against POST /v1/embeddings."""
-    threads = min(2, connections)
-    cmd = [
-        "wrk",
-        f"-t{threads}",
-        f"-c{connections}",
-        f"-d{duration_s}s",
-        "--timeout",
-        "10s",
-        "-s",
-        str(script),
-    ]
-    out = subprocess.run(
-        [*cmd, f"{url}/v1/embeddings"], capture_output=True, text=True, timeout=duration_s + 60
-    )
+    out = run_wrk(f"{url}/v1/embeddings", script, connections, duration_s)
     rate = re.search(r"^Requests/sec:\s+([\d.]+)", out.stdout, re.M)
     if rate is None:
         raise SystemExit(f"wrk printed no rate:\n{out.stdout}\n{out.stderr}")
