@@ -101,3 +101,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         unmarked_integration = tier == "integration" and item.get_closest_marker("quick") is None
         if tier == "e2e" or needs_process or unmarked_integration:
             item.add_marker(pytest.mark.slow)
+    # The long tests first (end to end, then the other slow ones), each module's tests kept together:
+    # with `-n 2 --dist worksteal` the short unit tests then fill whichever worker finishes first,
+    # instead of one worker running the last long end-to-end test alone.
+    items.sort(key=lambda item: 0 if _tier(item) == "e2e" else 1 if item.get_closest_marker("slow") else 2)
+
+
+def _tier(item: pytest.Item) -> str:
+    parts = item.path.relative_to(TESTS_DIR).parts if item.path.is_relative_to(TESTS_DIR) else ()
+    return parts[0] if parts else ""
