@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 sys.path.insert(0, str(Path(__file__).parent))
 from collector_run import read_outputs, start_collector, stop_collector  # noqa: E402
 
-from tests.conftest import free_port, stop_process  # noqa: E402
-
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-READY_TIMEOUT_S = 60.0
+from tests.conftest import free_port  # noqa: E402
+from tests.prometheus_server import running_prometheus  # noqa: E402
 
 
 def start_exporter() -> tuple[int, object]:
@@ -52,47 +47,12 @@ def start_exporter() -> tuple[int, object]:
 
 @pytest.fixture
 def prometheus_url(tmp_path: Path) -> Iterator[str]:
-    assert Path(PROMETHEUS).exists(), (
-        "prometheus not installed; run `make system-deps` (Debian package prometheus)"
-    )
+    """A real Prometheus that has scraped the exporter at least once."""
     exporter_port, server = start_exporter()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: npu\n    static_configs:\n      - targets: ['127.0.0.1:{exporter_port}']\n",
-        encoding="utf-8",
-    )
-    port = free_port()
-    log = open(tmp_path / "prometheus.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:  # until a scrape is queryable
-            assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "Prometheus had no data in time"
-            try:
-                body = httpx.get(
-                    f"{url}/api/v1/query", params={"query": "npu_chip_info_power"}, timeout=2
-                ).json()
-                if body.get("data", {}).get("result"):
-                    break
-            except (httpx.HTTPError, ValueError):
-                pass
-            time.sleep(0.5)
-        yield url
+        with running_prometheus(tmp_path, {"npu": [f"127.0.0.1:{exporter_port}"]}) as prometheus:
+            yield prometheus.url
     finally:
-        stop_process(proc)  # type: ignore[arg-type]
-        log.close()
         server.shutdown()  # type: ignore[attr-defined]
         server.server_close()  # type: ignore[attr-defined]
 

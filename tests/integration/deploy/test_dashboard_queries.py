@@ -18,16 +18,15 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from tests.conftest import free_port, start_service, stop_process
 from tests.integration.deploy.prometheus_stack import (
     AGENT_JOB,
-    POLL_S,
     REPO_ROOT,
     SERVICE_JOB,
-    WAIT_TIMEOUT_S,
     Prometheus,
     dashboard_targets,
     finite,
     running_agent,
     running_prometheus,
 )
+from tests.prometheus_server import POLL_S, WAIT_TIMEOUT_S
 
 MODEL = "all-MiniLM-L6-v2"
 RUN_JOB = "embedperf-run"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,45 +12,22 @@ import pytest
 
 from embedperf.schema import RunFolder, read_requests_table
 from loadgen.recording.live import LATENCY_BUCKETS_MS
-from tests.conftest import free_port, stop_process
+from tests.conftest import free_port
 from tests.fakes.stub_server import running_stub
+from tests.prometheus_server import running_prometheus
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 RUN_TIMEOUT_S = 120
 
 
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[tuple[str, int]]:
-    """A real Prometheus scraping 127.0.0.1:<port> every second; yields (its URL, the port to serve)."""
-    assert Path(PROMETHEUS).exists(), "prometheus not installed; run `make system-deps` (Debian package prometheus)"
+    """A real Prometheus scraping 127.0.0.1:<port> every second; yields (its URL, the port to serve).
+    Ready before the run starts, so the first step is scraped."""
     target_port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: embedperf\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n",
-        encoding="utf-8",
-    )
-    port = free_port()
-    with open(tmp_path / "prometheus.log", "wb") as log:
-        proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
-        try:
-            while True:  # ready before the run starts, so the first step is scraped
-                assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
-                try:
-                    if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.3)
-            yield url, target_port
-        finally:
-            stop_process(proc)  # type: ignore[arg-type]
+    jobs = {"embedperf": [f"127.0.0.1:{target_port}"]}
+    with running_prometheus(tmp_path, jobs, later_jobs=("embedperf",)) as server:
+        yield server.url, target_port
 
 
 def query(url: str, promql: str) -> dict[str, float]:
