@@ -23,7 +23,6 @@ from embedperf.schema import REQUEST_COLUMNS
 from loadgen.traffic.context import RunContext, info_dimension
 from loadgen.traffic.exchange import send_embeddings
 from loadgen.traffic.payloads import RequestPayload
-from loadgen.traffic.quality import answer_vectors
 from scenarios.canary_models import Canary
 
 if TYPE_CHECKING:  # importing locust monkey-patches the process; only its users need that
@@ -65,9 +64,9 @@ def _hold(_row: list[Any]) -> None:
     """The second request of an agreement pair is written by its sender, once its cosine is known."""
 
 
-def agreement_cosine(first: bytes, second: bytes) -> float | None:
-    """The lowest cosine between the two answers' vectors, input by input (None: an answer unreadable)."""
-    a, b = answer_vectors(first), answer_vectors(second)
+def agreement_cosine(a: list[np.ndarray] | None, b: list[np.ndarray] | None) -> float | None:
+    """The lowest cosine between two answers' vectors, input by input (None: an answer unreadable); each
+    side's protocol reads its answer's vectors (TargetProtocol.dense_vectors)."""
     if a is None or b is None or len(a) != len(b) or not a:
         return None
     lowest = 1.0
@@ -142,6 +141,9 @@ class CanaryTraffic:
         )
         paired[SIDE_POS] = second
         if paired[OK_POS] and again:
-            paired[AGREEMENT_POS] = agreement_cosine(answers[0], again[0])
+            paired[AGREEMENT_POS] = agreement_cosine(
+                self.contexts[side].protocol.dense_vectors(answers[0]),
+                self.held[second].protocol.dense_vectors(again[0]),
+            )
         self.sink(paired)
         return row

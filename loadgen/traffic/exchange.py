@@ -165,7 +165,11 @@ def send_embeddings(
         tokens,
         len(content),
         *(protocol.raw_timing(headers_in.get) if headers_in is not None else _NO_TIMING),
-        answer_cosine(content, payload.reference) if payload.reference is not None and not error else None,
+        (
+            answer_cosine(content, payload.reference, protocol.dense_vectors)
+            if payload.reference is not None and not error
+            else None
+        ),
         request_id,
         headers_in.get(SERVED_MODEL_HEADER) if headers_in is not None else None,  # raw; see recorder
         None,  # side: set by a canary's sink (loadgen.traffic.canary_split)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -72,9 +72,12 @@ def answer_vectors(body: bytes) -> list[np.ndarray] | None:
     return vectors
 
 
-def answer_cosine(body: bytes, reference: np.ndarray) -> float | None:
-    """Cosine of the first embedding in an OpenAI-style answer to a unit reference vector (None if unreadable)."""
-    vectors = answer_vectors(body)
+def answer_cosine(
+    body: bytes, reference: np.ndarray, vectors_of: Callable[[bytes], list[np.ndarray] | None] = answer_vectors
+) -> float | None:
+    """Cosine of the first embedding of an answer to a unit reference vector (None if unreadable);
+    `vectors_of` reads the answer as its protocol shapes it (TargetProtocol.dense_vectors; OpenAI's by default)."""
+    vectors = vectors_of(body)
     if not vectors:
         return None
     vector = vectors[0]

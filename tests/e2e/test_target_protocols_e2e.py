@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import numpy as np
 import pyarrow.compute as pc
 import pytest
 import uvicorn
@@ -18,6 +20,7 @@ import uvicorn
 from analysis.run.analyse import analyse_folder
 from embedperf.error_kinds import error_kind
 from embedperf.schema import RunFolder, read_manifest, read_requests_table, read_telemetry_table
+from loadgen.traffic.quality import write_reference_set
 from reports.build import build_report
 from tests.conftest import uvicorn_in_thread
 from tests.fakes.tei_stub import TeiStub, TeiStubConfig
@@ -176,6 +179,33 @@ def test_a_named_protocol_writes_a_complete_run_and_report(
         assert service_metrics <= seen, seen
     elif service_metrics is not None:
         assert not seen, seen
+
+
+# --- quality probes: each protocol's answer read as that server shapes it ---------------------------------
+PROBE_TEXTS = [f"passage {i}: how a capacity plan counts the devices a target load needs" for i in range(8)]
+
+
+def test_quality_probes_read_a_kserve_v2_tensor_and_match_the_fp32_reference(
+    kserve_server: PeerProcess, reference_service: str, tmp_path: Path
+) -> None:
+    # the reference vectors: the same model in fp32, from the reference service (OpenAI-shaped answers)
+    answer = httpx.post(
+        f"{reference_service}/v1/embeddings",
+        json={"model": "all-MiniLM-L6-v2", "input": PROBE_TEXTS},
+        timeout=60,
+    ).json()
+    vectors = np.array([item["embedding"] for item in answer["data"]])
+    reference = write_reference_set(tmp_path / "ref.parquet", PROBE_TEXTS, vectors, "all-MiniLM-L6-v2")
+    probes = f"payload.quality_probes={{fraction: 0.5, reference: {reference}, min_cosine: 0.999}}"
+    proc, _ = embedperf_run(
+        "smoke", "--host", kserve_server.url, "--protocol", "kserve-v2", "--set", probes, runs=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = ok_rows(folder_of(proc), ["probe_cosine"])
+    cosines = [r["probe_cosine"] for r in rows if r["probe_cosine"] is not None]
+    # KServe answers a flat FP32 tensor with its shape: every probe read, and the same model's vectors
+    assert len(cosines) >= 5 and len(cosines) < len(rows), (len(cosines), len(rows))
+    assert min(cosines) > 0.999, min(cosines)
 
 
 # --- rerank -----------------------------------------------------------------------------------------------

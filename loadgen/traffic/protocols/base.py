@@ -15,8 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from loadgen.traffic.headers import raw_timing_values
 from loadgen.traffic.payloads import RequestPayload
+from loadgen.traffic.quality import answer_vectors
 from scenarios.models import Target, Task
 
 HeaderGetter = Callable[[str], Any]  # a case-insensitive header getter (None when absent)
@@ -91,6 +94,11 @@ class TargetProtocol:
         """('' or why the 200 answer is wrong, the input tokens it reports)."""
         raise NotImplementedError
 
+    def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
+        """The dense vectors of a good embeddings answer, input by input (None: unreadable). Quality probes
+        and a canary's agreement samples compare them; by default the OpenAI shape (data[].embedding)."""
+        return answer_vectors(body)
+
     def raw_timing(self, get_header: HeaderGetter) -> list[Any]:
         """The request row's timing tail as stored on the request path: Server-Timing and batch headers,
         parsed later per batch (loadgen.traffic.headers.parse_raw_timing)."""
@@ -148,3 +156,14 @@ def model_ids(doc: Any, key: str = "data", field: str = "id") -> list[str]:
     if not isinstance(items, list):
         return []
     return [str(item[field]) for item in items if isinstance(item, dict) and isinstance(item.get(field), str)]
+
+
+def vector_rows(rows: Any) -> list[np.ndarray] | None:
+    """A JSON list of number lists as float vectors (None: not that shape), for the protocols that answer
+    with bare lists (TEI, Ollama)."""
+    if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
+        return None
+    try:
+        return [np.asarray(row, dtype=np.float64) for row in rows]
+    except (TypeError, ValueError):
+        return None

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
     Detection,
@@ -66,6 +68,21 @@ class KServeV2Protocol(TargetProtocol):
         if output.get("datatype") not in ("FP32", "FP16", "FP64", "BF16"):
             return f"output tensor of datatype {output.get('datatype')!r}, not floating point", None
         return check_flat(output.get("data"), output.get("shape"), len(payload.inputs), expect), None
+
+    def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
+        """The first output tensor, [inputs, dimension] row-major, as one vector per input."""
+        doc, error = parse_json(body)
+        outputs = doc.get("outputs") if not error and isinstance(doc, dict) else None
+        if not isinstance(outputs, list) or not outputs or not isinstance(outputs[0], dict):
+            return None
+        shape, data = outputs[0].get("shape"), outputs[0].get("data")
+        if not isinstance(shape, list) or len(shape) != 2 or not isinstance(data, list):
+            return None
+        try:
+            flat = np.asarray(data, dtype=np.float64)
+            return list(flat.reshape(int(shape[0]), int(shape[1])))
+        except (TypeError, ValueError):
+            return None
 
     def info_path(self, target: Target) -> str:
         return f"/v2/models/{target.model}"

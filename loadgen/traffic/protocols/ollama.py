@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
     Detection,
@@ -17,6 +19,7 @@ from loadgen.traffic.protocols.base import (
     json_text,
     model_ids,
     parse_json,
+    vector_rows,
 )
 from loadgen.traffic.protocols.checks import check_vectors
 from scenarios.models import Target, Task
@@ -44,6 +47,10 @@ class OllamaProtocol(TargetProtocol):
         tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
         vectors = doc.get("embeddings") if isinstance(doc, dict) else None
         return check_vectors(vectors, len(payload.inputs), expect), tokens
+
+    def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
+        doc, error = parse_json(body)
+        return None if error or not isinstance(doc, dict) else vector_rows(doc.get("embeddings"))
 
     def info_path(self, target: Target) -> str:
         return "/api/tags"

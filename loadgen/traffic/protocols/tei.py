@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
     Detection,
@@ -24,6 +26,7 @@ from loadgen.traffic.protocols.base import (
     TargetProtocol,
     json_text,
     parse_json,
+    vector_rows,
 )
 from loadgen.traffic.protocols.checks import check_sparse, check_vectors
 from loadgen.traffic.protocols.openai import check_tei_rerank
@@ -80,6 +83,10 @@ class TeiProtocol(TargetProtocol):
         if task == "embed_sparse":
             return check_sparse(doc, len(payload.inputs)), None
         return check_vectors(doc, len(payload.inputs), expect), None
+
+    def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
+        doc, error = parse_json(body)
+        return None if error else vector_rows(doc)
 
     def raw_timing(self, get_header: HeaderGetter) -> list[Any]:
         return [server_timing(get_header), None, None, None, None, None, None]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from loadgen.traffic.canary_split import SideDraw, agreement_cosine
+from loadgen.traffic.protocols import registry
 
 
 def _answer(*vectors: list[float]) -> bytes:
@@ -41,9 +42,13 @@ def _sides(draw: SideDraw, n: int, weight: float = 50.0) -> list[str]:
 
 
 def test_agreement_is_the_lowest_cosine_over_the_request_inputs() -> None:
-    same = _answer([1.0, 0.0, 0.0], [0.0, 1.0, 0.0])
+    read = registry.DEFAULT.dense_vectors  # each side's protocol reads its own answer
+    same = read(_answer([1.0, 0.0, 0.0], [0.0, 1.0, 0.0]))
     assert agreement_cosine(same, same) == pytest.approx(1.0)
-    turned = _answer([1.0, 0.0, 0.0], [0.0, 0.6, 0.8])  # second input at cosine 0.6
+    turned = read(_answer([1.0, 0.0, 0.0], [0.0, 0.6, 0.8]))  # second input at cosine 0.6
     assert agreement_cosine(same, turned) == pytest.approx(0.6)
-    assert agreement_cosine(same, _answer([1.0, 0.0, 0.0])) is None  # a different number of vectors
-    assert agreement_cosine(same, b"not json") is None
+    assert agreement_cosine(same, read(_answer([1.0, 0.0, 0.0]))) is None  # a different number of vectors
+    assert agreement_cosine(same, read(b"not json")) is None
+    # a TEI candidate against an OpenAI-style baseline: the same vectors, each read in its own shape
+    tei = registry.get("tei").dense_vectors(json.dumps([[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]]).encode())
+    assert agreement_cosine(same, tei) == pytest.approx(0.6)

@@ -93,6 +93,16 @@ def test_a_good_dense_answer_passes_with_its_tokens(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(DENSE))
+def test_each_protocol_reads_its_answers_vectors_in_input_order(name: str) -> None:
+    # quality probes and a canary's agreement samples compare these: each server's own answer shape
+    rows = [[1.0, 0.0, 0.0, 0.0], [0.0, 0.6, 0.8, 0.0], [0.25, -0.5, 0.0, 1.0]]
+    got = registry.get(name).dense_vectors(DENSE[name](rows))
+    assert got is not None and [v.tolist() for v in got] == rows
+    assert registry.get(name).dense_vectors(b"not json") is None
+    assert registry.get(name).dense_vectors(b'{"unexpected": 1}') is None
+
+
+@pytest.mark.parametrize("name", sorted(DENSE))
 def test_a_wrong_count_is_named(name: str) -> None:
     error, _ = check(name, DENSE[name](vectors(2)), 3)
     assert error.startswith("wrong count: 2 embeddings for 3 inputs"), error

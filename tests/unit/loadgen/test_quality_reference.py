@@ -11,6 +11,7 @@ import pytest
 
 from embedperf.errors import ConfigError
 from loadgen.traffic.payloads import PayloadSampler
+from loadgen.traffic.protocols import registry
 from loadgen.traffic.quality import answer_cosine, load_reference_set, write_reference_set
 from scenarios.models import Payload
 
@@ -36,6 +37,11 @@ def test_answer_cosine_reads_float_and_base64_answers() -> None:
     )
     assert answer_cosine(b"not json", ref) is None
     assert answer_cosine(json.dumps({"data": [{"embedding": [1.0]}]}).encode(), ref) is None
+    # another protocol's answer, read by that protocol: KServe v2's flat FP32 tensor
+    output = {"name": "embedding", "shape": [1, 2], "datatype": "FP32", "data": [4.0, 3.0]}
+    kserve = json.dumps({"outputs": [output]}).encode()
+    assert answer_cosine(kserve, ref) is None  # not OpenAI-shaped
+    assert answer_cosine(kserve, ref, registry.get("kserve-v2").dense_vectors) == pytest.approx(0.96)
 
 
 def test_missing_reference_says_how_to_make_one(tmp_path: Path) -> None:
