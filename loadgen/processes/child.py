@@ -1,12 +1,38 @@
-"""Stopping a child process we started: SIGTERM by its PID, then SIGKILL once its grace is over."""
+"""A child server we started: waiting until it answers its health URL, and stopping it by its PID
+(SIGTERM, then SIGKILL once its grace is over)."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
+import time
+from collections.abc import Callable
 from typing import Any
 
+import httpx
+
+from embedperf.errors import TargetError
+
 KILL_WAIT_S = 5.0
+POLL_INTERVAL_S = 0.25
+
+
+def wait_until_answering(
+    proc: subprocess.Popen[Any], url: str, name: str, timeout_s: float, log_tail: Callable[[], str]
+) -> None:
+    """Poll GET url until it answers 200; a child that exits first, or a timeout, is a TargetError naming
+    `name` and ending with `log_tail()` (the child's last output)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TargetError(f"{name} exited with {proc.returncode} before {url} answered 200{log_tail()}")
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(POLL_INTERVAL_S)
+    raise TargetError(f"{name} did not answer {url} with 200 within {timeout_s:.0f} s{log_tail()}")
 
 
 def stop_child(proc: subprocess.Popen[Any], grace_s: float) -> int:

@@ -6,18 +6,14 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import TracebackType
 
-import httpx
-
 from embedperf.errors import TargetError
-from loadgen.processes.child import stop_child
+from loadgen.processes.child import stop_child, wait_until_answering
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STOP_GRACE_S = 20.0
-POLL_INTERVAL_S = 0.25
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -86,20 +82,11 @@ class ServiceProcess:
 
     def _wait_ready(self) -> None:
         assert self.proc is not None
-        deadline = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise TargetError(
-                    f"the service exited with {self.proc.returncode} before it was ready{self._tail()}"
-                )
-            try:
-                if httpx.get(f"{self.url}/ready", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(POLL_INTERVAL_S)
-        self.stop()
-        raise TargetError(f"the service was not ready after {self.ready_timeout_s:.0f} s{self._tail()}")
+        try:
+            wait_until_answering(self.proc, f"{self.url}/ready", "the service", self.ready_timeout_s, self._tail)
+        except TargetError:
+            self.stop()
+            raise
 
     def _tail(self) -> str:
         if self.log_path and self.log_path.is_file():

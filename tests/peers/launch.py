@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-import httpx
-
 from embedperf.errors import TargetError
-from loadgen.processes.child import stop_child
+from loadgen.processes.child import stop_child, wait_until_answering
 from loadgen.processes.service_proc import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +25,6 @@ PEERS_DIR = Path(os.environ.get("EMBEDPERF_PEERS_DIR") or Path.home() / ".cache"
 KSERVE_SCRIPT = Path(__file__).resolve().parent / "kserve_minilm.py"
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 300.0  # a model load on a busy 2-core host; a server that dies is reported at once
-POLL_INTERVAL_S = 0.25
 STOP_GRACE_S = 20.0
 LOG_TAIL_CHARS = 3000
 KSERVE_MODEL_NAME = "minilm"
@@ -184,23 +180,7 @@ class PeerProcess:
     def _wait_ready(self) -> None:
         assert self.proc is not None
         health = self.command.url + self.command.health_path
-        deadline_s = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline_s:
-            if self.proc.poll() is not None:
-                raise TargetError(
-                    f"{self.command.name} exited with {self.proc.returncode} before {health} answered 200"
-                    f"{self.log_tail()}"
-                )
-            try:
-                if httpx.get(health, timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(POLL_INTERVAL_S)
-        raise TargetError(
-            f"{self.command.name} did not answer {health} with 200 within {self.ready_timeout_s:.0f} s"
-            f"{self.log_tail()}"
-        )
+        wait_until_answering(self.proc, health, self.command.name, self.ready_timeout_s, self.log_tail)
 
     def log_tail(self) -> str:
         """The end of the server's output, for an error message."""
