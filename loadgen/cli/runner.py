@@ -22,6 +22,7 @@ from typing import IO
 
 from embedperf.errors import TargetError
 from embedperf.schema import RunFolder
+from loadgen.lifecycle.announcements import RUN_FOLDER_PREFIX
 from loadgen.lifecycle.options import export_api_key
 from loadgen.lifecycle.preflight import check_target
 from loadgen.lifecycle.verdict import EXIT_INCOMPLETE, EXIT_USAGE
@@ -29,7 +30,6 @@ from scenarios.loader import load_scenario, scenario_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILES_DIR = REPO_ROOT / "locustfiles"
-RUN_FOLDER_PREFIX = "run folder: "
 STOP_GRACE_S = 30.0
 
 

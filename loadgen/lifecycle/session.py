@@ -30,6 +30,7 @@ from embedperf.schema import (
     new_run_folder,
     write_manifest,
 )
+from loadgen.lifecycle.announcements import RUN_FOLDER_PREFIX
 from loadgen.lifecycle.worker_book import WorkerBook
 from loadgen.processes.collectors_proc import CollectorsProcess, collectors_available, read_agent_records
 from loadgen.recording.locust_report import write_locust_reports
@@ -180,7 +181,7 @@ class RunSession:
             m.notes.append(f"run stopped before the scenario's last stage ended ({reason})")
         m.complete = True
         write_manifest(self.folder, m)
-        print(f"run folder: {self.folder.root}", flush=True)
+        print(f"{RUN_FOLDER_PREFIX}{self.folder.root}", flush=True)
         return self.folder
 
 
