@@ -15,6 +15,7 @@ from pathlib import Path
 from collectors.options import DeviceOptions, add_device_options
 from embedperf.canary_record import EXIT_CODES, CanaryRecord, read_canary_record, write_canary_record
 from embedperf.errors import ConfigError
+from loadgen.cli.local_workers import LocalWorkers
 from loadgen.cli.runner import LOCUSTFILES_DIR, run_scenario_outcome
 from loadgen.lifecycle.options import add_api_key_option, export_api_key
 from loadgen.lifecycle.preflight import check_target, normalise_base_url
@@ -162,6 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_override_option(parser)
     add_api_key_option(parser)
     parser.add_argument("--no-collectors", action="store_true", help="do not sample telemetry")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="send the load from a master plus N local worker processes (about one core each); the master "
+        "judges every window from all their rows (default 0: one process)",
+    )
     parser.add_argument("--no-report", action="store_true", help="do not build report.html")
     parser.add_argument(
         "--json", type=Path, default=None, metavar="FILE", help="also write the verdict as JSON"
@@ -216,19 +225,20 @@ def main(argv: list[str]) -> int:
     check_target(scenario, candidate)  # the baseline is checked with the run; exit 2 before any load
     locustfile = LOCUSTFILES_DIR / ("canary_openloop.py" if scenario.is_open_loop else "canary.py")
     total_s = scenario.total_duration_s
-    outcome = run_scenario_outcome(
-        args.scenario,
-        host=baseline,
-        runs_dir=args.runs_dir,
-        label=args.label,
-        profile=args.profile,
-        overrides=overrides,
-        collectors=not args.no_collectors,
-        timeout_s=total_s + RUN_MARGIN_S,
-        api_key=args.api_key,
-        extra_args=DeviceOptions.from_namespace(args).command_args(),
-        locustfile=locustfile,
-    )
+    with LocalWorkers(args.workers, locustfile) as workers:
+        outcome = run_scenario_outcome(
+            args.scenario,
+            host=baseline,
+            runs_dir=args.runs_dir,
+            label=args.label,
+            profile=args.profile,
+            overrides=overrides,
+            collectors=not args.no_collectors,
+            timeout_s=total_s + RUN_MARGIN_S,
+            api_key=args.api_key,
+            extra_args=DeviceOptions.from_namespace(args).command_args() + workers.master_args(),
+            locustfile=locustfile,
+        )
     if outcome.folder is None:
         print(f"embedperf canary: locust exited with {outcome.exit_code} without a run folder; see above")
         return outcome.exit_code

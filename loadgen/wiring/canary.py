@@ -34,6 +34,7 @@ from loadgen.wiring.shapes import ScenarioShape
 log = logging.getLogger("embedperf.loadgen")
 ATTRIBUTE = "embedperf_canary"  # environment.embedperf_canary: this process's CanaryTraffic
 STAGE_MSG = "embedperf_canary_stage"  # master -> workers: the stage now running (closed loop)
+STAGE_ATTRIBUTE = "embedperf_canary_stage"  # environment.embedperf_canary_stage: the last stage announced
 # A window is judged this long after it ends: rows reach the disk within a flush interval (and, from a
 # worker, the master within a forward interval); the margin covers requests in flight at the window's end.
 SETTLE_MARGIN_S = 1.5
@@ -55,10 +56,12 @@ def traffic_of(environment: Environment) -> CanaryTraffic:
 def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
 
-        def on_stage(message: Message, **_kw: Any) -> None:
+        def on_stage(environment: Environment, msg: Message, **_kw: Any) -> None:
+            # Locust calls a message listener as listener(environment=..., msg=...)
+            setattr(environment, STAGE_ATTRIBUTE, int(msg.data))  # for users that start later
             traffic = getattr(environment, ATTRIBUTE, None)
             if isinstance(traffic, CanaryTraffic):
-                traffic.stage_index = int(message.data)
+                traffic.stage_index = int(msg.data)
 
         runner.register_message(STAGE_MSG, on_stage)
 
@@ -78,7 +81,10 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         )
         sys.exit(2)
     info = fetch_service_info(canary.candidate_url.rstrip("/"), ctx.scenario)
-    setattr(environment, ATTRIBUTE, CanaryTraffic.build(ctx, info))
+    traffic = CanaryTraffic.build(ctx, info)
+    if isinstance(environment.runner, WorkerRunner):  # a stage the master announced before this run's users
+        traffic.stage_index = getattr(environment, STAGE_ATTRIBUTE, 0)
+    setattr(environment, ATTRIBUTE, traffic)
 
 
 def install_canary() -> None:

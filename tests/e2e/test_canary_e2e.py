@@ -132,6 +132,27 @@ def test_the_reference_service_against_itself_promotes_with_agreement_at_every_s
     assert 'id="canary-verdict"' in html and "PROMOTE" in html and 'id="canary-windows"' in html
 
 
+def test_a_distributed_canary_sends_each_stage_weight_from_every_worker_and_promotes(
+    reference_service: str, tmp_path: Path
+) -> None:
+    # a master and 2 local workers: the workers learn each stage's weight by message, the master judges
+    # the windows from the rows they forward
+    code, record, folder, output = run_canary(
+        tmp_path, reference_service, reference_service, "--max-p99-increase-pct", "200",
+        "--workers", "2", "--stages", "5,100",
+    )  # fmt: skip
+    assert code == 0, output
+    assert record.status == "promote", record.line
+    assert {w.stage_index for w in record.windows} == {0, 1}
+    assert len(record.windows) == 2 * WINDOWS_PER_STAGE
+    table = pq.read_table(folder / "requests.parquet", columns=["worker", "stage_index", "side"]).to_pandas()
+    assert table["worker"].nunique() == 2, table["worker"].unique()
+    for worker, rows in table.groupby("worker"):
+        share = rows.groupby("stage_index")["side"].apply(lambda s: (s == "candidate").mean())
+        assert share[0] < 0.5 < share[1], (worker, share.to_dict())  # every worker followed the stages
+    assert sum(w.agreement_n for w in record.windows) > 0
+
+
 def test_a_candidate_failing_5pct_from_the_20pct_stage_is_rolled_back_at_that_stage(
     reference_service: str, tmp_path: Path
 ) -> None:
