@@ -29,21 +29,11 @@ from embedperf.error_kinds import error_kind
 from embedperf.schema import StageRecord
 from loadgen.lifecycle.canary_verdict import CanaryVerdict, judge, stage_windows
 from loadgen.lifecycle.session import RunSession
-from loadgen.recording.live import PartsTail
+from loadgen.recording.live import PartsTail, cell_float
 from loadgen.traffic.context import fetch_service_info
 
 VALIDATION_PREFIX = "validation:"
 PERCENTILES_PCT: tuple[float, float, float] = (50.0, 95.0, 99.0)
-
-
-def _float(value: object) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 @dataclass
@@ -101,12 +91,12 @@ class CanaryMonitor:
         side = row.get("side")
         if side not in SIDES or str(row.get("endpoint") or "").startswith(VALIDATION_PREFIX):
             return
-        stage = _float(row.get("stage_index"))
-        sent = _float(row.get("t_sent_unix_s"))
-        done = _float(row.get("t_done_unix_s"))
+        stage = cell_float(row.get("stage_index"))
+        sent = cell_float(row.get("t_sent_unix_s"))
+        done = cell_float(row.get("t_done_unix_s"))
         ok = bool(row.get("ok"))
         self._ended[side].append(_Completion(sent, done, ok))
-        when = sent if sent is not None else _float(row.get("t_intended_unix_s"))
+        when = sent if sent is not None else cell_float(row.get("t_intended_unix_s"))
         if stage is None or when is None or int(stage) not in starts:
             return
         k = max(int((when - starts[int(stage)]) // self.canary.window_s), 0)
@@ -114,14 +104,14 @@ class CanaryMonitor:
             return  # after the stage's last window, or too late for a window already judged
         rows = self._sent.setdefault((int(stage), k), {s: _SideRows() for s in SIDES})[side]
         rows.requests += 1
-        latency = _float(row.get("latency_ms"))
+        latency = cell_float(row.get("latency_ms"))
         if latency is not None:
             rows.slowest_s = max(rows.slowest_s, latency / 1000.0)
         if ok and latency is not None:
             rows.ok_latencies_ms.append(latency)
         elif not ok:
-            rows.errors_by_kind[error_kind(_float(row.get("status_code")), row.get("error"))] += 1
-        cosine = _float(row.get("agreement_cosine"))
+            rows.errors_by_kind[error_kind(cell_float(row.get("status_code")), row.get("error"))] += 1
+        cosine = cell_float(row.get("agreement_cosine"))
         if cosine is not None:
             rows.agreement.append(cosine)
 
@@ -139,7 +129,7 @@ class CanaryMonitor:
                 continue
             if not hosts and not device.startswith(("npu", "gpu")):
                 continue
-            ts, value = _float(row.get("ts_unix_s")), _float(row.get("value"))
+            ts, value = cell_float(row.get("ts_unix_s")), cell_float(row.get("value"))
             if ts is not None and value is not None:
                 self._temps.append((ts, value))
 

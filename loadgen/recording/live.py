@@ -74,8 +74,9 @@ class PartsTail:
             self._offsets[path] = offset + consumed
 
 
-def _float(value: object) -> float | None:
-    """A cell as a float: CSV text from the parts, or a typed value from the final Parquet."""
+def cell_float(value: object) -> float | None:
+    """A cell as a finite float (None: empty, missing, not a number): CSV text from the parts, or a typed
+    value from the final Parquet."""
     if value is None or value == "" or isinstance(value, bool):
         return None
     try:
@@ -106,24 +107,24 @@ class StepFigures:
     def add(self, row: Mapping[str, Any]) -> None:
         self.requests += 1
         ok = row.get("ok") in ("true", True)
-        latency_ms = _float(row.get("latency_ms"))
+        latency_ms = cell_float(row.get("latency_ms"))
         if ok:
             self.ok += 1
         else:
-            status = _float(row.get("status_code"))
+            status = cell_float(row.get("status_code"))
             self.errors_by_kind[error_kind(status, str(row.get("error") or ""))] += 1
         if latency_ms is not None:
             self.latency_sum_ms += latency_ms
             bucket = next((i for i, b in enumerate(LATENCY_BUCKETS_MS) if latency_ms <= b), len(LATENCY_BUCKETS_MS))
             self.latency_bucket_counts[bucket] += 1
-        sent, done = _float(row.get("t_sent_unix_s")), _float(row.get("t_done_unix_s"))
+        sent, done = cell_float(row.get("t_sent_unix_s")), cell_float(row.get("t_done_unix_s"))
         if sent is not None and (self.first_sent_unix_s is None or sent < self.first_sent_unix_s):
             self.first_sent_unix_s = sent
         if done is not None and (self.last_done_unix_s is None or done > self.last_done_unix_s):
             self.last_done_unix_s = done
         if ok:
             for stage in SERVER_STAGES:
-                value = _float(row.get(f"srv_{stage}_ms"))
+                value = cell_float(row.get(f"srv_{stage}_ms"))
                 if value is not None:
                     self.server_sum_ms[stage] += value
                     self.server_count[stage] += 1
@@ -171,7 +172,7 @@ class LiveRun:
             for row in self._requests.read_new():
                 self._add(row)
             for row in self._telemetry.read_new():
-                ts, value = _float(row.get("ts_unix_s")), _float(row.get("value"))
+                ts, value = cell_float(row.get("ts_unix_s")), cell_float(row.get("value"))
                 if ts is None or value is None:
                     continue
                 key = (row.get("device") or "", row.get("metric") or "")
@@ -183,18 +184,18 @@ class LiveRun:
     def _add(self, row: Mapping[str, Any]) -> None:
         if str(row.get("endpoint") or "").startswith(VALIDATION_PREFIX):
             return
-        index_value = _float(row.get("stage_index"))
+        index_value = cell_float(row.get("stage_index"))
         if index_value is None:
             return
         index = int(index_value)
         step = self.steps.get(index)
         if step is None:
-            users = _float(row.get("target_users"))
+            users = cell_float(row.get("target_users"))
             step = self.steps[index] = StepFigures(
                 index=index,
                 label=str(row.get("stage_label") or ""),
                 target_users=int(users) if users is not None else None,
-                target_rate=_float(row.get("target_rate")),
+                target_rate=cell_float(row.get("target_rate")),
             )
         step.add(row)
 

@@ -22,16 +22,23 @@ def check_vectors(vectors: Any, n_inputs: int, expect: Expectations) -> str:
         return "answer has no list of embeddings"
     if len(vectors) != n_inputs:
         return f"wrong count: {len(vectors)} embeddings for {n_inputs} inputs"
-    dims = {len(v) if isinstance(v, list) else None for v in vectors}
-    if None in dims:
-        return "answer item without an embedding"
-    if len(dims) != 1:
-        return f"embeddings of different sizes {sorted(d for d in dims if d is not None)}"
-    dim = dims.pop()
-    assert dim is not None
+    dim, error = one_size({len(v) if isinstance(v, list) else None for v in vectors})
+    if error:
+        return error
     if not _finite(vectors):
         return "embedding with a value that is not a finite number"
     return check_dim(dim, expect)
+
+
+def one_size(dims: set[int | None]) -> tuple[int, str]:
+    """The one dimension of an answer's vectors (None in dims: an item without one), or why there is none."""
+    if None in dims:
+        return 0, "answer item without an embedding"
+    if len(dims) != 1:
+        return 0, f"embeddings of different sizes {sorted(d for d in dims if d is not None)}"
+    dim = dims.pop()
+    assert dim is not None
+    return dim, ""
 
 
 def check_flat(data: Any, shape: Any, n_inputs: int, expect: Expectations) -> str:

@@ -22,7 +22,7 @@ from loadgen.traffic.protocols.base import (
     model_ids,
     parse_json,
 )
-from loadgen.traffic.protocols.checks import check_dim, check_ranking, check_vectors
+from loadgen.traffic.protocols.checks import check_dim, check_ranking, check_vectors, one_size
 from scenarios.models import Target, Task
 
 REFERENCE_MODEL = "all-MiniLM-L6-v2"  # the reference service's model, sent when nothing names another
@@ -111,13 +111,8 @@ def _check_base64(data: list[Any], n_inputs: int, expect: Expectations) -> str:
             dims.add(len(base64.b64decode(emb, validate=True)) // 4 if isinstance(emb, str) else None)
         except ValueError:
             return "embedding is not valid base64"
-    if None in dims:
-        return "answer item without an embedding"
-    if len(dims) != 1:
-        return f"embeddings of different sizes {sorted(d for d in dims if d is not None)}"
-    dim = dims.pop()
-    assert dim is not None
-    return check_dim(dim, expect)
+    dim, error = one_size(dims)
+    return error or check_dim(dim, expect)
 
 
 def usage_tokens(doc: Any) -> int | None:
