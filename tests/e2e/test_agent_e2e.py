@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 
 from collectors.agent_pull import spool_path
 from embedperf.schema import RunFolder, read_manifest, read_telemetry_table
+from tests.agent_process import agent_process
 from tests.e2e.test_real_deployment_e2e import (
     assert_serving_figures,
     embedperf,
@@ -44,21 +44,8 @@ def sampling(body: dict[str, object]) -> bool:
 
 @contextmanager
 def agent(*args: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`embedperf agent --port 0 ...`; yields its URL (read from its first line) and the process."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "embedperf.cli", "agent", "--port", "0", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"on (http://\S+) ", line)
-        assert match, f"agent did not start: {line}{proc.stdout.read() if proc.poll() is not None else ''}"
-        url = match.group(1)
+    """`embedperf agent --port 0 ...`; yields its URL and the process once every source it runs has samples."""
+    with agent_process(*args, env=env) as (url, proc):
         deadline = time.monotonic() + READY_TIMEOUT_S
         token = args[args.index("--token") + 1] if "--token" in args else None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -66,14 +53,6 @@ def agent(*args: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Pop
             assert time.monotonic() < deadline, "agent produced no samples"
             time.sleep(0.2)
         yield url, proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
 
 
 def no_npu_env() -> dict[str, str]:

@@ -33,6 +33,8 @@ from urllib.parse import parse_qs
 
 import uvicorn
 
+from loadgen.processes.child import stop_child
+
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -259,9 +261,4 @@ def running_stub(*flags: str, ready_timeout_s: float = 20.0) -> Iterator[str]:
             time.sleep(0.1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_child(proc, 10.0)

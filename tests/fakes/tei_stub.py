@@ -55,6 +55,7 @@ import httpx
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field
 
+from loadgen.processes.child import stop_child
 from tests.fakes import tei_metrics as m
 from tests.fakes.stub_server import Receive, Scope, Send
 from tests.fakes.tei_model import DIMENSION, cut, dense_vector, rerank_logit, sparse_vector, text_tokens
@@ -439,12 +440,7 @@ def tei_stub_process(*flags: str, ready_timeout_s: float = 30.0) -> Iterator[str
                 time.sleep(0.05)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_child(proc, 10.0)
 
 
 def main(argv: list[str] | None = None) -> int:

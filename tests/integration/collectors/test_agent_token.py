@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from collectors.agent_pull import AgentSource, check_agent
 from collectors.agent_token import TOKEN_ENV
 from collectors.config import CollectorConfig
 from embedperf.schema import RunFolder
+from tests.agent_process import agent_process
 from tests.conftest import stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -42,25 +42,15 @@ def embedperf_agent(*args: str, env: dict[str, str]) -> subprocess.CompletedProc
 
 @contextmanager
 def running_agent(*args: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`embedperf agent --sources host --port 0 ARGS`; yields its URL once it has samples, and the process."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "embedperf.cli", "agent", "--sources", "host", "--port", "0", *args],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"on (http://\S+) ", line)
-        assert match, f"agent did not start: {line}"
-        url = match.group(1)
+    """`embedperf agent --sources host --port 0 ARGS`; yields its URL once it has samples, and the process
+    (its stderr kept apart: a test reads the warnings once it is stopped)."""
+    with agent_process("--sources", "host", *args, env=env, stderr=subprocess.PIPE) as (url, proc):
         deadline = time.monotonic() + READY_TIMEOUT_S
         headers = {"Authorization": f"Bearer {SECRET}"}
         while not httpx.get(f"{url}/samples", params={"since": 0}, headers=headers).json()["samples"]:
             assert time.monotonic() < deadline, "agent produced no samples"
             time.sleep(0.2)
         yield url, proc
-    finally:
-        stop_process(proc)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

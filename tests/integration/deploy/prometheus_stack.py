@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import stop_process
+from tests.agent_process import agent_process
 from tests.prometheus_server import Prometheus, require, running_prometheus, wait_for
 
 __all__ = ["Prometheus", "require", "running_prometheus", "wait_for"]
@@ -77,30 +76,15 @@ def running_agent(tmp_path: Path, fake_env: dict[str, str]) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_NPU")}
     env.update(fake_env)
     env.pop("EMBEDPERF_AGENT_TOKEN", None)
-    args = ["--port", "0", "--npu-smi", str(fake_npu_smi(tmp_path)), "--sources", "npu_smi,host"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "embedperf.cli", "agent", *args, "--host-label", "svc-host"],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"on http://(\S+) ", line)
-        assert match, f"agent did not start: {line}"
-        address = match.group(1)
+    args = ["--npu-smi", str(fake_npu_smi(tmp_path)), "--sources", "npu_smi,host", "--host-label", "svc-host"]
+    with agent_process(*args, env=env) as (url, _):
 
         def sampling() -> bool | None:
-            text = httpx.get(f"http://{address}/metrics", timeout=2).text
+            text = httpx.get(f"{url}/metrics", timeout=2).text
             return ("embedperf_temp_c{" in text and "embedperf_device_healthy{" in text) or None
 
         wait_for(sampling, "agent /metrics with npu-smi figures and health")
-        yield address
-    finally:
-        stop_process(proc)  # type: ignore[arg-type]
+        yield url.removeprefix("http://")
 
 
 def finite(result: list[dict[str, Any]]) -> bool:
