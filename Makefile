@@ -85,7 +85,7 @@ serve: setup ## start the reference service on $(HOST):$(PORT) (Ctrl-C stops it)
 	$(EP) serve --host $(HOST) --port $(PORT)
 
 test: setup system-deps peers-setup ## run every test (unit, integration, e2e)
-	$(PY) -m pytest -q -n 2 --dist worksteal --durations=15 tests
+	$(PY) -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder --durations=15 tests
 
 test-quick: setup ## the edit-test loop: unit tests and the integration tests that start no process, on 2 cores (about a minute)
 	$(PY) -m pytest -q -n 2 -m "not slow and not browser" tests/unit tests/integration

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from analysis.run.canary import CanaryAnalysis, SpanFigures, analyse_canary
 from embedperf.canary_record import SIDES, WindowJudgement
 from embedperf.schema import Manifest, RunFolder
-from reports.figures import figure_style, to_data_uri
+from reports.figures import new_figure, style, to_data_uri
 from reports.i18n import t
 
 SIDE_COLOURS = {"baseline": "#4c72b0", "candidate": "#dd8452"}
@@ -88,8 +87,8 @@ def timeline_figure(analysis: CanaryAnalysis, lang: str) -> str:
     absolute limits, the stage boundaries and the window where a trigger fired."""
     windows = analysis.windows
     record, rollback = analysis.record, analysis.rollback
-    with plt.rc_context(figure_style(lang)):
-        fig, (ax_p99, ax_err) = plt.subplots(2, 1, figsize=(7.0, 5.0), sharex=True)
+    with style(lang):
+        fig, (ax_p99, ax_err) = new_figure((7.0, 5.0), 2, 1, sharex=True)
         if not windows:
             ax_p99.set_title(t("cn_no_windows", lang))
             return to_data_uri(fig)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from analysis.compare.changes import Comparison, compare_runs
@@ -14,7 +13,7 @@ from analysis.run.summary import RunAnalysis
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
 from reports.config_diff import config_difference
-from reports.figures import figure_lang, figure_style, to_data_uri
+from reports.figures import figure_lang, new_figure, style, to_data_uri
 from reports.i18n import t
 from reports.render import render
 from reports.view import goodput
@@ -35,8 +34,8 @@ def load_curves(
             (t("baseline", flang) if i == 0 else t("candidate", flang)) + f": {run.summary.run_id}"
             for i, run in enumerate(runs)
         ]
-    with plt.rc_context(figure_style(flang)):
-        fig, (ax_qps, ax_p99) = plt.subplots(1, 2, figsize=(11, 3.6))
+    with style(flang):
+        fig, (ax_qps, ax_p99) = new_figure((11, 3.6), 1, 2)
         for i, (run, name) in enumerate(zip(runs, names, strict=True)):
             steps = run.summary.steps
             x = np.array([s.stats.load for s in steps])

@@ -11,19 +11,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib import font_manager
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib import font_manager  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from analysis.engine.minute_series import MinutePoint  # noqa: E402
-from analysis.model.decomposition import COMPONENTS  # noqa: E402
-from analysis.run.summary import RunAnalysis, RunSummary  # noqa: E402
-from reports.i18n import t  # noqa: E402
+from analysis.engine.minute_series import MinutePoint
+from analysis.model.decomposition import COMPONENTS
+from analysis.run.summary import RunAnalysis, RunSummary
+from reports.i18n import t
 
 CJK_FONT_NAMES: tuple[str, ...] = (
     "WenQuanYi Zen Hei",
@@ -71,12 +67,28 @@ def figure_style(lang: str) -> Any:
     }
 
 
+def style(lang: str) -> Any:
+    """The figures' rcParams for a `with` block (matplotlib.rc_context; pyplot is never imported)."""
+    return matplotlib.rc_context(figure_style(lang))
+
+
+def new_figure(
+    figsize: tuple[float, float], nrows: int = 1, ncols: int = 1, *, sharex: bool = False, squeeze: bool = True
+) -> tuple[Figure, Any]:
+    """A figure and its axes (one Axes, or an array for several), laid out tight when it is drawn.
+
+    The Figure is made directly, not through pyplot: no GUI state to close, and the report does not
+    pay for importing pyplot. The tight layout engine fits labels in one draw, where
+    savefig(bbox_inches="tight") would draw every figure twice."""
+    fig = Figure(figsize=figsize, layout="tight")
+    return fig, fig.subplots(nrows, ncols, sharex=sharex, squeeze=squeeze)
+
+
 def to_data_uri(fig: Figure) -> str:
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
+        fig.savefig(buf, format="png", dpi=DPI)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -86,7 +98,7 @@ def _loads(summary: RunSummary) -> tuple[np.ndarray, str]:
 
 
 def percentiles_vs_load(summary: RunSummary, lang: str) -> str:
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    fig, ax = new_figure((6.5, 3.6))
     x, xkey = _loads(summary)
     for name, label in (("p50", "P50"), ("p90", "P90"), ("p95", "P95"), ("p99", "P99"), ("p999", "P99.9")):
         y = [getattr(s.stats.latency, f"{name}_ms") for s in summary.steps]
@@ -107,7 +119,7 @@ def percentiles_vs_load(summary: RunSummary, lang: str) -> str:
 
 
 def throughput_vs_load(summary: RunSummary, lang: str) -> str:
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    fig, ax = new_figure((6.5, 3.6))
     x, xkey = _loads(summary)
     qps = np.array([s.stats.qps for s in summary.steps])
     ax.plot(x, qps, marker="o", color="C0", label=t("goodput", lang))
@@ -166,7 +178,7 @@ def time_series(analysis: RunAnalysis, lang: str) -> str:
             series = tel[metric].dropna()
             series.index = series.index - np.floor(t0)
             panels.append((t(key, lang), [(series, t(key, lang))]))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.6 * len(panels) + 0.6), sharex=True)
+    fig, axes = new_figure((10, 1.6 * len(panels) + 0.6), len(panels), 1, sharex=True)
     axes = np.atleast_1d(axes)
     for ax, (ylabel, lines) in zip(axes, panels, strict=True):
         for i, step in enumerate(summary.steps):
@@ -186,7 +198,7 @@ def time_series(analysis: RunAnalysis, lang: str) -> str:
 
 
 def latency_cdf(analysis: RunAnalysis, lang: str) -> str:
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    fig, ax = new_figure((6.5, 3.6))
     for i, step in enumerate(analysis.summary.steps):
         quantiles = analysis.figures.cdf_ms.get(step.stats.index)
         if quantiles:
@@ -206,7 +218,7 @@ def latency_cdf(analysis: RunAnalysis, lang: str) -> str:
 
 
 def batch_distribution(analysis: RunAnalysis, lang: str) -> str | None:
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    fig, ax = new_figure((6.5, 3.6))
     plotted = False
     n_steps = max(len(analysis.summary.steps), 1)
     width = 0.8 / n_steps
@@ -219,7 +231,6 @@ def batch_distribution(analysis: RunAnalysis, lang: str) -> str | None:
         ax.bar(sizes + i * width, n / n.sum(), width=width, color=STEP_COLOURS[i % 8], label=step.stats.label)
         plotted = True
     if not plotted:
-        plt.close(fig)
         return None
     ax.set_xlabel(t("ax_batch", lang))
     ax.set_ylabel(t("ax_share", lang))
@@ -233,7 +244,7 @@ def decomposition_bars(summary: RunSummary, lang: str) -> str | None:
     steps = [s for s in summary.steps if s.decomposition is not None]
     if not steps:
         return None
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    fig, ax = new_figure((6.5, 3.6))
     labels = [s.stats.label for s in steps]
     bottom = np.zeros(len(steps))
     for j, name in enumerate(COMPONENTS):
@@ -312,7 +323,7 @@ def soak_figure(analysis: RunAnalysis, lang: str) -> str | None:
     frame = minute_frame(analysis.figures.minutes)
     panels = minute_panels(frame, lang)
     x = frame.index.to_numpy()
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.5 * len(panels) + 0.6), sharex=True)
+    fig, axes = new_figure((10, 1.5 * len(panels) + 0.6), len(panels), 1, sharex=True)
     axes = np.atleast_1d(axes)
     for ax, panel in zip(axes, panels, strict=True):
         if panel.ylabel is None:
@@ -341,7 +352,7 @@ def run_figures(analysis: RunAnalysis, lang: str) -> dict[str, str]:
     flang = figure_lang(lang)
     summary = analysis.summary
     out: dict[str, str | None] = {}
-    with plt.rc_context(figure_style(flang)):
+    with style(flang):
         if summary.steps:
             out["percentiles"] = percentiles_vs_load(summary, flang)
             out["throughput"] = throughput_vs_load(summary, flang)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from analysis.model.telemetry import TelemetryStats
 from analysis.run.summary import RunAnalysis
 from analysis.search.state import SearchRecord, devices_serving, read_search
-from reports.figures import figure_style, to_data_uri
+from reports.figures import new_figure, style, to_data_uri
 from reports.i18n import t
 
 VERDICT_COLOURS = {"pass": "#55a868", "fail": "#c44e52", "uncertain": "#dd8452"}
@@ -161,8 +160,8 @@ def search_headline(record: SearchRecord, devices: int, lang: str) -> str:
 def search_figure(record: SearchRecord, lang: str) -> str:
     """Every probe's P99 and its interval (error bars; an unbounded end runs to the plot's edge) against
     its rate, coloured by verdict, with P50, the SLO line, the final bracket shaded and the answer marked."""
-    with plt.rc_context(figure_style(lang)):
-        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    with style(lang):
+        fig, ax = new_figure((6.5, 3.6))
         known = [p.p99_upper_ms or p.p99_ms for p in record.probes if p.p99_ms is not None]
         top_ms = max([*known, record.slo_p99_ms]) * 1.5  # where an unbounded upper end is drawn to
         bottom_ms = min([p.p99_lower_ms or p.p99_ms or top_ms for p in record.probes] + [record.slo_p99_ms])

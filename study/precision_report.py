@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from reports.build import check_lang, write_html
-from reports.figures import figure_lang, figure_style, to_data_uri
+from reports.figures import figure_lang, new_figure, style, to_data_uri
 from reports.i18n import t
 from reports.render import render
 from study.layers import LayerAgreement, LayerReport
@@ -31,8 +30,8 @@ def layers_figure(report: LayerReport, lang: str) -> str:
     """Mean, P5 and min token cosine of every layer's output against depth, the gate as a line; with
     Linear points, a second panel with one line per Linear role."""
     panels = 2 if report.linears else 1
-    with plt.rc_context(figure_style(lang)):
-        fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels, 3.6), squeeze=False)
+    with style(lang):
+        fig, axes = new_figure((6.2 * panels, 3.6), 1, panels, squeeze=False)
         ax = axes[0][0]
         depth = np.array([p.depth for p in report.layers])
         ax.plot(depth, [p.cosine_mean for p in report.layers], marker="o", label=t("pr_fig_mean", lang))
