@@ -84,11 +84,14 @@ system-deps: ## install Debian packages the tests and benchmarks need (chromium,
 serve: setup ## start the reference service on $(HOST):$(PORT) (Ctrl-C stops it)
 	$(EP) serve --host $(HOST) --port $(PORT)
 
+# The suites start hundreds of Python processes that import the same modules: Python keeps their
+# bytecode (and pytest its rewritten test modules) in __pycache__ instead of compiling them again in
+# every process, also where the environment sets PYTHONDONTWRITEBYTECODE (both test targets).
 test: setup system-deps peers-setup ## run every test (unit, integration, e2e)
-	$(PY) -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder --durations=15 tests
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder --durations=15 tests
 
 test-quick: setup ## the edit-test loop: unit tests and the integration tests that start no process, on 2 cores (about a minute)
-	$(PY) -m pytest -q -n 2 -m "not slow and not browser" tests/unit tests/integration
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 -m "not slow and not browser" tests/unit tests/integration
 
 lint: setup ## ruff, mypy and the import layering contracts (lint-imports; pyproject's [tool.importlinter])
 	$(VENV)/bin/ruff check .
