@@ -100,6 +100,10 @@ class PartsWriter:
         self._buffer: list[Sequence[Any]] = []
         self._lock = threading.Lock()
         self.rows_written = 0
+        # The first batch's one-time work happens here, before any load, not in the first flush: pyarrow
+        # imports pandas for its null handling on first use, and in a gevent process (Locust) an import
+        # cannot yield, so the 0.2-0.5 s it takes would stall every request in flight at that moment.
+        columns_to_batch(schema, [[None] * len(schema)], prepare)
         self._file = pa.OSFile(str(self.path), "wb")
         # A batch's buffers reach the file in one write per flush instead of one per column buffer.
         self._sink = pa.BufferedOutputStream(self._file, WRITE_BUFFER_BYTES)
