@@ -1,10 +1,8 @@
 """`embedperf canary` end to end against the reference service: it promotes itself, and rolls back a candidate
 that fails requests from the 20% stage on, one whose answers are int8's, and one three times slower.
 
-Short windows (3 s, 2 per stage). Most canaries run the `openloop` scenario at a fixed 40 req/s
-(canary_openloop.py; the distributed one split across two workers); the int8 and the failing canaries
-run closed loop, the `smoke` scenario with 16 users sending one text per request (canary.py).
-Thresholds that suit so few requests are passed as flags, and a fifth of the requests are agreement
+Short windows (3 s, 2 per stage) on the `smoke` scenario with 16 users sending one text per request;
+thresholds that suit so few requests are passed as flags, and a fifth of the requests are agreement
 samples (which also gives the 5% stage enough candidate requests to judge on a busy host). Each test
 watches canary.json (the canary's live status) instead of sleeping.
 """
@@ -30,12 +28,10 @@ from tests.fakes.canary_proxy import candidate_proxy
 
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]
 WINDOWS_PER_STAGE = 2
-# Open loop at 40 req/s: ~6 of the 5% stage's requests per window go to the candidate, and the service is
-# far from its limit, so the judged P99s are the service's, not a saturated host's.
-OPEN_LOOP_RATE = 40
-CLOSED_LOOP = ["smoke", "--set", "payload.inputs_per_request=[{n: 1, weight: 1}]", "--set", "steps.users=16"]
-OPEN_LOOP = ["openloop", "--set", f"steps.rate={OPEN_LOOP_RATE}"]
 SHORT = [
+    "smoke",
+    "--set", "payload.inputs_per_request=[{n: 1, weight: 1}]",
+    "--set", "steps.users=16",
     "--window-s", "3",
     "--windows-per-stage", str(WINDOWS_PER_STAGE),
     "--min-window-requests", "5",
@@ -47,19 +43,13 @@ RUN_LIMIT_S = 240.0  # a safety stop for a hung child, never a timing assertion
 
 
 def run_canary(
-    tmp_path: Path,
-    baseline: str,
-    candidate: str,
-    *flags: str,
-    on_stage: Callable[[int], None] | None = None,
-    load: list[str] = OPEN_LOOP,
+    tmp_path: Path, baseline: str, candidate: str, *flags: str, on_stage: Callable[[int], None] | None = None
 ) -> tuple[int, CanaryRecord, Path, str]:
     """Run `embedperf canary` to its end; `on_stage(i)` is called as canary.json says stage i is under way."""
     runs = tmp_path / "runs"
     cmd = [
         *EMBEDPERF,
         "canary",
-        *load,
         *SHORT,
         "--baseline",
         baseline,
@@ -172,10 +162,9 @@ def test_a_candidate_failing_5pct_from_the_20pct_stage_is_rolled_back_at_that_st
             if stage >= 1 and not proxy.fail_every:
                 proxy.start_failing(20)
 
-        # closed loop: the 20% stage is held until its last window is judged, so no further stage starts
         code, record, folder, output = run_canary(
-            tmp_path, reference_service, url, "--max-p99-increase-pct", "off", on_stage=switch, load=CLOSED_LOOP
-        )  # fmt: skip
+            tmp_path, reference_service, url, "--max-p99-increase-pct", "off", on_stage=switch
+        )
     assert code == 1, output
     assert record.status == "rollback" and record.trigger == "error_rate"
     assert (
@@ -198,7 +187,7 @@ def test_a_candidate_failing_5pct_from_the_20pct_stage_is_rolled_back_at_that_st
 def test_an_int8_candidate_is_rolled_back_on_answer_agreement(
     reference_service: str, int8_service: str, tmp_path: Path
 ) -> None:
-    code, record, _, output = run_canary(tmp_path, reference_service, int8_service, load=CLOSED_LOOP)
+    code, record, _, output = run_canary(tmp_path, reference_service, int8_service)
     assert code == 1, output
     assert record.status == "rollback" and record.trigger == "agreement", record.line
     fired = record.windows[-1]
