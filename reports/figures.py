@@ -55,25 +55,27 @@ def figure_lang(lang: str) -> str:
     return "zh" if lang == "zh" and cjk_font() is not None else "en"
 
 
-def figure_style(lang: str) -> Any:
-    """rcParams for the figures (typed Any: matplotlib types rcParams keys as literals)."""
-    font = cjk_font() if lang == "zh" else None
-    families = [font, "DejaVu Sans"] if font else ["DejaVu Sans"]
-    return {
-        "font.family": "sans-serif",
-        "font.sans-serif": families,
-        "axes.unicode_minus": False,
-        "font.size": 9,
-    }
-
-
 def style(lang: str) -> Any:
     """The figures' rcParams for a `with` block (matplotlib.rc_context; pyplot is never imported)."""
-    return matplotlib.rc_context(figure_style(lang))
+    font = cjk_font() if lang == "zh" else None
+    families = [font, "DejaVu Sans"] if font else ["DejaVu Sans"]
+    return matplotlib.rc_context(
+        {
+            "font.family": "sans-serif",
+            "font.sans-serif": families,
+            "axes.unicode_minus": False,
+            "font.size": 9,
+        }
+    )
 
 
 def new_figure(
-    figsize: tuple[float, float], nrows: int = 1, ncols: int = 1, *, sharex: bool = False, squeeze: bool = True
+    figsize: tuple[float, float],
+    nrows: int = 1,
+    ncols: int = 1,
+    *,
+    sharex: bool = False,
+    squeeze: bool = True,
 ) -> tuple[Figure, Any]:
     """A figure and its axes (one Axes, or an array for several), laid out tight when it is drawn.
 
