@@ -142,7 +142,7 @@ class CanaryShape(ScenarioShape):
         ):
             return False
         if self._hold_since is None:
-            boundary_s = sum(step.duration_s for step in steps[: stage.index + 1])
+            boundary_s = self._stage_end_run_s
             run_time_s = self.get_run_time()
             if run_time_s < boundary_s:
                 return False

@@ -26,6 +26,7 @@ class ScenarioShape(LoadTestShape):
         super().__init__()
         self._run: session.RunSession | None = None
         self._stage_index = -1
+        self._stage_end_run_s = 0.0  # closed loop: the scenario clock's reading when this step ends
         self._users_stopped = False
         self._origin_unix_s: float | None = None
         self._dispatchers = 1
@@ -36,6 +37,7 @@ class ScenarioShape(LoadTestShape):
         goes out) only re-zero the clock; they never begin a stage a second time."""
         self._run = run
         self._stage_index = -1
+        self._stage_end_run_s = 0.0
         self._users_stopped = False
         self._origin_unix_s = None
         self.reset_time()
@@ -57,26 +59,35 @@ class ScenarioShape(LoadTestShape):
             return self._search_tick(run)
         if scenario.is_open_loop:
             return self._open_loop_tick(run)
-        run_time = self.get_run_time()
-        elapsed = 0.0
-        for index, step in enumerate(scenario.steps):
-            elapsed += step.duration_s
-            if run_time < elapsed:
-                if index != self._stage_index:
-                    self._stage_index = index
-                    run.timeline.begin(
-                        index,
-                        step.label,
-                        time.time(),
-                        users=step.users,
-                        rate=step.rate,
-                        warmup_s=step.warmup_s,
-                    )
-                users = step.users or 1
-                return (users, step.spawn_rate or users * DEFAULT_SPAWN_RATE_FACTOR)
-        if self._stage_index != len(scenario.steps):
-            self._stage_index = len(scenario.steps)
-            run.timeline.end(time.time())
+        return self._closed_loop_tick(run)
+
+    def _closed_loop_tick(self, run: session.RunSession) -> tuple[int, float] | None:
+        """A step begins at the first tick that finds the previous one's whole duration run, and lasts
+        its own whole duration from there: a late tick (a generator starved by a busy host) delays
+        the next step, it never skips one."""
+        steps = run.scenario.steps
+        run_time_s = self.get_run_time()
+        if self._stage_index < 0 or (
+            self._stage_index < len(steps) and run_time_s >= self._stage_end_run_s
+        ):
+            self._stage_index += 1
+            if self._stage_index < len(steps):
+                step = steps[self._stage_index]
+                self._stage_end_run_s = run_time_s + step.duration_s
+                run.timeline.begin(
+                    self._stage_index,
+                    step.label,
+                    time.time(),
+                    users=step.users,
+                    rate=step.rate,
+                    warmup_s=step.warmup_s,
+                )
+            else:
+                run.timeline.end(time.time())
+        if self._stage_index < len(steps):
+            step = steps[self._stage_index]
+            users = step.users or 1
+            return (users, step.spawn_rate or users * DEFAULT_SPAWN_RATE_FACTOR)
         return self._finish(run)
 
     def _open_loop_tick(self, run: session.RunSession) -> tuple[int, float] | None:

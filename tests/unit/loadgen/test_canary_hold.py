@@ -36,6 +36,7 @@ def case(first_tick_s, stage_index, open_loop):
         timeline=SimpleNamespace(current=SimpleNamespace(index=stage_index, end_unix_s=None)),
     )
     shape, monitor, seen = CanaryShape(), Monitor(), []
+    shape._stage_end_run_s = STEP_S * (stage_index + 1)  # the stage began on time
     shape.start_time = time.perf_counter() - first_tick_s  # Locust's clock, as if the run began then
     seen.append((shape._holding(run, monitor), shape.get_run_time()))
     time.sleep(0.2)
