@@ -31,6 +31,7 @@ CJK_FONT_FILES: tuple[str, ...] = ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc
 MAX_SERIES_POINTS = 1500
 DPI = 90
 TWIN_SPINE_OFFSET = 0.08  # third and later y axes of a panel, in axes widths
+OWN_AXIS_IN = 0.8  # room on the right for each y axis of a panel after its first (tick labels, label)
 # Offered load as in the throughput figure: dashed grey behind goodput.
 MINUTE_LINE_STYLES: dict[str, dict[str, Any]] = {"qps": {"ls": "--", "color": "C7"}}
 logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
@@ -69,6 +70,23 @@ def style(lang: str) -> Any:
     )
 
 
+class Margins(NamedTuple):
+    """The space around and between a figure's axes, in inches. Fixed margins lay a figure out in its one
+    draw; matplotlib's tight layout measures every tick label in a draw of its own first, a quarter of a
+    report's build. They hold 7-character tick labels, the axis labels and the title (checked for every
+    figure, in both languages, by tests/unit/reports/test_figure_margins.py)."""
+
+    left_in: float = 0.8
+    right_in: float = 0.2
+    bottom_in: float = 0.5
+    top_in: float = 0.3
+    wspace_in: float = 0.85  # between columns: the right one's y tick labels and y label
+    hspace_in: float = 0.22  # between rows, which share their x axis (no tick labels between them)
+
+
+MARGINS = Margins()
+
+
 def new_figure(
     figsize: tuple[float, float],
     nrows: int = 1,
@@ -76,13 +94,30 @@ def new_figure(
     *,
     sharex: bool = False,
     squeeze: bool = True,
+    margins: Margins = MARGINS,
 ) -> tuple[Figure, Any]:
-    """A figure and its axes (one Axes, or an array for several), laid out tight when it is drawn.
+    """A figure and its axes (one Axes, or an array for several), inside fixed margins.
 
     The Figure is made directly, not through pyplot: no GUI state to close, and the report does not
-    pay for importing pyplot. The tight layout engine fits labels in one draw, where
-    savefig(bbox_inches="tight") would draw every figure twice."""
-    fig = Figure(figsize=figsize, layout="tight")
+    pay for importing pyplot."""
+    if nrows > 1 and not sharex:
+        raise ValueError(
+            "stacked panels share their x axis: the margins leave no room for tick labels between"
+        )
+    width_in, height_in = figsize
+    fig = Figure(figsize=figsize, dpi=DPI)
+    axes_width_in = (width_in - margins.left_in - margins.right_in - margins.wspace_in * (ncols - 1)) / ncols
+    axes_height_in = (
+        height_in - margins.bottom_in - margins.top_in - margins.hspace_in * (nrows - 1)
+    ) / nrows
+    fig.subplots_adjust(
+        left=margins.left_in / width_in,
+        right=1.0 - margins.right_in / width_in,
+        bottom=margins.bottom_in / height_in,
+        top=1.0 - margins.top_in / height_in,
+        wspace=margins.wspace_in / axes_width_in,
+        hspace=margins.hspace_in / axes_height_in,
+    )
     return fig, fig.subplots(nrows, ncols, sharex=sharex, squeeze=squeeze)
 
 
@@ -325,7 +360,15 @@ def soak_figure(analysis: RunAnalysis, lang: str) -> str | None:
     frame = minute_frame(analysis.figures.minutes)
     panels = minute_panels(frame, lang)
     x = frame.index.to_numpy()
-    fig, axes = new_figure((10, 1.5 * len(panels) + 0.6), len(panels), 1, sharex=True)
+    own_axes = max((len(p.lines) for p in panels if p.ylabel is None), default=1)
+    right_in = MARGINS.right_in + OWN_AXIS_IN * (own_axes - 1)
+    fig, axes = new_figure(
+        (10, 1.5 * len(panels) + 0.6),
+        len(panels),
+        1,
+        sharex=True,
+        margins=MARGINS._replace(right_in=right_in),
+    )
     axes = np.atleast_1d(axes)
     for ax, panel in zip(axes, panels, strict=True):
         if panel.ylabel is None:
