@@ -32,6 +32,7 @@ from tests.fakes.stub_server import running_stub
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SKEW_S = 2.25
 READY_TIMEOUT_S = 60.0
+STUB_DELAY_MS = 20  # ~50 answers/s per user: the agents are what is measured, not the load
 
 
 def sampling(body: dict[str, object]) -> bool:
@@ -115,7 +116,7 @@ def two_agent_run(tmp_path_factory: pytest.TempPathFactory) -> TwoAgentRun:
     tmp_path = tmp_path_factory.mktemp("agents")
     runs_dir = tmp_path / "runs"
     with (
-        running_stub("--delay-ms", "2") as target,
+        running_stub("--delay-ms", str(STUB_DELAY_MS)) as target,
         agent("--sources", "npu_smi", "--host-label", "svc-a", env=fake_env(tmp_path)) as (url_a, _),
         agent(
             "--sources", "host", "--host-label", "svc-b", "--clock-skew-s", str(SKEW_S), env=fake_env(tmp_path)

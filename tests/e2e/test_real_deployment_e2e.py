@@ -24,6 +24,7 @@ ALL_NPUS = "0,1,2,3,4,5,6,7"
 SERVING = (3, 5)
 FAIL_EVERY = 40  # 2.5% errors: over the default 0.1% budget, within a 5% one
 SHORT = ["--set", "steps.duration_s=4", "--set", "steps.warmup_s=1"]
+STUB_DELAY_MS = 20  # ~50 answers/s per user: plenty of 1-in-40 failures, no core spent on load
 
 
 def fake_env(tmp_path: Path) -> dict[str, str]:
@@ -99,7 +100,7 @@ def assert_serving_figures(folder: RunFolder) -> None:
 
 @pytest.fixture(scope="module")
 def failing_stub() -> Iterator[str]:
-    with running_stub("--delay-ms", "2", "--fail-every", str(FAIL_EVERY)) as url:
+    with running_stub("--delay-ms", str(STUB_DELAY_MS), "--fail-every", str(FAIL_EVERY)) as url:
         yield url
 
 
@@ -139,7 +140,7 @@ def test_busy_devices_are_found_and_named_in_the_report(overridden_run: RunFolde
 
 
 def test_target_info_lists_the_serving_devices(tmp_path: Path) -> None:
-    with running_stub("--delay-ms", "2", "--info-devices", "3,5") as url:
+    with running_stub("--delay-ms", str(STUB_DELAY_MS), "--info-devices", "3,5") as url:
         folder = run_and_report(url, tmp_path / "runs", fake_env(tmp_path), expect_exit=0)
     assert (read_manifest(folder).serving_devices.rule, summary_of(folder)["serving_rule"]) == (
         "service_info",

@@ -27,6 +27,7 @@ from loadgen.processes.service_proc import free_port
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]
 SHORT = ["--set", "steps.duration_s=3", "--set", "steps.warmup_s=0.5", "--no-collectors"]
+STUB_DELAY_MS = 20  # ~50 answers/s per user: what these checks need, no core spent on load
 
 
 def embedperf(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
@@ -48,7 +49,8 @@ class Stub:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.stub_server", "--port", str(self.port), "--delay-ms", "2"],
+            [sys.executable, "-m", "tests.fakes.stub_server", "--port", str(self.port),
+             "--delay-ms", str(STUB_DELAY_MS)],
             cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         for _ in range(200):
