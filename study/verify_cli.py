@@ -174,9 +174,9 @@ def main(argv: list[str]) -> int:
     needs = monitoring_needs(rule_files, dashboards)
     base = normalise_base_url(args.host)
     export_api_key(args.api_key, API_KEY_ENV)
-    client = TargetClient(base, args.model_name or DEFAULT_MODEL, API_KEY_ENV)
     notes: list[str] = []
     with ExitStack() as stack:
+        client = stack.enter_context(TargetClient(base, args.model_name or DEFAULT_MODEL, API_KEY_ENV))
         service: StartedService | None = None
         if args.start_cmd:
             service = stack.enter_context(
