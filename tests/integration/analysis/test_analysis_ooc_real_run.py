@@ -21,7 +21,7 @@ def test_real_run_out_of_core_equals_in_memory(tmp_path: Path) -> None:
         ],
     }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario), "utf-8")
-    with running_stub("--delay-ms", "5") as url:
+    with running_stub("--delay-ms", "20") as url:  # hundreds of rows; no core spent on load
         folder = run_scenario(str(tmp_path / "s.yaml"), host=url, runs_dir=tmp_path / "runs", timeout_s=120)
     analysis = check_equal(folder)
     summary = analysis.summary
