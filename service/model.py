@@ -44,6 +44,11 @@ def default_model_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
+def model_dir(path: Path | None) -> Path:
+    """The model folder load_model reads: `path` resolved, or the packaged default model."""
+    return (default_model_path() if path is None else Path(path)).expanduser().resolve()
+
+
 def read_pooling(path: Path) -> Pooling:
     """Pooling from 1_Pooling/config.json (or the directory modules.json names); mean when absent."""
     candidates = [path / "1_Pooling" / "config.json"]
@@ -255,7 +260,7 @@ def load_model(
     hf_logging.disable_progress_bar()
 
     is_default = path is None
-    model_path = (default_model_path() if path is None else Path(path)).expanduser().resolve()
+    model_path = model_dir(path)
     if not (model_path / "config.json").is_file():
         raise ModelLoadError(
             f"{model_path} is not a Hugging Face model directory (no config.json); pass --model PATH to one"

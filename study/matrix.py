@@ -19,6 +19,7 @@ from embedperf.errors import EmbedperfError
 from embedperf.schema import RunFolder, make_run_id, read_manifest
 from scenarios.loader import load_scenario
 from study.matrix_spec import Configuration, MatrixSpec, service_args
+from study.reference_vectors import fp32_reference_vectors
 
 MATRIX_FILE = "matrix.json"
 REFERENCE_PRECISION = "fp32"
@@ -81,7 +82,7 @@ def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, 
     """Precision figures for every configuration that changes numerics (fp16, bf16, int8)."""
     # torch (service.model, and study.precision through study.advice) loads only when a configuration
     # changes numerics
-    from service.model import load_model
+    from service.model import load_model, model_dir
     from study.corpus import shipped_eval_set
     from study.precision import compare_embeddings
     from study.precision_gate import PrecisionGates
@@ -96,7 +97,9 @@ def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, 
         if not changes_numerics(settings):
             continue
         if reference is None:
-            reference = load_model(None, device="cpu", precision=REFERENCE_PRECISION).encode(texts)
+            reference = fp32_reference_vectors(
+                model_dir(None), texts, lambda: load_model(None, device="cpu", precision="fp32").encode(texts)
+            )
         model_path = Path(str(settings["model"])) if "model" in settings else None
         device = str(settings.get("device", "cpu"))
         log(f"precision: {config.name} ({precision} on {device})")

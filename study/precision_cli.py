@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from embedperf.errors import ConfigError, GateFailed
 from embedperf.schema import open_run_folder
 from loadgen.traffic.quality import write_reference_set
-from service.model import EmbeddingModel, load_model
+from service.model import EmbeddingModel, load_model, model_dir
 from study.advice import Advice, VariantCheck, advise, probe_indexes
 from study.corpus import EvalSet, load_dataset, shipped_eval_set
 from study.domains import domain_groups
@@ -22,6 +22,7 @@ from study.layers import compare_layers
 from study.precision import EndpointEncoder, PrecisionResult, compare_embeddings, write_result
 from study.precision_gate import PROFILE_DEFAULTS, TOP_K, PrecisionGates
 from study.precision_text import format_advice, format_layers, format_result
+from study.reference_vectors import fp32_reference_vectors
 from study.vectors import Encoder
 
 EPILOG = """\
@@ -226,7 +227,7 @@ def run_precision(args: argparse.Namespace, gates: PrecisionGates) -> PrecisionR
     name, candidate = _candidate(args)
     reference = load_model(args.model, device="cpu", precision="fp32", threads=args.threads)
     token_counts = [len(ids) for ids in reference.tokenize(texts)]
-    ref_vectors = reference.encode(texts)
+    ref_vectors = fp32_reference_vectors(model_dir(args.model), texts, lambda: reference.encode(texts))
     if args.write_reference is not None:
         model_name = str(args.model) if args.model else "default model"
         print(f"reference set: {write_reference_set(args.write_reference, texts, ref_vectors, model_name)}")

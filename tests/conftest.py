@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from loadgen.processes.child import stop_child
 from loadgen.processes.service_proc import ServiceProcess
 from loadgen.processes.service_proc import free_port as free_port  # re-exported for tests
 from study.bench import RAMP_SERVICE_ARGS
+from study.reference_vectors import CACHE_ENV
 from tests.peers.fixtures import PEER_FIXTURES
 from tests.peers.fixtures import infinity_server as infinity_server  # shared with every test package
 from tests.peers.fixtures import infinity_vllm_style_server as infinity_vllm_style_server
@@ -28,6 +31,22 @@ from tests.peers.fixtures import kserve_server as kserve_server
 # for each other: measured over the whole suite, 19% more CPU for the same tests. Set before any test
 # imports torch or starts a process; a value already in the environment is kept.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The fp32 reference vectors (study.reference_vectors) are cached for this test session only: the
+# first test that needs them computes them, as a user's first `embedperf precision` would, and
+# nothing is read from or left in the home folder's cache.
+OWN_CACHE_DIR = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Runs in the xdist controller before its workers start: they inherit the cache folder."""
+    if CACHE_ENV not in os.environ:
+        config.stash[OWN_CACHE_DIR] = Path(tempfile.mkdtemp(prefix="embedperf-test-cache-"))
+        os.environ[CACHE_ENV] = str(config.stash[OWN_CACHE_DIR])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if OWN_CACHE_DIR in config.stash:
+        shutil.rmtree(config.stash[OWN_CACHE_DIR], ignore_errors=True)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NPU_SMI_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "npu-smi"

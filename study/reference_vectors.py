@@ -1,0 +1,107 @@
+"""The fp32 reference vectors of a text set, computed once per model and kept on disk.
+
+`embedperf precision`, `verify` and `matrix` compare a candidate with the fp32 build of the model on the
+CPU over the same texts. Embedding the shipped corpus takes ~6 s of CPU and loading the model ~3 s more,
+so the vectors are kept in the cache folder ($EMBEDPERF_CACHE_DIR; default $XDG_CACHE_HOME/embedperf or
+~/.cache/embedperf), keyed by every file of the model folder (name, size, modification time), the torch
+and transformers versions and the texts themselves: a changed model or corpus is computed afresh.
+EMBEDPERF_CACHE_DIR=off computes every time. A cache that cannot be read or written is skipped, with a
+warning, never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("study.reference_vectors")
+
+CACHE_ENV = "EMBEDPERF_CACHE_DIR"
+CACHE_OFF = "off"
+KEY_VERSION = "embedperf fp32 reference v1"
+
+
+def cache_dir() -> Path | None:
+    """Where reference vectors are kept; None when EMBEDPERF_CACHE_DIR=off."""
+    configured = os.environ.get(CACHE_ENV, "").strip()
+    if configured.lower() == CACHE_OFF:
+        return None
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(base) if base else Path.home() / ".cache") / "embedperf"
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def reference_key(model_dir: Path, texts: Sequence[str]) -> str:
+    """A digest of what the vectors depend on: the model folder's files, the libraries, the texts."""
+    digest = hashlib.sha256(
+        f"{KEY_VERSION}|torch {_version('torch')}|transformers {_version('transformers')}\n".encode()
+    )
+    for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
+        stat = path.stat()
+        digest.update(
+            f"{path.relative_to(model_dir).as_posix()}|{stat.st_size}|{stat.st_mtime_ns}\n".encode()
+        )
+    for text in texts:
+        digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def fp32_reference_vectors(
+    model_dir: Path, texts: Sequence[str], encode: Callable[[], np.ndarray]
+) -> np.ndarray:
+    """The fp32 vectors of `texts` by the model in `model_dir`: from the cache, or `encode()` (then kept)."""
+    directory = cache_dir()
+    if directory is None:
+        return encode()
+    path = directory / f"fp32-{reference_key(model_dir, texts)}.npy"
+    cached = _read(path, len(texts))
+    if cached is not None:
+        return cached
+    vectors = np.ascontiguousarray(encode(), dtype=np.float32)
+    _write(path, vectors)
+    return vectors
+
+
+def _read(path: Path, rows: int) -> np.ndarray | None:
+    if not path.is_file():
+        return None
+    try:
+        vectors = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        log.warning("cached reference vectors %s unreadable (%s); computing them again", path, exc)
+        return None
+    if vectors.ndim != 2 or vectors.shape[0] != rows or vectors.dtype != np.float32:
+        log.warning("cached reference vectors %s have shape %s; computing them again", path, vectors.shape)
+        return None
+    return vectors
+
+
+def _write(path: Path, vectors: np.ndarray) -> None:
+    """Write beside the final name, then rename: a reader never sees half a file."""
+    part = path.with_name(f"{path.name}.{os.getpid()}.part")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(part, "wb") as fh:
+            np.save(fh, vectors, allow_pickle=False)
+        os.replace(part, path)
+    except OSError as exc:
+        log.warning(
+            "cannot keep reference vectors in %s (%s); set %s=off to stop trying", path.parent, exc, CACHE_ENV
+        )
+        with contextlib.suppress(OSError):
+            part.unlink()
