@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 sys.path.insert(0, str(Path(__file__).parent))
-from collector_run import read_outputs, start_collector, stop_collector  # noqa: E402
+from collector_run import read_outputs, start_collector, stop_collector, wait_until  # noqa: E402
 
 from tests.conftest import free_port  # noqa: E402
 from tests.prometheus_server import running_prometheus  # noqa: E402
@@ -60,14 +60,16 @@ def prometheus_url(tmp_path: Path) -> Iterator[str]:
 def test_pulls_the_run_window_and_maps_exporter_names(tmp_path: Path, prometheus_url: str) -> None:
     out = tmp_path / "run"
     proc = start_collector(
-        out, "--sources", "prometheus", "--prometheus-url", prometheus_url, "--host-label", "node7"
+        out, "--sources", "prometheus,psutil", "--prometheus-url", prometheus_url, "--host-label", "node7"
     )
     started = time.time()
-    time.sleep(4)
+    # the host samples show the collector running (Prometheus is pulled at the stop, for its whole window)
+    wait_until(proc, out, lambda f: f[f.source == "psutil"].ts_unix_s.nunique() >= 4, "4 s of host samples")
     assert stop_collector(proc) == 0
     stopped = time.time()
     frame, status = read_outputs(out)
     assert status["prometheus"]["status"] == "ok", status["prometheus"]
+    frame = frame[frame.source == "prometheus"]
     got = {(d, m): v for d, m, v in zip(frame.device, frame.metric, frame.value, strict=True)}
     assert got[("npu4.chip0", "aicore_util_pct")] == 37.0
     assert got[("npu4.chip0", "device_util_pct")] == 55.0
@@ -99,7 +101,7 @@ def test_unreachable_server_fails_with_reason_and_others_continue(tmp_path: Path
     out = tmp_path / "run"
     dead = f"http://127.0.0.1:{free_port()}"
     proc = start_collector(out, "--sources", "prometheus,psutil", "--prometheus-url", dead)
-    time.sleep(2)
+    wait_until(proc, out, lambda f: bool((f.source == "psutil").any()), "a host sample")
     assert stop_collector(proc) == 0
     _, status = read_outputs(out)
     assert status["prometheus"]["status"] == "failed"
