@@ -3,13 +3,12 @@ decisive columns fit a 1,400 px window (playwright over Debian's chromium)."""
 
 from __future__ import annotations
 
-import re
-import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import BrowserContext, sync_playwright
 
 from analysis.run.summary import RunSummary
 from reports.build import build_report
@@ -19,58 +18,11 @@ from tests.golden.fixtures import golden_copy
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
-TIMEOUT_S = 90
-
-
-def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM.is_file(), "chromium missing: run `make system-deps` (Debian package chromium)"
-    return subprocess.run(
-        [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-
-
-def assert_renders(html: Path, tmp_path: Path) -> None:
-    dom = chromium(["--dump-dom", "--window-size=1400,1000", html.as_uri()], tmp_path / "profile-dom")
-    match = re.search(r'id="render-check"[^>]*', dom.stdout)
-    assert match, f"render check missing from the DOM: {dom.stderr[-2000:]}"
-    assert 'data-status="ok"' in match.group(0), match.group(0)
-    assert 'data-errors="0"' in match.group(0)
-    assert 'data-overflow-px="0"' in match.group(0), (
-        f"the page scrolls sideways at 1,400 px: {match.group(0)}"
-    )
-    shot = tmp_path / f"{html.stem}.png"
-    chromium([f"--screenshot={shot}", "--window-size=1400,4000", html.as_uri()], tmp_path / "profile-shot")
-    assert shot.is_file() and shot.stat().st_size > 50_000
-
-
-@pytest.mark.browser
-def test_run_report_renders(tmp_path) -> None:
-    folder = golden_copy("compare_base", tmp_path)
-    assert_renders(build_report(folder, lang="zh"), tmp_path)
-
-
-@pytest.mark.browser
-def test_dead_target_report_renders(tmp_path) -> None:
-    folder = stepped_run(tmp_path / "dead", [1, 5], 8.0, qps_per_user=50.0, refused=True)
-    assert_renders(build_report(folder), tmp_path)
-
-
-@pytest.mark.browser
-def test_comparison_renders(tmp_path) -> None:
-    base = golden_copy("compare_base", tmp_path)
-    cand = golden_copy("compare_faster", tmp_path)
-    path, _ = build_comparison(base, [cand])
-    assert_renders(path, tmp_path)
-
-
 VIEWPORT_PX = {"width": 1400, "height": 1000}
+SCREENSHOT_PX = {"width": 1400, "height": 4000}
 DECISIVE_STEP_COLUMNS = ("goodput", "p99", "meets_slo", "bottleneck")
 DECISIVE_METRICS = ("qps", "p99_ms")
 # Per cell: where it lies; per table: whether its scrolling box has to scroll sideways to show it.
@@ -82,20 +34,70 @@ _GEOMETRY_JS = """(selector) => Array.from(document.querySelectorAll(selector)).
 })"""
 
 
-def cell_geometry(html: Path, tmp_path: Path, selector: str) -> tuple[list[dict[str, Any]], int]:
-    """Geometry of the cells `selector` matches in `html` opened at 1,400 x 1,000 px, and the viewport width."""
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+    """One headless Chromium for the module (each start costs a second or two of CPU); a page per check."""
+    assert CHROMIUM.is_file(), "chromium missing: run `make system-deps` (Debian package chromium)"
     with sync_playwright() as pw:
-        browser = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile-geometry"), executable_path=str(CHROMIUM), headless=True, args=FLAGS,
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("profile")), executable_path=str(CHROMIUM), headless=True, args=FLAGS,
             viewport=VIEWPORT_PX,
         )  # fmt: skip
         try:
-            page = browser.new_page()
-            page.goto(html.as_uri())
-            width = int(page.evaluate("window.innerWidth"))
-            return page.evaluate(_GEOMETRY_JS, selector), width
+            yield context
         finally:
-            browser.close()
+            context.close()
+
+
+def assert_renders(html: Path, browser: BrowserContext, tmp_path: Path) -> None:
+    """Opened at 1,400 px the page reports no script error, no broken image and no sideways scroll; a
+    1,400 x 4,000 px screenshot of it is more than an empty page."""
+    page = browser.new_page()
+    try:
+        page.goto(html.as_uri())
+        check = page.locator("#render-check")
+        status, errors, overflow = (
+            check.get_attribute(name) for name in ("data-status", "data-errors", "data-overflow-px")
+        )
+        assert (status, errors) == ("ok", "0"), f"render check {status}, {errors}: {check.text_content()}"
+        assert overflow == "0", f"the page scrolls sideways at 1,400 px by {overflow} px"
+        page.set_viewport_size(SCREENSHOT_PX)
+        shot = tmp_path / f"{html.stem}.png"
+        page.screenshot(path=str(shot))
+    finally:
+        page.close()
+    assert shot.is_file() and shot.stat().st_size > 50_000
+
+
+@pytest.mark.browser
+def test_run_report_renders(tmp_path: Path, browser: BrowserContext) -> None:
+    folder = golden_copy("compare_base", tmp_path)
+    assert_renders(build_report(folder, lang="zh"), browser, tmp_path)
+
+
+@pytest.mark.browser
+def test_dead_target_report_renders(tmp_path: Path, browser: BrowserContext) -> None:
+    folder = stepped_run(tmp_path / "dead", [1, 5], 8.0, qps_per_user=50.0, refused=True)
+    assert_renders(build_report(folder), browser, tmp_path)
+
+
+@pytest.mark.browser
+def test_comparison_renders(tmp_path: Path, browser: BrowserContext) -> None:
+    base = golden_copy("compare_base", tmp_path)
+    cand = golden_copy("compare_faster", tmp_path)
+    path, _ = build_comparison(base, [cand])
+    assert_renders(path, browser, tmp_path)
+
+
+def cell_geometry(html: Path, browser: BrowserContext, selector: str) -> tuple[list[dict[str, Any]], int]:
+    """Geometry of the cells `selector` matches in `html` opened at 1,400 x 1,000 px, and the viewport width."""
+    page = browser.new_page()
+    try:
+        page.goto(html.as_uri())
+        width = int(page.evaluate("window.innerWidth"))
+        return page.evaluate(_GEOMETRY_JS, selector), width
+    finally:
+        page.close()
 
 
 def assert_in_view(cells: list[dict[str, Any]], width: int) -> None:
@@ -107,7 +109,7 @@ def assert_in_view(cells: list[dict[str, Any]], width: int) -> None:
 
 @pytest.mark.browser
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_decisive_step_columns_visible_at_1400_px(tmp_path: Path, lang: str) -> None:
+def test_decisive_step_columns_visible_at_1400_px(tmp_path: Path, browser: BrowserContext, lang: str) -> None:
     """Goodput, P99, meets-SLO and the bottleneck of every step are on screen without scrolling."""
     folder = golden_copy("compare_base", tmp_path)  # 4 steps with device telemetry and an errored step
     html = build_report(folder, lang=lang)
@@ -118,14 +120,14 @@ def test_decisive_step_columns_visible_at_1400_px(tmp_path: Path, lang: str) -> 
     text = html.read_text(encoding="utf-8")
     assert 'id="bottlenecks"' in text and 'id="telemetry"' in text
     for column in DECISIVE_STEP_COLUMNS:
-        cells, width = cell_geometry(html, tmp_path, f'#steps-table td[data-col="{column}"]')
+        cells, width = cell_geometry(html, browser, f'#steps-table td[data-col="{column}"]')
         assert len(cells) == len(summary.steps), column
         assert all(c["text"] for c in cells), column
         assert_in_view(cells, width)
 
 
 @pytest.mark.browser
-def test_compare_p99_and_goodput_rows_visible_at_1400_px(tmp_path: Path) -> None:
+def test_compare_p99_and_goodput_rows_visible_at_1400_px(tmp_path: Path, browser: BrowserContext) -> None:
     """Metric, baseline, candidate, change and verdict of P99 and goodput, every step: no sideways scroll."""
     base = golden_copy("compare_base", tmp_path)
     cand = golden_copy("compare_faster", tmp_path)
@@ -133,7 +135,7 @@ def test_compare_p99_and_goodput_rows_visible_at_1400_px(tmp_path: Path) -> None
     n_scopes = len(comparison.candidates[0].steps)
     assert n_scopes >= 4
     for metric in DECISIVE_METRICS:
-        cells, width = cell_geometry(path, tmp_path, f'table.changes tr[data-metric="{metric}"] > td')
+        cells, width = cell_geometry(path, browser, f'table.changes tr[data-metric="{metric}"] > td')
         # every step's row: metric, baseline, candidate, change, CI, verdict (+ the step cell on its first row)
         assert len(cells) >= 6 * n_scopes, (metric, len(cells))
         assert_in_view(cells, width)
