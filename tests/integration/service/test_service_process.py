@@ -20,6 +20,7 @@ import pytest
 from service.model import EmbeddingModel, default_model_path, load_model
 from tests.conftest import REPO_ROOT, start_service, stop_process
 
+POLL_S = 0.02
 MODEL = "all-MiniLM-L6-v2"
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog near the river bank.",
@@ -92,11 +93,12 @@ def sigterm_with_requests_in_flight(
                 status = 0
             return status, time.monotonic()
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=requests) as pool:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=requests) as pool, httpx.Client() as poll:
             futures = [pool.submit(post, i) for i in range(requests)]
             inflight = 0.0
             while inflight < requests and not any(f.done() for f in futures):
-                metrics = httpx.get(f"{url}/metrics", timeout=10).text
+                time.sleep(POLL_S)  # a poll, not a spin: the service computes on the same cores
+                metrics = poll.get(f"{url}/metrics", timeout=10).text
                 inflight = float(re.search(r"^embedperf_inflight_requests (\S+)$", metrics, re.M).group(1))  # type: ignore[union-attr]
             assert inflight == requests  # every request was in flight when the signal came
             t_sigterm_s = time.monotonic()
