@@ -1,20 +1,17 @@
 """The canary shape's hold: a closed-loop stage waits at its planned end for its judgement, and a late
 tick (a generator stalled by a busy host) never skips the next stage.
 
-Locust's side runs in a subprocess: importing Locust monkey-patches the process it runs in.
+Locust's side runs in a fresh interpreter (tests/unit/loadgen/fresh_interpreter.py).
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from tests.unit.loadgen.fresh_interpreter import run_cases
+
 STEP_S = 6.0
 
 HOLD = """
@@ -55,16 +52,10 @@ CASES = [(STEP_S + 0.3, 0, False), (STEP_S + 9.9, 0, False), (STEP_S + 20.0, 0, 
 def seen() -> dict[tuple[float, int, bool], list[tuple[bool, float]]]:
     """Per case (first tick's run time, stage, open loop): (held, the scenario's clock) at the first
     tick, 0.2 s later, and once the stage is judged; every case in one subprocess."""
-    out = subprocess.run(
-        [sys.executable, "-c", HOLD, json.dumps(CASES)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    results = json.loads(out.stdout.strip().splitlines()[-1])
-    return {case: [(bool(h), float(c)) for h, c in result] for case, result in zip(CASES, results, strict=True)}
+    results = run_cases(HOLD, CASES)
+    return {
+        case: [(bool(h), float(c)) for h, c in result] for case, result in zip(CASES, results, strict=True)
+    }
 
 
 @pytest.mark.parametrize("late_s", [0.3, 9.9, 20.0])

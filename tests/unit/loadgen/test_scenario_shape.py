@@ -1,20 +1,17 @@
 """The closed-loop ramp: every step runs, each for its whole duration, however late the shape's ticks
 come (a generator starved by a busy host ticks late, not at 1 Hz).
 
-Locust's side runs in a subprocess: importing Locust monkey-patches the process it runs in.
+Locust's side runs in a fresh interpreter (tests/unit/loadgen/fresh_interpreter.py).
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from tests.unit.loadgen.fresh_interpreter import run_cases
+
 STEP_S = 2.0
 
 TICKS = """
@@ -62,15 +59,7 @@ def late(late_tick_s: float) -> list[float]:
 def seen() -> dict[tuple[float, ...], dict[str, Any]]:
     """Per list of tick times: the shape's answers, the stages it began and ended; every case in one subprocess."""
     cases = [ON_TIME, *(late(t) for t in LATE_TICKS_S)]
-    out = subprocess.run(
-        [sys.executable, "-c", TICKS, json.dumps(cases)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    results = json.loads(out.stdout.strip().splitlines()[-1])
+    results = run_cases(TICKS, cases)
     return {tuple(case): result for case, result in zip(cases, results, strict=True)}
 
 
