@@ -367,7 +367,7 @@ def soak_figure(analysis: RunAnalysis, lang: str) -> str | None:
         len(panels),
         1,
         sharex=True,
-        margins=MARGINS._replace(right_in=right_in),
+        margins=Margins(right_in=right_in),
     )
     axes = np.atleast_1d(axes)
     for ax, panel in zip(axes, panels, strict=True):

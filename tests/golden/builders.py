@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from analysis.search.state import ProbeMeasurement, SearchRecord, SearchState
 from embedperf.schema import (
     REQUEST_SCHEMA,
     TELEMETRY_SCHEMA,
@@ -20,7 +21,7 @@ from embedperf.schema import (
     write_requests_parquet,
     write_telemetry_parquet,
 )
-from scenarios.models import Scenario
+from scenarios.models import Scenario, Search, Slo
 
 T0_UNIX_S = 1_780_000_000.0
 SCRIPT_ERROR = '<script>alert("x")</script> upstream said no'
@@ -210,3 +211,37 @@ def stepped_run(
     if slo is not None:
         manifest["scenario"] = scenario_for_stages(stages, slo=slo)
     return write_run(root, rows, [], stages, **manifest)
+
+
+SEARCH_LIMIT_RPS = 137.0  # search_record's target: P99 crosses the SLO above this rate
+SEARCH_SLO_MS = 100.0
+
+
+def search_record(limit_rps: float = SEARCH_LIMIT_RPS, slo_ms: float = SEARCH_SLO_MS) -> SearchRecord:
+    """The search state machine driven by a target whose P99 crosses the SLO at limit_rps."""
+    spec = Search.model_validate(
+        {
+            "start_rate": 40.0,
+            "min_ok_requests": 400,
+            "min_probe_s": 2.0,
+            "warmup_s": 0.5,
+            "max_duration_s": 1e6,
+        }
+    )
+    state = SearchState(spec, Slo(p99_ms=slo_ms, error_budget_pct=0.1), "poisson")
+    stage, elapsed = 0, 0.0
+    while (plan := state.next_probe(elapsed)) is not None:
+        n = int(plan.rate * (plan.duration_s - spec.warmup_s))
+        latency_ms = 20.0 if plan.rate <= limit_rps else 400.0
+        m = ProbeMeasurement(
+            rate=plan.rate,
+            duration_s=plan.duration_s - spec.warmup_s,
+            scheduled=n,
+            ok=n,
+            errors=0,
+            ok_done=n,
+            ok_latency_ms=[latency_ms + (i % 7) for i in range(n)],
+        )
+        state.add(plan, stage, f"{plan.phase}:{plan.rate:g}", m)
+        stage, elapsed = stage + 1, elapsed + plan.duration_s
+    return state.record

@@ -14,16 +14,16 @@ from matplotlib.figure import Figure
 from analysis.cli.synth import synthesize
 from analysis.compare.quality_gate import QualityGate, QualityStep
 from analysis.model.lengths import LengthBin
-from analysis.search.state import ProbeMeasurement, SearchRecord, SearchState
+from analysis.search.state import SearchRecord
 from embedperf.schema import Manifest, RunFolder, read_manifest, write_manifest
 from reports import search_section
 from reports.build import build_report
 from reports.i18n import CATALOGUE
 from reports.render import render
-from scenarios.models import Search, Slo
+from tests.golden.builders import SEARCH_LIMIT_RPS, SEARCH_SLO_MS, search_record
 
-LIMIT_RPS = 137.0
-SLO_MS = 100.0
+LIMIT_RPS = SEARCH_LIMIT_RPS
+SLO_MS = SEARCH_SLO_MS
 # Words a zh heading may keep: units, acronyms and figure names shared by both languages.
 KEPT = {
     "P50",
@@ -45,40 +45,10 @@ KEPT = {
 KEPT |= {"Little"}  # Little's law
 
 
-def _search_record(limit_rps: float = LIMIT_RPS) -> SearchRecord:
-    """The search state machine driven by a target whose P99 crosses the SLO at limit_rps."""
-    spec = Search.model_validate(
-        {
-            "start_rate": 40.0,
-            "min_ok_requests": 400,
-            "min_probe_s": 2.0,
-            "warmup_s": 0.5,
-            "max_duration_s": 1e6,
-        }
-    )
-    state = SearchState(spec, Slo(p99_ms=SLO_MS, error_budget_pct=0.1), "poisson")
-    stage, elapsed = 0, 0.0
-    while (plan := state.next_probe(elapsed)) is not None:
-        n = int(plan.rate * (plan.duration_s - spec.warmup_s))
-        latency_ms = 20.0 if plan.rate <= limit_rps else 400.0
-        m = ProbeMeasurement(
-            rate=plan.rate,
-            duration_s=plan.duration_s - spec.warmup_s,
-            scheduled=n,
-            ok=n,
-            errors=0,
-            ok_done=n,
-            ok_latency_ms=[latency_ms + (i % 7) for i in range(n)],
-        )
-        state.add(plan, stage, f"{plan.phase}:{plan.rate:g}", m)
-        stage, elapsed = stage + 1, elapsed + plan.duration_s
-    return state.record
-
-
 def _search_run(tmp_path: Path, limit_rps: float = LIMIT_RPS) -> tuple[RunFolder, SearchRecord]:
     """A run folder with manifest.search, written through the writers (synth rows + the manifest writer)."""
     folder = synthesize(tmp_path / "run", n_requests=2000, n_devices=2, hours=0.02)
-    record = _search_record(limit_rps)
+    record = search_record(limit_rps)
     manifest = read_manifest(folder)
     raw = manifest.model_dump(mode="json") | {"search": record.model_dump(mode="json")}
     write_manifest(folder, Manifest.model_validate(raw))
@@ -187,7 +157,7 @@ def test_the_verdict_line_agrees_with_the_headline(tmp_path: Path) -> None:
 def test_the_search_figure_draws_every_probe_interval_the_slo_and_the_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    record = _search_record()
+    record = search_record()
     drawn: list[Figure] = []
     monkeypatch.setattr(search_section, "to_data_uri", lambda fig: drawn.append(fig) or "data:")
     search_section.search_figure(record, "en")

@@ -17,8 +17,8 @@ from analysis.engine.minute_series import MinutePoint
 from analysis.run.analyse import analyse_folder
 from analysis.run.summary import RunAnalysis
 from reports import compare_build, figures, search_section
+from tests.golden.builders import search_record
 from tests.golden.fixtures import golden_copy
-from tests.integration.reports.test_search_report import _search_record
 
 TOLERANCE_PX = 1.0
 MODULES = (figures, compare_build, search_section)
@@ -98,7 +98,7 @@ def test_run_report_figures_fit(analysis: RunAnalysis, drawn: list[list[str]], l
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_comparison_and_search_figures_fit(analysis: RunAnalysis, drawn: list[list[str]], lang: str) -> None:
     compare_build.load_curves([analysis, analysis], lang)
-    search_section.search_figure(_search_record(), figures.figure_lang(lang))
+    search_section.search_figure(search_record(), figures.figure_lang(lang))
     assert len(drawn) == 2
     assert [problem for problems in drawn for problem in problems] == []
 
