@@ -1,10 +1,14 @@
-"""`embedperf canary` end to end against the reference service: it promotes itself, and rolls back a candidate
-that fails requests from the 20% stage on, one whose answers are int8's, and one three times slower.
+"""`embedperf canary` end to end: the reference service promotes itself (also from two workers) and rolls
+back a candidate whose answers are int8's; a candidate that fails requests from the 20% stage on, and one
+three times slower, are rolled back.
 
-Short windows (3 s, 2 per stage) on the `smoke` scenario with 16 users sending one text per request;
+Short windows (3 s, 2 per stage) on the `smoke` scenario (closed loop) sending one text per request;
 thresholds that suit so few requests are passed as flags, and a fifth of the requests are agreement
-samples (which also gives the 5% stage enough candidate requests to judge on a busy host). Each test
-watches canary.json (the canary's live status) instead of sleeping.
+samples (which also gives the 5% stage enough candidate requests to judge on a busy host). The failing
+and the slow candidate are a proxy in front of the stub server (a fixed 100 ms per answer, the same
+vector for every text): their triggers read error rates and P99s, which a fixed answer time makes exact,
+and the stub leaves the host's cores to the other tests where the reference service would compute for
+as long as the canary runs. Each test watches canary.json (the canary's live status) instead of sleeping.
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ from loadgen.processes.service_proc import ServiceProcess
 from study.bench import RAMP_SERVICE_ARGS
 from tests.conftest import REPO_ROOT, SERVICE_READY_TIMEOUT_S
 from tests.fakes.canary_proxy import candidate_proxy
+from tests.fakes.stub_server import running_stub
 
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]
 WINDOWS_PER_STAGE = 2
+STUB_DELAY_MS = 100.0
+STUB_USERS = ["--set", "steps.users=4"]  # 40 req/s against the stub: over a hundred per window
 SHORT = [
     "smoke",
     "--set", "payload.inputs_per_request=[{n: 1, weight: 1}]",
@@ -43,9 +50,16 @@ RUN_LIMIT_S = 240.0  # a safety stop for a hung child, never a timing assertion
 
 
 def run_canary(
-    tmp_path: Path, baseline: str, candidate: str, *flags: str, on_stage: Callable[[int], None] | None = None
+    tmp_path: Path,
+    baseline: str,
+    candidate: str,
+    *flags: str,
+    report: bool = False,
+    on_stage: Callable[[int], None] | None = None,
 ) -> tuple[int, CanaryRecord, Path, str]:
-    """Run `embedperf canary` to its end; `on_stage(i)` is called as canary.json says stage i is under way."""
+    """Run `embedperf canary` to its end; `on_stage(i)` is called as canary.json says stage i is under way.
+
+    report.html is built only where a test reads it (`report`); canary.json and the JUnit file always."""
     runs = tmp_path / "runs"
     cmd = [
         *EMBEDPERF,
@@ -59,6 +73,7 @@ def run_canary(
         str(runs),
     ]
     cmd += ["--json", str(tmp_path / "canary.json"), "--junit", str(tmp_path / "canary.xml"), *flags]
+    cmd += [] if report else ["--no-report"]
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen = -1
     deadline = time.monotonic() + RUN_LIMIT_S
@@ -93,6 +108,12 @@ def _announce_stage(runs: Path, seen: int, on_stage: Callable[[int], None]) -> i
 
 
 @pytest.fixture(scope="module")
+def stub_service() -> Iterator[str]:
+    with running_stub("--delay-ms", str(STUB_DELAY_MS)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def int8_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log_path = tmp_path_factory.mktemp("int8") / "service.log"
     with ServiceProcess(
@@ -108,7 +129,7 @@ def test_the_reference_service_against_itself_promotes_with_agreement_at_every_s
 ) -> None:
     # the same service on both sides: only a P99 three times the baseline's is taken for a slow candidate
     code, record, folder, output = run_canary(
-        tmp_path, reference_service, reference_service, "--max-p99-increase-pct", "200"
+        tmp_path, reference_service, reference_service, "--max-p99-increase-pct", "200", report=True
     )
     assert code == 0, output
     assert record.status == "promote" and record.line.startswith("PROMOTE"), record.line
@@ -154,16 +175,16 @@ def test_a_distributed_canary_sends_each_stage_weight_from_every_worker_and_prom
 
 
 def test_a_candidate_failing_5pct_from_the_20pct_stage_is_rolled_back_at_that_stage(
-    reference_service: str, tmp_path: Path
+    stub_service: str, tmp_path: Path
 ) -> None:
-    with candidate_proxy(reference_service) as (url, proxy):
+    with candidate_proxy(stub_service) as (url, proxy):
 
         def switch(stage: int) -> None:
             if stage >= 1 and not proxy.fail_every:
                 proxy.start_failing(20)
 
         code, record, folder, output = run_canary(
-            tmp_path, reference_service, url, "--max-p99-increase-pct", "off", on_stage=switch
+            tmp_path, stub_service, url, "--max-p99-increase-pct", "off", *STUB_USERS, on_stage=switch
         )
     assert code == 1, output
     assert record.status == "rollback" and record.trigger == "error_rate"
@@ -196,13 +217,13 @@ def test_an_int8_candidate_is_rolled_back_on_answer_agreement(
 
 
 def test_a_candidate_three_times_slower_is_rolled_back_on_p99_after_n_consecutive_windows(
-    reference_service: str, tmp_path: Path
+    stub_service: str, tmp_path: Path
 ) -> None:
     n = 2
-    with candidate_proxy(reference_service) as (url, proxy):
+    with candidate_proxy(stub_service) as (url, proxy):
         proxy.slow_factor = 3.0
-        code, record, _, output = run_canary(
-            tmp_path, reference_service, url, "--p99-windows", str(n), "--max-p99-increase-pct", "50"
+        code, record, folder, output = run_canary(
+            tmp_path, stub_service, url, "--p99-windows", str(n), "--max-p99-increase-pct", "50", *STUB_USERS
         )
     assert code == 1, output
     assert record.status == "rollback" and record.trigger == "p99_increase", record.line
@@ -214,3 +235,6 @@ def test_a_candidate_three_times_slower_is_rolled_back_on_p99_after_n_consecutiv
         before.p99_over and before.p99_streak == n - 1
     )  # ... and the one before it was over too, yet no stop
     assert f"in {n} consecutive windows" in record.line
+    # a stage is held until its last window is judged: no stage after the one that fired started
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert max(stage["index"] for stage in manifest["stages"]) == record.stage_index, manifest["stages"]
