@@ -6,7 +6,8 @@ a probe below saturation must fail on its P99. Measured here, the latency is the
 host's: on a 2-core host shared with another test, 50 req/s measured a P99 of 305 ms where the queue
 alone gives 240, so the answer is checked against the queue's truth loosely (0.5-1.1x) and its
 precision exactly (the last passing and failing probes within --precision). Probes are short (400 ok answers,
-at most 10 s), which also checks that no probe's window runs past --max-probe-s. The service time is
+at most 16 s, so the search can still probe down to ~30 req/s when a busy host's hiccups push the answer
+below the queue's), which also checks that no probe's window runs past --max-probe-s. The service time is
 long (200 ms) so that a scheduling hiccup of the shared host (~100 ms) stays small beside it.
 """
 
@@ -27,7 +28,7 @@ WORKERS = 16
 SERVICE_MS = 200.0
 SLO_MS = 400.0
 PRECISION = 0.05
-MAX_PROBE_S = 10.0
+MAX_PROBE_S = 16.0
 DRAIN_S = 2.0  # the query scenario's drain_s
 
 
