@@ -34,7 +34,8 @@ from tests.fakes.stub_server import running_stub
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]
 WINDOWS_PER_STAGE = 2
 STUB_DELAY_MS = 100.0
-STUB_USERS = ["--set", "steps.users=4"]  # 40 req/s against the stub: over a hundred per window
+# 40 req/s against the stub, over a hundred per window; passed after SHORT, so this --set replaces its 16 users
+STUB_USERS = ["--set", "steps.users=4"]
 SHORT = [
     "smoke",
     "--set", "payload.inputs_per_request=[{n: 1, weight: 1}]",
