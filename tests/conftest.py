@@ -20,6 +20,7 @@ from loadgen.processes.service_proc import ServiceProcess
 from loadgen.processes.service_proc import free_port as free_port  # re-exported for tests
 from study.bench import RAMP_SERVICE_ARGS
 from study.reference_vectors import CACHE_ENV
+from tests.peers import shared as shared_peers
 from tests.peers.fixtures import PEER_FIXTURES
 from tests.peers.fixtures import infinity_server as infinity_server  # shared with every test package
 from tests.peers.fixtures import infinity_vllm_style_server as infinity_vllm_style_server
@@ -37,16 +38,27 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 OWN_CACHE_DIR = pytest.StashKey[Path]()
 
 
+# The peer servers are shared by every worker of the session and stopped by the session that made their
+# folder, after the last test (tests/peers/shared.py).
+OWN_PEERS_DIR = pytest.StashKey[Path]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Runs in the xdist controller before its workers start: they inherit the cache folder."""
+    """Runs in the xdist controller before its workers start: they inherit the cache and peers folders."""
     if CACHE_ENV not in os.environ:
         config.stash[OWN_CACHE_DIR] = Path(tempfile.mkdtemp(prefix="embedperf-test-cache-"))
         os.environ[CACHE_ENV] = str(config.stash[OWN_CACHE_DIR])
+    peers_dir = shared_peers.open_session()
+    if peers_dir is not None:
+        config.stash[OWN_PEERS_DIR] = peers_dir
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if OWN_PEERS_DIR in config.stash:
+        shared_peers.close_session(config.stash[OWN_PEERS_DIR])
     if OWN_CACHE_DIR in config.stash:
         shutil.rmtree(config.stash[OWN_CACHE_DIR], ignore_errors=True)
+
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NPU_SMI_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "npu-smi"

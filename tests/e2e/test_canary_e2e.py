@@ -1,6 +1,6 @@
-"""`embedperf canary` end to end: the reference service promotes itself (also from two workers) and rolls
-back a candidate whose answers are int8's; a candidate that fails requests from the 20% stage on, and one
-three times slower, are rolled back.
+"""`embedperf canary` end to end: the reference service promotes itself and rolls back a candidate whose
+answers are int8's; a canary from two workers promotes; a candidate that fails requests from the 20%
+stage on, and one three times slower, are rolled back.
 
 Short windows (3 s, 2 per stage) on the `smoke` scenario (closed loop) sending one text per request;
 thresholds that suit so few requests are passed as flags, and a fifth of the requests are agreement
@@ -8,7 +8,9 @@ samples (which also gives the 5% stage enough candidate requests to judge on a b
 and the slow candidate are a proxy in front of the stub server (a fixed 100 ms per answer, the same
 vector for every text): their triggers read error rates and P99s, which a fixed answer time makes exact,
 and the stub leaves the host's cores to the other tests where the reference service would compute for
-as long as the canary runs. Each test watches canary.json (the canary's live status) instead of sleeping.
+as long as the canary runs. The distributed canary runs on the stub too: it checks how the stages'
+weights reach every worker, not the answers. Each test watches canary.json (the canary's live status)
+instead of sleeping.
 """
 
 from __future__ import annotations
@@ -155,13 +157,13 @@ def test_the_reference_service_against_itself_promotes_with_agreement_at_every_s
 
 
 def test_a_distributed_canary_sends_each_stage_weight_from_every_worker_and_promotes(
-    reference_service: str, tmp_path: Path
+    stub_service: str, tmp_path: Path
 ) -> None:
     # a master and 2 local workers: the workers learn each stage's weight by message, the master judges
-    # the windows from the rows they forward
+    # the windows from the rows they forward (the stub on both sides: what is checked is the traffic split)
     code, record, folder, output = run_canary(
-        tmp_path, reference_service, reference_service, "--max-p99-increase-pct", "200",
-        "--workers", "2", "--stages", "5,100",
+        tmp_path, stub_service, stub_service, "--max-p99-increase-pct", "200",
+        "--workers", "2", "--stages", "5,100", *STUB_USERS,
     )  # fmt: skip
     assert code == 0, output
     assert record.status == "promote", record.line

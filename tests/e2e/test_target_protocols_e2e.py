@@ -25,7 +25,8 @@ from reports.build import build_report
 from tests.conftest import uvicorn_in_thread
 from tests.fakes.tei_stub import TeiStub, TeiStubConfig
 from tests.fakes.toy_protocol import TOY_PATH, serving_toy
-from tests.peers.launch import VLLM_STYLE_MODEL_NAMES, PeerProcess
+from tests.peers.launch import VLLM_STYLE_MODEL_NAMES
+from tests.peers.shared import SharedPeer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]
@@ -94,7 +95,7 @@ class _url:
 
 
 # --- only the host ----------------------------------------------------------------------------------------
-def test_only_the_host_drives_infinity(infinity_server: PeerProcess, tmp_path: Path) -> None:
+def test_only_the_host_drives_infinity(infinity_server: SharedPeer, tmp_path: Path) -> None:
     proc, line = embedperf_run("smoke", "--host", infinity_server.url, "--no-collectors", runs=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert line.startswith("target: infinity (infinity-style OpenAI) at /embeddings, model ")
@@ -106,7 +107,7 @@ def test_only_the_host_drives_infinity(infinity_server: PeerProcess, tmp_path: P
 
 
 def test_only_the_host_drives_a_vllm_style_server_under_a_model_name_it_was_not_told(
-    infinity_vllm_style_server: PeerProcess, tmp_path: Path
+    infinity_vllm_style_server: SharedPeer, tmp_path: Path
 ) -> None:
     proc, line = embedperf_run(
         "smoke", "--host", infinity_vllm_style_server.url, "--no-collectors", runs=tmp_path
@@ -120,7 +121,7 @@ def test_only_the_host_drives_a_vllm_style_server_under_a_model_name_it_was_not_
 
 
 def test_a_model_the_vllm_style_server_does_not_serve_is_named_before_any_load(
-    infinity_vllm_style_server: PeerProcess, tmp_path: Path
+    infinity_vllm_style_server: SharedPeer, tmp_path: Path
 ) -> None:
     proc, _ = embedperf_run(
         "smoke", "--host", infinity_vllm_style_server.url, "--model", "all-MiniLM-L6-v2", runs=tmp_path
@@ -186,7 +187,7 @@ PROBE_TEXTS = [f"passage {i}: how a capacity plan counts the devices a target lo
 
 
 def test_quality_probes_read_a_kserve_v2_tensor_and_match_the_fp32_reference(
-    kserve_server: PeerProcess, reference_service: str, tmp_path: Path
+    kserve_server: SharedPeer, reference_service: str, tmp_path: Path
 ) -> None:
     # the reference vectors: the same model in fp32, from the reference service (OpenAI-shaped answers)
     answer = httpx.post(

@@ -1,23 +1,24 @@
 """Session-scoped fixtures for the real third-party servers; tests/conftest.py imports them for every test.
 
-Each server starts once per test session (per xdist worker) from its `.peers/` environment, serving the
-packaged all-MiniLM-L6-v2 folder, and is stopped by PID at the end. A missing environment or a server
-that does not come up fails the test that asked for it with the server's own output, never a skip.
+Each server starts once per test session, shared by every xdist worker (tests/peers/shared.py), from its
+`.peers/` environment, serving the packaged all-MiniLM-L6-v2 folder, and is stopped by PID at the end of
+the session. A missing environment or a server that does not come up fails the test that asked for it
+with the server's own output, never a skip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.peers.launch import (
     VLLM_STYLE_MODEL_NAMES,
-    PeerProcess,
+    PeerCommand,
     infinity_command,
     kserve_command,
 )
+from tests.peers.shared import SharedPeer, shared_peer
 
 PEER_FIXTURES = frozenset({"infinity_server", "infinity_vllm_style_server", "kserve_server"})
 
@@ -30,29 +31,32 @@ def packaged_model_dir() -> Path:
     return default_model_path()
 
 
+def _infinity() -> PeerCommand:
+    return infinity_command(packaged_model_dir())
+
+
+def _infinity_vllm_style() -> PeerCommand:
+    return infinity_command(packaged_model_dir(), served_model_names=VLLM_STYLE_MODEL_NAMES, url_prefix="/v1")
+
+
+def _kserve() -> PeerCommand:
+    return kserve_command(packaged_model_dir())
+
+
 @pytest.fixture(scope="session")
-def infinity_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerProcess]:
+def infinity_server() -> SharedPeer:
     """Infinity as it starts by default: `/embeddings`, `/models`, the model id derived from the folder."""
-    log_path = tmp_path_factory.mktemp("infinity") / "infinity.log"
-    with PeerProcess(infinity_command(packaged_model_dir()), log_path) as peer:
-        yield peer
+    return shared_peer("infinity", _infinity)
 
 
 @pytest.fixture(scope="session")
-def infinity_vllm_style_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerProcess]:
+def infinity_vllm_style_server() -> SharedPeer:
     """Infinity laid out as vLLM's OpenAI server (`/v1/embeddings`, `/v1/models`) under names embedperf is
     not told (VLLM_STYLE_MODEL_NAMES); a request naming another model is refused."""
-    log_path = tmp_path_factory.mktemp("infinity-vllm-style") / "infinity.log"
-    command = infinity_command(
-        packaged_model_dir(), served_model_names=VLLM_STYLE_MODEL_NAMES, url_prefix="/v1"
-    )
-    with PeerProcess(command, log_path) as peer:
-        yield peer
+    return shared_peer("infinity-vllm-style", _infinity_vllm_style)
 
 
 @pytest.fixture(scope="session")
-def kserve_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerProcess]:
+def kserve_server() -> SharedPeer:
     """KServe's model server, Open Inference Protocol v2 REST, model `minilm` (tests/peers/kserve_minilm.py)."""
-    log_path = tmp_path_factory.mktemp("kserve") / "kserve.log"
-    with PeerProcess(kserve_command(packaged_model_dir()), log_path) as peer:
-        yield peer
+    return shared_peer("kserve", _kserve)

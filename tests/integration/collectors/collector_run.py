@@ -23,10 +23,13 @@ POLL_S = 0.25
 
 
 def fake_npu_smi(tmp_path: Path) -> Path:
-    """An executable `npu-smi` in tmp_path running the fake with this interpreter."""
+    """An executable `npu-smi` in tmp_path running the fake with this interpreter. Written once: a second
+    write while a process started earlier runs it would fail with ETXTBSY (text file busy)."""
     exe = tmp_path / "npu-smi"
-    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_NPU_SMI}" "$@"\n', encoding="utf-8")
-    exe.chmod(0o755)
+    script = f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_NPU_SMI}" "$@"\n'
+    if not exe.is_file() or exe.read_text(encoding="utf-8") != script:
+        exe.write_text(script, encoding="utf-8")
+        exe.chmod(0o755)
     return exe
 
 

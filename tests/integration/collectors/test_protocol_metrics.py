@@ -16,7 +16,8 @@ from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols import registry
 from scenarios.models import Target
 from tests.fakes.tei_stub import TeiStubConfig, running_tei_stub
-from tests.peers.launch import KSERVE_MODEL_NAME, PeerProcess
+from tests.peers.launch import KSERVE_MODEL_NAME
+from tests.peers.shared import SharedPeer
 
 
 def source(url: str, protocol: str, out_dir: Path) -> ServiceMetricsSource:
@@ -62,7 +63,7 @@ def test_tei_queue_and_batch_figures(tmp_path: Path) -> None:
 
 
 def test_kserve_predict_histogram_as_busy_fraction_and_request_rate(
-    kserve_server: PeerProcess, tmp_path: Path
+    kserve_server: SharedPeer, tmp_path: Path
 ) -> None:
     url = kserve_server.url
     src = source(url, "kserve-v2", tmp_path)

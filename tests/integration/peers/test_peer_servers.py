@@ -18,6 +18,7 @@ from embedperf.errors import TargetError
 from service.model import default_model_path
 from tests.peers import launch
 from tests.peers.launch import KSERVE_MODEL_NAME, VLLM_STYLE_MODEL_NAMES, PeerProcess
+from tests.peers.shared import SharedPeer
 
 SENTENCES = [
     "Capacity planning needs the P99 latency at every load step.",
@@ -53,7 +54,7 @@ def openai_vectors(answer: httpx.Response) -> np.ndarray:
 
 
 def test_infinity_serves_the_model_under_an_id_derived_from_its_folder(
-    infinity_server: PeerProcess, reference_vectors: np.ndarray
+    infinity_server: SharedPeer, reference_vectors: np.ndarray
 ) -> None:
     models = httpx.get(f"{infinity_server.api_url}/models", timeout=TIMEOUT_S)
     assert models.status_code == 200
@@ -71,7 +72,7 @@ def test_infinity_serves_the_model_under_an_id_derived_from_its_folder(
     assert_same_embeddings(openai_vectors(answer), reference_vectors)
 
 
-def test_infinity_with_one_model_answers_any_model_name(infinity_server: PeerProcess) -> None:
+def test_infinity_with_one_model_answers_any_model_name(infinity_server: SharedPeer) -> None:
     """A name the server does not serve still gets the one model: model detection cannot rely on a refusal."""
     answer = httpx.post(
         f"{infinity_server.api_url}/embeddings",
@@ -82,7 +83,7 @@ def test_infinity_with_one_model_answers_any_model_name(infinity_server: PeerPro
     assert answer.json()["model"] != "all-MiniLM-L6-v2"
 
 
-def test_infinity_has_no_v1_prefix(infinity_server: PeerProcess) -> None:
+def test_infinity_has_no_v1_prefix(infinity_server: SharedPeer) -> None:
     answer = httpx.post(
         f"{infinity_server.url}/v1/embeddings", json={"model": "x", "input": "hello"}, timeout=TIMEOUT_S
     )
@@ -91,7 +92,7 @@ def test_infinity_has_no_v1_prefix(infinity_server: PeerProcess) -> None:
 
 
 def test_vllm_style_server_lists_and_serves_only_its_own_names(
-    infinity_vllm_style_server: PeerProcess, reference_vectors: np.ndarray
+    infinity_vllm_style_server: SharedPeer, reference_vectors: np.ndarray
 ) -> None:
     base = infinity_vllm_style_server.url
     models = httpx.get(f"{base}/v1/models", timeout=TIMEOUT_S)
@@ -113,7 +114,7 @@ def test_vllm_style_server_lists_and_serves_only_its_own_names(
     assert all(name in error["message"] for name in VLLM_STYLE_MODEL_NAMES)
 
 
-def test_vllm_style_server_answers_nothing_outside_v1(infinity_vllm_style_server: PeerProcess) -> None:
+def test_vllm_style_server_answers_nothing_outside_v1(infinity_vllm_style_server: SharedPeer) -> None:
     base = infinity_vllm_style_server.url
     for path in ("/embeddings", "/models"):
         method = "POST" if path == "/embeddings" else "GET"
@@ -122,7 +123,7 @@ def test_vllm_style_server_answers_nothing_outside_v1(infinity_vllm_style_server
     assert httpx.get(f"{base}/health", timeout=TIMEOUT_S).status_code == 200  # health stays at the root
 
 
-def test_kserve_v2_metadata_and_infer(kserve_server: PeerProcess, reference_vectors: np.ndarray) -> None:
+def test_kserve_v2_metadata_and_infer(kserve_server: SharedPeer, reference_vectors: np.ndarray) -> None:
     base = kserve_server.url
     assert httpx.get(f"{base}/v2/health/ready", timeout=TIMEOUT_S).json() == {"ready": True}
     assert httpx.get(f"{base}/v2/models", timeout=TIMEOUT_S).json() == {"models": [KSERVE_MODEL_NAME]}
@@ -142,7 +143,7 @@ def test_kserve_v2_metadata_and_infer(kserve_server: PeerProcess, reference_vect
     assert_same_embeddings(vectors, reference_vectors)
 
 
-def test_kserve_refuses_an_unknown_model_and_a_wrong_datatype(kserve_server: PeerProcess) -> None:
+def test_kserve_refuses_an_unknown_model_and_a_wrong_datatype(kserve_server: SharedPeer) -> None:
     base = kserve_server.url
     request = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hello"]}]}
     unknown = httpx.post(f"{base}/v2/models/all-MiniLM-L6-v2/infer", json=request, timeout=TIMEOUT_S)

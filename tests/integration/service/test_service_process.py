@@ -114,8 +114,9 @@ def sigterm_with_requests_in_flight(
 
 
 def test_graceful_shutdown_finishes_requests_in_flight(tmp_path: Path) -> None:
-    outcomes, t_sigterm_s, _ = sigterm_with_requests_in_flight(tmp_path, grace_s=120, requests=6, inputs=16)
-    assert [status for status, _ in outcomes] == [200] * 6
+    # four requests of one batch each (--max-batch-size 8): one computing and three queued at the signal
+    outcomes, t_sigterm_s, _ = sigterm_with_requests_in_flight(tmp_path, grace_s=120, requests=4, inputs=8)
+    assert [status for status, _ in outcomes] == [200] * 4
     assert any(t_done_s > t_sigterm_s for _, t_done_s in outcomes)  # and were finished after it
 
 

@@ -81,7 +81,9 @@ def test_matrix_ranks_configurations_by_searched_capacity(
     ]
     rows = {row.name: row for row in load_rows(folder, record)}
     for name, row in rows.items():
-        assert row.search_status == "found", name
+        # at_slo: a rate within the precision above the answer sat at the SLO (a busy host's noise there);
+        # the answer and its bracket are held to the same bounds either way
+        assert row.search_status in ("found", "at_slo"), name
         low, high = row.searched_bracket
         assert row.searched_rps == low and low is not None and high is not None
         assert low <= LIMIT_RPS[name] * 1.05 and (high - low) / high <= 0.2, (name, low, high)
