@@ -228,7 +228,10 @@ def test_sigkill_of_locust_leaves_a_reported_folder_and_no_collectors(stub: Stub
     while collectors is None and run.poll() is None:
         time.sleep(0.1)
         for child in runner.children(recursive=True):
-            cmd = " ".join(child.cmdline())
+            try:
+                cmd = " ".join(child.cmdline())
+            except psutil.NoSuchProcess:  # a short-lived child (git, for the provenance) already ended
+                continue
             if "locust" in cmd and "collectors_proc" not in cmd:
                 locust = child
             elif "loadgen.processes.collectors_proc" in cmd:

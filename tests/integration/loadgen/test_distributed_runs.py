@@ -234,7 +234,7 @@ def test_embedperf_run_two_workers_closed_loop_one_folder_each_stage_once(
          "--set", "steps.duration_s=2"]
     )  # fmt: skip
     assert code == 0
-    locusts = [p for p in psutil.Process().children(recursive=True) if "locust" in p.cmdline()]
+    locusts = _children(psutil.Process(), "locust")
     assert locusts == []  # the master and both workers are gone
     (folder_path,) = tmp_path.iterdir()
     folder = RunFolder(folder_path)
