@@ -88,7 +88,7 @@ serve: setup ## start the reference service on $(HOST):$(PORT) (Ctrl-C stops it)
 # bytecode (and pytest its rewritten test modules) in __pycache__ instead of compiling them again in
 # every process, also where the environment sets PYTHONDONTWRITEBYTECODE (both test targets).
 test: setup system-deps peers-setup ## run every test (unit, integration, e2e)
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 5 --dist loadscope --no-loadscope-reorder --durations=15 tests
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder --durations=15 tests
 
 test-quick: setup ## the edit-test loop: unit tests and the integration tests that start no process, on 2 cores (60-90 s)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 -m "not slow and not browser" tests/unit tests/integration

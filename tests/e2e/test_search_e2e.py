@@ -33,6 +33,7 @@ SLO_MS = 800.0
 PRECISION = 0.10
 MAX_PROBE_S = 24.0
 DRAIN_S = 2.0  # the query scenario's drain_s
+SCHEDULING_DELAY_S = 0.25  # from an arrival handed out to its request's start, on a busy host
 
 
 def test_search_finds_the_limit_where_the_slo_binds_below_saturation(
@@ -109,8 +110,10 @@ def test_search_finds_the_limit_where_the_slo_binds_below_saturation(
         assert stage.end_unix_s is not None and stage.end_unix_s - stage.start_unix_s <= MAX_PROBE_S + 1e-6
     rows = read_requests_table(folder, ["stage_index", "t_sent_unix_s"]).to_pandas()
     assert set(rows["stage_index"]) == set(range(len(record.probes)))
+    # the dispatcher hands out an arrival only before its window's end; the request's own greenlet stamps
+    # its start when it runs, which on a busy 2-core host can be a scheduling delay later
     ends = {s.index: s.end_unix_s for s in manifest.stages}
-    late = rows[rows["t_sent_unix_s"] > rows["stage_index"].map(ends) + 0.05]
+    late = rows[rows["t_sent_unix_s"] > rows["stage_index"].map(ends) + SCHEDULING_DELAY_S]
     assert late.empty, late
     answer_line = f"{record.answer_rps:.1f} req/s per device at P99 <= {SLO_MS:g} ms"
     assert f"capacity: {answer_line}" in out
