@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from tests.agent_process import agent_process
+from tests.integration.collectors.collector_run import fake_npu_smi
 from tests.prometheus_server import Prometheus, require, running_prometheus, wait_for
 
 __all__ = ["Prometheus", "require", "running_prometheus", "wait_for"]
@@ -27,7 +28,6 @@ RULES = DEPLOY / "prometheus" / "embedperf-alerts.yml"
 RULES_TESTS = DEPLOY / "prometheus" / "embedperf-alerts.test.yml"
 DASHBOARD = DEPLOY / "grafana" / "embedperf.json"
 RENDER_RULES = DEPLOY / "render_rules.py"
-FAKE_NPU_SMI = REPO_ROOT / "tests" / "fakes" / "npu_smi.py"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 SERVICE_JOB, AGENT_JOB = "embedperf-service", "embedperf-agent"  # the rules' and dashboard's job names
 
@@ -59,17 +59,6 @@ def dashboard_targets() -> list[tuple[str, str]]:
         for inner in [panel, *panel.get("panels", [])]:
             found += [(inner["title"], t["expr"]) for t in inner.get("targets", [])]
     return found
-
-
-def fake_npu_smi(tmp_path: Path) -> Path:
-    """An executable `npu-smi` in tmp_path running the fake with this interpreter. Written once: a second
-    write while a process started earlier runs it would fail with ETXTBSY (text file busy)."""
-    exe = tmp_path / "npu-smi"
-    script = f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_NPU_SMI}" "$@"\n'
-    if not exe.is_file() or exe.read_text(encoding="utf-8") != script:
-        exe.write_text(script, encoding="utf-8")
-        exe.chmod(0o755)
-    return exe
 
 
 @contextmanager
