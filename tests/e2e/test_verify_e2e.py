@@ -4,8 +4,12 @@ loads fails layer 4, which names it.
 
 The thresholds that host noise moves (tail ratio, drift, memory between 4 s windows) are set wide: on a
 shared 2-core host they measure the neighbours. The target rate is low for the same reason. The search
-still gathers the 368 ok answers a P99 bound needs in each probe; with probes of at most 16 s it starts
-at the lowest rate that gathers them in that time (29 req/s, above the target), and stops there.
+still gathers the 368 ok answers a P99 bound needs in each probe; with probes of at most 40 s it starts
+at the lowest rate that gathers them in that time (11 req/s, just above the target), and stops there.
+Shorter probes would need a higher rate: at 29 req/s (16 s probes) the single-threaded service shares the
+two cores with the other workers' tests and, on a slow host, queues for seconds.
+The int8 service gets a long deadline: layer 1 sends 32 reference texts in one request, which a busy host
+can take longer than the default 5 s to embed, and the check is about their values, not the deadline.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ EARLY_READY = (
 ALWAYS_FIRING = "groups:\n- name: t\n  rules:\n  - alert: VerifyE2eFires\n    expr: vector(1)\n"
 SHORT = [
     "--target-qps", "10", "--headroom-pct", "0", "--slo-p99-ms", "5000",
-    "--set", "search_min_ok_requests=368", "--set", "search_max_probe_s=16", "--set", "search_max_duration_s=240",
+    "--set", "search_min_ok_requests=368", "--set", "search_max_probe_s=40", "--set", "search_max_duration_s=240",
     "--soak-s", "12", "--soak-windows", "3", "--soak-users", "2", "--set", "soak_scenario=smoke",
     "--set", "max_p99_p50_ratio=50", "--set", "max_p99_drift_ratio=5", "--set", "max_memory_growth_pct=25",
 ]  # fmt: skip
@@ -101,7 +105,7 @@ def test_an_int8_service_stops_at_layer_1(
         tmp_path,
         capsys,
         "--start-cmd",
-        f"{SERVICE} --precision int8",
+        f"{SERVICE} --precision int8 --deadline-ms 60000",
         "--reference",
         str(reference_set),
         *SHORT,
