@@ -90,7 +90,7 @@ serve: setup ## start the reference service on $(HOST):$(PORT) (Ctrl-C stops it)
 test: setup system-deps peers-setup ## run every test (unit, integration, e2e)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder --durations=15 tests
 
-test-quick: setup ## the edit-test loop: unit tests and the integration tests that start no process, on 2 cores (60-90 s)
+test-quick: setup ## the edit-test loop: unit tests and the integration tests that start no process, on 2 cores (1-2.5 min)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 -m "not slow and not browser" tests/unit tests/integration
 
 lint: setup ## ruff, mypy and the import layering contracts (lint-imports; pyproject's [tool.importlinter])
