@@ -23,7 +23,7 @@ from study.verify_target import TargetClient, embeddings_of
 from study.verify_thresholds import VerifyThresholds
 from study.verify_verdict import Check, LayerResult, judged
 
-ENCODE_BATCH = 32
+ENCODE_BATCH = 8
 WORST_SHOWN = 3
 TEXT_EXCERPT_CHARS = 60
 

@@ -211,7 +211,7 @@ def test_quality_probes_read_a_kserve_v2_tensor_and_match_the_fp32_reference(
 
 
 # --- rerank -----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("fixture", ["reference_service", "tei_reranker"])
+@pytest.mark.parametrize("fixture", [pytest.param("reference_service", marks=pytest.mark.solo), "tei_reranker"])
 def test_a_rerank_run_checks_every_ranking_and_reports_documents_per_second(
     fixture: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

@@ -63,6 +63,7 @@ def reference_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_default_reference(tmp_path_factory.mktemp("reference") / "reference.parquet")
 
 
+@pytest.mark.solo
 def test_the_reference_service_passes_all_four_layers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from embedperf.schema import read_requests_table
@@ -47,6 +48,7 @@ def test_dataset_texts_reach_the_service(reference_service: str, tmp_path: Path)
     assert len({r["input_chars"] for r in rows}) > 1
 
 
+@pytest.mark.solo
 def test_token_lengths_follow_the_requested_lognormal(reference_service: str, tmp_path: Path) -> None:
     payload = {"tokens": TOKENS, "inputs_per_request": [{"n": N_INPUTS, "weight": 1}]}
     folder = run_scenario(

@@ -116,6 +116,7 @@ def test_validation_mix_and_wrong_dimension(stub_server: StubServer, tmp_path: P
     assert long_ok and all(r["input_chars"] == 5000 for r in long_ok)
 
 
+@pytest.mark.solo
 def test_open_loop_schedule_against_delay_server_with_stall(stub_server: StubServer, tmp_path: Path) -> None:
     url = stub_server("--delay-ms", "20")
     stall_at: dict[str, float] = {}
