@@ -3,13 +3,14 @@ search and soak), an int8 service stops at layer 1, and a service whose readines
 loads fails layer 4, which names it.
 
 The thresholds that host noise moves (tail ratio, drift, memory between 4 s windows) are set wide: on a
-shared 2-core host they measure the neighbours. The target rate is low for the same reason. The search
-still gathers the 368 ok answers a P99 bound needs in each probe; with probes of at most 40 s it starts
-at the lowest rate that gathers them in that time (11 req/s, just above the target), and stops there.
-Shorter probes would need a higher rate: at 29 req/s (16 s probes) the single-threaded service shares the
-two cores with the other workers' tests and, on a slow host, queues for seconds.
-The int8 service gets a long deadline: layer 1 sends 32 reference texts in one request, which a busy host
-can take longer than the default 5 s to embed, and the check is about their values, not the deadline.
+shared 2-core host they measure the neighbours. The target rate is low for the same reason, and the
+pass-all-four test is marked solo (make test runs it after the others, alone): its layer 2 holds the
+single-threaded service to a P99 bound, which on a host shared with two other workers' tests measured
+their CPU (10.9 req/s of one short text failed it). The search still gathers the 368 ok answers a P99
+bound needs in each probe; with probes of at most 40 s it starts at the lowest rate that gathers them in
+that time (11 req/s, just above the target), and stops there.
+The int8 service gets a long deadline: on a busy host, even 8 reference texts (what layer 1 sends in one
+request) can take longer than the default 5 s to embed, and the check is about their values.
 """
 
 from __future__ import annotations
