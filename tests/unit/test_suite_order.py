@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 from tests.conftest import LONGEST_MODULES, TESTS_DIR, start_order
@@ -16,13 +17,28 @@ def test_every_longest_module_exists() -> None:
     assert not missing, f"tests/conftest.py LONGEST_MODULES names modules that do not exist: {missing}"
 
 
-def test_make_test_hands_out_whole_modules_in_the_conftest_order() -> None:
+def _make_test_pytest_runs() -> list[list[str]]:
+    """The pytest command lines of the Makefile's `test` recipe, in order."""
     makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
-    recipe = re.search(r"^test:.*\n\t(.+)$", makefile, re.M)
-    assert recipe is not None
-    command = recipe.group(1).split()
-    assert "--dist" in command and command[command.index("--dist") + 1] == "loadscope", recipe.group(1)
-    assert "--no-loadscope-reorder" in command, "xdist would reorder modules by test count otherwise"
+    recipe = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe is not None, "the Makefile has no test target"
+    runs = [shlex.split(line.split("||")[0]) for line in recipe.group(1).splitlines() if " -m pytest " in line]
+    return [run[run.index("pytest") :] for run in runs]
+
+
+def test_make_test_hands_out_whole_modules_in_the_conftest_order() -> None:
+    parallel = _make_test_pytest_runs()[0]
+    assert "--dist" in parallel and parallel[parallel.index("--dist") + 1] == "loadscope", parallel
+    assert "--no-loadscope-reorder" in parallel, "xdist would reorder modules by test count otherwise"
+
+
+def test_make_test_runs_the_solo_tests_after_the_others_one_at_a_time() -> None:
+    runs = _make_test_pytest_runs()
+    assert len(runs) == 2, runs
+    parallel, solo = runs
+    assert parallel[parallel.index("-m") + 1] == "not solo", parallel
+    assert solo[solo.index("-m") + 1] == "solo" and "-n" not in solo, solo
+    assert parallel[-1] == solo[-1] == "tests"  # together they cover the whole suite
 
 
 def test_the_longest_modules_are_collected_first() -> None:
