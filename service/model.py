@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import logging
 import os
 import re
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,17 +18,11 @@ import torch
 from embedperf.errors import ConfigError, ModelLoadError
 from service.devices import resolve_device, synchronize
 from service.encoder import ComputeStopped, StopCheck
+from service.model_folder import Pooling, read_max_tokens, read_pooling
 from service.settings import DEFAULT_MODEL_NAME
 
 log = logging.getLogger("service.model")
 
-Pooling = Literal["mean", "cls", "lasttoken", "max"]
-_POOLING_KEYS: dict[str, Pooling] = {
-    "pooling_mode_cls_token": "cls",
-    "pooling_mode_mean_tokens": "mean",
-    "pooling_mode_lasttoken": "lasttoken",
-    "pooling_mode_max_tokens": "max",
-}
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx")
 
@@ -47,42 +40,6 @@ def default_model_path() -> Path:
 def model_dir(path: Path | None) -> Path:
     """The model folder load_model reads: `path` resolved, or the packaged default model."""
     return (default_model_path() if path is None else Path(path)).expanduser().resolve()
-
-
-def read_pooling(path: Path) -> Pooling:
-    """Pooling from 1_Pooling/config.json (or the directory modules.json names); mean when absent."""
-    candidates = [path / "1_Pooling" / "config.json"]
-    modules = path / "modules.json"
-    if modules.is_file():
-        for module in json.loads(modules.read_text()):
-            if str(module.get("type", "")).endswith("Pooling"):
-                candidates.insert(0, path / str(module.get("path", "")) / "config.json")
-    for candidate in candidates:
-        if candidate.is_file():
-            config = json.loads(candidate.read_text())
-            if (
-                isinstance(config.get("pooling_mode"), str)
-                and config["pooling_mode"] in _POOLING_KEYS.values()
-            ):
-                return config["pooling_mode"]
-            for key, mode in _POOLING_KEYS.items():
-                if config.get(key):
-                    return mode
-    return "mean"
-
-
-def read_max_tokens(path: Path, model_config: Any, tokenizer: Any) -> int:
-    """sentence-transformers' max_seq_length, else the tokenizer's limit, else the position table size."""
-    st_config = path / "sentence_bert_config.json"
-    if st_config.is_file():
-        value = json.loads(st_config.read_text()).get("max_seq_length")
-        if isinstance(value, int) and value > 0:
-            return value
-    limits = [int(tokenizer.model_max_length)] if 0 < int(tokenizer.model_max_length) < 1_000_000 else []
-    positions = getattr(model_config, "max_position_embeddings", None)
-    if isinstance(positions, int) and positions > 0:
-        limits.append(positions)
-    return min(limits) if limits else 512
 
 
 def repeated_blocks(network: torch.nn.Module) -> list[torch.nn.Module]:

@@ -15,7 +15,7 @@ from service.auth import key_is_valid
 from service.cache import EmbeddingCache
 from service.cli import build_parser, settings_from_args
 from service.limits import ConcurrencyLimit, RateLimit
-from service.model import read_pooling
+from service.model_folder import read_pooling
 from service.openai_api import (
     ApiError,
     encode_vector,
