@@ -117,7 +117,7 @@ class ServiceState:
                 self.model = await asyncio.to_thread(
                     load_model, path, primary_device(s), s.precision, s.threads, None, s.int8_exclude
                 )
-            self.pool = await asyncio.to_thread(build_pool, s, self.model, self.metrics)
+            self.pool = await asyncio.to_thread(build_pool, s, self.model, self.metrics, load_model)
             if s.warmup and len(self.pool) > 1:  # the batcher's warm-up below reaches only one worker
                 await asyncio.to_thread(self.pool.warm_up, WARMUP_TEXTS)
             fallback = await asyncio.to_thread(load_fallback, s, self.model)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,8 +21,10 @@ from service.busy_window import BUSY_WINDOW_S, BusyWindow
 from service.device_list import DeviceSpec
 from service.encoder import Encoder, StopCheck
 from service.metrics import ServiceMetrics
-from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
+
+if TYPE_CHECKING:  # the model's module imports torch; the pool only passes models along
+    from service.model import EmbeddingModel
 
 log = logging.getLogger("service.workers")
 
@@ -144,9 +147,10 @@ def build_pool(
     settings: ServiceSettings,
     model: EmbeddingModel,
     metrics: ServiceMetrics,
-    load: Callable[..., EmbeddingModel] = load_model,
+    load: Callable[..., EmbeddingModel],
 ) -> WorkerPool:
-    """One worker per serving device: `model` serves the first, a replica is loaded for each other device.
+    """One worker per serving device: `model` serves the first, a replica is loaded (by `load`, the service's
+    load_model) for each other device.
 
     CPU workers share `model` unless settings.cpu_worker_replicas: inference never writes the weights, and
     a copy per worker adds memory and load time without adding cores.

@@ -165,6 +165,20 @@ def start_order(item: pytest.Item) -> int:
     return len(LONGEST_MODULES) + tier
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """When slow tests are deselected (make test-quick), do not even import the modules that can hold only
+    slow ones: tests/e2e, and tests/integration modules with no `pytest.mark.quick` in their text. Their
+    imports (torch, the openai client, Locust) were a third of each quick worker's collection."""
+    if "not slow" not in (config.option.markexpr or "") or collection_path.suffix != ".py":
+        return None
+    if not collection_path.is_relative_to(TESTS_DIR) or collection_path.name == "conftest.py":
+        return None
+    tier = collection_path.relative_to(TESTS_DIR).parts[0]
+    if tier == "e2e" or (tier == "integration" and "pytest.mark.quick" not in collection_path.read_text("utf-8")):
+        return True
+    return None
+
+
 def _tier(item: pytest.Item) -> str:
     parts = item.path.relative_to(TESTS_DIR).parts if item.path.is_relative_to(TESTS_DIR) else ()
     return parts[0] if parts else ""
