@@ -216,8 +216,8 @@ def test_a_rerank_run_checks_every_ranking_and_reports_documents_per_second(
     fixture: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     url = request.getfixturevalue(fixture)
-    # one 5 s step of two users: what the real service must answer inside the window while other tests
-    # load the host is kept small (three 2 s steps of up to 16 users often ended with none answered)
+    # one 5 s step of two users, and solo for the reference service (make test runs it alone): three 2 s
+    # steps of up to 16 users, beside other workers' tests, often ended with none answered in the window
     proc, line = embedperf_run("rerank", "--host", url, "--no-collectors", runs=tmp_path, steps=RERANK_STEP)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert " at /rerank, " in line
