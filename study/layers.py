@@ -11,45 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel
 
 from embedperf.errors import ConfigError
 from service.model import EmbeddingModel, repeated_blocks
+from study.layer_report import LayerAgreement, LayerReport, PointKind
 
-PointKind = Literal["layer", "linear"]
 LAYER_BATCH_SIZE = 16
 _EPS = 1e-12
-
-
-class LayerAgreement(BaseModel):
-    """One hooked module: its output's cosine to fp32 (mean, P5, min over valid tokens of every input) and
-    relative error ‖cand − ref‖ / ‖ref‖ (mean, P95, max)."""
-
-    name: str
-    kind: PointKind
-    depth: int  # 1-based index of the encoder layer it belongs to
-    n_tokens: int
-    cosine_mean: float
-    cosine_p5: float
-    cosine_min: float
-    rel_error_mean: float
-    rel_error_p95: float
-    rel_error_max: float
-    drop: float  # mean cosine lost against the previous layer's output (1.0 before the first layer)
-
-
-class LayerReport(BaseModel):
-    gate: float
-    n_texts: int
-    layers: list[LayerAgreement]
-    linears: list[LayerAgreement]
-    first_below_gate: str | None  # the first layer whose mean cosine is below the gate
-    largest_drop: str | None  # the layer that loses the most mean cosine against its input
-    largest_drop_linear: str | None  # the Linear that loses the most against its layer's input
 
 
 def hook_points(network: torch.nn.Module, with_linear: bool) -> list[tuple[str, PointKind, int]]:

@@ -15,10 +15,10 @@ import numpy as np
 from pydantic import BaseModel
 
 from embedperf.errors import TargetError
-from study.advice import Advice
+from study.advice_plan import Advice
 from study.corpus import EvalText
 from study.domains import DomainAgreement, WorstInput, domain_breakdown, worst_inputs
-from study.layers import LayerReport
+from study.layer_report import LayerReport
 from study.precision_gate import PrecisionGates, gate_failures
 from study.retrieval import RetrievalAgreement, retrieval_agreement
 from study.vectors import cosine_per_text

@@ -14,8 +14,10 @@ from pydantic import ValidationError
 from embedperf.errors import ConfigError, GateFailed
 from embedperf.schema import open_run_folder
 from loadgen.traffic.quality import write_reference_set
-from service.model import EmbeddingModel, load_model, model_dir
-from study.advice import Advice, VariantCheck, advise, probe_indexes
+from service.model import EmbeddingModel, load_model
+from service.model_folder import model_dir
+from study.advice import advise
+from study.advice_plan import Advice, VariantCheck, probe_indexes
 from study.corpus import EvalSet, load_dataset, shipped_eval_set
 from study.domains import domain_groups
 from study.layers import compare_layers

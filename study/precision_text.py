@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-from study.advice import Advice, VariantCheck
-from study.layers import LayerAgreement, LayerReport
+from study.advice_plan import Advice, VariantCheck
+from study.layer_report import LayerAgreement, LayerReport
 from study.precision import PrecisionResult
 
 WORST_SHOWN = 5

@@ -1,4 +1,5 @@
-"""`embedperf precision --advise` on the real MiniLM: the printed expression passes when run on its own."""
+"""`embedperf precision --advise` on the real MiniLM: the printed expression passes when run on its own;
+the module swap the advice builds its variants with is undone even when the block raises."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import torch
 
 from embedperf import cli
 from service.model import load_model
-from study.advice import ATTENTION_ONLY_EXCLUDE, quantised_linears, swapped
+from study.advice import quantised_linears, swapped
+from study.advice_plan import ATTENTION_ONLY_EXCLUDE
 from study.corpus import load_eval_corpus
 
 # Short texts only: the scan runs the model once per Linear layer (37 times).
@@ -77,3 +79,13 @@ def test_the_advised_expression_passes_on_its_own_with_fewer_layers_than_attenti
     # The printed expression, run on its own as the user would: the gate passes.
     assert cli.main(shlex.split(command)[1:]) == 0
     assert "-> PASS" in capsys.readouterr().out
+
+
+def test_a_swap_is_undone_even_when_the_block_raises() -> None:
+    network = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    original = network.get_submodule("1.0")
+    replacement = torch.nn.Identity()
+    with pytest.raises(RuntimeError), swapped(network, {"1.0": replacement}):
+        assert network.get_submodule("1.0") is replacement
+        raise RuntimeError("boom")
+    assert network.get_submodule("1.0") is original

@@ -1,4 +1,6 @@
-"""The int8 advice's parts: the exclusion expression, the probe set, the bisection, the module swap."""
+"""The int8 advice's torch-free parts: the exclusion expression, the probe set, the bisection.
+
+The module swap needs torch: tests/integration/study/test_precision_advice.py checks it."""
 
 from __future__ import annotations
 
@@ -6,9 +8,8 @@ import re
 from collections.abc import Callable
 
 import pytest
-import torch
 
-from study.advice import VariantCheck, exclusion_regex, fewest_kept, probe_indexes, swapped
+from study.advice_plan import VariantCheck, exclusion_regex, fewest_kept, probe_indexes
 
 ROLES = (
     "attention.self.query",
@@ -79,12 +80,3 @@ def test_when_only_fp32_passes_there_is_no_advice() -> None:
     passing, best_tried = fewest_kept(37, _check_passing_from(37, []))
     assert passing is None and best_tried.kept_fp32 == 36
 
-
-def test_a_swap_is_undone_even_when_the_block_raises() -> None:
-    network = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.Linear(2, 2)))
-    original = network.get_submodule("1.0")
-    replacement = torch.nn.Identity()
-    with pytest.raises(RuntimeError), swapped(network, {"1.0": replacement}):
-        assert network.get_submodule("1.0") is replacement
-        raise RuntimeError("boom")
-    assert network.get_submodule("1.0") is original
