@@ -9,7 +9,7 @@ from pathlib import Path
 
 from collectors.options import DeviceOptions, add_device_options
 from loadgen.cli.runner import run_scenario_outcome
-from loadgen.processes.service_proc import ServiceProcess
+from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 from reports.build import build_report
 from scenarios.loader import PROFILES, add_override_option, parse_overrides
 
@@ -45,11 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_device_options(parser)
     return parser
-
-
-# The ramp draws the latency curve up to its highest load, so the service it starts queues rather than sheds
-# within the ramp (a 30 s deadline, admission up to the whole of it); `--service-arg` comes after and wins.
-RAMP_SERVICE_ARGS = ["--deadline-ms", "30000", "--admit-wait-share", "1.0"]
 
 
 def main(argv: list[str]) -> int:

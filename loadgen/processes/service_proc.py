@@ -14,6 +14,10 @@ from loadgen.processes.child import stop_child, wait_until_answering
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STOP_GRACE_S = 20.0
+# The ramp draws the latency curve up to its highest load, so the service `embedperf bench` starts queues
+# rather than sheds within the ramp (a 30 s deadline, admission up to the whole of it); `--service-arg`
+# comes after and wins.
+RAMP_SERVICE_ARGS = ("--deadline-ms", "30000", "--admit-wait-share", "1.0")
 
 
 def port_in_use(host: str, port: int) -> bool:

@@ -27,8 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from embedperf.canary_record import CanaryRecord, read_canary_record
-from loadgen.processes.service_proc import ServiceProcess
-from study.bench import RAMP_SERVICE_ARGS
+from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 from tests.conftest import REPO_ROOT, SERVICE_READY_TIMEOUT_S
 from tests.fakes.canary_proxy import candidate_proxy
 from tests.fakes.stub_server import running_stub

@@ -23,7 +23,7 @@ import pytest
 
 from embedperf.cli import main
 from embedperf.schema import open_run_folder, read_manifest
-from study.bench import RAMP_SERVICE_ARGS
+from loadgen.processes.service_proc import RAMP_SERVICE_ARGS
 from study.verify_function import write_default_reference
 from study.verify_report import RESULT_FILE, read_result
 from study.verify_verdict import VerifyResult
