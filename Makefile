@@ -89,11 +89,15 @@ serve: setup ## start the reference service on $(HOST):$(PORT) (Ctrl-C stops it)
 # every process, also where the environment sets PYTHONDONTWRITEBYTECODE (both test targets).
 # Tests marked solo hold a real service or the generator to a speed in a fixed window: they run after
 # the others, one at a time, so that what they measure is the service and not the neighbours' CPU.
-# Both phases always run; the target fails when either does.
+# Both phases always run; the target fails when either does. They share one fp32 reference-vector cache
+# (EMBEDPERF_CACHE_DIR, a temporary folder unless already set), so the solo phase does not compute again
+# what the first one did.
 test: setup system-deps peers-setup ## run every test (unit, integration, e2e; then the solo speed tests alone)
-	rc=0; \
+	rc=0; own_cache=; \
+	if [ -z "$$EMBEDPERF_CACHE_DIR" ]; then own_cache=$$(mktemp -d); export EMBEDPERF_CACHE_DIR=$$own_cache; fi; \
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder --durations=15 -m "not solo" tests || rc=$$?; \
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q --durations=5 -m solo tests || rc=$$?; \
+	if [ -n "$$own_cache" ]; then rm -rf "$$own_cache"; fi; \
 	exit $$rc
 
 test-quick: setup ## the edit-test loop: unit tests and the integration tests that start no process, on 2 cores (1-2.5 min)
