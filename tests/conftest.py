@@ -165,12 +165,19 @@ def start_order(item: pytest.Item) -> int:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """When slow tests are deselected (make test-quick), do not even import the modules that can hold only
-    slow ones: tests/e2e, and tests/integration modules with no `pytest.mark.quick` in their text. Their
-    imports (torch, the openai client, Locust) were a third of each quick worker's collection."""
-    if "not slow" not in (config.option.markexpr or "") or collection_path.suffix != ".py":
+    """Do not even import the test modules a mark expression can select nothing from.
+
+    make test-quick (`not slow`): tests/e2e, and tests/integration modules with no `pytest.mark.quick` in
+    their text; their imports (torch, the openai client, Locust) were a third of each quick worker's
+    collection. make test's solo phase (`solo`): every module with no `pytest.mark.solo` in its text."""
+    markexpr = (config.option.markexpr or "").strip()
+    if collection_path.suffix != ".py" or collection_path.name == "conftest.py":
         return None
-    if not collection_path.is_relative_to(TESTS_DIR) or collection_path.name == "conftest.py":
+    if not collection_path.is_relative_to(TESTS_DIR):
+        return None
+    if markexpr == "solo":
+        return "pytest.mark.solo" not in collection_path.read_text("utf-8") or None
+    if "not slow" not in markexpr:
         return None
     tier = collection_path.relative_to(TESTS_DIR).parts[0]
     if tier == "e2e" or (tier == "integration" and "pytest.mark.quick" not in collection_path.read_text("utf-8")):

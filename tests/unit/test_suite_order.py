@@ -1,8 +1,10 @@
 """The order `make test` hands modules to its workers: the longest modules named in tests/conftest.py exist
-(a renamed one would silently fall back to its tier), and they start before every other module."""
+(a renamed one would silently fall back to its tier), and they start before every other module. The tiers
+that skip importing modules (make test-quick, the solo phase) still see every module marked for them."""
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -54,3 +56,25 @@ def test_the_longest_modules_are_collected_first() -> None:
     other_e2e = start_order(Item(TESTS_DIR / "e2e" / "test_bench_e2e.py"))  # type: ignore[arg-type]
     unit = start_order(Item(TESTS_DIR / "unit" / "test_layers.py"))  # type: ignore[arg-type]
     assert max(longest) < other_e2e < unit
+
+
+def _modules_marking(marker: str) -> dict[Path, bool]:
+    """Every test module that applies `marker` through a `.marker` attribute (pytest.mark.X, mark.X), and
+    whether its text spells it `pytest.mark.X`, which is what tests/conftest.py's pytest_ignore_collect looks
+    for before importing a module."""
+    found = {}
+    for path in TESTS_DIR.rglob("test_*.py"):
+        text = path.read_text(encoding="utf-8")
+        if any(isinstance(n, ast.Attribute) and n.attr == marker for n in ast.walk(ast.parse(text))):
+            found[path] = f"pytest.mark.{marker}" in text
+    return found
+
+
+def test_the_tiers_that_skip_modules_unread_see_every_marked_module() -> None:
+    """make test-quick and the solo phase skip importing modules without `pytest.mark.quick` / `.solo` in
+    their text; a module that marks its tests another way would silently drop out of that tier."""
+    for marker in ("quick", "solo"):
+        marking = _modules_marking(marker)
+        assert marking, f"no test module is marked {marker}"
+        unseen = sorted(str(p.relative_to(TESTS_DIR)) for p, spelled in marking.items() if not spelled)
+        assert not unseen, f"spell the marker pytest.mark.{marker} in {unseen}"
