@@ -13,7 +13,7 @@ from analysis.run.summary import RunAnalysis
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
 from reports.config_diff import config_difference
-from reports.figures import figure_lang, new_figure, style, to_data_uri
+from reports.figures import figure_lang, log_scale, new_figure, style, to_data_uri
 from reports.i18n import t
 from reports.render import render
 from reports.view import goodput
@@ -48,7 +48,7 @@ def load_curves(
         ax_p99.set_title("P99")
         ax_p99.set_ylabel(t("latency_ms", flang))
         if log_p99:
-            ax_p99.set_yscale("log")
+            log_scale(ax_p99, "y")
         for ax in (ax_qps, ax_p99):
             ax.set_xlabel(t("load", flang))
             ax.grid(alpha=0.3)

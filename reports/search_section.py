@@ -9,7 +9,7 @@ import numpy as np
 from analysis.model.telemetry import TelemetryStats
 from analysis.run.summary import RunAnalysis
 from analysis.search.state import SearchRecord, devices_serving, read_search
-from reports.figures import new_figure, style, to_data_uri
+from reports.figures import log_scale, new_figure, style, to_data_uri
 from reports.i18n import t
 
 VERDICT_COLOURS = {"pass": "#55a868", "fail": "#c44e52", "uncertain": "#dd8452"}
@@ -199,7 +199,7 @@ def search_figure(record: SearchRecord, lang: str) -> str:
                 linewidth=1.5,
                 label=t("fs_answer", lang, rps=f"{record.answer_rps:g}"),
             )
-        ax.set_yscale("log")
+        log_scale(ax, "y")
         ax.set_xlabel(t("fs_xlabel", lang))
         ax.set_ylabel(t("fs_ylabel", lang))
         ax.set_title(
