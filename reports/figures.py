@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import font_manager
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
@@ -129,10 +130,9 @@ def log_scale(ax: Axes, which: Literal["x", "y"]) -> None:
     tick of every figure: a third of a log-axis figure's drawing time."""
     if which == "x":
         ax.set_xscale("log")
-        axis = ax.xaxis
     else:
         ax.set_yscale("log")
-        axis = ax.yaxis
+    axis: Axis = ax.xaxis if which == "x" else ax.yaxis
     axis.set_major_formatter(LogFormatter())
     axis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
 
