@@ -34,8 +34,11 @@ def analyse_run(
     work = folder.analysis
     work.mkdir(parents=True, exist_ok=True)
     long_run = is_soak(manifest) or _duration_s(manifest) >= SOAK_MIN_DURATION_S  # gets per-minute series
-    with views.connect(work, memory_limit) as con:
-        windows = views.create_views(con, views.request_files(folder, work), manifest.stages)
+    request_files = views.request_files(folder, work)
+    telemetry_files = ooc_telemetry.telemetry_files(folder, work)
+    threads = views.threads_for([*request_files, *telemetry_files])
+    with views.connect(work, memory_limit, threads) as con:
+        windows = views.create_views(con, request_files, manifest.stages)
         requests = ooc.request_aggregates(
             con, manifest.stages, windows, is_open_loop(manifest), n_boot=settings.n_boot,
             lateness_tolerance_ms=manifest.scenario.open_loop.lateness_tolerance_ms,
@@ -70,7 +73,7 @@ def analyse_run(
             minutes=minutes,
         )
         # pass 2, on the same connection: pass 1 materialised nothing, so it holds no memory here
-        ooc_telemetry.create_view(con, ooc_telemetry.telemetry_files(folder, work))
+        ooc_telemetry.create_view(con, telemetry_files)
         if t0 is not None and minutes:
             minute_series.prepare_telemetry_minutes(con, t0)
         index = ooc_telemetry.telemetry_index(con)

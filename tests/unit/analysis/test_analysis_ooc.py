@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from analysis.cli.synth import synth_request_chunks
@@ -234,3 +235,14 @@ def test_soak_findings_from_telemetry_minutes(tmp_path: Path, throttle: bool) ->
     if throttle:
         assert found.temp_rise_c is not None and found.temp_rise_c > 10
         assert found.clock_change_pct is not None and found.clock_change_pct < -10
+
+
+def test_inputs_under_one_row_group_are_analysed_on_one_thread(tmp_path: Path) -> None:
+    """The rows of every input file count together, read from the Parquet footers."""
+    almost = tmp_path / "almost.parquet"
+    pq.write_table(pa.table({"x": np.arange(views.ONE_THREAD_BELOW_ROWS - 1)}), almost)
+    one_more = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"x": np.arange(1)}), one_more)
+    assert views.threads_for([]) == 1
+    assert views.threads_for([almost]) == 1
+    assert views.threads_for([almost, one_more]) == views.THREADS == 2
