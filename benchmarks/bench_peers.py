@@ -35,10 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from wrk_run import run_wrk as wrk  # noqa: E402
 
-from loadgen.processes.service_proc import (
-    RAMP_SERVICE_ARGS,  # noqa: E402
-    ServiceProcess,  # noqa: E402
-)
+from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess  # noqa: E402
 from service.model_folder import default_model_path  # noqa: E402
 from tests.peers.launch import PeerProcess, infinity_command, peer_bin  # noqa: E402
 
