@@ -18,7 +18,11 @@ from analysis.search.state import devices_serving, headline, read_search
 from embedperf.errors import EmbedperfError
 from embedperf.schema import RunFolder, make_run_id, read_manifest
 from scenarios.loader import load_scenario
+from service.model_folder import model_dir
+from study.corpus import shipped_eval_set
 from study.matrix_spec import Configuration, MatrixSpec, service_args
+from study.precision import compare_embeddings
+from study.precision_gate import PrecisionGates
 from study.reference_vectors import fp32_reference_vectors
 
 MATRIX_FILE = "matrix.json"
@@ -82,10 +86,6 @@ def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, 
     """Precision figures for every configuration that changes numerics (fp16, bf16, int8)."""
     # torch (service.model) loads only when a configuration changes numerics
     from service.model import load_model
-    from service.model_folder import model_dir
-    from study.corpus import shipped_eval_set
-    from study.precision import compare_embeddings
-    from study.precision_gate import PrecisionGates
 
     corpus = shipped_eval_set()
     texts = [t.text for t in corpus.texts]
