@@ -218,7 +218,7 @@ def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -
     QPS is goodput (ok rows per second), as in the throughput figure.
     """
     [(t_min, t_max, n_rows)] = con.execute(
-        "SELECT min(t_done_unix_s), max(t_done_unix_s), count(*) FROM src WHERE isfinite(t_done_unix_s)"
+        "SELECT min(t_done_unix_s), max(t_done_unix_s), count(*) FROM tagged WHERE isfinite(t_done_unix_s)"
     ).fetchall()
     if t_min is None:
         return RequestSeries(bucket_s=1.0, t_s=[], qps=[], p50_ms=[], p99_ms=[])
@@ -232,7 +232,7 @@ def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -
         rows += con.execute(
             """SELECT floor((t_done_unix_s - ?) / ?) AS k, count(*) FILTER (coalesce(ok, false)),
                       quantile_cont(latency_ms, [0.5, 0.99]) FILTER (coalesce(ok, false))
-               FROM src WHERE isfinite(t_done_unix_s) AND t_done_unix_s >= ? AND t_done_unix_s < ?
+               FROM tagged WHERE isfinite(t_done_unix_s) AND t_done_unix_s >= ? AND t_done_unix_s < ?
                  AND floor((t_done_unix_s - ?) / ?) BETWEEN ? AND ?
                GROUP BY k ORDER BY k""",
             [t0, bucket_s, t0 + (lo - 1) * bucket_s, t0 + (hi + 1) * bucket_s, t0, bucket_s, lo, hi - 1],

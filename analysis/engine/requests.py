@@ -42,6 +42,9 @@ from scenarios.models import OpenLoop
 
 # Values one selection pass may hold (8 bytes each, plus DuckDB's growth): 16M keeps a pass near 300 MB.
 PASS_VALUES = 16_000_000
+# A pass of at most this many values fetches them sorted and picks the ranks itself: for a small step that
+# is cheaper than DuckDB parsing and selecting thousands of quantile fractions (~2,000 for the bootstrap).
+SORTED_PASS_VALUES = 100_000
 CDF_POINTS = 200
 CDF_LEVELS_PCT: tuple[float, ...] = tuple(float(q) for q in np.linspace(0.0, 100.0, CDF_POINTS))
 
@@ -153,24 +156,30 @@ def step_order_stats(
     """The order statistics every sample of one step needs, in as few passes over its rows as memory allows.
 
     DuckDB holds a sample's values to select from them, so the samples share a pass while their
-    values fit PASS_VALUES (see passes). Ranks not asked for here are still answered (a pass of their
-    own), so callers never get a miss.
+    values fit PASS_VALUES (see passes); a pass of at most SORTED_PASS_VALUES values fetches them sorted
+    instead. Ranks not asked for here are still answered (a pass of their own), so callers never get a miss.
     """
     asked = {sample: (n, sorted(set(ranks))) for sample, (n, ranks) in wanted.items() if n and ranks}
     fetched: dict[str, dict[int, float]] = {}
     for group in passes({sample: n for sample, (n, _) in asked.items()}):
+        whole = sum(asked[sample][0] for sample in group) <= SORTED_PASS_VALUES
         parts = []
         for sample in group:
             expr, where = SAMPLES[sample]
             n, unique = asked[sample]
-            fractions = ", ".join(repr((k + 0.5) / n) for k in unique)
-            parts.append(f"quantile_disc({expr}, [{fractions}]) FILTER ({where})")
+            if whole:
+                parts.append(f"list({expr} ORDER BY {expr}) FILTER ({where})")
+            else:
+                fractions = ", ".join(repr((k + 0.5) / n) for k in unique)
+                parts.append(f"quantile_disc({expr}, [{fractions}]) FILTER ({where})")
         row = con.execute(
             f"SELECT {', '.join(parts)} FROM prepared WHERE stage = ? AND (stage_index = ? OR stage_index IS NULL)",
             [stage, stage],
         ).fetchall()[0]
         for sample, values in zip(group, row, strict=True):
-            fetched[sample] = {k: float(v) for k, v in zip(asked[sample][1], values, strict=True)}
+            unique = asked[sample][1]
+            picked = [values[k] for k in unique] if whole else values
+            fetched[sample] = {k: float(v) for k, v in zip(unique, picked, strict=True)}
     return {
         sample: _cached(fetched.get(sample, {}), order_stats_of(con, stage, sample, n))
         for sample, (n, _) in wanted.items()

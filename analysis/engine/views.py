@@ -25,6 +25,9 @@ THREADS = 2
 # Below one DuckDB row group (122,880 rows) there is nothing for a second thread to share, only its
 # scheduling: on 50k rows two threads spent 16% more CPU for the same wall time; from 300k rows they win.
 ONE_THREAD_BELOW_ROWS = 100_000
+# A run below this many request rows (tens of MB) is read once into a table: its dozens of per-step queries
+# then skip re-reading the Parquet and re-deriving stage and outcome (42% of the analysis of an 8k-row ramp).
+IN_MEMORY_BELOW_ROWS = 100_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -46,10 +49,14 @@ def connect(
         shutil.rmtree(spill, ignore_errors=True)
 
 
+def row_count(files: Sequence[Path]) -> int:
+    """The rows of the Parquet files, from their footers."""
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
 def threads_for(files: Sequence[Path]) -> int:
-    """THREADS for inputs of ONE_THREAD_BELOW_ROWS rows or more (from the Parquet footers), else 1."""
-    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    return 1 if rows < ONE_THREAD_BELOW_ROWS else THREADS
+    """THREADS for inputs of ONE_THREAD_BELOW_ROWS rows or more, else 1."""
+    return 1 if row_count(files) < ONE_THREAD_BELOW_ROWS else THREADS
 
 
 def request_files(folder: RunFolder, work_dir: Path) -> list[Path]:
@@ -90,7 +97,8 @@ class StepWindows:
 
 
 def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list[StageRecord]) -> StepWindows:
-    """`src` (raw rows), `tagged` (stage, outcome, probe) and `prepared` (steady, analysable rows).
+    """`src` (raw rows), `tagged` (stage, outcome, probe; a table below IN_MEMORY_BELOW_ROWS rows) and
+    `prepared` (steady, analysable rows).
 
     The rules are those of analysis.model.steps.prepare_requests: a missing stage_index comes from
     t_sent within the recorded stage starts; timeouts are 408/504 or an error saying so; probes are
@@ -117,7 +125,7 @@ def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list
     )
     timeout_codes = ", ".join(str(c) for c in sorted(TIMEOUT_STATUS_CODES))
     con.execute(
-        f"""CREATE VIEW tagged AS SELECT *,
+        f"""CREATE {"TEMP TABLE" if row_count(files) < IN_MEMORY_BELOW_ROWS else "VIEW"} tagged AS SELECT *,
             ({stage_expr}) AS stage,
             CASE WHEN coalesce(ok, false) THEN 0
                  WHEN status_code IN ({timeout_codes})

@@ -48,7 +48,7 @@ def analyse_run(
         )  # fmt: skip
         totals = ooc_tables.totals(con)
         t0, minutes = minute_series.request_minutes(con) if long_run else (None, [])
-        done = con.execute("SELECT max(t_done_unix_s) FROM src WHERE isfinite(t_done_unix_s)").fetchone()
+        done = con.execute("SELECT max(t_done_unix_s) FROM tagged WHERE isfinite(t_done_unix_s)").fetchone()
         t_done_max = float(done[0]) if done and done[0] is not None else None
         rows = RowFigures(
             stats=[s.stats for s in requests.steps.values()],

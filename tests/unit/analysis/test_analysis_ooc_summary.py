@@ -14,6 +14,7 @@ from analysis.cli.synth import synth_request_chunks, synthesize
 from analysis.compare import samples as ooc_samples
 from analysis.compare.changes import OVERALL_INDEX
 from analysis.engine import requests as ooc
+from analysis.engine import views
 from analysis.model.steps import OUTCOME_OK
 from analysis.run.analyse import analyse_folder
 from analysis.run.summary import RunAnalysis
@@ -140,9 +141,13 @@ def test_soak_run_with_edge_cases_equals_the_reference(tmp_path: Path, seed: int
 def test_runs_larger_than_one_pass_give_the_same_figures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Order statistics, series and length bands split into passes (as 100M-row runs are) change nothing."""
+    """The path of a 100M-row run changes nothing: rows read from Parquet by every query (not held in a
+    table), order statistics selected by DuckDB (not from sorted values), split into passes."""
     folder = _soak_run(tmp_path / "soak", 6_000, 7)
     whole = analyse_folder(folder)
+    assert views.row_count([folder.requests]) < views.IN_MEMORY_BELOW_ROWS  # `whole` took the small-run path
+    monkeypatch.setattr(views, "IN_MEMORY_BELOW_ROWS", 0)
+    monkeypatch.setattr(ooc, "SORTED_PASS_VALUES", 0)
     monkeypatch.setattr(ooc, "PASS_VALUES", 700)  # every sample, band and series slice its own pass
     assert ooc.passes({"a": 600, "b": 100, "c": 900}) == [["b", "a"], ["c"]]
     sliced = check_equal(folder)
