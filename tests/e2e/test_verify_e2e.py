@@ -3,12 +3,12 @@ search and soak), an int8 service stops at layer 1, and a service whose readines
 loads fails layer 4, which names it.
 
 The thresholds that host noise moves (tail ratio, drift, memory between 4 s windows) are set wide: on a
-shared 2-core host they measure the neighbours. The pass-all-four test is marked solo (make test runs it
-after the others, alone): its layer 2 holds the single-threaded service to a P99 bound, which on a host
-shared with two other workers' tests measured their CPU (10.9 req/s of one short text failed it). Alone,
-the service is 60% busy at the target's 20 req/s (77% at 31). The search still gathers the 368 ok
-answers a P99 bound needs in each probe; with probes of at most 20 s it starts at the lowest rate that
-gathers them in that time (23 req/s, just above the target), and stops there.
+shared 2-core host they measure the neighbours. The target rate is low for the same reason, and the
+pass-all-four test is marked solo (make test runs it after the others, alone): its layer 2 holds the
+single-threaded service to a P99 bound, which on a host shared with two other workers' tests measured
+their CPU (10.9 req/s of one short text failed it). The search still gathers the 368 ok answers a P99
+bound needs in each probe; with probes of at most 40 s it starts at the lowest rate that gathers them in
+that time (11 req/s, just above the target), and stops there.
 The int8 service gets a long deadline: on a busy host, even 8 reference texts (what layer 1 sends in one
 request) can take longer than the default 5 s to embed, and the check is about their values.
 """
@@ -37,8 +37,8 @@ EARLY_READY = (
 )
 ALWAYS_FIRING = "groups:\n- name: t\n  rules:\n  - alert: VerifyE2eFires\n    expr: vector(1)\n"
 SHORT = [
-    "--target-qps", "20", "--headroom-pct", "0", "--slo-p99-ms", "5000",
-    "--set", "search_min_ok_requests=368", "--set", "search_max_probe_s=20", "--set", "search_max_duration_s=240",
+    "--target-qps", "10", "--headroom-pct", "0", "--slo-p99-ms", "5000",
+    "--set", "search_min_ok_requests=368", "--set", "search_max_probe_s=40", "--set", "search_max_duration_s=240",
     "--soak-s", "12", "--soak-windows", "3", "--soak-users", "2", "--set", "soak_scenario=smoke",
     "--set", "max_p99_p50_ratio=50", "--set", "max_p99_drift_ratio=5", "--set", "max_memory_growth_pct=25",
 ]  # fmt: skip
