@@ -3,9 +3,10 @@
 Runs in the process that owns the run folder (local or master), driven by the load shape's tick. It
 reads what the recorder (and the collectors) have flushed, as the live view does
 (loadgen.recording.live.PartsTail), so a distributed canary is judged like a local one and nothing is
-added to the request path. A window is judged `settle_s` after it ends (the writers' flush delay);
-rows that land later are in the report, not in the verdict. After each judged window canary.json
-is rewritten: the live status, and at the end the verdict the run acted on.
+added to the request path. A window is judged `settle_s` after it ends: the writers' flush delay, or
+in a local run, where the monitor flushes the recorder itself when a window is due, just the requests in
+flight at its end. Rows that land later are in the report, not in the verdict. After each judged
+window canary.json is rewritten: the live status, and at the end the verdict the run acted on.
 
 Windows: stage s's window k spans [start_s + k * window_s, start_s + (k + 1) * window_s), cut at the
 stage's end; a request belongs to the window it was sent in (latency, errors, agreement); the
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,8 +60,9 @@ class _Completion:
 class CanaryMonitor:
     """Judges one canary run's windows as they complete; `poll` from the shape's tick, `finish` at the end."""
 
-    def __init__(self, run: RunSession, settle_s: float) -> None:
+    def __init__(self, run: RunSession, settle_s: float, flush: Callable[[], None] | None = None) -> None:
         self.run = run
+        self._flush = flush  # the local recorder's flush: a window's rows are on disk when it is judged
         self.canary = run.scenario.canary
         self.rollback = run.scenario.rollback
         self.settle_s = settle_s
@@ -202,6 +204,8 @@ class CanaryMonitor:
         if self.verdict.status not in ("running",):
             return self.verdict
         now = time.time() if now_unix_s is None else now_unix_s
+        if self._flush is not None and (finished or self._window_due(now)):
+            self._flush()
         self._read()
         added = False
         pending: list[float] = []
@@ -232,6 +236,14 @@ class CanaryMonitor:
             self.verdict = verdict
             self._write(verdict)
         return verdict
+
+    def _window_due(self, now_unix_s: float) -> bool:
+        """Some window not judged yet ended at least settle_s ago (its rows so far are worth reading)."""
+        return any(
+            (stage.index, k) not in self._judged and end + self.settle_s <= now_unix_s
+            for stage in self.run.timeline.stages
+            for k, _, end in stage_windows(stage, self.canary)
+        )
 
     def stage_judged(self, stage: StageRecord) -> bool:
         """Every window of the stage has been judged (its rows are in)."""

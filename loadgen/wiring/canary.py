@@ -35,11 +35,13 @@ log = logging.getLogger("embedperf.loadgen")
 ATTRIBUTE = "embedperf_canary"  # environment.embedperf_canary: this process's CanaryTraffic
 STAGE_MSG = "embedperf_canary_stage"  # master -> workers: the stage now running (closed loop)
 STAGE_ATTRIBUTE = "embedperf_canary_stage"  # environment.embedperf_canary_stage: the last stage announced
-# A window is judged this long after it ends: rows reach the disk within a flush interval (and, from a
-# worker, the master within a forward interval); the margin covers requests in flight at the window's end.
+# A window is judged this long after it ends (plus its slowest answer): the margin covers requests in
+# flight at the window's end. A local run's monitor flushes the recorder itself when it judges, so its rows
+# are in; the collectors' telemetry reaches the disk within a flush interval (waited for when a temperature
+# trigger reads it), and a worker's rows reach the master within a forward interval.
 SETTLE_MARGIN_S = 1.5
-LOCAL_SETTLE_S = FLUSH_INTERVAL_S + SETTLE_MARGIN_S
-DISTRIBUTED_SETTLE_S = LOCAL_SETTLE_S + distributed.FORWARD_INTERVAL_S
+TELEMETRY_SETTLE_S = FLUSH_INTERVAL_S + SETTLE_MARGIN_S
+DISTRIBUTED_SETTLE_S = TELEMETRY_SETTLE_S + distributed.FORWARD_INTERVAL_S
 STOP_RATE = 1000.0  # users stopped at once when the canary stops or waits for its last rows
 
 
@@ -117,8 +119,12 @@ class CanaryShape(ScenarioShape):
 
     def _new_run(self, run: RunSession) -> None:
         super()._new_run(run)
-        settle_s = DISTRIBUTED_SETTLE_S if distributed.is_distributed(self.runner) else LOCAL_SETTLE_S
-        self._monitor = CanaryMonitor(run, settle_s)
+        if distributed.is_distributed(self.runner):
+            self._monitor = CanaryMonitor(run, DISTRIBUTED_SETTLE_S)
+        else:
+            reads_telemetry = run.collectors is not None and run.scenario.rollback.max_temp_c is not None
+            settle_s = TELEMETRY_SETTLE_S if reads_telemetry else SETTLE_MARGIN_S
+            self._monitor = CanaryMonitor(run, settle_s, flush=run.recorder.flush)
         self._published = -1
         self._stopping = False
         self._users_stopped_for_stop = False
