@@ -6,16 +6,17 @@ so the vectors are kept in the cache folder ($EMBEDPERF_CACHE_DIR; default $XDG_
 ~/.cache/embedperf), keyed by every file of the model folder (name, size, modification time), the torch
 and transformers versions and the texts themselves: a changed model or corpus is computed afresh.
 EMBEDPERF_CACHE_DIR=off computes every time. A cache that cannot be read or written is skipped, with a
-warning, never an error.
+warning, never an error. Processes that need the same vectors at once compute them once (a file lock).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -72,9 +73,29 @@ def fp32_reference_vectors(
     cached = _read(path, len(texts))
     if cached is not None:
         return cached
-    vectors = np.ascontiguousarray(encode(), dtype=np.float32)
-    _write(path, vectors)
+    with _computing(path):  # another process computing the same vectors: wait for them, then read
+        cached = _read(path, len(texts))
+        if cached is not None:
+            return cached
+        vectors = np.ascontiguousarray(encode(), dtype=np.float32)
+        _write(path, vectors)
     return vectors
+
+
+@contextlib.contextmanager
+def _computing(path: Path) -> Iterator[None]:
+    """Hold `<key>.lock` while the vectors are computed, so processes that need the same ones at once
+    (parallel precision checks, test workers) compute them once. A lock that cannot be taken is skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_suffix(".lock"), "ab")  # noqa: SIM115 - held across the yield
+    except OSError:
+        yield
+        return
+    with handle:
+        with contextlib.suppress(OSError):  # a file system without locks: compute without waiting
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def _read(path: Path, rows: int) -> np.ndarray | None:

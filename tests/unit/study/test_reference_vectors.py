@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +52,7 @@ def test_computed_once_then_read_back_equal(model: Path, cache: Path) -> None:
     second = fp32_reference_vectors(model, TEXTS, encode)
     assert encode.calls == 1
     assert second.dtype == np.float32 and np.array_equal(first, second)
-    assert [p.suffix for p in cache.iterdir()] == [".npy"]  # no partial file left behind
+    assert sorted(p.suffix for p in cache.iterdir()) == [".lock", ".npy"]  # no partial file left behind
 
 
 def test_a_changed_weight_file_or_text_is_computed_afresh(model: Path, cache: Path) -> None:
@@ -69,7 +71,7 @@ def test_a_changed_weight_file_or_text_is_computed_afresh(model: Path, cache: Pa
 def test_a_damaged_cache_file_is_computed_again(model: Path, cache: Path) -> None:
     encode = Encoder()
     fp32_reference_vectors(model, TEXTS, encode)
-    [kept] = cache.iterdir()
+    [kept] = cache.glob("*.npy")
     kept.write_bytes(b"not an array")
     again = fp32_reference_vectors(model, TEXTS, encode)
     assert encode.calls == 2 and again.shape == (len(TEXTS), 4)
@@ -103,3 +105,23 @@ def test_the_default_folder_follows_xdg_cache_home(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     fp32_reference_vectors(model, TEXTS, Encoder())
     assert len(list((tmp_path / "xdg" / "embedperf").glob("fp32-*.npy"))) == 1
+
+
+def test_processes_that_need_the_same_vectors_at_once_compute_them_once(model: Path, cache: Path) -> None:
+    """Two callers at once (each its own open file, as two processes): the second waits on the first's lock."""
+    started, results = threading.Event(), []
+    calls: list[float] = []
+
+    def slow_encode() -> np.ndarray:
+        calls.append(time.monotonic())
+        started.set()
+        time.sleep(0.5)  # long enough for the second caller to reach the lock while this one computes
+        return np.full((len(TEXTS), 4), 0.25, dtype=np.float32)
+
+    first = threading.Thread(target=lambda: results.append(fp32_reference_vectors(model, TEXTS, slow_encode)))
+    first.start()
+    assert started.wait(10)
+    second = fp32_reference_vectors(model, TEXTS, slow_encode)
+    first.join(10)
+    assert len(calls) == 1 and len(results) == 1
+    assert np.array_equal(results[0], second) and float(second[0, 0]) == 0.25
