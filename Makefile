@@ -12,6 +12,7 @@ PROFILE ?= quick
 RUNS    ?= runs
 HOST    ?= 127.0.0.1
 PORT    ?= 8086
+TEST_WORKERS ?= 3
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
@@ -40,6 +41,7 @@ help: ## show this help
 	@echo "  TARGET=URL TARGET_QPS=N SLO_P99_MS=300 SOAK_S=3600 PROMETHEUS_URL=URL OUT=DIR   verify"
 	@echo "  ROWS=10000000            bench-report"
 	@echo "  REV=<commit>             bench-ab: the previous service version (default HEAD)"
+	@echo "  TEST_WORKERS=$(TEST_WORKERS)           test: pytest workers of the first phase (more cores, more workers)"
 	@echo "  VENV=$(VENV)               the virtual environment"
 	@echo "  PEERS=$(PEERS)   the peer servers' environments (make peers-setup), shared by clones"
 
@@ -95,7 +97,7 @@ serve: setup ## start the reference service on $(HOST):$(PORT) (Ctrl-C stops it)
 test: setup system-deps peers-setup ## run every test (unit, integration, e2e; then the solo speed tests alone)
 	rc=0; own_cache=; \
 	if [ -z "$$EMBEDPERF_CACHE_DIR" ]; then own_cache=$$(mktemp -d); export EMBEDPERF_CACHE_DIR=$$own_cache; fi; \
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder --durations=15 -m "not solo" tests || rc=$$?; \
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=15 -m "not solo" tests || rc=$$?; \
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q --durations=5 -m solo tests || rc=$$?; \
 	if [ -n "$$own_cache" ]; then rm -rf "$$own_cache"; fi; \
 	exit $$rc
