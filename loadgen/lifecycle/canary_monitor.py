@@ -164,7 +164,7 @@ class CanaryMonitor:
         )
 
     def _wait_s(self, key: tuple[int, int]) -> float:
-        """How long after its end a window is judged: the writers' flush delay (settle_s) plus the slowest
+        """How long after its end a window is judged: settle_s (see the module docstring) plus the slowest
         answer lately (its own rows so far, or the last judged window's), at most the request timeout."""
         own = self._sent.get(key)
         slowest = max((r.slowest_s for r in own.values()), default=0.0) if own else 0.0
