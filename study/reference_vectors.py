@@ -22,22 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from embedperf.cache_folder import CACHE_ENV, cache_dir
+
 log = logging.getLogger("study.reference_vectors")
 
-CACHE_ENV = "EMBEDPERF_CACHE_DIR"
-CACHE_OFF = "off"
 KEY_VERSION = "embedperf fp32 reference v1"
-
-
-def cache_dir() -> Path | None:
-    """Where reference vectors are kept; None when EMBEDPERF_CACHE_DIR=off."""
-    configured = os.environ.get(CACHE_ENV, "").strip()
-    if configured.lower() == CACHE_OFF:
-        return None
-    if configured:
-        return Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(base) if base else Path.home() / ".cache") / "embedperf"
 
 
 def _version(package: str) -> str:

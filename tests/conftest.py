@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from embedperf.cache_folder import CACHE_ENV
 from loadgen.processes.child import stop_child
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 from loadgen.processes.service_proc import free_port as free_port  # re-exported for tests
-from study.reference_vectors import CACHE_ENV
 from tests.peers import shared as shared_peers
 from tests.peers.fixtures import PEER_FIXTURES
 from tests.peers.fixtures import infinity_server as infinity_server  # shared with every test package

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from study.reference_vectors import CACHE_ENV, fp32_reference_vectors
+from embedperf.cache_folder import CACHE_ENV
+from study.reference_vectors import fp32_reference_vectors
 
 TEXTS = ["an apple", "一个苹果", "a much longer text about apples and pears"]
 
