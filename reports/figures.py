@@ -250,8 +250,10 @@ def time_series(analysis: RunAnalysis, lang: str) -> str:
     return to_data_uri(fig)
 
 
-def latency_cdf(analysis: RunAnalysis, lang: str) -> str:
+def latency_cdf(analysis: RunAnalysis, lang: str) -> str | None:
+    """One latency CDF per step; None when no step has an ok answer to draw."""
     fig, ax = new_figure((6.5, 3.6))
+    plotted = False
     for i, step in enumerate(analysis.summary.steps):
         quantiles = analysis.figures.cdf_ms.get(step.stats.index)
         if quantiles:
@@ -261,6 +263,9 @@ def latency_cdf(analysis: RunAnalysis, lang: str) -> str:
                 color=STEP_COLOURS[i % 8],
                 label=step.stats.label,
             )
+            plotted = True
+    if not plotted:
+        return None
     log_scale(ax, "x")
     ax.set_xlabel(t("latency_ms", lang))
     ax.set_ylabel(t("ax_cdf", lang))

@@ -102,6 +102,7 @@ def test_cells_with_nothing_measured_read_na(tmp_path: Path) -> None:
     dead = cells(html, "bottlenecks")[1:]
     assert [row[1:] for row in dead] == [[CATALOGUE["bn_no_data"][0], "n/a"]] * 2
     assert all(row[-2] == "n/a" for row in cells(html, "steps-detail")[1:])  # P99 CI of no ok request
+    assert 'alt="Latency CDF' not in html  # no ok answer: no empty CDF with an empty legend
 
 
 def test_compare_header_names_only_the_keys_that_differ(tmp_path: Path) -> None:
