@@ -17,6 +17,9 @@ from typing import Any
 from analysis.search.state import devices_serving, headline, read_search
 from embedperf.errors import EmbedperfError
 from embedperf.schema import RunFolder, make_run_id, read_manifest
+from loadgen.cli.runner import run_scenario
+from loadgen.processes.redis_proc import RedisServer
+from loadgen.processes.service_proc import ServiceProcess
 from scenarios.loader import load_scenario
 from service.model_folder import model_dir
 from study.corpus import shipped_eval_set
@@ -146,9 +149,6 @@ def run_matrix(
     log: Callable[[str], None] = print,
 ) -> Path:
     """Run every configuration `repeat` times; returns the matrix folder (holding matrix.json)."""
-    from loadgen.cli.runner import run_scenario
-    from loadgen.processes.redis_proc import RedisServer
-    from loadgen.processes.service_proc import ServiceProcess
 
     search_timeout_s(spec, {**spec.search_overrides(), **spec.scenario_overrides})  # fails before any run
     folder = (runs_dir / make_run_id("matrix", Path(spec.scenario).stem)).resolve()

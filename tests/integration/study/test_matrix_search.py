@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import loadgen.processes.service_proc
+import study.matrix
 from study.matrix import MatrixRecord, run_matrix
 from study.matrix_report import build_matrix_report, load_rows
 from study.matrix_spec import MatrixSpec
@@ -46,7 +46,7 @@ class StubService:
 def test_matrix_ranks_configurations_by_searched_capacity(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(loadgen.processes.service_proc, "ServiceProcess", StubService)
+    monkeypatch.setattr(study.matrix, "ServiceProcess", StubService)
     spec = MatrixSpec.model_validate(
         {
             "scenario": "query",
