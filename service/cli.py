@@ -111,6 +111,7 @@ def serve(settings: ServiceSettings) -> int:
 
     check_port_free(settings.host, settings.port)
 
+    # torch and transformers load after the port check: a taken port is reported at once, not after ~5 s
     from service.app import create_app
     from service.model import load_model
     from service.workers import primary_device
