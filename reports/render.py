@@ -86,7 +86,7 @@ class BestEffortBytecodeCache(jinja2.FileSystemBytecodeCache):
 
 def bytecode_cache() -> jinja2.FileSystemBytecodeCache | None:
     """The templates compiled to bytecode in the cache folder's `jinja/`, so a process that renders a
-    report skips compiling them (~0.6 s of CPU for the four). jinja2 keys each entry by the template's
+    report skips compiling them (~0.3 s of CPU a run report). jinja2 keys each entry by the template's
     source and the Python version, so an edited template is compiled afresh; with the cache folder off,
     or one that cannot be made, templates are compiled in every process."""
     directory = cache_dir()
