@@ -80,7 +80,7 @@ def test_every_product_module_is_reached_from_a_product_start() -> None:
     assert unreachable(graph, roots) == set(), "product modules no product start reaches: move them to tests/"
 
 
-def test_a_module_only_tests_import_is_found(tmp_path: Path) -> None:
+def test_a_module_only_tests_import_is_found() -> None:
     """The check itself: a module no start reaches is reported, and one a start imports is not."""
     graph = grimp.ImportGraph()
     for module in ("pkg", "pkg.cli", "pkg.used", "pkg.twin"):

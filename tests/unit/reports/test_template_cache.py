@@ -67,7 +67,7 @@ def test_an_edited_template_is_compiled_again(tmp_path: Path, monkeypatch: pytes
     assert rendered() == "two 1"
 
 
-def test_the_cache_off_compiles_in_every_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cache_off_compiles_in_every_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CACHE_ENV, "off")
     assert render.bytecode_cache() is None
     assert fresh_environment().get_template(TEMPLATE) is not None
