@@ -1,5 +1,7 @@
-"""The service as one ASGI app: routes, middleware stack and lifespan, built by `create_app` for both
-`embedperf serve` and the in-process tests, so what is tested is what ships.
+"""The service's ASGI app: routes, middleware stack and lifespan over one ServiceState, whatever engine is
+behind it: every front-end process of `embedperf serve` builds it over its link to the engine process
+(service/frontend.py), the one-process layout and the in-process tests over an engine in the same process
+(service/local_app.py). Nothing here imports torch.
 
 Stack, outermost first: request ID + access log (service/access_log.py) -> API keys (service/auth.py) ->
 admission, for POST /v1/embeddings and /rerank only (service/admission.py) -> FastAPI's routes.
@@ -24,14 +26,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.access_log import RequestContextMiddleware
 from service.admission import EMBEDDINGS_PATH, RERANK_PATH, AdmissionMiddleware
-from service.auth import ApiKeyMiddleware
-from service.devices import version_matrix
+from service.auth import ApiKeyMiddleware, key_is_valid
 from service.embed_route import embeddings
-from service.model import EmbeddingModel, weights_sha256
+from service.model_folder import weights_sha256
 from service.openai_api import error_body, request_body_schema
 from service.rerank_api import RERANK_KIND, RERANK_SCORE, rerank_body_schema
 from service.rerank_route import rerank
-from service.settings import ServiceSettings
 from service.state import ServiceState
 
 log = logging.getLogger("service.app")
@@ -41,15 +41,10 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Resp
     return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def create_app(
-    settings: ServiceSettings, model: EmbeddingModel | None = None, freeze_heap: bool = False
-) -> FastAPI:
-    """The service as an ASGI app. With model=None the lifespan loads settings.model in the background.
-
-    freeze_heap: once ready, take the start-up heap out of the garbage collector's reach (the service
-    process does; an app embedded in another process, such as a test, should not freeze its host's heap).
-    """
-    state = ServiceState(settings=settings, model=model, freeze_heap=freeze_heap)
+def build_app(state: ServiceState) -> FastAPI:
+    """The service as an ASGI app over `state`; its lifespan starts (or reaches) the engine in the background,
+    so /health answers at once and /ready once the engine is warm."""
+    settings = state.settings
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -110,6 +105,16 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
     _add_probe_routes(app, state)
 
+    @app.get("/v1/models")
+    async def models() -> Response:
+        """The OpenAI models list: what a client may name in `model` (clients and detection ask it first)."""
+        created = int(state.started_unix_s)
+        data = [
+            {"id": name, "object": "model", "created": created, "owned_by": "embedperf"}
+            for name in sorted(state.served_names())
+        ]
+        return _json(200, {"object": "list", "data": data})
+
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
@@ -139,7 +144,7 @@ def create_app(
                 },
                 "config": settings.public_config(),
                 "weights_sha256": state.weights or {},
-                "versions": version_matrix(m.device if m else None),
+                "versions": state.engine.versions(),
                 "ready": state.ready,
                 "pid": os.getpid(),
                 "started_unix_s": state.started_unix_s,
@@ -158,9 +163,14 @@ def create_app(
 
 
 def _add_probe_routes(app: FastAPI, state: ServiceState) -> None:
-    """/health and /ready read in-memory state only: they never wait on the queue, tokeniser or model threads."""
+    """/health and /ready read in-memory state only: they never wait on the queue, tokeniser or engine. With API
+    keys set, /health says no more than liveness to a caller without one: its load figures and cache status
+    are for operators (the same figures are in /metrics, behind the key)."""
+    keys = [key.encode() for key in state.settings.api_key_list()]
 
-    async def health() -> dict[str, Any]:
+    async def health(request: Request) -> dict[str, Any]:
+        if keys and not key_is_valid(request.headers.get("authorization", "").encode("latin-1"), keys):
+            return {"status": "ok"}
         batcher = state.batcher
         switch = batcher.switch if batcher else None
         return {
@@ -170,7 +180,7 @@ def _add_probe_routes(app: FastAPI, state: ServiceState) -> None:
             "serving_fallback": bool(switch and switch.on_fallback),
             "device": state.settings.device,
             "busy_frac": round(batcher.busy_fraction(), 4) if batcher else 0.0,
-            "device_busy_frac": state.pool.busy_fractions() if state.pool else {},
+            "device_busy_frac": state.engine.device_busy_fractions(),
             **({"cache": state.cache.shared.status()} if state.cache.shared else {}),
             "queue_depth": batcher.queue_depth if batcher else 0,
             "estimated_wait_ms": round(batcher.estimated_wait_s() * 1000, 1) if batcher else 0.0,
@@ -178,6 +188,9 @@ def _add_probe_routes(app: FastAPI, state: ServiceState) -> None:
         }
 
     async def ready() -> Response:
+        engine_down = state.engine.unavailable_reason()
+        if state.ready and engine_down is not None:
+            return _json(503, {"status": "engine_unavailable", "reason": engine_down}, {"Retry-After": "1"})
         if state.ready and state.device_healthy():
             return _json(200, {"status": "ready"})
         if state.ready and state.batcher is not None:

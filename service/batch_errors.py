@@ -12,11 +12,13 @@ class BatcherError(Exception):
 
 class QueueFull(BatcherError):
     def __init__(self, waiting: int, queue_size: int) -> None:
+        self.waiting, self.queue_size = waiting, queue_size
         super().__init__(f"queue full: {waiting} inputs waiting, limit {queue_size}; retry later")
 
 
 class DeadlineExceeded(BatcherError):
     def __init__(self, deadline_ms: float) -> None:
+        self.deadline_ms = deadline_ms
         super().__init__(
             f"request not completed within its deadline of {deadline_ms:.0f} ms; its work was skipped"
         )
@@ -24,7 +26,7 @@ class DeadlineExceeded(BatcherError):
 
 class InputTooLong(BatcherError):
     def __init__(self, index: int, max_tokens: int) -> None:
-        self.index = index
+        self.index, self.max_tokens = index, max_tokens
         super().__init__(f"input[{index}] is longer than the model's limit of {max_tokens} tokens")
 
 
@@ -34,6 +36,7 @@ class TooManyTokens(BatcherError):
     def __init__(self, tokens: int, limit: int, complete: bool) -> None:
         self.tokens = tokens
         self.limit = limit
+        self.complete = complete
         counted = f"{tokens} tokens" if complete else f"at least {tokens} tokens"
         super().__init__(
             f"the request holds {counted}; at most {limit} are accepted per request (--max-request-tokens): "
@@ -45,7 +48,7 @@ class Overloaded(BatcherError):
     """Admission refused: the estimated queue wait would not leave the request time to finish."""
 
     def __init__(self, estimated_wait_s: float, limit_s: float) -> None:
-        self.estimated_wait_s = estimated_wait_s
+        self.estimated_wait_s, self.limit_s = estimated_wait_s, limit_s
         # By then the queue seen now has drained; a random extra of up to as much again spreads the retries
         # of clients refused together, so they do not come back as one wave.
         self.retry_after_s = max(1, math.ceil(estimated_wait_s * (1 + random.random())))
@@ -66,3 +69,17 @@ class BatcherStopped(BatcherError):
 
 class ComputeFailed(BatcherError):
     pass
+
+
+class EngineUnavailable(BatcherError):
+    """The engine process ended (or is restarting) while the request waited for it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the inference engine is unavailable ({reason}); retry shortly")
+
+
+class ShuttingDown(BatcherError):
+    """The service is shutting down and the request could not finish within the shutdown grace."""
+
+    def __init__(self) -> None:
+        super().__init__("the service is shutting down and could not finish this request in time; retry")

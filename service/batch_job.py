@@ -52,6 +52,9 @@ class BatcherConfig:
     workers: int = 1  # inference threads taking batches from the one queue (one per serving device)
     max_request_tokens: int = 0  # most tokens in one request (0: no limit)
     model_id: str = "model"  # what results name as the model that produced them
+    # Lower the tokeniser's and workers' priority below the event loop's (one process serving HTTP too);
+    # an engine process of its own keeps its compute at full priority.
+    yield_to_event_loop: bool = True
 
 
 @dataclass
@@ -76,7 +79,8 @@ class BatchResult:
 class BatchJob:
     """One request inside the batcher: its texts, its future, and how far its inputs have come."""
 
-    texts: list[str]
+    texts: list[str]  # empty when the request came tokenised (token_ids given to Batcher.submit)
+    size: int  # inputs in the request
     future: asyncio.Future[BatchResult | BatcherError]  # an error is a result: see _resolve
     deadline_s: float
     deadline_ms: float
@@ -93,6 +97,7 @@ class BatchJob:
     batch_size: int = 0
     batch_tokens: int = 0
     counted: int = 0  # inputs of this job still counted in the queue depth (not yet batched or dropped)
+    unjudged: bool = False  # admission judges it on the estimated wait once its first slice is tokenised
     finished: bool = False  # set once the future has been (or is being) resolved
     cancelled: bool = False  # set by the event loop when the caller gave up
 
@@ -103,5 +108,3 @@ class BatchJob:
 
 Claim = tuple[BatchJob, int, int]  # a request and the slice [start, end) of its texts in one tokeniser call
 Work = tuple[Literal["compute"], list[Item[BatchJob]]] | tuple[Literal["tokenize"], list[Claim]]
-
-

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import itertools
 import logging
 import threading
@@ -20,13 +21,17 @@ from collections.abc import Callable
 
 import numpy as np
 
+from service.admission_rule import QueueFigures, judge
+from service.admission_rule import estimated_wait_s as wait_for
 from service.batch_errors import (
     BatcherError,
     BatcherStopped,
     ComputeFailed,
     DeadlineExceeded,
+    InputTooLong,
     Overloaded,
     QueueFull,
+    TooManyTokens,
 )
 from service.batch_job import (
     CLIENT_DISCONNECTED,
@@ -50,6 +55,8 @@ from service.service_time import ServiceTime
 from service.tokenize_stage import tokenize_claims
 
 log = logging.getLogger("service.batcher")
+
+
 class Batcher:
     """Queue + batching workers (config.workers, one per serving device). start() before submitting; stop() drains."""
 
@@ -74,7 +81,9 @@ class Batcher:
         self._cond = threading.Condition()
         self._tok_jobs: collections.deque[BatchJob] = collections.deque()
         self._queue: FairQueue[BatchJob] = FairQueue()
-        self._queued_jobs: dict[BatchJob, None] = {}  # jobs with inputs counted in the queue depth, oldest first
+        self._queued_jobs: dict[
+            BatchJob, None
+        ] = {}  # jobs with inputs counted in the queue depth, oldest first
         self._waiting = 0  # inputs accepted and not yet in a batch (the queue depth)
         self._tokenizing = 0
         self._awaiting_more = 0  # workers waiting (up to max_wait_ms) for inputs still being tokenised
@@ -119,12 +128,20 @@ class Batcher:
         """Share of the last window_s the workers spent computing, averaged over workers (any device)."""
         return self._busy.fraction(window_s)
 
-    def estimated_wait_s(self, ahead_requests: int = 0) -> float:
-        """How long a new request waits for its first input to be computed: batches interleave requests, so
-        every request queued ahead of it (and each of `ahead_requests` not yet queued) has one input computed
-        before it, whatever its size."""
-        inputs = len(self._queued_jobs) + ahead_requests + 1
-        return inputs * self._service_time.per_input_s / max(1, self.config.workers)
+    def queue_figures(self) -> QueueFigures:
+        """The queue as admission reads it (service/admission_rule.py); front ends read the same figures from
+        the engine's published status."""
+        return QueueFigures(
+            waiting_inputs=self._waiting,
+            queued_requests=len(self._queued_jobs),
+            per_input_s=self._service_time.per_input_s,
+            workers=self.config.workers,
+            queue_size=self.config.queue_size,
+        )
+
+    def estimated_wait_s(self, ahead_requests: int = 0, n_inputs: int = 1) -> float:
+        """How long a new request of n_inputs waits until its last input is computed (admission_rule)."""
+        return wait_for(self.queue_figures(), n_inputs, ahead_requests)
 
     def drain_s(self) -> float:
         """How long the inputs queued now take to compute: when a client refused for a full queue may retry."""
@@ -133,56 +150,73 @@ class Batcher:
     def check_admission(
         self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
     ) -> None:
-        """Raise QueueFull or Overloaded when a request of n_inputs should be shed now. The admission middleware
-        calls it before a body is read, counting as `ahead_requests` the requests it let in that have not
-        reached the queue yet; submit() calls it again under the lock.
-
-        A request already judged on the estimated wait before its body was read (`judged`) is not judged on it
-        again: the estimate moves meanwhile, and a second verdict would turn a request already let in into a
-        late 429. The deadline still bounds its wait, and the queue bound holds for all."""
-        waiting = self._waiting + ahead_requests
-        if waiting + n_inputs > self.config.queue_size:
+        """Raise QueueFull or Overloaded when a request of n_inputs should be shed now (admission_rule.judge).
+        The routes call it once the request's body is in; submit() calls it again under the lock with
+        judged=True, which keeps only the queue bound: a request let in is never turned into a late 429."""
+        try:
+            judge(
+                self.queue_figures(),
+                n_inputs,
+                deadline_ms,
+                self.config.admit_wait_share,
+                ahead_requests,
+                judged,
+            )
+        except QueueFull:
             self.metrics.shed.labels(reason="queue_full").inc()
-            raise QueueFull(waiting, self.config.queue_size)
-        if judged or not waiting:  # an empty queue admits: there is no one to yield to
-            return
-        wait_s = self.estimated_wait_s(ahead_requests)
-        limit_s = deadline_ms / 1000 * self.config.admit_wait_share
-        if wait_s > limit_s:
+            raise
+        except Overloaded:
             self.metrics.shed.labels(reason="estimated_wait").inc()
-            raise Overloaded(wait_s, limit_s)
+            raise
 
     def model_for_new_request(self) -> str:
         """The id of the model that would compute a request submitted now (the fallback while busy)."""
         return self.switch.model_for_new_request() if self.switch else self.config.model_id
 
     async def submit(
-        self, texts: list[str], deadline_ms: float, judged: bool = False, model: str | None = None
+        self,
+        texts: list[str],
+        deadline_ms: float,
+        judged: bool = False,
+        model: str | None = None,
+        token_ids: list[list[int]] | None = None,
     ) -> BatchResult:
         """Embed texts with `model` (default: model_for_new_request()); raises Overloaded, QueueFull,
         DeadlineExceeded, InputTooLong, TooManyTokens, InvalidInput, BatcherStopped or ComputeFailed. A
         cancelled caller abandons its work wherever it is; cancelled with CLIENT_DISCONNECTED, it is counted
-        as a hang-up. judged: admission already judged it on the estimated wait (`check_admission`)."""
+        as a hang-up. judged: admission already judged it on the estimated wait (`check_admission`).
+
+        token_ids: the request came tokenised (by a front end, with the model's own tokeniser and limit): its
+        inputs go straight to the queue, and `texts` may be empty."""
         loop = asyncio.get_running_loop()
         model = model or self.model_for_new_request()
+        size = len(token_ids) if token_ids is not None else len(texts)
         job = BatchJob(
             texts=texts,
+            size=size,
             future=loop.create_future(),
             deadline_s=time.perf_counter() + deadline_ms / 1000,
             deadline_ms=deadline_ms,
             model=model,
-            token_counts=[0] * len(texts),
-            remaining=len(texts),
-            counted=len(texts),
+            token_counts=[0] * size,
+            remaining=size,
+            counted=size,
         )
+        items = self._tokenized_items(job, token_ids) if token_ids is not None else None
         with self._cond:
             if self._stopping:
                 raise BatcherStopped()
-            self.check_admission(len(texts), deadline_ms, judged=judged)
+            # Texts are judged on the estimated wait once their first slice is tokenised (`_judge_tokenized`):
+            # a request over the token budget is answered 413 whatever the load, never 429.
+            self.check_admission(size, deadline_ms, judged=judged or items is None)
+            job.unjudged = not judged and items is None
             job.seq = next(self._seq)
-            self._waiting += len(texts)
+            self._waiting += size
             self._queued_jobs[job] = None
-            self._tok_jobs.append(job)
+            if items is None:
+                self._tok_jobs.append(job)
+            else:
+                self._queue.add(items)
             self._cond.notify_all()
         self.metrics.queue_depth.set(self._waiting)
         outcome: BatchResult | BatcherError | None = None
@@ -199,6 +233,21 @@ class Batcher:
             raise
         finally:  # a raised error's traceback holds this frame: it must not hold the error (or the job) too
             del job, outcome
+
+    def _tokenized_items(self, job: BatchJob, token_ids: list[list[int]]) -> list[Item[BatchJob]]:
+        """Queue items of a request that came tokenised, after the checks tokenising would have made."""
+        max_tokens = self.encoders[job.model].max_tokens
+        too_long = next((i for i, row in enumerate(token_ids) if len(row) > max_tokens), None)
+        if too_long is not None:
+            raise InputTooLong(too_long, max_tokens)
+        job.token_counts = [len(row) for row in token_ids]
+        job.tokens = sum(job.token_counts)
+        budget = self.config.max_request_tokens
+        if budget and job.tokens > budget:
+            raise TooManyTokens(job.tokens, budget, complete=True)
+        job.claimed = job.size
+        now_s = time.perf_counter()
+        return [Item(job, i, row, now_s) for i, row in enumerate(token_ids)]
 
     def _abandon(self, job: BatchJob, reason: str) -> None:
         """The caller gave up: its inputs stop counting and leave the queue now; any of them in a running batch
@@ -262,7 +311,8 @@ class Batcher:
         return claims
 
     def _tokenizer_loop(self) -> None:
-        yield_cpu_to_event_loop()
+        if self.config.yield_to_event_loop:
+            yield_cpu_to_event_loop()
         while True:
             with self._cond:
                 while not self._tok_jobs and not self._stopping:
@@ -295,8 +345,29 @@ class Batcher:
         for model, group in by_model.items():
             items += self._tokenize_group(self.encoders[model], group)
         with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
+            for job in {id(item.job): item.job for item in items if item.job.unjudged}.values():
+                self._judge_tokenized(job)
             self._queue.add([item for item in items if not item.job.unwanted()])
             self._cond.notify_all()
+
+    def _judge_tokenized(self, job: BatchJob) -> None:
+        """With the lock held: admission of a request whose first slice is tokenised (within its limits), on the
+        wait the work queued ahead of it and its own inputs would take; refused, it leaves the queue (429)."""
+        job.unjudged = False
+        ahead = self.queue_figures()
+        others = dataclasses.replace(
+            ahead,
+            waiting_inputs=ahead.waiting_inputs - job.counted,
+            queued_requests=max(0, ahead.queued_requests - 1),
+        )
+        try:
+            judge(others, job.size, job.deadline_ms, self.config.admit_wait_share)
+        except (QueueFull, Overloaded) as exc:
+            reason = "queue_full" if isinstance(exc, QueueFull) else "estimated_wait"
+            self.metrics.shed.labels(reason=reason).inc()
+            self._queue.drop_job(job)
+            self._uncount(job, job.counted)
+            self._resolve(job, None, exc)
 
     def _tokenize_group(self, encoder: Encoder, claims: list[Claim]) -> list[Item[BatchJob]]:
         limit = encoder.max_tokens if self.config.long_input == "truncate" else encoder.max_tokens + 1
@@ -362,7 +433,8 @@ class Batcher:
                     self._cond.wait(timeout=1.0)
 
     def _worker_loop(self, worker_index: int = 0) -> None:
-        yield_cpu_to_event_loop()
+        if self.config.yield_to_event_loop:
+            yield_cpu_to_event_loop()
         if self.on_worker_start is not None:
             self.on_worker_start(worker_index)
         while True:
@@ -424,7 +496,7 @@ class Batcher:
             if job.unwanted():
                 continue
             if job.results is None:
-                job.results = np.empty((len(job.texts), vectors.shape[1]), dtype=np.float32)
+                job.results = np.empty((job.size, vectors.shape[1]), dtype=np.float32)
             job.results[item.index] = vector
             job.remaining -= 1
             jobs[id(job)] = job

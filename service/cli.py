@@ -10,16 +10,14 @@ import sys
 import types
 import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from embedperf.errors import ConfigError, EmbedperfError
-from service.settings import ServiceSettings
-
-if TYPE_CHECKING:
-    import uvicorn
-    from fastapi import FastAPI
+from service.server_config import uvicorn_config
+from service.settings import ServiceSettings, redact_url
+from service.supervisor import Supervisor
 
 
 def _field_type(annotation: Any) -> tuple[Any, tuple[Any, ...] | None]:
@@ -89,38 +87,26 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def uvicorn_config(settings: ServiceSettings, app: FastAPI) -> uvicorn.Config:
-    """uvicorn's settings for the app: stock HTTP protocol, no access log of its own (the app writes one),
-    and a shutdown grace of its own (--shutdown-grace-s) after which requests still running are cancelled."""
-    import uvicorn
-
-    return uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        lifespan="on",
-        access_log=False,
-        timeout_keep_alive=max(1, round(settings.keep_alive_timeout_s)),
-        timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
-    )
-
-
 def serve(settings: ServiceSettings) -> int:
-    import uvicorn
-
     check_port_free(settings.host, settings.port)
-
-    # torch and transformers load after the port check: a taken port is reported at once, not after ~5 s
-    from service.app import create_app
-    from service.model import load_model
-    from service.workers import primary_device
-
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if settings.front_end_count() > 0:
+        return Supervisor(settings).run()
+    return serve_in_one_process(settings)
+
+
+def serve_in_one_process(settings: ServiceSettings) -> int:
+    """--http-workers 0: HTTP and compute in this process (for debugging; the engine shares the GIL)."""
+    import uvicorn
+
+    # torch and transformers load after the port check: a taken port is reported at once, not after ~5 s
+    from service.local_app import create_app
+    from service.model import load_model
+    from service.workers import primary_device
 
     # Load before listening so a missing device runtime or model exits at once with its message;
     # /ready stays 503 until the warm-up batch has run.
@@ -128,18 +114,38 @@ def serve(settings: ServiceSettings) -> int:
         Path(settings.model) if settings.model else None,
         primary_device(settings),
         settings.precision,
-        settings.threads,
+        settings.engine_threads(),
         int8_exclude=settings.int8_exclude,
     )
     app = create_app(settings, model, freeze_heap=True)
-    config = uvicorn_config(settings, app)
-    uvicorn.Server(config).run()
+    uvicorn.Server(uvicorn_config(settings, app)).run()
     return 0
 
 
+def warn_secrets_on_command_line(argv: list[str]) -> None:
+    """Say so when a secret was given as a flag: every user of the host can read it in `ps`."""
+    for i, arg in enumerate(argv):
+        name, _, value = arg.partition("=")
+        value = value or (argv[i + 1] if i + 1 < len(argv) else "")
+        if name == "--api-keys":
+            print(
+                "embedperf serve: warning: --api-keys is visible to every user of this host (ps); "
+                "set EMBEDPERF_API_KEYS or --api-keys-file FILE instead",
+                file=sys.stderr,
+            )
+        elif name == "--cache" and redact_url(value) != value:
+            print(
+                "embedperf serve: warning: the password in --cache is visible to every user of this host (ps); "
+                "set EMBEDPERF_CACHE instead",
+                file=sys.stderr,
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        return serve(settings_from_args(list(sys.argv[1:] if argv is None else argv)))
+        warn_secrets_on_command_line(args)
+        return serve(settings_from_args(args))
     except EmbedperfError as exc:
         print(f"embedperf serve: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -24,7 +24,6 @@ from fastapi import Request
 from fastapi.responses import Response
 from starlette.types import Scope
 
-from service.admission import admitted_of
 from service.batch_errors import BatcherError
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
 from service.cache import CacheLookup
@@ -222,9 +221,6 @@ async def embed_texts(state: ServiceState, scope: Scope, texts: list[str]) -> Em
             vectors[index], tokens[index] = entry.vector, entry.tokens
     result = BatchResult(np.empty((0, 0)), [], 0.0, 0.0, 0.0, 0, 0, main_id)
     if missing:
-        admitted = admitted_of(scope)
-        if admitted is not None:  # its inputs count in the batcher's queue from here on
-            admitted.release()
         result = await _submit(state, [texts[i] for i in missing], missing, model_id)
         for row, index in enumerate(missing):
             vectors[index], tokens[index] = result.embeddings[row], result.token_counts[row]
@@ -271,7 +267,8 @@ def answer_headers(
 async def _submit(state: ServiceState, texts: list[str], positions: list[int], model_id: str) -> BatchResult:
     assert state.batcher is not None and state.model is not None
     batcher = state.batcher
-    try:
-        return await batcher.submit(texts, state.settings.deadline_ms, judged=True, model=model_id)
+    deadline_ms = state.settings.deadline_ms
+    try:  # the request is work from here on: judged on its real inputs once they are tokenised
+        return await batcher.submit(texts, deadline_ms, model=model_id)
     except BatcherError as exc:
         raise api_error(exc, positions, batcher.drain_s(), state.model.max_tokens) from None

@@ -14,10 +14,12 @@ from service.batch_errors import (
     BatcherStopped,
     ComputeFailed,
     DeadlineExceeded,
+    EngineUnavailable,
     InputTooLong,
     InvalidInput,
     Overloaded,
     QueueFull,
+    ShuttingDown,
     TooManyTokens,
 )
 from service.openai_api import ApiError, server_timing
@@ -47,6 +49,10 @@ def api_error(error: BatcherError, positions: list[int], drain_s: float, max_tok
             "input_too_long",
             param="input",
         )
+    if isinstance(error, EngineUnavailable):
+        return ApiError(503, str(error), "engine_unavailable", "server_error", headers={"Retry-After": "1"})
+    if isinstance(error, ShuttingDown):
+        return ApiError(503, str(error), "shutting_down", "server_error", headers={"Retry-After": "1"})
     if isinstance(error, BatcherStopped):
         return ApiError(503, str(error), "shutting_down", "server_error", headers={"Retry-After": "1"})
     assert isinstance(error, ComputeFailed), error

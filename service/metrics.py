@@ -1,8 +1,17 @@
-"""Prometheus metrics of one service instance, in its own registry (names are read by the collectors)."""
+"""Prometheus metrics of one service instance, in its own registry (names are read by the collectors).
+
+Gauges say how processes combine (`multiprocess_mode`): a service of several processes (HTTP front ends and
+an engine) exports one set of figures, queue figures from the engine, requests in flight summed over front
+ends; in one process the mode is ignored."""
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 STAGES = ("queue", "tokenize", "compute", "post", "total")
 # fmt: off
@@ -39,10 +48,16 @@ class ServiceMetrics:
             registry=r,
         )
         self.queue_depth = Gauge(
-            "embedperf_queue_depth", "Inputs accepted and waiting for a batch.", registry=r
+            "embedperf_queue_depth",
+            "Inputs accepted and waiting for a batch.",
+            multiprocess_mode="livemax",
+            registry=r,
         )
         self.inflight = Gauge(
-            "embedperf_inflight_requests", "Serving requests (embeddings, rerank) in flight.", registry=r
+            "embedperf_inflight_requests",
+            "Serving requests (embeddings, rerank) in flight.",
+            multiprocess_mode="livesum",
+            registry=r,
         )
         self.served_requests = Counter(
             "embedperf_served_requests_total",
@@ -71,11 +86,17 @@ class ServiceMetrics:
             "the overall busy fraction (per device: embedperf_device_compute_seconds_total).",
             registry=r,
         )
-        self.workers = Gauge("embedperf_workers", "Inference workers (one per serving device).", registry=r)
+        self.workers = Gauge(
+            "embedperf_workers",
+            "Inference workers (one per serving device).",
+            multiprocess_mode="livemax",
+            registry=r,
+        )
         self.device_busy = Gauge(
             "embedperf_device_busy_fraction",
             "Share of the last 10 s each serving device's worker spent computing.",
             ["device"],
+            multiprocess_mode="livemax",
             registry=r,
         )
         self.device_batches = Counter(
@@ -96,6 +117,7 @@ class ServiceMetrics:
         self.cache_up = Gauge(
             "embedperf_cache_up",
             "1 while the shared (Redis) cache is reachable, 0 while the service runs without it.",
+            multiprocess_mode="livemax",
             registry=r,
         )
         self.cache_errors = Counter(
@@ -103,7 +125,12 @@ class ServiceMetrics:
             "Shared-cache operations that failed (the request was served without the cache).",
             registry=r,
         )
-        self.ready = Gauge("embedperf_ready", "1 once the model is loaded and warmed up.", registry=r)
+        self.ready = Gauge(
+            "embedperf_ready",
+            "1 once the model is loaded and warmed up.",
+            multiprocess_mode="livemax",
+            registry=r,
+        )
         self.shed = Counter(
             "embedperf_shed_total",
             "Requests refused with 429 at admission, by reason (estimated_wait, queue_full, ...).",
@@ -129,13 +156,26 @@ class ServiceMetrics:
             "embedperf_device_errors_total", "Batches that failed with a device error.", registry=r
         )
         self.batch_limit = Gauge(
-            "embedperf_batch_limit", "Effective batch size limit (lowered after out-of-memory).", registry=r
+            "embedperf_batch_limit",
+            "Effective batch size limit (lowered after out-of-memory).",
+            multiprocess_mode="livemax",
+            registry=r,
         )
         self.estimated_wait = Gauge(
-            "embedperf_estimated_wait_seconds", "Estimated queue wait a new request would see.", registry=r
+            "embedperf_estimated_wait_seconds",
+            "Estimated queue wait a new request would see.",
+            multiprocess_mode="livemax",
+            registry=r,
         )
         for stage in STAGES:
             self.stage_duration.labels(stage=stage)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """The exposition: this instance's registry, or, in a service of several processes (prometheus_client's
+        multiprocess mode, PROMETHEUS_MULTIPROC_DIR set by the supervisor), the figures of all of them."""
+        folder = os.environ.get(MULTIPROC_ENV)
+        if not folder:
+            return generate_latest(self.registry)
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged, path=folder)
+        return generate_latest(merged)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -23,26 +22,12 @@ from service.settings import DEFAULT_MODEL_NAME
 log = logging.getLogger("service.model")
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx")
 
 
 def repeated_blocks(network: torch.nn.Module) -> list[torch.nn.Module]:
     """The network's stack of layers (the longest ModuleList: BERT's encoder.layer, a decoder's layers)."""
     stacks = [list(module) for module in network.modules() if isinstance(module, torch.nn.ModuleList)]
     return max(stacks, key=len, default=[])
-
-
-def weights_sha256(path: Path) -> dict[str, str]:
-    """sha256 of every weight file, so a report names exactly which weights were measured."""
-    digests = {}
-    for file in sorted(path.rglob("*")):
-        if file.is_file() and file.suffix in WEIGHT_SUFFIXES:
-            digest = hashlib.sha256()
-            with file.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-            digests[str(file.relative_to(path))] = digest.hexdigest()
-    return digests
 
 
 class EmbeddingModel:

@@ -3,6 +3,7 @@ torch): its pooling (sentence-transformers' 1_Pooling) and the most tokens it ta
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any, Literal
 from embedperf.errors import ModelLoadError
 
 Pooling = Literal["mean", "cls", "lasttoken", "max"]
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx")
 POOLING_KEYS: dict[str, Pooling] = {
     "pooling_mode_cls_token": "cls",
     "pooling_mode_mean_tokens": "mean",
@@ -68,3 +70,16 @@ def read_max_tokens(path: Path, model_config: Any, tokenizer: Any) -> int:
     if isinstance(positions, int) and positions > 0:
         limits.append(positions)
     return min(limits) if limits else 512
+
+
+def weights_sha256(path: Path) -> dict[str, str]:
+    """sha256 of every weight file, so a report names exactly which weights were measured."""
+    digests = {}
+    for file in sorted(path.rglob("*")):
+        if file.is_file() and file.suffix in WEIGHT_SUFFIXES:
+            digest = hashlib.sha256()
+            with file.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+            digests[str(file.relative_to(path))] = digest.hexdigest()
+    return digests

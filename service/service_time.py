@@ -17,16 +17,19 @@ class ServiceTime:
 
     def record_batch(self, t_start_s: float, t_end_s: float, inputs: int) -> None:
         """Back to back with the previous batch, the whole cycle counts (batch assembly, GIL and CPU contention
-        included): that is the rate the queue really drains at. After idle time, only the compute does."""
+        included): that is the rate the queue really drains at. After idle time only the compute does, and such
+        a sample may lower the estimate but never raise it: a batch that found no backlog was small, and says
+        nothing of how fast a queue would drain. So a slow period is forgotten as soon as the engine computes
+        faster, and an idle engine never keeps refusing on an old figure."""
         t_prev_end_s = self.last_end_s()
-        cycle_s = t_end_s - t_prev_end_s if t_start_s - t_prev_end_s < BACK_TO_BACK_S else t_end_s - t_start_s
+        backlog = t_start_s - t_prev_end_s < BACK_TO_BACK_S
+        cycle_s = t_end_s - t_prev_end_s if backlog else t_end_s - t_start_s
         self._clock.t_end_s = t_end_s
         sample_s = cycle_s / inputs
-        self.per_input_s = (
-            sample_s
-            if not self.per_input_s
-            else self.per_input_s + SERVICE_TIME_SMOOTHING * (sample_s - self.per_input_s)
-        )
+        if not self.per_input_s:
+            self.per_input_s = sample_s
+        elif backlog or sample_s < self.per_input_s:
+            self.per_input_s += SERVICE_TIME_SMOOTHING * (sample_s - self.per_input_s)
 
     def record_stop(self, t_end_s: float) -> None:
         """A batch stopped part-way: its time is no sample of the service time, but the worker was busy."""

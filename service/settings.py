@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,7 +62,10 @@ class ServiceSettings(BaseSettings):
     )
     cache_size: int = Field(0, ge=0, description="In-process LRU cache of embeddings, in entries (0 = off).")
     threads: int | None = Field(
-        None, ge=1, description="torch intra-op threads (default: torch's own choice)."
+        None,
+        ge=1,
+        description="torch intra-op threads of the engine (default: the usable cores not taken by the HTTP "
+        "front ends, at least 1; a busy neighbour then slows one thread instead of stalling them all).",
     )
     queue_size: int = Field(
         4096,
@@ -74,12 +78,12 @@ class ServiceSettings(BaseSettings):
         description="Requests not done within this get 503 deadline_exceeded; their queued work is skipped.",
     )
     admit_wait_share: float = Field(
-        0.2,
+        0.5,
         gt=0,
         le=1,
-        description="Load shedding: a request whose estimated queue wait exceeds this share of deadline_ms "
-        "gets an immediate 429 with Retry-After, before its body is read, so admitted requests finish "
-        "within the deadline.",
+        description="Load shedding: a request whose estimated wait (until its last input is computed, from "
+        "the work queued ahead of it and its own inputs) exceeds this share of deadline_ms gets an immediate "
+        "429 with Retry-After, so admitted requests finish within the deadline.",
     )
     shutdown_grace_s: float = Field(
         10.0,
@@ -100,6 +104,29 @@ class ServiceSettings(BaseSettings):
     )
     body_timeout_s: float = Field(
         10.0, gt=0, description="Longest time to receive a request body; slower clients get 408."
+    )
+    max_header_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="Largest request head (request line and headers); larger ones get 431 and their "
+        "connection is closed as soon as that much has arrived.",
+    )
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="Longest time to receive a request's head; slower clients get 408."
+    )
+    http_workers: int | None = Field(
+        None,
+        ge=0,
+        le=64,
+        description="HTTP front-end processes (parsing, auth, admission, tokenising, JSON) in front of one "
+        "engine process that computes; 0 serves HTTP and computes in one process (for debugging). "
+        "Default: a quarter of the usable cores, at least 1 and at most 8.",
+    )
+    engine_restarts: int = Field(
+        3,
+        ge=0,
+        description="How many times the engine process is restarted after it ends unasked (its requests get "
+        "503 and /ready says so meanwhile); once they are spent the service exits with status 3.",
     )
     keep_alive_timeout_s: float = Field(
         5.0, gt=0, description="Idle keep-alive connections are closed after this many seconds."
@@ -230,6 +257,21 @@ class ServiceSettings(BaseSettings):
             return f"{self.model_name}@{self.fallback_precision}"
         return None
 
+    def front_end_count(self) -> int:
+        """HTTP front-end processes: --http-workers, or a quarter of the usable cores (1 to 8)."""
+        if self.http_workers is not None:
+            return self.http_workers
+        return max(1, min(8, usable_cores() // 4))
+
+    def engine_threads(self) -> int:
+        """torch threads of the engine: --threads, or the usable cores the front ends leave (at least 1), capped
+        by OMP_NUM_THREADS when the environment sets it."""
+        if self.threads:
+            return self.threads
+        threads = max(1, usable_cores() - self.front_end_count())
+        cap = os.environ.get("OMP_NUM_THREADS", "")
+        return min(threads, int(cap)) if cap.isdigit() and int(cap) > 0 else threads
+
     def api_key_list(self) -> list[str]:
         return [key.strip() for key in self.api_keys.split(",") if key.strip()]
 
@@ -239,6 +281,14 @@ class ServiceSettings(BaseSettings):
         config["cache"] = redact_url(self.cache)
         config["auth_enabled"] = bool(self.api_key_list())
         return config
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, as a container's cpuset limits it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def redact_url(url: str) -> str:

@@ -28,7 +28,9 @@ class Tokenized:
     t_start_s: float
     t_end_s: float
 
-    def items(self, max_tokens: int, budget_tokens: int) -> tuple[list[Item[BatchJob]], list[tuple[BatchJob, BatcherError]]]:
+    def items(
+        self, max_tokens: int, budget_tokens: int
+    ) -> tuple[list[Item[BatchJob]], list[tuple[BatchJob, BatcherError]]]:
         """Queue items of every input whose request is still whole, and every request that failed."""
         failures = list(self.failures)
         items: list[Item[BatchJob]] = []
@@ -45,7 +47,9 @@ class Tokenized:
             job.token_counts[start:end] = counts
             job.tokens += sum(counts)
             if budget_tokens and job.tokens > budget_tokens:
-                failures.append((job, TooManyTokens(job.tokens, budget_tokens, complete=end == len(job.texts))))
+                failures.append(
+                    (job, TooManyTokens(job.tokens, budget_tokens, complete=end == len(job.texts)))
+                )
                 continue
             items += [Item(job, start + i, row, self.t_end_s) for i, row in enumerate(ids)]
         return items, failures

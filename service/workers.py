@@ -165,7 +165,7 @@ def build_pool(
             Path(settings.model) if settings.model else None,
             "cpu" if spec.kind == "cpu" else spec.name,
             settings.precision,
-            settings.threads,
+            settings.engine_threads(),
             None,
             settings.int8_exclude,
         )

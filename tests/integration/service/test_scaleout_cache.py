@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from loadgen.processes.redis_proc import RedisServer
-from service.app import create_app
+from service.local_app import create_app
 from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 from tests.conftest import REPO_ROOT

@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 
-from service.app import create_app
+from service.local_app import create_app
 from service.encoder import ComputeStopped, StopCheck
 from service.model import EmbeddingModel, load_model
 from service.request_io import TRUNCATE_CHARS_PER_TOKEN

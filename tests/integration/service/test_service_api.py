@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
-from service.app import create_app
+from service.local_app import create_app
 from service.encoder import StopCheck
 from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings

@@ -1,4 +1,4 @@
-"""The service behind uvicorn configured exactly as `embedperf serve` configures it (service.cli.uvicorn_config),
+"""The service behind uvicorn configured exactly as `embedperf serve` configures it (service.server_config.uvicorn_config),
 spoken to over raw sockets: refusals sent before a body is read leave the connection clean for the requests
 pipelined behind them, and malformed framing is answered and closed."""
 
@@ -17,8 +17,8 @@ import httpx
 import numpy as np
 import pytest
 
-from service.app import create_app
-from service.cli import uvicorn_config
+from service.local_app import create_app
+from service.server_config import uvicorn_config
 from service.encoder import StopCheck
 from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings

@@ -123,17 +123,21 @@ def test_graceful_shutdown_finishes_requests_in_flight(tmp_path: Path) -> None:
 
 def test_the_shutdown_grace_cuts_off_work_that_would_outlast_it(tmp_path: Path) -> None:
     """Twelve requests of 8,192 tokens each take far longer than a 1 s grace on any CPU: the process exits
-    once the grace has passed, long before their 120 s deadline, instead of waiting for them."""
+    once the grace has passed, long before their 120 s deadline, instead of waiting for them, and the requests
+    it could not finish are answered a JSON 503 `shutting_down` (never uvicorn's plain-text 500)."""
     outcomes, t_sigterm_s, t_exit_s = sigterm_with_requests_in_flight(
         tmp_path, grace_s=1, requests=12, inputs=32
     )
     statuses = [status for status, _ in outcomes]
     assert statuses.count(200) < 12, statuses
     assert t_exit_s - t_sigterm_s < 120 / 4
+    assert 500 not in statuses, statuses
     cut_off = [
-        json.loads(line) for line in (tmp_path / "svc.log").read_text().splitlines() if '"cancelled"' in line
+        json.loads(line)
+        for line in (tmp_path / "svc.log").read_text().splitlines()
+        if '"shutting_down"' in line
     ]
-    assert len(cut_off) == statuses.count(500) > 0 and {line["status"] for line in cut_off} == {500}
+    assert len(cut_off) == statuses.count(503) > 0 and {line["status"] for line in cut_off} == {503}
 
 
 def test_huge_bodies_get_413_and_the_service_keeps_serving(reference_service: str) -> None:

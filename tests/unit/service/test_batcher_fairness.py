@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from service.batch_errors import TooManyTokens
+from service.batch_errors import Overloaded, TooManyTokens
 from service.batch_job import TOKENIZE_SLICE, BatcherConfig
 from service.batcher import Batcher
 from service.encoder import StopCheck
@@ -113,7 +113,8 @@ def test_a_request_over_the_token_budget_is_refused_before_it_is_computed() -> N
 
 def test_a_new_request_is_admitted_on_its_fair_wait_not_on_the_whole_queue() -> None:
     """Behind one large request a one-input request waits about one input per queued request, so it is let in
-    where the time to drain the whole queue would exceed the deadline."""
+    where the time to drain the whole queue would exceed the deadline; a request of 20 inputs is judged on its
+    whole work (20 of the large one's inputs interleave with its 20) and refused there."""
 
     async def go() -> None:
         encoder = FakeEncoder(compute_s=0.05, gate=threading.Event())
@@ -126,7 +127,9 @@ def test_a_new_request_is_admitted_on_its_fair_wait_not_on_the_whole_queue() -> 
                 await asyncio.sleep(0.01)
             assert b.estimated_wait_s() * 10 < b.drain_s()  # 2 inputs before its first, not 39
             b.check_admission(1, deadline_ms=b.drain_s() * 1000 / 2)  # admitted
-            b.check_admission(20, deadline_ms=b.drain_s() * 1000 / 2)  # so is a larger one: its first input
+            with pytest.raises(Overloaded):
+                b.check_admission(20, deadline_ms=b.drain_s() * 1000 / 2)
+            b.check_admission(20, deadline_ms=b.drain_s() * 1000 * 1.2)  # 40 of 59 inputs' time fits
             encoder.gate.set()  # type: ignore[union-attr]
             await large
 

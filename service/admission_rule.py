@@ -1,0 +1,56 @@
+"""When a request is shed: the one admission rule, shared by the in-process batcher and the front ends that
+judge from the engine's published queue figures (service/engine_status.py).
+
+A request is work once its body is in: it is judged on its own inputs, against the queue it would join. Batches
+interleave requests (service/fair_queue.py), so the last of a new request's n inputs is computed after at most
+n inputs of every request queued ahead of it (and all of a smaller one's): the wait is that work at the rate the
+queue drains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.batch_errors import Overloaded, QueueFull
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """What admission reads of the engine's queue at one moment."""
+
+    waiting_inputs: int  # inputs accepted and not yet in a batch
+    queued_requests: int  # requests with inputs waiting
+    per_input_s: float  # how fast the queue drains, per input and worker (0 until measured)
+    workers: int  # inference workers draining the queue at once
+    queue_size: int  # most inputs waiting
+
+
+def estimated_wait_s(queue: QueueFigures, n_inputs: int = 1, ahead_requests: int = 0) -> float:
+    """Seconds until the last of a new request's n_inputs is computed. `ahead_requests`: requests judged already
+    whose inputs have not reached the queue yet, each counted as large as this one."""
+    ahead_inputs = min(queue.waiting_inputs, queue.queued_requests * n_inputs) + ahead_requests * n_inputs
+    return (ahead_inputs + n_inputs) * queue.per_input_s / max(1, queue.workers)
+
+
+def judge(
+    queue: QueueFigures,
+    n_inputs: int,
+    deadline_ms: float,
+    admit_wait_share: float,
+    ahead_requests: int = 0,
+    judged: bool = False,
+) -> None:
+    """Raise QueueFull or Overloaded when the request should be shed now.
+
+    `judged`: the request was admitted on its estimated wait already (by a front end, or before its inputs were
+    counted); only the queue bound holds for it then, so a request let in is never turned into a late 429. An
+    empty queue always admits: there is nobody to yield to."""
+    waiting = queue.waiting_inputs + ahead_requests
+    if waiting + n_inputs > queue.queue_size:
+        raise QueueFull(waiting, queue.queue_size)
+    if judged or not waiting:
+        return
+    wait_s = estimated_wait_s(queue, n_inputs, ahead_requests)
+    limit_s = deadline_ms / 1000 * admit_wait_share
+    if wait_s > limit_s:
+        raise Overloaded(wait_s, limit_s)

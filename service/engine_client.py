@@ -1,0 +1,327 @@
+"""A front end's link to the engine process: the routes' batcher surface (service/engine_view.py) over a
+ZeroMQ socket for requests and the engine's status block for everything else.
+
+Admission, /health and /ready read the status block (no message, no wait); a request is tokenised here, sent
+as token ids, and answered by the engine's reply. When the engine process ends, every request waiting on it
+is answered 503 at once and /ready says so until the supervisor's next engine is warm; a request whose caller
+gives up is cancelled in the engine too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from service.admission_rule import QueueFigures, judge
+from service.admission_rule import estimated_wait_s as wait_for
+from service.batch_errors import (
+    BatcherError,
+    DeadlineExceeded,
+    EngineUnavailable,
+    Overloaded,
+    QueueFull,
+    ShuttingDown,
+)
+from service.batch_job import CLIENT_DISCONNECTED, BatchResult
+from service.engine_status import EngineState, Slot, StatusBlock
+from service.engine_wire import Frames, cancel_frames, read_reply, reply_id, submit_frames
+from service.front_tokenizer import FrontTokenizer
+from service.metrics import ServiceMetrics
+from service.settings import ServiceSettings
+
+log = logging.getLogger("service.frontend")
+WATCH_INTERVAL_S = 0.02  # how soon requests waiting on an engine that ended are answered
+READY_POLL_S = 0.05
+TOKENIZE_OFF_LOOP_INPUTS = 64  # larger requests are tokenised on a thread, so the event loop stays free
+REPLY_MARGIN_S = 0.5  # past its deadline, a request waits this long for the engine's own deadline answer
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """The served model's figures, as the engine published them."""
+
+    name: str
+    path: Path
+    dimension: int
+    max_tokens: int
+    pooling: str
+    device: str
+
+
+class StatusHealth:
+    """The engine's device health as its status block says."""
+
+    def __init__(self, status: StatusBlock) -> None:
+        self.status = status
+
+    def healthy(self) -> bool:
+        return bool(self.status.get(Slot.HEALTHY))
+
+    def recent_errors(self) -> int:
+        return int(self.status.get(Slot.RECENT_ERRORS))
+
+    def retry_after_s(self) -> int:
+        return max(1, int(self.status.get(Slot.RETRY_AFTER_S)))
+
+    def snapshot(self) -> dict[str, int | bool]:
+        health: dict[str, int | bool] = self.status.read_document().get("health", {})
+        return health
+
+
+class StatusSwitch:
+    def __init__(self, status: StatusBlock) -> None:
+        self.status = status
+
+    @property
+    def on_fallback(self) -> bool:
+        return bool(self.status.get(Slot.FALLBACK_ON))
+
+
+class RemoteBatcher:
+    """The batcher surface of the routes, for an engine in another process."""
+
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        status: StatusBlock,
+        socket: zmq.asyncio.Socket,
+        tokenizers: dict[str, FrontTokenizer],
+        main_id: str,
+        fallback_id: str | None,
+        metrics: ServiceMetrics,
+    ) -> None:
+        self.settings = settings
+        self.status = status
+        self.socket = socket
+        self.tokenizers = tokenizers
+        self.main_id = main_id
+        self.fallback_id = fallback_id
+        self.metrics = metrics
+        self.health = StatusHealth(status)
+        self.switch = StatusSwitch(status) if fallback_id else None
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[Frames]] = {}
+        self._generation = status.get(Slot.GENERATION)
+        self.drain_deadline_s: float | None = None
+
+    # ---- figures, from the status block ----------------------------------------------------------------------
+
+    def queue_figures(self) -> QueueFigures:
+        st = self.status
+        return QueueFigures(
+            waiting_inputs=int(st.get(Slot.WAITING_INPUTS)),
+            queued_requests=int(st.get(Slot.QUEUED_REQUESTS)),
+            per_input_s=st.get(Slot.PER_INPUT_S),
+            workers=max(1, int(st.get(Slot.WORKERS))),
+            queue_size=int(st.get(Slot.QUEUE_SIZE)) or self.settings.queue_size,
+        )
+
+    @property
+    def queue_depth(self) -> int:
+        return int(self.status.get(Slot.WAITING_INPUTS))
+
+    def busy_fraction(self) -> float:
+        return self.status.get(Slot.BUSY_FRACTION)
+
+    def estimated_wait_s(self, ahead_requests: int = 0, n_inputs: int = 1) -> float:
+        return wait_for(self.queue_figures(), n_inputs, ahead_requests)
+
+    def drain_s(self) -> float:
+        figures = self.queue_figures()
+        return figures.waiting_inputs * figures.per_input_s / figures.workers
+
+    def check_admission(
+        self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
+    ) -> None:
+        try:
+            judge(
+                self.queue_figures(),
+                n_inputs,
+                deadline_ms,
+                self.settings.admit_wait_share,
+                ahead_requests,
+                judged,
+            )
+        except QueueFull:
+            self.metrics.shed.labels(reason="queue_full").inc()
+            raise
+        except Overloaded:
+            self.metrics.shed.labels(reason="estimated_wait").inc()
+            raise
+
+    def model_for_new_request(self) -> str:
+        if self.fallback_id and self.status.get(Slot.FALLBACK_ON):
+            return self.fallback_id
+        return self.main_id
+
+    # ---- requests --------------------------------------------------------------------------------------------
+
+    async def submit(
+        self, texts: list[str], deadline_ms: float, judged: bool = False, model: str | None = None
+    ) -> BatchResult:
+        """Tokenise here, compute in the engine; raises what the in-process batcher would, EngineUnavailable
+        when the engine process ends meanwhile, ShuttingDown when the shutdown grace runs out first."""
+        t_start_s = time.perf_counter()
+        model = model or self.model_for_new_request()
+        if self.status.state != EngineState.READY:
+            raise EngineUnavailable(self.unavailable_reason() or "not ready")
+        tokenizer = self.tokenizers[model]
+        budget = self.settings.max_request_tokens
+        if len(texts) > TOKENIZE_OFF_LOOP_INPUTS:
+            token_ids = await asyncio.to_thread(tokenizer.token_ids, texts, budget)
+        else:
+            token_ids = tokenizer.token_ids(texts, budget)
+        tokenize_s = time.perf_counter() - t_start_s
+        if not judged:  # within its limits: now it is work, judged on the wait its inputs would see
+            self.check_admission(len(token_ids), deadline_ms)
+        remaining_ms = deadline_ms - tokenize_s * 1000
+        if remaining_ms <= 0:
+            raise DeadlineExceeded(deadline_ms)
+        request_id = next(self._ids)
+        future: asyncio.Future[Frames] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        try:
+            await self.socket.send_multipart(
+                submit_frames(request_id, remaining_ms, model, token_ids), copy=False
+            )
+            frames = await asyncio.wait_for(future, timeout=remaining_ms / 1000 + REPLY_MARGIN_S)
+        except TimeoutError:
+            await self._cancel(request_id, "deadline")
+            raise DeadlineExceeded(deadline_ms) from None
+        except ShuttingDown:
+            await self._cancel(request_id, "cancelled")
+            raise
+        except asyncio.CancelledError as exc:
+            reason = CLIENT_DISCONNECTED if CLIENT_DISCONNECTED in exc.args else "cancelled"
+            await self._cancel(request_id, reason)
+            raise
+        finally:
+            self._waiting.pop(request_id, None)
+        return read_reply(frames, [len(row) for row in token_ids], tokenize_s * 1000)
+
+    async def _cancel(self, request_id: int, reason: str) -> None:
+        with contextlib.suppress(zmq.ZMQError):
+            await self.socket.send_multipart(cancel_frames(request_id, reason))
+
+    async def receive_replies(self) -> None:
+        """Hand each reply to the request waiting for it (one that gave up meanwhile is dropped)."""
+        while True:
+            frames = await self.socket.recv_multipart(copy=False)
+            future = self._waiting.get(reply_id(frames))
+            if future is not None and not future.done():
+                future.set_result(frames)
+
+    async def watch_engine(self) -> None:
+        """Fail the waiting requests at once when their engine ends, or when the shutdown grace runs out."""
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            generation = self.status.get(Slot.GENERATION)
+            state = self.status.state
+            if state != EngineState.READY or generation != self._generation:
+                self._fail_all(EngineUnavailable(self.unavailable_reason() or "restarted"))
+                if state == EngineState.READY:
+                    self._generation = generation
+            if self.status.get(Slot.DRAINING):
+                cutoff_s = self.status.get(Slot.DRAIN_DEADLINE_S)
+                if time.monotonic() >= cutoff_s:
+                    self._fail_all(ShuttingDown())
+
+    def _fail_all(self, error: BatcherError) -> None:
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(error)
+
+    def unavailable_reason(self) -> str | None:
+        state = self.status.state
+        if state == EngineState.READY:
+            return None
+        if state == EngineState.STARTING:
+            return "the engine process is starting (loading the model and warming up)"
+        if state == EngineState.FAILED:
+            return "the engine process could not get ready: " + str(
+                self.status.read_document().get("failure")
+            )
+        if state == EngineState.DOWN:
+            return "the engine process ended; the supervisor is restarting it"
+        return "the engine process has stopped"
+
+
+class RemoteEngine:
+    """The Engine of a front end: waits for the engine process to be warm, then links the routes to it."""
+
+    def __init__(
+        self, settings: ServiceSettings, endpoint: str, status_path: Path, metrics: ServiceMetrics
+    ) -> None:
+        self.settings = settings
+        self.endpoint = endpoint
+        self.status = StatusBlock.open(status_path)
+        self.metrics = metrics
+        self.model: ModelCard | None = None
+        self.batcher: RemoteBatcher | None = None
+        self._context = zmq.asyncio.Context()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._document: dict[str, Any] = {}
+
+    async def start(self) -> None:
+        while self.status.state != EngineState.READY:
+            if self.status.state == EngineState.FAILED:
+                failure = self.status.read_document().get("failure")
+                raise RuntimeError(f"the engine process could not get ready: {failure}")
+            await asyncio.sleep(READY_POLL_S)
+        document = self.status.read_document()
+        self._document = document
+        card = document["model"]
+        self.model = ModelCard(
+            name=card["name"],
+            path=Path(card["path"]),
+            dimension=int(card["dimension"]),
+            max_tokens=int(card["max_tokens"]),
+            pooling=card["pooling"],
+            device=card["device"],
+        )
+        truncate = self.settings.long_input == "truncate"
+        tokenizers = {
+            model_id: FrontTokenizer(Path(entry["path"]), int(entry["max_tokens"]), truncate)
+            for model_id, entry in document["models"].items()
+        }
+        socket = self._context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(self.endpoint)
+        self.batcher = RemoteBatcher(
+            self.settings,
+            self.status,
+            socket,
+            tokenizers,
+            document["main_id"],
+            document.get("fallback_id"),
+            self.metrics,
+        )
+        self._tasks = [
+            asyncio.create_task(self.batcher.receive_replies()),
+            asyncio.create_task(self.batcher.watch_engine()),
+        ]
+
+    async def stop(self, grace_s: float) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._context.destroy(linger=0)
+
+    def device_busy_fractions(self) -> dict[str, float]:
+        busy: dict[str, float] = self.status.read_document().get("device_busy", {})
+        return busy
+
+    def versions(self) -> dict[str, object]:
+        versions: dict[str, object] = self._document.get("versions", {})
+        return versions
+
+    def unavailable_reason(self) -> str | None:
+        return self.batcher.unavailable_reason() if self.batcher else "the engine is not linked yet"

@@ -1,0 +1,51 @@
+"""A front-end process: the service's app (HTTP, auth, admission, tokenising, JSON) on the listening socket
+the supervisor shares among all of them, linked to the engine process (service/engine_client.py)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import uvicorn
+
+from service.app import build_app
+from service.engine_client import RemoteEngine
+from service.metrics import ServiceMetrics
+from service.server_config import uvicorn_config
+from service.settings import ServiceSettings
+from service.state import ServiceState
+
+PARENT_CHECK_S = 0.5
+
+
+def frontend_main(
+    settings: ServiceSettings, listener: socket.socket, endpoint: str, status_path: str, index: int
+) -> None:
+    """Entry point of front end `index` (multiprocessing, spawn). uvicorn handles SIGTERM/SIGINT: it stops
+    accepting, lets requests in flight finish within the grace, then ends."""
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format=f"%(asctime)s %(levelname)s http[{index}] %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    metrics = ServiceMetrics()
+    engine = RemoteEngine(settings, endpoint, Path(status_path), metrics)
+    app = build_app(ServiceState(settings=settings, engine=engine, metrics=metrics, freeze_heap=True))
+    watch_parent(os.getppid())
+    uvicorn.Server(uvicorn_config(settings, app)).run(sockets=[listener])
+
+
+def watch_parent(parent_pid: int) -> None:
+    """Shut this front end down gracefully (as SIGTERM does) once the supervisor is gone."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            threading.Event().wait(PARENT_CHECK_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()

@@ -1,0 +1,125 @@
+"""The engine in this process: the model (and its replicas and fallback), the batcher and its warm-up.
+
+The engine process (service/engine_process.py) runs it behind its socket; the one-process layout
+(`--http-workers 0`, and the in-process tests) runs it beside the routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from embedperf.errors import ConfigError
+from service.batch_job import BatcherConfig
+from service.batcher import Batcher
+from service.devices import version_matrix
+from service.fallback import Fallback
+from service.metrics import ServiceMetrics
+from service.model import EmbeddingModel, load_model
+from service.settings import ServiceSettings
+from service.workers import WorkerPool, build_pool, primary_device
+
+log = logging.getLogger("service.engine")
+WARMUP_TEXTS = ["warm-up: the quick brown fox jumps over the lazy dog", "预热：深度学习模型推理性能测试"]
+WARMUP_DEADLINE_MS = 120_000.0  # the first batch builds graphs and allocators: give it time
+
+
+def batcher_config(settings: ServiceSettings, own_process: bool = False) -> BatcherConfig:
+    """The batcher's settings; `own_process`: the engine runs in a process of its own (no event loop to yield to)."""
+    s = settings
+    return BatcherConfig(
+        batching=s.batching,
+        max_batch_size=s.max_batch_size,
+        max_batch_tokens=s.max_batch_tokens,
+        max_wait_ms=s.max_wait_ms,
+        sort_by_length=s.sort_by_length,
+        overlap_tokenize=s.overlap_tokenize,
+        queue_size=s.queue_size,
+        long_input=s.long_input,
+        admit_wait_share=s.admit_wait_share,
+        workers=len(s.device_specs()),
+        max_request_tokens=s.max_request_tokens,
+        model_id=s.model_name,
+        yield_to_event_loop=not own_process,
+    )
+
+
+class LocalEngine:
+    """Loads the model unless given one, builds one worker per serving device, starts the batcher, warms up."""
+
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        model: EmbeddingModel | None,
+        metrics: ServiceMetrics,
+        own_process: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.own_process = own_process
+        self.model: EmbeddingModel | None = model
+        self.metrics = metrics
+        self.batcher: Batcher | None = None
+        self.pool: WorkerPool | None = None
+        self.fallback: Fallback | None = None
+
+    async def start(self) -> None:
+        s = self.settings
+        if self.model is None:
+            path = Path(s.model) if s.model else None
+            self.model = await asyncio.to_thread(
+                load_model, path, primary_device(s), s.precision, s.engine_threads(), None, s.int8_exclude
+            )
+        model = self.model
+        self.pool = await asyncio.to_thread(build_pool, s, model, self.metrics, load_model)
+        if s.warmup and len(self.pool) > 1:  # the batcher's warm-up below reaches only one worker
+            await asyncio.to_thread(self.pool.warm_up, WARMUP_TEXTS)
+        self.fallback = await asyncio.to_thread(load_fallback, s, model)
+        self.batcher = Batcher(
+            self.pool, batcher_config(s, self.own_process), self.metrics, self.pool.bind_thread, self.fallback
+        )
+        self.batcher.start()
+        if s.warmup:
+            warmup_texts = (WARMUP_TEXTS * s.max_batch_size)[: min(s.queue_size, s.max_batch_size)]
+            await self.batcher.submit(warmup_texts, deadline_ms=max(s.deadline_ms, WARMUP_DEADLINE_MS))
+            if self.fallback is not None:
+                encoder = self.fallback.encoder
+                await asyncio.to_thread(encoder.embed_token_ids, encoder.tokenize(WARMUP_TEXTS))
+
+    async def stop(self, grace_s: float) -> None:
+        """Finish what is queued (nothing new is submitted any more), within grace_s, and let go."""
+        if self.batcher is not None:
+            await asyncio.to_thread(self.batcher.stop, grace_s)
+
+    def device_busy_fractions(self) -> dict[str, float]:
+        return self.pool.busy_fractions() if self.pool else {}
+
+    def versions(self) -> dict[str, object]:
+        return dict(version_matrix(self.model.device if self.model else None))
+
+    def unavailable_reason(self) -> str | None:
+        return None  # in this process: it is up as long as the routes are
+
+
+def load_fallback(settings: ServiceSettings, model: EmbeddingModel) -> Fallback | None:
+    """The lighter model of --fallback-model / --fallback-precision, on the first serving device, or None.
+
+    Its vectors must have the main model's dimension: clients store them side by side."""
+    fallback_id = settings.fallback_model_id()
+    if fallback_id is None:
+        return None
+    path = Path(settings.fallback_model) if settings.fallback_model else model.path
+    precision = settings.fallback_precision or settings.precision
+    lighter = load_model(path, primary_device(settings), precision, settings.engine_threads(), fallback_id)
+    if lighter.dimension != model.dimension:
+        raise ConfigError(
+            f"the fallback model {fallback_id} gives {lighter.dimension}-dimensional vectors, the main model "
+            f"{model.dimension}; choose a fallback of the same dimension"
+        )
+    log.info(
+        "fallback: %s while the device is >= %.0f %% busy over %.0f s",
+        fallback_id,
+        settings.fallback_busy_threshold * 100,
+        settings.fallback_window_s,
+    )
+    return Fallback(fallback_id, lighter, settings.fallback_busy_threshold, settings.fallback_window_s)

@@ -1,0 +1,201 @@
+"""`embedperf serve`'s process layout: one engine process (the model and its batcher) and N HTTP front ends
+sharing one listening socket, started, watched and stopped here.
+
+A front end that ends unasked is started again (the others serve meanwhile, on the same socket). An engine that
+ends unasked is marked down in the status block, so every front end answers its waiting requests 503 and /ready
+503 at once, and is started again up to --engine-restarts times; then the service exits with status 3. On
+SIGTERM or SIGINT the front ends drain first (requests still running when the grace is about to end are
+answered a JSON 503), then the engine stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+from prometheus_client import multiprocess
+
+from service.engine_entry import engine_main
+from service.engine_status import EngineState, Slot, StatusBlock
+from service.frontend import frontend_main
+from service.metrics import MULTIPROC_ENV
+from service.settings import ServiceSettings
+
+log = logging.getLogger("service.supervisor")
+WATCH_INTERVAL_S = 0.2
+ENGINE_STOP_S = 5.0  # the engine's queue is empty once the front ends have drained: it ends within this
+DRAIN_MARGIN_S = 0.5  # requests still running this long before the grace ends are answered 503
+EXIT_INCOMPLETE = 3
+LISTEN_BACKLOG = 4096
+
+
+class Supervisor:
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.settings = settings.model_copy(update={"threads": settings.engine_threads()})
+        self.runtime = Path(tempfile.mkdtemp(prefix="embedperf-serve-"))
+        self.endpoint = f"ipc://{self.runtime / 'engine.sock'}"
+        self.status_path = self.runtime / "status"
+        self.status = StatusBlock.create(self.status_path)
+        self.context = multiprocessing.get_context("spawn")
+        self.engine: BaseProcess | None = None
+        self.generation = 0
+        self.restarts_left = settings.engine_restarts
+        self.fronts: dict[int, BaseProcess] = {}
+        self.stopping = False
+        self.listener = listening_socket(settings.host, settings.port)
+
+    @property
+    def port(self) -> int:
+        return int(self.listener.getsockname()[1])
+
+    def run(self) -> int:
+        metrics_dir = self.runtime / "metrics"
+        metrics_dir.mkdir()
+        os.environ[MULTIPROC_ENV] = str(metrics_dir)  # the children's /metrics add up every process's figures
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self._start_engine()
+            for index in range(self.settings.front_end_count()):
+                self._start_front(index)
+            log.info(
+                "serving on http://%s:%d: %d HTTP front end(s), engine pid %s (%d torch threads)",
+                self.settings.host,
+                self.port,
+                len(self.fronts),
+                self.engine.pid if self.engine else "?",
+                self.settings.threads,
+            )
+            code = self._watch()
+            self._shut_down()
+            log.info("stopped")
+            return code
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            os.environ.pop(MULTIPROC_ENV, None)
+            self.listener.close()
+            self.status.close()
+            shutil.rmtree(self.runtime, ignore_errors=True)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def _start_engine(self) -> None:
+        self.generation += 1
+        self.engine = self.context.Process(
+            target=engine_main,
+            args=(self.settings, self.endpoint, str(self.status_path), self.generation),
+            name="embedperf-engine",
+        )
+        self.engine.start()
+
+    def _start_front(self, index: int) -> None:
+        front = self.context.Process(
+            target=frontend_main,
+            args=(self.settings, self.listener, self.endpoint, str(self.status_path), index),
+            name=f"embedperf-http-{index}",
+        )
+        front.start()
+        self.fronts[index] = front
+
+    def _watch(self) -> int:
+        """Until asked to stop: restart what ended. Returns the exit status the service ends with."""
+        while not self.stopping:
+            sentinels = [p.sentinel for p in (self.engine, *self.fronts.values()) if p is not None]
+            multiprocessing.connection.wait(sentinels, timeout=WATCH_INTERVAL_S)
+            if self.stopping:
+                break
+            engine = self.engine
+            if engine is not None and not engine.is_alive():
+                code = self._engine_ended(engine)
+                if code is not None:
+                    return code
+            for index, front in list(self.fronts.items()):
+                if not front.is_alive() and not self.stopping:
+                    log.error(
+                        "HTTP front end %d (pid %s) ended with %s; starting it again",
+                        index,
+                        front.pid,
+                        front.exitcode,
+                    )
+                    mark_process_dead(front.pid)
+                    self._start_front(index)
+        return 0
+
+    def _engine_ended(self, engine: BaseProcess) -> int | None:
+        mark_process_dead(engine.pid)
+        if self.status.state == EngineState.FAILED:  # it could not load: starting it again would not help
+            failure = self.status.read_document().get("failure", "unknown")
+            print(f"embedperf serve: error: {failure}", file=sys.stderr, flush=True)
+            return int(self.status.read_document().get("exit_code", 2))
+        self.status.set(Slot.STATE, EngineState.DOWN)
+        if self.restarts_left <= 0:
+            log.error(
+                "the engine process ended with %s and no restart is left; the service stops", engine.exitcode
+            )
+            return EXIT_INCOMPLETE
+        self.restarts_left -= 1
+        log.error(
+            "the engine process (pid %s) ended with %s; starting it again (%d restart(s) left)",
+            engine.pid,
+            engine.exitcode,
+            self.restarts_left,
+        )
+        self._start_engine()
+        return None
+
+    def _shut_down(self) -> None:
+        grace_s = self.settings.shutdown_grace_s
+        self.status.set(Slot.DRAIN_DEADLINE_S, time.monotonic() + max(0.0, grace_s - DRAIN_MARGIN_S))
+        self.status.set(Slot.DRAINING, 1)
+        fronts = list(self.fronts.values())
+        for front in fronts:
+            terminate(front)
+        deadline_s = time.monotonic() + grace_s + 1
+        for front in fronts:
+            front.join(max(0.0, deadline_s - time.monotonic()))
+            if front.is_alive():
+                front.kill()
+                front.join()
+            mark_process_dead(front.pid)
+        if self.engine is not None:
+            terminate(self.engine)
+            self.engine.join(ENGINE_STOP_S)
+            if self.engine.is_alive():
+                self.engine.kill()
+                self.engine.join()
+            mark_process_dead(self.engine.pid)
+
+
+def terminate(process: BaseProcess) -> None:
+    with contextlib.suppress(ProcessLookupError, TypeError):
+        if process.pid is not None:
+            os.kill(process.pid, signal.SIGTERM)
+
+
+def mark_process_dead(pid: int | None) -> None:
+    """Drop a dead process's live gauges from the metrics folder (prometheus_client's multiprocess mode)."""
+    if pid is None or MULTIPROC_ENV not in os.environ:
+        return
+    multiprocess.mark_process_dead(pid)  # reads the folder from the environment, set by run()
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    listener.listen(LISTEN_BACKLOG)
+    listener.set_inheritable(True)
+    return listener
