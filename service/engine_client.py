@@ -275,7 +275,7 @@ class RemoteEngine:
         while self.status.state != EngineState.READY:
             if self.status.state == EngineState.FAILED:
                 failure = self.status.read_document().get("failure")
-                raise RuntimeError(f"the engine process could not get ready: {failure}")
+                raise EngineUnavailable(f"it could not get ready: {failure}")
             await asyncio.sleep(READY_POLL_S)
         document = self.status.read_document()
         self._document = document

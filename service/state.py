@@ -15,6 +15,7 @@ from pathlib import Path
 
 from service.access_log import AccessLog
 from service.admission import SERVING_PATHS
+from service.batch_errors import BatcherError
 from service.cache import EmbeddingCache, ResultCache
 from service.cache_redis import RedisCache
 from service.engine_view import BatcherView, Engine, ModelView
@@ -117,6 +118,9 @@ class ServiceState:
             self.ready = True
             self.metrics.ready.set(1)
             log.info("ready: %s on %s (%s)", model.name, model.device, s.precision)
+        except BatcherError as exc:  # the engine process said why (the supervisor reports it and exits)
+            self.failure = str(exc)
+            log.error("the service could not get ready: %s", exc)
         except Exception as exc:
             self.failure = f"{type(exc).__name__}: {exc}"
             log.exception("the service could not get ready")
