@@ -147,6 +147,8 @@ def build_app(state: ServiceState) -> FastAPI:
                 "versions": state.engine.versions(),
                 "ready": state.ready,
                 "pid": os.getpid(),
+                "engine_pid": state.engine.process_id(),
+                "http_workers": settings.front_end_count(),
                 "started_unix_s": state.started_unix_s,
             },
         )

@@ -323,5 +323,8 @@ class RemoteEngine:
         versions: dict[str, object] = self._document.get("versions", {})
         return versions
 
+    def process_id(self) -> int:
+        return int(self.status.read_document().get("pid", 0))
+
     def unavailable_reason(self) -> str | None:
         return self.batcher.unavailable_reason() if self.batcher else "the engine is not linked yet"

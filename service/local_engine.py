@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 
 from embedperf.errors import ConfigError
@@ -96,6 +97,9 @@ class LocalEngine:
 
     def versions(self) -> dict[str, object]:
         return dict(version_matrix(self.model.device if self.model else None))
+
+    def process_id(self) -> int:
+        return os.getpid()
 
     def unavailable_reason(self) -> str | None:
         return None  # in this process: it is up as long as the routes are

@@ -42,7 +42,8 @@ LISTEN_BACKLOG = 4096
 
 class Supervisor:
     def __init__(self, settings: ServiceSettings) -> None:
-        self.settings = settings.model_copy(update={"threads": settings.engine_threads()})
+        resolved = {"threads": settings.engine_threads(), "http_workers": settings.front_end_count()}
+        self.settings = settings.model_copy(update=resolved)  # /info shows what runs, not "auto"
         self.runtime = Path(tempfile.mkdtemp(prefix="embedperf-serve-"))
         self.endpoint = f"ipc://{self.runtime / 'engine.sock'}"
         self.status_path = self.runtime / "status"
