@@ -17,8 +17,8 @@ import httpx
 import numpy as np
 import pytest
 
-from service.local_app import create_app
 from service.encoder import ComputeStopped, StopCheck
+from service.local_app import create_app
 from service.model import EmbeddingModel, load_model
 from service.request_io import TRUNCATE_CHARS_PER_TOKEN
 from service.settings import ServiceSettings

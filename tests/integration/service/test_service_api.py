@@ -16,8 +16,8 @@ import httpx
 import numpy as np
 import pytest
 
-from service.local_app import create_app
 from service.encoder import StopCheck
+from service.local_app import create_app
 from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 

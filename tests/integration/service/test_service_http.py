@@ -17,10 +17,10 @@ import httpx
 import numpy as np
 import pytest
 
-from service.local_app import create_app
-from service.server_config import uvicorn_config
 from service.encoder import StopCheck
+from service.local_app import create_app
 from service.model import EmbeddingModel, load_model
+from service.server_config import uvicorn_config
 from service.settings import ServiceSettings
 from tests.conftest import uvicorn_in_thread
 from tests.integration.service.test_service_api import MODEL, GatedModel
