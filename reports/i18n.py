@@ -490,6 +490,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "bottlenecks": ("Bottleneck per step (derived from the measurements)", "各阶梯瓶颈（由测量数据推导）"),
     "evidence": ("Evidence", "依据"),
     "bn_generator": ("load generator CPU", "压测机 CPU"),
+    "bn_host_launch": (
+        "host-bound: the inference worker is busy while the device idles",
+        "主机瓶颈：推理线程繁忙而设备空闲",
+    ),
     "bn_device": ("device busy (compute-bound)", "设备繁忙（计算瓶颈）"),
     "bn_queue_idle": ("queueing while the device idles", "设备空闲但请求排队"),
     "bn_tokenise": ("tokenisation", "分词"),
@@ -499,6 +503,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "bn_no_data": ("no data (no successful request)", "无数据（没有成功请求）"),
     "ev_generator_cpu_pct": ("generator CPU", "压测机 CPU"),
     "ev_device_busy_pct": ("device busy", "设备繁忙"),
+    "ev_worker_busy_pct": ("inference worker busy", "推理线程繁忙"),
     "ev_service_cpu_pct": ("service CPU", "服务 CPU"),
     "ev_host_cpu_pct": ("host CPU", "主机 CPU"),
     "ev_queue_share_pct": ("queue share of latency", "排队占延迟"),

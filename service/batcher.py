@@ -482,6 +482,7 @@ class Batcher:
         m.batch_tokens.observe(padded_tokens)
         m.inputs.inc(len(batch))
         m.tokens.inc(sum(item.length for item in batch))
+        m.padded_tokens.inc(padded_tokens)
         self._busy.record(t_end_s, compute_s)
         with self._results_lock:  # with several workers, one request's inputs can finish on two threads
             self._store(batch, vectors, compute_s, padded_tokens, t_end_s)

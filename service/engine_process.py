@@ -70,6 +70,7 @@ class EngineServer:
         self.tasks: dict[tuple[bytes, int], asyncio.Task[None]] = {}
         self.stop = asyncio.Event()
         self.parent_pid = os.getppid()
+        self.counted_hits = self.counted_misses = 0
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -178,11 +179,19 @@ class EngineServer:
         status.set(Slot.RETRY_AFTER_S, batcher.health.retry_after_s())
         status.set(Slot.FALLBACK_ON, float(batcher.model_for_new_request() != batcher.config.model_id))
         if document:
+            self._count_buckets()
             busy = self.engine.device_busy_fractions()
             for device, fraction in busy.items():  # a function gauge cannot cross processes: set it
                 self.metrics.device_busy.labels(device=device).set(fraction)
             self.metrics.estimated_wait.set(batcher.estimated_wait_s())
             status.write_document(self._document(batcher, busy))
+
+    def _count_buckets(self) -> None:
+        hits = sum(runner.stats.hits for runner in self.engine.runners)
+        misses = sum(runner.stats.misses for runner in self.engine.runners)
+        self.metrics.bucket_batches.labels(outcome="hit").inc(hits - self.counted_hits)
+        self.metrics.bucket_batches.labels(outcome="miss").inc(misses - self.counted_misses)
+        self.counted_hits, self.counted_misses = hits, misses
 
     def _document(self, batcher: Batcher, busy: dict[str, float]) -> dict[str, Any]:
         model = self.engine.model

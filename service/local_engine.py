@@ -16,10 +16,11 @@ from service.batch_job import BatcherConfig
 from service.batcher import Batcher
 from service.devices import version_matrix
 from service.fallback import Fallback
+from service.graphs import BucketRunner, bucket_shapes
 from service.metrics import ServiceMetrics
 from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
-from service.workers import WorkerPool, build_pool, primary_device
+from service.workers import WorkerPool, bind_device, build_pool, primary_device
 
 log = logging.getLogger("service.engine")
 WARMUP_TEXTS = ["warm-up: the quick brown fox jumps over the lazy dog", "预热：深度学习模型推理性能测试"]
@@ -63,6 +64,7 @@ class LocalEngine:
         self.batcher: Batcher | None = None
         self.pool: WorkerPool | None = None
         self.fallback: Fallback | None = None
+        self.runners: list[BucketRunner] = []
 
     async def start(self) -> None:
         s = self.settings
@@ -75,6 +77,8 @@ class LocalEngine:
         self.pool = await asyncio.to_thread(build_pool, s, model, self.metrics, load_model)
         if s.warmup and len(self.pool) > 1:  # the batcher's warm-up below reaches only one worker
             await asyncio.to_thread(self.pool.warm_up, WARMUP_TEXTS)
+        if s.graphs_on() or s.compile:
+            await asyncio.to_thread(self._use_buckets, model)
         self.fallback = await asyncio.to_thread(load_fallback, s, model)
         self.batcher = Batcher(
             self.pool, batcher_config(s, self.own_process), self.metrics, self.pool.bind_thread, self.fallback
@@ -86,6 +90,24 @@ class LocalEngine:
             if self.fallback is not None:
                 encoder = self.fallback.encoder
                 await asyncio.to_thread(encoder.embed_token_ids, encoder.tokenize(WARMUP_TEXTS))
+
+    def _use_buckets(self, model: EmbeddingModel) -> None:
+        """Static-shape buckets on every replica (captured as graphs, or compiled), each on its device."""
+        s = self.settings
+        assert self.pool is not None
+        shapes = bucket_shapes(s.max_batch_size, model.max_tokens, s.max_batch_tokens)
+        replicas = {id(w.encoder): w for w in self.pool.workers if isinstance(w.encoder, EmbeddingModel)}
+        for worker in replicas.values():
+            bind_device(worker.spec)
+            runner = worker.encoder.use_buckets(shapes, capture=s.graphs_on(), compile_cpu=s.compile)  # type: ignore[attr-defined]
+            self.runners.append(runner)
+        log.info(
+            "%d bucket shapes on %d replica(s): graphs %s, compile %s",
+            len(shapes),
+            len(replicas),
+            s.graphs_on(),
+            s.compile,
+        )
 
     async def stop(self, grace_s: float) -> None:
         """Finish what is queued (nothing new is submitted any more), within grace_s, and let go."""

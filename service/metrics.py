@@ -109,6 +109,17 @@ class ServiceMetrics:
             registry=r,
         )
         self.tokens = Counter("embedperf_tokens_total", "Real (unpadded) tokens computed.", registry=r)
+        self.padded_tokens = Counter(
+            "embedperf_padded_tokens_total",
+            "Tokens computed with padding (inputs x longest per batch): 1 - tokens/padded is the padding waste.",
+            registry=r,
+        )
+        self.bucket_batches = Counter(
+            "embedperf_bucket_batches_total",
+            "Batches run at a static bucket shape (hit: a captured graph or compiled shape) or eagerly (miss).",
+            ["outcome"],
+            registry=r,
+        )
         self.inputs = Counter("embedperf_inputs_total", "Inputs computed.", registry=r)
         self.cache_hits = Counter("embedperf_cache_hits_total", "Inputs answered from the cache.", registry=r)
         self.cache_misses = Counter(

@@ -16,6 +16,7 @@ import torch
 from embedperf.errors import ConfigError, ModelLoadError
 from service.devices import resolve_device, synchronize
 from service.encoder import ComputeStopped, StopCheck
+from service.graphs import BucketRunner
 from service.model_folder import Pooling, model_dir, read_max_tokens, read_pooling
 from service.settings import DEFAULT_MODEL_NAME
 
@@ -64,9 +65,12 @@ class EmbeddingModel:
         # the GIL most of the time and one layer takes tens of milliseconds). Per thread: CPU workers
         # share one model.
         self._running = threading.local()
-        for block in repeated_blocks(network):
-            for module in block.modules():
-                module.register_forward_pre_hook(self._before_module)
+        self._hooks = [
+            module.register_forward_pre_hook(self._before_module)
+            for block in repeated_blocks(network)
+            for module in block.modules()
+        ]
+        self.runner: BucketRunner | None = None  # static-shape buckets (graphs, compile), set by use_buckets
 
     def _before_module(self, module: torch.nn.Module, args: Any) -> None:
         should_stop = getattr(self._running, "should_stop", None)
@@ -81,13 +85,38 @@ class EmbeddingModel:
 
     def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         """Forward one padded batch, pool, normalise; returns float32 (n, dim) after the device syncs.
-        should_stop is asked before every module of every layer; when it returns True the batch ends with
-        ComputeStopped."""
+        Eager on cpu, should_stop is asked before every module of every layer; when it returns True the batch
+        ends with ComputeStopped. With buckets (graphs, compile) it is asked once, before the batch starts."""
+        if self.runner is not None:
+            if should_stop is not None and should_stop():
+                raise ComputeStopped()
+            with torch.inference_mode():
+                vectors = self.runner.run(batch)
+            if vectors is not None:
+                return vectors
         self._running.should_stop = should_stop
         try:
             return self._forward(batch)
         finally:
             self._running.should_stop = None
+
+    def use_buckets(self, shapes: list[tuple[int, int]], capture: bool, compile_cpu: bool) -> BucketRunner:
+        """Run batches at bucket shapes from now on: captured as device graphs (capture), or torch.compile'd
+        once per shape on cpu (compile_cpu). The per-module stop hooks go: a graph cannot stop part-way."""
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+        step = self.device_step
+        if compile_cpu:
+            step = torch.compile(self.device_step, dynamic=False)
+        self.runner = BucketRunner(step, self.device, shapes, self.pad_token_id, self.dimension, capture)
+        self.runner.warm_up()
+        return self.runner
+
+    def device_step(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Forward, pool and L2-normalise on the device: float32 (rows, dim), nothing copied back."""
+        hidden = self.network(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
+        return torch.nn.functional.normalize(self._pool(hidden, mask), p=2, dim=1)
 
     @torch.inference_mode()
     def _forward(self, batch: list[list[int]]) -> np.ndarray:
@@ -98,9 +127,7 @@ class EmbeddingModel:
             input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             mask[row, : len(ids)] = 1
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        hidden = self.network(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
-        pooled = self._pool(hidden, mask)
-        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+        pooled = self.device_step(input_ids, mask)
         synchronize(self.device)
         return pooled.cpu().numpy().astype(np.float32, copy=False)
 

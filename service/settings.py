@@ -15,6 +15,7 @@ DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 Precision = Literal["fp32", "fp16", "bf16", "int8"]
 LongInput = Literal["truncate", "reject"]
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+GraphMode = Literal["auto", "on", "off"]
 
 
 class ServiceSettings(BaseSettings):
@@ -55,6 +56,17 @@ class ServiceSettings(BaseSettings):
         5.0,
         ge=0,
         description="Longest wait for a batch to fill after its first input, while more accepted inputs are still being tokenised.",
+    )
+    graphs: GraphMode = Field(
+        "auto",
+        description="Device graphs: batches padded to a few (batch x length) buckets, each captured once at "
+        "warm-up and replayed (CUDA graphs on cuda, NPUGraph on npu); auto = on for cuda/npu, off on cpu; "
+        "off = eager, one launch per operator (for comparison).",
+    )
+    compile: bool = Field(
+        False,
+        description="On cpu: torch.compile the model once per bucket shape at warm-up (slow to start, "
+        "faster to serve).",
     )
     sort_by_length: bool = Field(True, description="Group inputs of similar token length to reduce padding.")
     overlap_tokenize: bool = Field(
@@ -229,6 +241,15 @@ class ServiceSettings(BaseSettings):
         return serving_devices(self.device, self.workers)
 
     @model_validator(mode="after")
+    def _graphs_where_they_run(self) -> ServiceSettings:
+        kind = self.device_specs()[0].kind
+        if self.graphs == "on" and kind == "cpu":
+            raise ValueError("graphs on needs a cuda or npu device; on cpu use --compile (or --graphs auto)")
+        if self.compile and kind != "cpu":
+            raise ValueError("compile applies on cpu; on cuda/npu the device graphs (--graphs) do its work")
+        return self
+
+    @model_validator(mode="after")
     def _consistent_limits(self) -> ServiceSettings:
         if self.max_inputs > self.queue_size:
             raise ValueError(
@@ -256,6 +277,11 @@ class ServiceSettings(BaseSettings):
         if self.fallback_precision is not None:
             return f"{self.model_name}@{self.fallback_precision}"
         return None
+
+    def graphs_on(self) -> bool:
+        """Whether batches replay captured device graphs (on an accelerator, unless --graphs off)."""
+        accelerator = self.device_specs()[0].kind != "cpu"
+        return self.graphs == "on" or (self.graphs == "auto" and accelerator)
 
     def front_end_count(self) -> int:
         """HTTP front-end processes: --http-workers, or a quarter of the usable cores (1 to 8)."""

@@ -2,6 +2,9 @@
 
 Rules, first match wins (thresholds are module constants and the report states them):
   generator      the load generator's CPU mean >= GENERATOR_BUSY_PCT: it, not the target, set the pace
+  host_launch    the inference worker busy >= DEVICE_BUSY_PCT while the device (its own telemetry) is busy
+                 < DEVICE_IDLE_PCT: the host cannot launch work fast enough (Python per operator, host-device
+                 synchronisation, small batches): "inference worker busy 98%, device busy 5%"
   device         device (or inference-worker) busy mean >= DEVICE_BUSY_PCT: the accelerator is the limit
   queue_idle     queue >= QUEUE_SHARE_PCT of latency while the device is busy < DEVICE_IDLE_PCT: requests
                  wait although the device idles (batching wait, scheduling, a lock)
@@ -28,7 +31,7 @@ STAGE_SHARE_PCT = 30.0
 CPU_BUSY_PCT = 90.0
 CLIENT_SHARE_PCT = 50.0
 KINDS: tuple[str, ...] = (
-    "generator", "device", "queue_idle", "tokenise", "service_cpu", "client_network", "none", "no_data",
+    "generator", "host_launch", "device", "queue_idle", "tokenise", "service_cpu", "client_network", "none", "no_data",
 )  # fmt: skip
 
 
@@ -57,6 +60,7 @@ def step_bottleneck(
     for key, value in (
         ("generator_cpu_pct", tel.generator_cpu_mean_pct),
         ("device_busy_pct", busy),
+        ("worker_busy_pct", tel.service_busy_mean_pct),
         ("service_cpu_pct", tel.service_cpu_mean_pct),
         ("host_cpu_pct", tel.host_cpu_mean_pct),
         ("queue_share_pct", shares.get("queue")),
@@ -76,6 +80,10 @@ def step_bottleneck(
         return Bottleneck(index=stats.index, kind="no_data", evidence=evidence)
     if (tel.generator_cpu_mean_pct or 0.0) >= GENERATOR_BUSY_PCT:
         return found("generator", "generator_cpu_pct", "device_busy_pct")
+    worker = tel.service_busy_mean_pct
+    device = tel.device_util_mean_pct
+    if worker is not None and device is not None and worker >= DEVICE_BUSY_PCT and device < DEVICE_IDLE_PCT:
+        return found("host_launch", "worker_busy_pct", "device_busy_pct")
     if busy is not None and busy >= DEVICE_BUSY_PCT:
         return found("device", "device_busy_pct", "compute_share_pct")
     if busy is not None and busy < DEVICE_IDLE_PCT and shares.get("queue", 0.0) >= QUEUE_SHARE_PCT:
