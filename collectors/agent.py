@@ -143,8 +143,10 @@ def make_handler(agent: Agent, token: str | None) -> type[BaseHTTPRequestHandler
 
         def do_GET(self) -> None:  # noqa: N802 - stdlib name
             if token is not None:
-                given = self.headers.get("Authorization", "")
-                if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                scheme, _, given = self.headers.get("Authorization", "").partition(" ")
+                # the scheme is case-insensitive (RFC 9110), as the reference service takes it
+                valid = hmac.compare_digest(given.strip().encode(), token.encode())
+                if not (valid and scheme.lower() == "bearer"):
                     self._send(401, b'{"error":"pass the agent token as Authorization: Bearer TOKEN"}')
                     return
             url = urlsplit(self.path)

@@ -168,6 +168,11 @@ class ServiceSettings(BaseSettings):
         description="Comma-separated API keys; when set, every endpoint but /health and /ready needs "
         "'Authorization: Bearer KEY' (401 otherwise).",
     )
+    api_keys_file: str | None = Field(
+        None,
+        description="File holding the API keys (comma- or line-separated), read at start: keys neither on "
+        "the command line (which `ps` shows) nor in the environment.",
+    )
     access_log: str = Field(
         "-",
         description="Where the JSON access log goes, one line per request: '-' (stderr), a file path, "
@@ -256,7 +261,9 @@ class ServiceSettings(BaseSettings):
                 f"max_inputs ({self.max_inputs}) exceeds queue_size ({self.queue_size}): a request that large "
                 "could never be admitted; raise --queue-size or lower --max-inputs"
             )
-        if self.api_keys.strip() and not self.api_key_list():
+        if self.api_keys_file and not Path(self.api_keys_file).is_file():
+            raise ValueError(f"api_keys_file {self.api_keys_file} is not a readable file; pass the path to one")
+        if (self.api_keys.strip() or self.api_keys_file) and not self.api_key_list():
             raise ValueError(
                 "api_keys holds only commas or whitespace, which would switch authentication off; "
                 "give at least one key (KEY1,KEY2) or leave it unset to run without auth"
@@ -299,7 +306,11 @@ class ServiceSettings(BaseSettings):
         return min(threads, int(cap)) if cap.isdigit() and int(cap) > 0 else threads
 
     def api_key_list(self) -> list[str]:
-        return [key.strip() for key in self.api_keys.split(",") if key.strip()]
+        """The keys of --api-keys (EMBEDPERF_API_KEYS) and of --api-keys-file together."""
+        text = self.api_keys
+        if self.api_keys_file:
+            text += "," + Path(self.api_keys_file).read_text().replace("\n", ",")
+        return [key.strip() for key in text.split(",") if key.strip()]
 
     def public_config(self) -> dict[str, Any]:
         """The effective configuration shown in /info: everything except secrets."""

@@ -90,6 +90,8 @@ def test_the_token_from_the_environment_or_a_file_guards_every_endpoint_and_stay
             assert httpx.get(f"{url}{path}").status_code == 401
             assert httpx.get(f"{url}{path}", headers={"Authorization": "Bearer wrong"}).status_code == 401
         assert httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {SECRET}"}).status_code == 200
+        assert httpx.get(f"{url}/metrics", headers={"Authorization": f"bearer {SECRET}"}).status_code == 200
+        assert httpx.get(f"{url}/metrics", headers={"Authorization": f"Basic {SECRET}"}).status_code == 401
         assert check_agent(url, SECRET) is None
         refused = check_agent(url, "wrong")
         assert refused is not None and "refused the token (401)" in refused and TOKEN_ENV in refused
