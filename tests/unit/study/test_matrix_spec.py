@@ -23,6 +23,19 @@ def test_shipped_matrix_is_valid_and_complete() -> None:
     batching = spec.service_settings(next(c for c in spec.configurations if c.name == "batching"))
     assert batching["batching"] is True and batching["max_batch_size"] == 16
     assert spec.scenario_overrides["payload.repeat_fraction"] == "0.5"
+    assert (
+        spec.service_settings(next(c for c in spec.configurations if c.name == "one-process"))["http_workers"]
+        == 0
+    )
+
+
+def test_shipped_accelerator_matrix_compares_graphs_front_ends_precisions_and_caps() -> None:
+    spec = load_matrix_spec(REPO_ROOT / "scenarios" / "accelerator.yaml")
+    settings = {c.name: spec.service_settings(c) for c in spec.configurations}
+    assert settings["graphs"]["graphs"] == "on" and settings["eager"]["graphs"] == "off"
+    assert settings["one-process"]["http_workers"] == 0
+    assert {s["precision"] for s in settings.values()} == {"fp16", "fp32", "bf16"}
+    assert service_args(settings["eager"])[:2] == ["--device", "cuda"]
 
 
 def test_service_args_follow_the_serve_flags() -> None:
