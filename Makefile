@@ -17,7 +17,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test test-quick lint bench bench-service bench-recorder bench-collectors \
-        bench-report bench-overload bench-ab fuzz report compare capacity matrix precision clean search bench-distributed \
+        bench-report bench-overload bench-ab bench-split device-check fuzz report compare capacity matrix precision clean search bench-distributed \
         peers-setup peers canary verify
 
 help: ## show this help
@@ -164,6 +164,12 @@ bench-collectors: setup ## collector drift, jitter and CPU benchmark
 
 bench-overload: setup system-deps ## 10 MB bodies and RSS, the 2,048-input request, P99/P50 at 100 connections, wrk at 500/1,000: goodput, P99, 429s, /health
 	$(PY) benchmarks/bench_overload.py --service-arg=--threads --service-arg=1
+
+bench-split: setup system-deps ## the service's own cost per request (front ends, compute taken out), compute inflation at 100 connections, P99/P50 under wrk
+	$(PY) benchmarks/bench_split.py
+
+device-check: setup ## on a GPU/NPU host: a BGE-M3-shaped random model, its own ceiling, the ramp at fp16/fp32 with graphs on/off, one table (DEVICE=cuda)
+	$(PY) benchmarks/device_check.py --device $(or $(DEVICE),cuda)
 
 bench-ab: setup system-deps ## wrk req/s at 10 and 50 connections, the service of REV (default HEAD) against the working tree, alternating
 	$(PY) benchmarks/bench_service_ab.py $(if $(REV),--rev $(REV)) --service-arg=--threads --service-arg=1

@@ -37,9 +37,12 @@ OVERRIDE_HELP = (
 )
 
 
+MATRIX_FILES = frozenset({"optimizations", "accelerator"})  # `embedperf matrix` studies, not scenarios
+
+
 def shipped_scenarios() -> list[str]:
     """Names of the scenarios shipped under scenarios/*.yaml."""
-    return sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml") if p.stem != "optimizations")
+    return sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml") if p.stem not in MATRIX_FILES)
 
 
 def scenario_path(name_or_path: str) -> Path:

@@ -33,6 +33,7 @@ from service.openai_api import (
     CLIENT_CLOSED_REQUEST,
     ApiError,
     EmbeddingRequest,
+    dump_json,
     encode_vector,
     parse_embedding_request,
     server_timing,
@@ -199,7 +200,7 @@ async def _respond(
         "model": embedded.result.model,
         "usage": {"prompt_tokens": usage, "total_tokens": usage},
     }
-    content = json.dumps(payload, separators=(",", ":"))
+    content = dump_json(payload)
     headers = answer_headers(state, embedded, t_start_s, t_post_s, record)
     return Response(content, media_type="application/json", headers=headers)
 

@@ -39,6 +39,7 @@ from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 
 log = logging.getLogger("service.engine")
+ZERO_COPY_BYTES = 64 * 1024  # replies at least this large are sent without copying their vectors
 PUBLISH_INTERVAL_S = 0.02  # how stale the queue figures front ends admit on may be
 DOCUMENT_EVERY = 25  # publications between two rewrites of the status document (0.5 s)
 
@@ -150,7 +151,8 @@ class EngineServer:
             reply = error_frames(submission.request_id, exc)
         finally:
             self.tasks.pop(key, None)
-        await socket.send_multipart([identity, *reply], copy=False)
+        # Copied sends: below tens of kilobytes a copy is cheaper than a zero-copy frame's bookkeeping.
+        await socket.send_multipart([identity, *reply], copy=reply_bytes(reply) >= ZERO_COPY_BYTES)
 
     async def _publish_loop(self) -> None:
         count = 0
@@ -218,3 +220,7 @@ class EngineServer:
             "health": batcher.health.snapshot(),
             "pid": os.getpid(),
         }
+
+
+def reply_bytes(frames: Frames) -> int:
+    return sum(memoryview(frame).nbytes for frame in frames)

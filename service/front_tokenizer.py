@@ -39,8 +39,12 @@ class FrontTokenizer:
         tokens = 0
         for start in range(0, len(texts), TOKENIZE_SLICE):
             chunk = texts[start : start + TOKENIZE_SLICE]
-            try:
-                encodings = self.tokenizer.encode_batch(chunk, add_special_tokens=True)
+            try:  # one text: encode, which skips the batch call's thread-pool hand-off
+                encodings = (
+                    [self.tokenizer.encode(chunk[0], add_special_tokens=True)]
+                    if len(chunk) == 1
+                    else self.tokenizer.encode_batch(chunk, add_special_tokens=True)
+                )
             except Exception as exc:  # the tokeniser's own refusal of a text
                 raise InvalidInput(f"the tokeniser could not process the input: {exc}") from None
             for offset, encoding in enumerate(encodings):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+import orjson
 
 EncodingFormat = Literal["float", "base64"]
 
@@ -198,11 +199,17 @@ def request_body_schema(
     }
 
 
-def encode_vector(vector: np.ndarray, encoding_format: EncodingFormat) -> list[float] | str:
-    """float: a JSON list; base64: little-endian float32 bytes, as the openai client decodes them."""
+def encode_vector(vector: np.ndarray, encoding_format: EncodingFormat) -> np.ndarray | str:
+    """float: the float32 vector itself, which `dump_json` writes as a JSON list of the shortest decimals that
+    read back to the same float32 values; base64: little-endian float32 bytes, as the openai client decodes them."""
     if encoding_format == "base64":
         return base64.b64encode(vector.astype("<f4", copy=False).tobytes()).decode("ascii")
-    return list(map(float, vector))
+    return np.ascontiguousarray(vector, dtype=np.float32)
+
+
+def dump_json(payload: object) -> bytes:
+    """A response body with numpy vectors in it (orjson: ~10x faster than json for a 384-float vector)."""
+    return orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def shorten(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:
