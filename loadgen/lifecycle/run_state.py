@@ -23,6 +23,7 @@ from locust.env import Environment
 from loadgen.lifecycle.session import RunOptions, RunSession
 from loadgen.lifecycle.target_detection import ResolvedTarget
 from loadgen.recording.monitor import CpuMonitor
+from loadgen.recording.webui import ReportBuilder
 from loadgen.traffic.context import RunContext
 from scenarios.models import Scenario
 
@@ -59,6 +60,7 @@ class RunState:
     worker_cpu: CpuMonitor | None = None
     forwarder: RowOutlet | None = None
     user_seq: Iterator[int] = field(default_factory=itertools.count)  # each user's payload seed offset
+    report_builder: ReportBuilder | None = None  # the web UI's end-of-run report, registered by the locustfile
 
     def bind(
         self,
