@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.search.state import devices_serving, headline, read_search
+from decisions.search.state import devices_serving, headline, read_search
 from embedperf.errors import EmbedperfError
 from embedperf.schema import RunFolder, make_run_id, read_manifest
 from loadgen.cli.runner import run_scenario

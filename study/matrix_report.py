@@ -11,7 +11,7 @@ import numpy as np
 from analysis.compare.changes import MetricChange, compare_runs
 from analysis.run.analyse import analyse_folder
 from analysis.run.summary import RunAnalysis
-from analysis.search.state import SearchSummary
+from decisions.search.state import SearchSummary
 from embedperf.errors import RunFolderError
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html

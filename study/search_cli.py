@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis.search.state import (
+from decisions.search.state import (
     QUANTILE,
     Outcome,
     SearchRecord,

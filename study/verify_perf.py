@@ -13,7 +13,7 @@ import math
 
 from analysis.model.steps import LatencyStats
 from analysis.run.summary import RunAnalysis, StepReport
-from analysis.search.state import COUNT_MARGIN, SearchRecord, read_search
+from decisions.search.state import COUNT_MARGIN, SearchRecord, read_search
 from embedperf.errors import RunFolderError
 from scenarios.loader import load_scenario
 from study.verify_load import LoadOptions, run_and_analyse, throttling_check

@@ -20,9 +20,9 @@ from analysis.engine.order_stats import OrderStats, bootstrap_percentile_ci, exa
 from analysis.engine.requests import kinds_of
 from analysis.engine.views import connect, create_views, request_files
 from analysis.figures.bootstrap import DEFAULT_N_BOOT
+from decisions.canary_verdict import stage_windows
 from embedperf.canary_record import SIDES, CanaryRecord, read_canary_record
 from embedperf.schema import Manifest, RunFolder
-from loadgen.lifecycle.canary_verdict import stage_windows
 from scenarios.canary_models import Canary, Rollback
 
 PERCENTILES_PCT: tuple[float, float, float] = (50.0, 95.0, 99.0)

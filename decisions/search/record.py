@@ -11,8 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from analysis.figures.capacity import device_plan
-from analysis.search.stats import Params, Verdict
+from decisions.search.stats import Params, Verdict
 from embedperf.schema import Manifest
 
 Phase = Literal["bracket", "bisect", "repeat", "confirm"]
@@ -96,7 +95,7 @@ class ProbeRecord(BaseModel):
     verdict: Verdict
     reason: str
     reason_code: str = Field(
-        "", description="Key of analysis.search.stats.REASONS; the report translates it."
+        "", description="Key of decisions.search.stats.REASONS; the report translates it."
     )
     reason_params: Params = Field(default_factory=dict)
 
@@ -245,18 +244,3 @@ def search_summary(manifest: Manifest) -> SearchSummary | None:
         note=record.note,
     )
 
-
-def plan_lines(manifest: Manifest, target_qps: float | None, headroom: float) -> list[str]:
-    """`embedperf capacity` on a search run: the searched answer, and devices for a target from it."""
-    record = read_search(manifest)
-    if record is None:
-        return []
-    devices = devices_serving(manifest)
-    lines = [f"  capacity search: {headline(record, devices)}"]
-    if target_qps is not None and record.answer_rps is not None:
-        plan = device_plan(record.answer_rps, devices, target_qps, headroom)
-        lines.append(
-            f"  from the searched answer, for {target_qps:g} QPS with {headroom:.0%} headroom: {plan.replicas} "
-            f"replica(s) x {plan.devices_per_replica} device(s) = {plan.devices} device(s)"
-        )
-    return lines

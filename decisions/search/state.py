@@ -2,7 +2,7 @@
 
 The load side (loadgen/shaping/search.py) runs the probes this module asks for and hands back what each
 one measured; everything here is arithmetic on those figures, so it is tested without a target.
-A probe's verdict comes from analysis.search.stats; the record it leaves from analysis.search.record.
+A probe's verdict comes from decisions.search.stats; the record it leaves from decisions.search.record.
 
 A rate whose probe stays uncertain after its pooled repeat is information, not a dead end: its
 P99 interval contains the SLO, so the limit is at that rate within the measurement's resolution.
@@ -19,7 +19,7 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from analysis.search.record import (
+from decisions.search.record import (
     NOTES,
     OUTCOMES,
     Outcome,
@@ -30,11 +30,10 @@ from analysis.search.record import (
     SearchSummary,
     devices_serving,
     headline,
-    plan_lines,
     read_search,
     search_summary,
 )
-from analysis.search.stats import (
+from decisions.search.stats import (
     COUNT_MARGIN,
     QUANTILE,
     REASONS,
@@ -72,7 +71,6 @@ __all__ = [
     "feasibility",
     "headline",
     "judge",
-    "plan_lines",
     "quantile_ci",
     "read_search",
     "reason_text",
@@ -110,7 +108,7 @@ class SearchState:
     """Bracket, then bisect, then confirm; decides each next probe from the verdicts so far.
 
     Raises ConfigError on construction when the search cannot bound a P99 at all (see
-    analysis.search.stats.feasibility); never plans a probe below the floor or above max_probe_s.
+    decisions.search.stats.feasibility); never plans a probe below the floor or above max_probe_s.
     """
 
     def __init__(self, spec: Search, slo: Slo, arrival: str) -> None:

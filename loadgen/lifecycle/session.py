@@ -172,7 +172,7 @@ class RunSession:
         if ctx is not None:
             extras["connection_backoffs"] = {str(k): v for k, v in sorted(ctx.connection_backoffs.items())}
         if ctx is not None and ctx.search is not None:
-            extras["search"] = ctx.search  # analysis.search.state.SearchRecord
+            extras["search"] = ctx.search  # decisions.search.state.SearchRecord
         for key, value in extras.items():
             setattr(m, key, value)
         if self.workers is not None:

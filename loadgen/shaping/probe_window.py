@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from analysis.search.state import ProbeMeasurement
+from decisions.search.state import ProbeMeasurement
 from embedperf.schema import REQUEST_COLUMNS
 from loadgen.traffic.schedule import Arrival
 

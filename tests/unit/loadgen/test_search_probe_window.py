@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from analysis.search.stats import judge
+from decisions.search.stats import judge
 from embedperf.schema import REQUEST_COLUMNS
 from loadgen.shaping.probe_window import ProbeTap, ProbeWindow
 from loadgen.traffic.schedule import Arrival

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis.search.record import SearchRecord
+from decisions.search.record import SearchRecord
 from embedperf.schema import TELEMETRY_SCHEMA, RunFolder, new_run_folder, write_telemetry_parquet
 from study.verify_function import precision_checks
 from study.verify_load import throttling_check
