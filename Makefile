@@ -154,32 +154,32 @@ precision: setup ## int8 (all layers, with its layer view; attention only) and b
 	exit $$rc
 
 bench-service: setup ## service benchmark: offline ceiling vs QPS/P50/P99 at 1/10/50/100 clients, batching off/on
-	$(PY) benchmarks/bench_service.py
+	$(PY) -m benchmarks.bench_service
 
 bench-recorder: setup ## recorder cost and accuracy benchmark
-	$(PY) benchmarks/bench_recorder.py
+	$(PY) -m benchmarks.bench_recorder
 
 bench-collectors: setup ## collector drift, jitter and CPU benchmark
-	$(PY) benchmarks/bench_collectors.py
+	$(PY) -m benchmarks.bench_collectors
 
 bench-overload: setup system-deps ## 10 MB bodies and RSS, the 2,048-input request, P99/P50 at 100 connections, wrk at 500/1,000: goodput, P99, 429s, /health
-	$(PY) benchmarks/bench_overload.py --service-arg=--threads --service-arg=1
+	$(PY) -m benchmarks.bench_overload --service-arg=--threads --service-arg=1
 
 bench-ab: setup system-deps ## wrk req/s at 10 and 50 connections, the service of REV (default HEAD) against the working tree, alternating
-	$(PY) benchmarks/bench_service_ab.py $(if $(REV),--rev $(REV)) --service-arg=--threads --service-arg=1
+	$(PY) -m benchmarks.bench_service_ab $(if $(REV),--rev $(REV)) --service-arg=--threads --service-arg=1
 
 fuzz: setup ## schemathesis against the service's /openapi.json (bounded): fails on any 5xx
-	$(PY) benchmarks/fuzz_service.py
+	$(PY) -m benchmarks.fuzz_service
 
 bench-report: setup ## synthetic run of ROWS requests (default 10M) -> `embedperf report` wall time and peak memory
-	$(PY) benchmarks/bench_report.py --rows $(or $(ROWS),10000000)
+	$(PY) -m benchmarks.bench_report --rows $(or $(ROWS),10000000)
 
 bench-distributed: setup ## embedperf run --workers 1/2/4 at 400 req/s open loop (constant, Poisson): achieved rate, rows = Locust; row forwarding rows/s
-	$(PY) benchmarks/bench_distributed.py rate
-	$(PY) benchmarks/bench_distributed.py forwarding
+	$(PY) -m benchmarks.bench_distributed rate
+	$(PY) -m benchmarks.bench_distributed forwarding
 
 peers: setup peers-setup system-deps ## the reference service against Infinity on the same model, alternating rounds, wrk at 1/10/50 connections: QPS, P50/P99 and ratios, also in OUT (default $(RUNS)/peers.txt)
-	$(PY) benchmarks/bench_peers.py --out "$(or $(OUT),$(RUNS)/peers.txt)"
+	$(PY) -m benchmarks.bench_peers --out "$(or $(OUT),$(RUNS)/peers.txt)"
 
 clean: ## remove caches (keeps .venv and runs/)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache build *.egg-info

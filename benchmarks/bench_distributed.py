@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 
 RATE_TOLERANCE = 0.02
 FORWARD_TARGET_ROWS_PER_S = 5000.0
@@ -210,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode != "rate":
         parser.print_help()
         return 2
-    from tests.fakes.stub_server import running_stub
+    from loadgen.processes.stub_target import running_stub
 
     results = []
     all_ok = True

@@ -1,4 +1,4 @@
-"""Start and stop real third-party embedding servers (Infinity, a KServe v2 model server) by PID.
+"""Start and stop real third-party embedding servers (Infinity; the tests add a KServe v2 model server) by PID.
 
 Each runs from its own virtual environment under `.peers/` (`make peers-setup`), on a free 127.0.0.1
 port, serving a local model folder with the hubs switched off, so a test or `make peers` drives the same
@@ -19,15 +19,12 @@ from embedperf.errors import TargetError
 from loadgen.processes.child import stop_child, wait_until_answering
 from loadgen.processes.service_proc import free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # Where `make peers-setup` puts the environments (PEERS in the Makefile, exported as EMBEDPERF_PEERS_DIR).
 PEERS_DIR = Path(os.environ.get("EMBEDPERF_PEERS_DIR") or Path.home() / ".cache" / "embedperf" / "peers")
-KSERVE_SCRIPT = Path(__file__).resolve().parent / "kserve_minilm.py"
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 300.0  # a model load on a busy 2-core host; a server that dies is reported at once
 STOP_GRACE_S = 20.0
 LOG_TAIL_CHARS = 3000
-KSERVE_MODEL_NAME = "minilm"
 # Names a vLLM-style server is given and embedperf is not told. Infinity answers any model name when it
 # serves one model, so the model is served under two: an unknown name then gets 400 with the list.
 VLLM_STYLE_MODEL_NAMES = ("team-embedder-v3", "team-embedder-v3-canary")
@@ -105,33 +102,6 @@ def infinity_command(
         argv += ["--url-prefix", url_prefix]
     env = {"OMP_NUM_THREADS": str(torch_threads)} if torch_threads else {}
     return PeerCommand("infinity", argv, port, "/health", api_prefix=url_prefix, env=env)
-
-
-def kserve_command(
-    model_dir: Path,
-    port: int | None = None,
-    model_name: str = KSERVE_MODEL_NAME,
-    torch_threads: int | None = None,
-) -> PeerCommand:
-    """KServe's ModelServer with tests/peers/kserve_minilm.py: REST v2 only (no gRPC port to collide)."""
-    port = free_port(HOST) if port is None else port
-    argv = [
-        str(peer_bin("kserve", "python")),
-        str(KSERVE_SCRIPT),
-        "--model_name",
-        model_name,
-        "--model_dir",
-        str(model_dir),
-        "--http_port",
-        str(port),
-        "--enable_grpc",
-        "false",
-        "--enable_latency_logging",
-        "false",
-    ]
-    if torch_threads:
-        argv += ["--torch_threads", str(torch_threads)]
-    return PeerCommand("kserve", argv, port, "/v2/health/ready")
 
 
 class PeerProcess:

@@ -1,8 +1,9 @@
-"""A tiny OpenAI-shaped embeddings server with a fixed delay and an injectable stall.
+"""The dry-run target: a tiny OpenAI-shaped embeddings server with a fixed delay and an injectable stall.
 
-For testing and benchmarking the load generator itself: `python -m tests.fakes.stub_server --port P
---delay-ms 50`. `POST /_stall?ms=1000` makes every request that is in flight or arrives during
-the next second wait until the stall ends, like a service pausing for garbage collection.
+It measures the load generator itself, with no model behind it (the generator's own ceiling, the
+recorder's cost, distributed forwarding; the benchmarks and the tests use it):
+`python -m loadgen.processes.stub_target --port P --delay-ms 50`, then point a run at it.
+`POST /_stall?ms=1000` makes every request that is in flight or arrives during the next second wait until the stall ends, like a service pausing for garbage collection.
 `GET /_count` answers how many embeddings requests arrived so far (benchmarks read it to find
 the steady state of a generator from outside it). `--workers K` serves at most K requests at a
 time, each taking the fixed delay, so its capacity is exactly K / delay (a known limit for the
@@ -191,7 +192,7 @@ async def _respond(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.fakes.stub_server", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m loadgen.processes.stub_target", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8099)
     parser.add_argument("--delay-ms", type=float, default=0.0)
@@ -239,8 +240,8 @@ def running_stub(*flags: str, ready_timeout_s: float = 20.0) -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.stub_server", "--port", str(port), *flags],
-        cwd=Path(__file__).resolve().parents[2],  # the repository root: `tests` is a package there
+        [sys.executable, "-m", "loadgen.processes.stub_target", "--port", str(port), *flags],
+        cwd=Path(__file__).resolve().parents[2],  # the repository root
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

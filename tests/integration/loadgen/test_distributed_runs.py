@@ -24,7 +24,7 @@ from embedperf.schema import Manifest, RunFolder, read_manifest, read_requests_t
 from loadgen.cli import run as run_cli
 from loadgen.cli.local_workers import LocalWorkers
 from loadgen.lifecycle.announcements import SIGTERM_READY_LOG
-from tests.fakes.stub_server import running_stub
+from loadgen.processes.stub_target import running_stub
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 QUIET = ["--no-collectors", "--loglevel", "WARNING"]
@@ -305,7 +305,7 @@ def test_sigkill_of_embedperf_run_with_workers_leaves_no_worker(stub_url: str, t
 def test_row_forwarding_at_5000_rows_per_s_loses_nothing() -> None:
     """Worker -> master forwarding alone (benchmarks/bench_distributed.py forwarding): every row arrives."""
     proc = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_distributed.py"), "forwarding",
+        [sys.executable, "-m", "benchmarks.bench_distributed", "forwarding",
          "--rows-per-s", "5000", "--duration-s", "2", "--json"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

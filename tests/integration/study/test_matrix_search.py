@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 import study.matrix
+from loadgen.processes.stub_target import running_stub
 from study.matrix import MatrixRecord, run_matrix
 from study.matrix_report import build_matrix_report, load_rows
 from study.matrix_spec import MatrixSpec
-from tests.fakes.stub_server import running_stub
 
 SERVICE_MS = 20.0
 LIMIT_RPS = {"two-workers": 2 / (SERVICE_MS / 1000.0), "four-workers": 4 / (SERVICE_MS / 1000.0)}  # 100, 200
