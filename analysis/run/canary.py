@@ -2,7 +2,7 @@
 
 The live monitor judged each window from the rows on disk at the time (canary.json keeps what it saw
 and the verdict it acted on); this recomputes the same windows from the final requests.parquet for
-the report: goodput, exact P50/P95/P99 (analysis.order_stats, equal to numpy's) with a bootstrap
+the report: goodput, exact P50/P95/P99 (analysis.engine.order_stats, equal to numpy's) with a bootstrap
 interval for P99, error rate and kinds, availability seconds, and the agreement of the answers.
 """
 

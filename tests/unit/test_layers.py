@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md holds: `lint-imports` keeps every contract of pyproject's [tool.importlinter],
+"""The layering of ARCHITECTURE.md holds: `lint-imports` keeps every contract of pyproject's [tool.importlinter],
 and those contracts still say what the design says (a contract deleted or an exception added fails here).
 No contract lets an import through: `ignore_imports` is empty everywhere."""
 
@@ -102,3 +102,14 @@ def test_no_product_module_or_benchmark_imports_test_code() -> None:
                 )
                 offences += [f"{path.relative_to(REPO_ROOT)}: {n}" for n in names if n.split(".")[0] == "tests"]
     assert offences == []
+
+
+def test_architecture_pictures_the_stage_order_of_the_contracts() -> None:
+    """ARCHITECTURE.md's picture of the packages starts with the stage order, top first, down to the ground."""
+    text = (REPO_ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    chains = [line.split() for line in text.splitlines() if line.startswith(f"{STAGES_TOP_FIRST[0]} ─►")]
+    assert chains, "ARCHITECTURE.md has no line picturing the stage order"
+    assert [word for word in chains[0] if word != "─►"][: len(STAGES_TOP_FIRST) + 1] == [
+        *_contracts()["stages"]["layers"],
+        "embedperf",
+    ]
