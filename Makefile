@@ -18,7 +18,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test test-quick lint bench bench-service bench-recorder bench-collectors \
         bench-report bench-overload bench-ab fuzz report compare capacity matrix precision clean search bench-distributed \
-        peers-setup peers canary verify
+        peers-setup peers canary verify house
 
 help: ## show this help
 	@echo "embedperf: load testing and benchmarking for embedding inference services"
@@ -43,6 +43,8 @@ help: ## show this help
 	@echo "  REV=<commit>             bench-ab: the previous service version (default HEAD)"
 	@echo "  TEST_WORKERS=$(TEST_WORKERS)           test: pytest workers of the first phase (more cores, more workers)"
 	@echo "  VENV=$(VENV)               the virtual environment"
+	@echo "  HOUSE_STRICT=1           house: fail when a figure is over its limit (HOUSE_MAX_LINES=$(HOUSE_MAX_LINES),"
+	@echo "                           HOUSE_MAX_PAIRS=$(HOUSE_MAX_PAIRS)); HOUSE_PACKAGES=$(HOUSE_PACKAGES)"
 	@echo "  PEERS=$(PEERS)   the peer servers' environments (make peers-setup), shared by clones"
 
 $(STAMP): pyproject.toml
@@ -105,10 +107,36 @@ test: setup system-deps peers-setup ## run every test (unit, integration, e2e; t
 test-quick: setup ## the edit-test loop: unit tests and the integration tests that start no process, on 2 cores (1-2.5 min)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 -m "not slow and not browser" tests/unit tests/integration
 
-lint: setup ## ruff, mypy and the import layering contracts (lint-imports; pyproject's [tool.importlinter])
+lint: setup ## ruff, mypy, the import layering contracts (lint-imports; pyproject's [tool.importlinter]) and make house
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
+	@$(MAKE) -s house
+
+# The house's figures. Product: the packages the product installs, without reports/i18n.py (the string
+# table), templates and benchmarks/ for the line count. `duplicates` (a code-duplication lister, when on
+# PATH) reads a copy of those packages alone (all their files), so every pair it counts is product to product. HOUSE_STRICT=1 fails the target
+# when a figure is over its limit.
+HOUSE_PACKAGES  := embedperf scenarios service collectors loadgen analysis reports study decisions
+HOUSE_MAX_LINES := 30000
+HOUSE_MAX_PAIRS := 20
+house: ## product Python lines (limit 30,000), duplicates' product-to-product pairs (limit 20), layer-contract exceptions (none)
+	@all=$$( (git ls-files -co --exclude-standard -- $(HOUSE_PACKAGES) 2>/dev/null || find $(HOUSE_PACKAGES) -type f) \
+	  | sort -u); \
+	lines=$$(echo "$$all" | grep '\.py$$' | grep -vx 'reports/i18n\.py' | xargs cat | wc -l); over=0; \
+	echo "product Python lines: $$lines (limit $(HOUSE_MAX_LINES); without reports/i18n.py, templates, benchmarks/)"; \
+	test $$lines -le $(HOUSE_MAX_LINES) || over=1; \
+	if command -v duplicates >/dev/null 2>&1; then \
+	  copy=$$(mktemp -d); tar -cf - $$all | tar -xf - -C $$copy; \
+	  summary=$$(duplicates --repo $$copy --most 1 --seconds 120 | head -n 1); rm -rf $$copy; \
+	  pairs=$$(echo "$$summary" | grep -oE '^[0-9]+' || echo 0); \
+	  echo "duplicates, product to product: $$pairs pairs (limit $(HOUSE_MAX_PAIRS)): $$summary"; \
+	  test $$pairs -le $(HOUSE_MAX_PAIRS) || over=1; \
+	else echo "duplicates, product to product: not counted (the duplicates command is not on PATH)"; fi; \
+	exceptions=$$(grep -c '^ignore_imports' pyproject.toml || true); \
+	echo "lint-imports ignore_imports entries: $$exceptions (limit 0)"; \
+	test $$exceptions -eq 0 || over=1; \
+	if [ $$over = 1 ] && [ -n "$(HOUSE_STRICT)" ]; then echo "house: a figure is over its limit"; exit 1; fi
 
 bench: setup ## start the service, run the ramp (PROFILE=quick|full), stop it, write and print the report
 	$(EP) bench --profile $(PROFILE) --runs-dir $(RUNS) --port $(PORT)

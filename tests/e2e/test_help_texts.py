@@ -13,7 +13,7 @@ from analysis.cli.synth import synthesize
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]
-MAKE_INTERNAL = {"PY", "EP", "STAMP", "MAKEFILE_LIST", "SHELL", "HOME"}  # HOME: the environment's, not ours
+MAKE_INTERNAL = {"PY", "EP", "STAMP", "MAKEFILE_LIST", "SHELL", "HOME", "MAKE"}  # HOME: the environment's, not ours
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
