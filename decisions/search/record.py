@@ -28,7 +28,7 @@ SearchStatus = Literal[
 Outcome = Literal["answer", "no_rate", "not_narrowed"]
 
 # How each status ends for a pipeline: an answer to --precision, no rate meeting the SLO, or a search
-# that could not narrow to --precision (study.search_cli maps these to exit codes 0, 1 and 4).
+# that could not narrow to --precision (study.bench.search maps these to exit codes 0, 1 and 4).
 OUTCOMES: dict[str, Outcome] = {
     "found": "answer",
     "at_slo": "answer",

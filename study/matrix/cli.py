@@ -7,9 +7,9 @@ from pathlib import Path
 
 from embedperf.errors import ConfigError
 from scenarios.loader import add_override_option
-from study.matrix import MatrixRecord, run_matrix
-from study.matrix_report import build_matrix_report
-from study.matrix_spec import load_matrix_spec
+from study.matrix.report import build_matrix_report
+from study.matrix.run import MatrixRecord, run_matrix
+from study.matrix.spec import load_matrix_spec
 
 EPILOG = """\
 examples:

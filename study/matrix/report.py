@@ -17,8 +17,8 @@ from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
 from reports.compare_build import load_curves
 from reports.render import render
-from study.matrix import MatrixRecord, changes_numerics
-from study.matrix_spec import MatrixSpec
+from study.matrix.run import MatrixRecord, changes_numerics
+from study.matrix.spec import MatrixSpec
 
 MATRIX_REPORT = "matrix.html"
 HEADLINE_METRICS = (

@@ -23,9 +23,9 @@ from loadgen.processes.service_proc import ServiceProcess
 from scenarios.loader import load_scenario
 from service.model_folder import model_dir
 from study.corpus import shipped_eval_set
-from study.matrix_spec import Configuration, MatrixSpec, service_args
-from study.precision import compare_embeddings
-from study.precision_gate import PrecisionGates
+from study.matrix.spec import Configuration, MatrixSpec, service_args
+from study.precision.compare import compare_embeddings
+from study.precision.gate import PrecisionGates
 from study.reference_vectors import fp32_reference_vectors
 
 MATRIX_FILE = "matrix.json"
@@ -128,7 +128,7 @@ def search_timeout_s(spec: MatrixSpec, overrides: dict[str, str]) -> float | Non
     """
     if spec.measure != "search":
         return None
-    from study.search_cli import RUN_MARGIN_S  # it brings the report builder (matplotlib): search runs only
+    from study.bench.search import RUN_MARGIN_S  # it brings the report builder (matplotlib): search runs only
 
     scenario = load_scenario(spec.scenario, profile=spec.profile, overrides=overrides)
     return scenario.search.max_duration_s + RUN_MARGIN_S

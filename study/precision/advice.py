@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from service.model import EmbeddingModel, int8_targets
-from study.advice_plan import (
+from study.precision.advice_plan import (
     ATTENTION_ONLY_EXCLUDE,
     Advice,
     LayerSensitivity,
@@ -27,7 +27,7 @@ from study.advice_plan import (
     exclusion_regex,
     fewest_kept,
 )
-from study.encode_speed import measure_speed, method_text
+from study.precision.encode_speed import measure_speed, method_text
 from study.vectors import cosine_per_text
 
 

@@ -1,5 +1,5 @@
 """The torch-free half of the int8 advice: its result model, the exclusion expression, the probe set and
-the bisection of the number of layers kept (study/advice.py runs them on the model)."""
+the bisection of the number of layers kept (study/precision/advice.py runs them on the model)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
-from study.encode_speed import SpeedFigure
+from study.precision.encode_speed import SpeedFigure
 
 # The hand-written exclusion the advice is measured against: every projection after attention in fp32.
 ATTENTION_ONLY_EXCLUDE = r"output\.dense|intermediate"

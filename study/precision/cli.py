@@ -16,14 +16,14 @@ from embedperf.schema import open_run_folder
 from loadgen.traffic.quality import write_reference_set
 from service.model import EmbeddingModel, load_model
 from service.model_folder import model_dir
-from study.advice import advise
-from study.advice_plan import Advice, VariantCheck, probe_indexes
 from study.corpus import EvalSet, load_dataset, shipped_eval_set
-from study.domains import domain_groups
-from study.layers import compare_layers
-from study.precision import EndpointEncoder, PrecisionResult, compare_embeddings, write_result
-from study.precision_gate import PROFILE_DEFAULTS, TOP_K, PrecisionGates
-from study.precision_text import format_advice, format_layers, format_result
+from study.precision.advice import advise
+from study.precision.advice_plan import Advice, VariantCheck, probe_indexes
+from study.precision.compare import EndpointEncoder, PrecisionResult, compare_embeddings, write_result
+from study.precision.domains import domain_groups
+from study.precision.gate import PROFILE_DEFAULTS, TOP_K, PrecisionGates
+from study.precision.layers import compare_layers
+from study.precision.text import format_advice, format_layers, format_result
 from study.reference_vectors import fp32_reference_vectors
 from study.vectors import Encoder
 
@@ -304,7 +304,7 @@ def main(argv: list[str]) -> int:
         write_result(result, folder.precision)
         print(f"result: {folder.precision} (rebuild the report with: embedperf report {folder.root})")
     if args.report:
-        from study.precision_report import write_precision_report  # matplotlib loads only for --report
+        from study.precision.report import write_precision_report  # matplotlib loads only for --report
 
         print(f"report: {write_precision_report(result, args.report, args.lang)}")
     if result.advice is not None:

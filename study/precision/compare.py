@@ -2,7 +2,7 @@
 
 Figures: cosine per text (mean, P5, P1, min), the same per domain (language, length band, labels) with
 the worst inputs, and retrieval agreement (does each query find the same top-k neighbours?). The gate
-reads all three (study.precision_gate); the layer view and the int8 advice attach to the same result.
+reads all three (study.precision.gate); the layer view and the int8 advice attach to the same result.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import numpy as np
 from pydantic import BaseModel
 
 from embedperf.errors import TargetError
-from study.advice_plan import Advice
 from study.corpus import EvalText
-from study.domains import DomainAgreement, WorstInput, domain_breakdown, worst_inputs
-from study.layer_report import LayerReport
-from study.precision_gate import PrecisionGates, gate_failures
-from study.retrieval import RetrievalAgreement, retrieval_agreement
+from study.precision.advice_plan import Advice
+from study.precision.domains import DomainAgreement, WorstInput, domain_breakdown, worst_inputs
+from study.precision.gate import PrecisionGates, gate_failures
+from study.precision.layer_report import LayerReport
+from study.precision.retrieval import RetrievalAgreement, retrieval_agreement
 from study.vectors import cosine_per_text
 
 WORST_OVERALL = 10

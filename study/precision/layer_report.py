@@ -1,4 +1,4 @@
-"""What the layer-by-layer comparison reports (study/layers.py computes it with torch; these models do not
+"""What the layer-by-layer comparison reports (study/precision/layers.py computes it with torch; these models do not
 need torch, so a precision result is read and written without it)."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import torch
 
 from embedperf.errors import ConfigError
 from service.model import EmbeddingModel, repeated_blocks
-from study.layer_report import LayerAgreement, LayerReport, PointKind
+from study.precision.layer_report import LayerAgreement, LayerReport, PointKind
 
 LAYER_BATCH_SIZE = 16
 _EPS = 1e-12

@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from embedperf.errors import ConfigError
-from study.precision_gate import TOP_K
+from study.precision.gate import TOP_K
 from study.vectors import unit_rows
 
 RetrievalMode = Literal["queries_to_documents", "all_pairs"]

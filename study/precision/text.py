@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import shlex
 
-from study.advice_plan import Advice, VariantCheck
-from study.layer_report import LayerAgreement, LayerReport
-from study.precision import PrecisionResult
+from study.precision.advice_plan import Advice, VariantCheck
+from study.precision.compare import PrecisionResult
+from study.precision.layer_report import LayerAgreement, LayerReport
 
 WORST_SHOWN = 5
 

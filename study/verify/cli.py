@@ -22,17 +22,17 @@ from embedperf.errors import ConfigError
 from loadgen.lifecycle.options import add_api_key_option, export_api_key
 from loadgen.lifecycle.preflight import check_target, normalise_base_url
 from scenarios.loader import load_scenario, parse_overrides
-from study.verify_function import run_function_layer, write_default_reference
-from study.verify_load import LoadOptions
-from study.verify_ops import ops_checks
-from study.verify_perf import run_perf_layer
-from study.verify_prometheus import DASHBOARDS_GLOB, DEPLOY_DIR, monitoring_needs, shipped_rule_files
-from study.verify_report import REPORT_FILE, RESULT_FILE, write_junit, write_result, write_verify_report
-from study.verify_soak import run_soak_layer
-from study.verify_startup import StartedService
-from study.verify_target import TargetClient
-from study.verify_thresholds import VerifyThresholds, parse_layers, resolve_thresholds
-from study.verify_verdict import Layer, LayerResult, build_result, judged, run_layers
+from study.verify.function import run_function_layer, write_default_reference
+from study.verify.load import LoadOptions
+from study.verify.ops import ops_checks
+from study.verify.perf import run_perf_layer
+from study.verify.prometheus import DASHBOARDS_GLOB, DEPLOY_DIR, monitoring_needs, shipped_rule_files
+from study.verify.report import REPORT_FILE, RESULT_FILE, write_junit, write_result, write_verify_report
+from study.verify.soak import run_soak_layer
+from study.verify.startup import StartedService
+from study.verify.target import TargetClient
+from study.verify.thresholds import VerifyThresholds, parse_layers, resolve_thresholds
+from study.verify.verdict import Layer, LayerResult, build_result, judged, run_layers
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 API_KEY_ENV = "EMBEDPERF_TARGET_API_KEY"

@@ -19,9 +19,9 @@ from service.model_folder import model_dir
 from study.corpus import shipped_eval_set
 from study.reference_vectors import fp32_reference_vectors
 from study.vectors import cosine_per_text
-from study.verify_target import TargetClient, embeddings_of
-from study.verify_thresholds import VerifyThresholds
-from study.verify_verdict import Check, LayerResult, judged
+from study.verify.target import TargetClient, embeddings_of
+from study.verify.thresholds import VerifyThresholds
+from study.verify.verdict import Check, LayerResult, judged
 
 ENCODE_BATCH = 8
 WORST_SHOWN = 3

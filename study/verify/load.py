@@ -20,7 +20,7 @@ from embedperf.errors import RunFolderError, TargetError
 from embedperf.schema import RunFolder, read_telemetry_table
 from loadgen.cli.runner import run_scenario_outcome
 from loadgen.lifecycle.verdict import EXIT_INCOMPLETE, EXIT_USAGE
-from study.verify_verdict import Check
+from study.verify.verdict import Check
 
 RUN_MARGIN_S = 120.0  # beyond the planned length: start-up, drains and collectors
 MIN_QUARTER_SAMPLES = 2  # seconds of telemetry in each quarter before throttling is judged

@@ -1,7 +1,7 @@
 """Layer 4, operational readiness: probes that mean what they say, the metrics monitoring reads, request IDs,
 and alert rules that are loaded and have fired.
 
-Readiness is judged from the start-up timeline when verify started the service (study.verify_startup):
+Readiness is judged from the start-up timeline when verify started the service (study.verify.startup):
 readiness answering yes while embeddings still fail is the failure orchestrators pay for (traffic routed to
 a replica that cannot serve). Without the timeline the probes are checked as they stand and the loading
 phase is reported as not observed.
@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from embedperf.schema import REQUEST_ID_HEADER
-from study.verify_prometheus import MonitoringNeeds, PrometheusAPI, alert_names
-from study.verify_startup import Observation
-from study.verify_target import MetricsSnapshot, TargetClient
-from study.verify_thresholds import VerifyThresholds
-from study.verify_verdict import Check
+from study.verify.prometheus import MonitoringNeeds, PrometheusAPI, alert_names
+from study.verify.startup import Observation
+from study.verify.target import MetricsSnapshot, TargetClient
+from study.verify.thresholds import VerifyThresholds
+from study.verify.verdict import Check
 
 LOG_WAIT_S = 10.0  # a guard while the access log line is flushed, not a performance bound
 LOG_POLL_S = 0.2

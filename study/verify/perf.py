@@ -16,9 +16,9 @@ from analysis.run.summary import RunAnalysis, StepReport
 from decisions.search.state import COUNT_MARGIN, SearchRecord, read_search
 from embedperf.errors import RunFolderError
 from scenarios.loader import load_scenario
-from study.verify_load import LoadOptions, run_and_analyse, throttling_check
-from study.verify_thresholds import VerifyThresholds
-from study.verify_verdict import Check, CheckStatus, LayerResult, judged
+from study.verify.load import LoadOptions, run_and_analyse, throttling_check
+from study.verify.thresholds import VerifyThresholds
+from study.verify.verdict import Check, CheckStatus, LayerResult, judged
 
 NO_DEVICE_NOTE = (
     "no serving-device telemetry (a CPU target, or pass --agent / --devices for the service host)"

@@ -21,9 +21,9 @@ import yaml
 
 from embedperf.errors import ConfigError, TargetError
 from service.metrics import ServiceMetrics
-from study.verify_target import parse_metrics
+from study.verify.target import parse_metrics
 
-DEPLOY_DIR = Path(__file__).resolve().parents[1] / "deploy"
+DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy"
 RULES_GLOB = "prometheus/*.yml"
 RULE_TESTS_SUFFIX = ".test.yml"
 DASHBOARDS_GLOB = "grafana/*.json"

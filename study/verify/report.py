@@ -13,7 +13,7 @@ from pathlib import Path
 
 from reports.build import check_lang, write_html
 from reports.render import render
-from study.verify_verdict import VerifyResult
+from study.verify.verdict import VerifyResult
 
 RESULT_FILE = "verify.json"
 REPORT_FILE = "report.html"

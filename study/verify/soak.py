@@ -17,8 +17,8 @@ import yaml
 from analysis.run.summary import RunAnalysis, StepReport
 from embedperf.errors import ConfigError
 from scenarios.loader import load_scenario
-from study.verify_load import LoadOptions, run_and_analyse, throttling_check
-from study.verify_target import (
+from study.verify.load import LoadOptions, run_and_analyse, throttling_check
+from study.verify.target import (
     DEVICE_ERRORS,
     FALLBACK,
     OOM_SPLITS,
@@ -27,8 +27,8 @@ from study.verify_target import (
     MetricsSnapshot,
     TargetClient,
 )
-from study.verify_thresholds import VerifyThresholds
-from study.verify_verdict import Check, LayerResult, judged
+from study.verify.thresholds import VerifyThresholds
+from study.verify.verdict import Check, LayerResult, judged
 
 SOAK_FILE = "verify-soak.yaml"
 NO_RSS_NOTE = "the service process is not on this host (or --no-collectors): its memory was not sampled"

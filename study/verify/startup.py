@@ -3,7 +3,7 @@
 Readiness is only provable while the model loads, so verify starts the service itself and polls liveness
 and readiness every startup_poll_s from the moment the process exists; whenever readiness says yes it
 also sends one embeddings request, the thing readiness promises. The timeline of what each poll saw is
-the evidence layer 4 judges (study.verify_ops). The process is stopped by its PID at the end (SIGTERM,
+the evidence layer 4 judges (study.verify.ops). The process is stopped by its PID at the end (SIGTERM,
 then SIGKILL after a grace).
 """
 
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from embedperf.errors import ConfigError, TargetError
 from loadgen.processes.child import stop_child
-from study.verify_target import TargetClient
+from study.verify.target import TargetClient
 
 STOP_GRACE_S = 20.0
 LOG_TAIL_CHARS = 2000

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from embedperf.errors import EmbedperfError
-from study.verify_thresholds import VerifyThresholds
+from study.verify.thresholds import VerifyThresholds
 
 CheckStatus = Literal["pass", "warn", "fail"]
 LayerStatus = Literal["pass", "warn", "fail", "incomplete", "not_run", "skipped"]

@@ -45,7 +45,7 @@ def test_collect_help_names_the_embedperf_command() -> None:
 
 
 def test_every_bench_option_has_help() -> None:
-    from study.bench import build_parser
+    from study.bench.cli import build_parser
 
     missing = [a.option_strings for a in build_parser()._actions if not a.help]
     assert missing == []

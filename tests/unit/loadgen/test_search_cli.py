@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import study.search_cli as search_cli
+import study.bench.search as search_cli
 from analysis.cli.synth import synthesize
 from decisions.search.state import SearchRecord
 from embedperf.cli import main
