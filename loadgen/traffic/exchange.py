@@ -140,7 +140,6 @@ def send_embeddings(
     headers_in = resp.headers
     t_intended = t_sent if t_intended_unix_s is None else t_intended_unix_s
     t_done = t_sent + latency_ms / 1000.0
-    stage_index, stage_label, target_users, target_rate = stage if stage is not None else (None, None, None, None)
     inputs = payload.inputs
     query = payload.query
     chars = len(inputs[0]) if len(inputs) == 1 else sum(map(len, inputs))
@@ -149,10 +148,6 @@ def send_embeddings(
     )
     row = RequestRow(
         worker=ctx.worker,
-        stage_index=stage_index,
-        stage_label=stage_label,
-        target_users=target_users,
-        target_rate=target_rate,
         t_intended_unix_s=t_intended,
         t_sent_unix_s=t_sent,
         t_done_unix_s=t_done,
@@ -182,6 +177,8 @@ def send_embeddings(
         served_model=headers_in.get(SERVED_MODEL_HEADER) if headers_in is not None else None,  # raw; see recorder
         documents=payload.documents,
     )
+    if stage is not None:
+        row.stage_index, row.stage_label, row.target_users, row.target_rate = stage
     ctx.sink(row)
     return row
 
@@ -194,13 +191,8 @@ def dropped_row(
     stage: tuple[int, str, int | None, float | None] | None,
 ) -> RequestRow:
     """A request the open-loop scheduler could not start: recorded, never silently skipped."""
-    stage_index, stage_label, target_users, target_rate = stage if stage is not None else (None, None, None, None)
     row = RequestRow(
         worker=ctx.worker,
-        stage_index=stage_index,
-        stage_label=stage_label,
-        target_users=target_users,
-        target_rate=target_rate,
         t_intended_unix_s=t_intended_unix_s,
         endpoint=payload.endpoint,
         ok=False,
@@ -209,5 +201,7 @@ def dropped_row(
         input_chars=payload.input_chars,
         documents=payload.documents,
     )
+    if stage is not None:
+        row.stage_index, row.stage_label, row.target_users, row.target_rate = stage
     ctx.sink(row)
     return row

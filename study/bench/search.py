@@ -9,7 +9,6 @@ answer to --precision (its status says why: the P99 interval too wide, time limi
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from decisions.search.state import (
     QUANTILE,
@@ -24,7 +23,8 @@ from decisions.search.state import (
 from embedperf.schema import read_manifest
 from loadgen.cli.runner import run_scenario
 from reports.build import build_report
-from scenarios.loader import OVERRIDE_HELP, PROFILES, add_override_option, load_scenario, parse_overrides
+from scenarios.loader import OVERRIDE_HELP, load_scenario, parse_overrides
+from study.options import add_run_options, flag_values
 
 DEFAULT_SCENARIO = "query"
 INCOMPLETE_EXIT = 3
@@ -94,12 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="longest probe, repeats and confirming probes included (plus at most drain_s for answers "
         "in flight); sets the lowest rate a probe can judge",
     )
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder")
-    parser.add_argument("--label", default="search", help="label appended to the run id (default search)")
-    parser.add_argument("--profile", choices=PROFILES, default=None, help="scenario profile")
-    add_override_option(parser)
-    parser.add_argument("--no-collectors", action="store_true", help="do not sample telemetry")
-    parser.add_argument("--no-report", action="store_true", help="do not build report.html")
+    add_run_options(parser, label="search")
     return parser
 
 
@@ -107,10 +102,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     overrides = parse_overrides(args.overrides)
     overrides["search.enabled"] = "true"
-    for flag, key in FLAG_FIELDS.items():
-        value = getattr(args, flag)
-        if value is not None:
-            overrides[key] = str(value)
+    overrides.update(flag_values(args, FLAG_FIELDS))
     scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
     feasibility(scenario.search)  # ConfigError (exit 2) before any probe; the run prints a raised min_rate
     folder = run_scenario(

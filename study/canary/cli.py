@@ -21,8 +21,9 @@ from loadgen.lifecycle.options import add_api_key_option, export_api_key
 from loadgen.lifecycle.preflight import check_target, normalise_base_url
 from reports.build import build_report
 from reports.canary_outputs import write_canary_json, write_canary_junit
-from scenarios.loader import OVERRIDE_HELP, PROFILES, add_override_option, load_scenario, parse_overrides
+from scenarios.loader import OVERRIDE_HELP, load_scenario, parse_overrides
 from scenarios.models import Scenario
+from study.options import add_run_options, add_verdict_outputs, flag_values
 
 DEFAULT_SCENARIO = "query"
 RUN_MARGIN_S = 120.0  # beyond the stages: start-up, the last window's settling, the drain
@@ -157,12 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds without success per window (2)",
     )
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder")
-    parser.add_argument("--label", default="canary", help="label appended to the run id (default canary)")
-    parser.add_argument("--profile", choices=PROFILES, default=None, help="scenario profile")
-    add_override_option(parser)
+    add_run_options(parser, label="canary")
     add_api_key_option(parser)
-    parser.add_argument("--no-collectors", action="store_true", help="do not sample telemetry")
     parser.add_argument(
         "--workers",
         type=int,
@@ -171,11 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="send the load from a master plus N local worker processes (about one core each); the master "
         "judges every window from all their rows (default 0: one process)",
     )
-    parser.add_argument("--no-report", action="store_true", help="do not build report.html")
-    parser.add_argument(
-        "--json", type=Path, default=None, metavar="FILE", help="also write the verdict as JSON"
-    )
-    parser.add_argument("--junit", type=Path, default=None, metavar="FILE", help="also write JUnit XML")
+    add_verdict_outputs(parser)
     add_device_options(parser)
     return parser
 
@@ -208,10 +201,7 @@ def canary_overrides(scenario: Scenario, overrides: dict[str, str]) -> dict[str,
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     overrides = parse_overrides(args.overrides)
-    for flag, key in FLAG_FIELDS.items():
-        value = getattr(args, flag)
-        if value is not None:
-            overrides[key] = str(value)
+    overrides.update(flag_values(args, FLAG_FIELDS))
     if args.stages is not None:
         overrides["canary.stages_pct"] = args.stages
     planned = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
