@@ -17,8 +17,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test test-quick lint bench bench-service bench-recorder bench-collectors \
-        bench-report bench-overload bench-ab bench-split device-check fuzz report compare capacity matrix precision clean search bench-distributed \
-        peers-setup peers canary verify
+        bench-report bench-overload bench-ab bench-split device-check fuzz report compare capacity matrix precision clean \
+        search bench-distributed peers-setup peers canary verify house
 
 help: ## show this help
 	@echo "embedperf: load testing and benchmarking for embedding inference services"
@@ -43,6 +43,8 @@ help: ## show this help
 	@echo "  REV=<commit>             bench-ab: the previous service version (default HEAD)"
 	@echo "  TEST_WORKERS=$(TEST_WORKERS)           test: pytest workers of the first phase (more cores, more workers)"
 	@echo "  VENV=$(VENV)               the virtual environment"
+	@echo "  HOUSE_STRICT=1           house: fail when a figure is over its limit (HOUSE_MAX_LINES=$(HOUSE_MAX_LINES),"
+	@echo "                           HOUSE_MAX_PAIRS=$(HOUSE_MAX_PAIRS)); HOUSE_PACKAGES=$(HOUSE_PACKAGES)"
 	@echo "  PEERS=$(PEERS)   the peer servers' environments (make peers-setup), shared by clones"
 
 $(STAMP): pyproject.toml
@@ -105,10 +107,36 @@ test: setup system-deps peers-setup ## run every test (unit, integration, e2e; t
 test-quick: setup ## the edit-test loop: unit tests and the integration tests that start no process, on 2 cores (1-2.5 min)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 -m "not slow and not browser" tests/unit tests/integration
 
-lint: setup ## ruff, mypy and the import layering contracts (lint-imports; pyproject's [tool.importlinter])
+lint: setup ## ruff, mypy, the import layering contracts (lint-imports; pyproject's [tool.importlinter]) and make house
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
+	@$(MAKE) -s house
+
+# The house's figures. Product: the packages the product installs, without reports/i18n.py (the string
+# table), templates and benchmarks/ for the line count. `duplicates` (a code-duplication lister, when on
+# PATH) reads a copy of those packages alone (all their files), so every pair it counts is product to product. HOUSE_STRICT=1 fails the target
+# when a figure is over its limit.
+HOUSE_PACKAGES  := embedperf scenarios service collectors loadgen analysis reports study decisions
+HOUSE_MAX_LINES := 30000
+HOUSE_MAX_PAIRS := 20
+house: ## product Python lines (limit 30,000), duplicates' product-to-product pairs (limit 20), layer-contract exceptions (none)
+	@all=$$( (git ls-files -co --exclude-standard -- $(HOUSE_PACKAGES) 2>/dev/null || find $(HOUSE_PACKAGES) -type f) \
+	  | sort -u); \
+	lines=$$(echo "$$all" | grep '\.py$$' | grep -vx 'reports/i18n\.py' | xargs cat | wc -l); over=0; \
+	echo "product Python lines: $$lines (limit $(HOUSE_MAX_LINES); without reports/i18n.py, templates, benchmarks/)"; \
+	test $$lines -le $(HOUSE_MAX_LINES) || over=1; \
+	if command -v duplicates >/dev/null 2>&1; then \
+	  copy=$$(mktemp -d); tar -cf - $$all | tar -xf - -C $$copy; \
+	  summary=$$(duplicates --repo $$copy --most 1 --seconds 120 | head -n 1); rm -rf $$copy; \
+	  pairs=$$(echo "$$summary" | grep -oE '^[0-9]+' || echo 0); \
+	  echo "duplicates, product to product: $$pairs pairs (limit $(HOUSE_MAX_PAIRS)): $$summary"; \
+	  test $$pairs -le $(HOUSE_MAX_PAIRS) || over=1; \
+	else echo "duplicates, product to product: not counted (the duplicates command is not on PATH)"; fi; \
+	exceptions=$$(grep -c '^ignore_imports' pyproject.toml || true); \
+	echo "lint-imports ignore_imports entries: $$exceptions (limit 0)"; \
+	test $$exceptions -eq 0 || over=1; \
+	if [ $$over = 1 ] && [ -n "$(HOUSE_STRICT)" ]; then echo "house: a figure is over its limit"; exit 1; fi
 
 bench: setup ## start the service, run the ramp (PROFILE=quick|full), stop it, write and print the report
 	$(EP) bench --profile $(PROFILE) --runs-dir $(RUNS) --port $(PORT)
@@ -154,38 +182,38 @@ precision: setup ## int8 (all layers, with its layer view; attention only) and b
 	exit $$rc
 
 bench-service: setup ## service benchmark: offline ceiling vs QPS/P50/P99 at 1/10/50/100 clients, batching off/on
-	$(PY) benchmarks/bench_service.py
+	$(PY) -m benchmarks.bench_service
 
 bench-recorder: setup ## recorder cost and accuracy benchmark
-	$(PY) benchmarks/bench_recorder.py
+	$(PY) -m benchmarks.bench_recorder
 
 bench-collectors: setup ## collector drift, jitter and CPU benchmark
-	$(PY) benchmarks/bench_collectors.py
+	$(PY) -m benchmarks.bench_collectors
 
 bench-overload: setup system-deps ## 10 MB bodies and RSS, the 2,048-input request, P99/P50 at 100 connections, wrk at 500/1,000: goodput, P99, 429s, /health
-	$(PY) benchmarks/bench_overload.py --service-arg=--threads --service-arg=1
+	$(PY) -m benchmarks.bench_overload --service-arg=--threads --service-arg=1
 
 bench-split: setup system-deps ## the service's own cost per request (front ends, compute taken out), compute inflation at 100 connections, P99/P50 under wrk
-	$(PY) benchmarks/bench_split.py
+	$(PY) -m benchmarks.bench_split
 
 device-check: setup ## on a GPU/NPU host: a BGE-M3-shaped random model, its own ceiling, the ramp at fp16/fp32 with graphs on/off, one table (DEVICE=cuda)
-	$(PY) benchmarks/device_check.py --device $(or $(DEVICE),cuda)
+	$(PY) -m benchmarks.device_check --device $(or $(DEVICE),cuda)
 
 bench-ab: setup system-deps ## wrk req/s at 10 and 50 connections, the service of REV (default HEAD) against the working tree, alternating
-	$(PY) benchmarks/bench_service_ab.py $(if $(REV),--rev $(REV)) --service-arg=--threads --service-arg=1
+	$(PY) -m benchmarks.bench_service_ab $(if $(REV),--rev $(REV)) --service-arg=--threads --service-arg=1
 
 fuzz: setup ## schemathesis against the service's /openapi.json (bounded): fails on any 5xx
-	$(PY) benchmarks/fuzz_service.py
+	$(PY) -m benchmarks.fuzz_service
 
 bench-report: setup ## synthetic run of ROWS requests (default 10M) -> `embedperf report` wall time and peak memory
-	$(PY) benchmarks/bench_report.py --rows $(or $(ROWS),10000000)
+	$(PY) -m benchmarks.bench_report --rows $(or $(ROWS),10000000)
 
 bench-distributed: setup ## embedperf run --workers 1/2/4 at 400 req/s open loop (constant, Poisson): achieved rate, rows = Locust; row forwarding rows/s
-	$(PY) benchmarks/bench_distributed.py rate
-	$(PY) benchmarks/bench_distributed.py forwarding
+	$(PY) -m benchmarks.bench_distributed rate
+	$(PY) -m benchmarks.bench_distributed forwarding
 
 peers: setup peers-setup system-deps ## the reference service against Infinity on the same model, alternating rounds, wrk at 1/10/50 connections: QPS, P50/P99 and ratios, also in OUT (default $(RUNS)/peers.txt)
-	$(PY) benchmarks/bench_peers.py --out "$(or $(OUT),$(RUNS)/peers.txt)"
+	$(PY) -m benchmarks.bench_peers --out "$(or $(OUT),$(RUNS)/peers.txt)"
 
 clean: ## remove caches (keeps .venv and runs/)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache build *.egg-info

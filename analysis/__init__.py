@@ -4,8 +4,7 @@ Subpackages, top layer first (each imports only those below it; `lint-imports` c
 cli (`embedperf capacity`, `embedperf synth`) -> compare (two runs: what is resampled, the changes
 with their intervals, the gate, the quality gate) -> run (one run folder analysed: `analyse_folder`,
 the summary model and its tables) -> engine (DuckDB over the run folder, memory bounded whatever the
-run's length) and search (the capacity search's state machine, probe statistics and record) ->
-figures (derived figures: bootstrap intervals, capacity, bottleneck, devices, health, soak,
+run's length) -> figures (derived figures: bootstrap intervals, capacity, bottleneck, devices, health, soak,
 data-quality findings) -> model (the typed records every layer passes: step statistics, telemetry,
 decomposition, outage windows, slowest requests, served models).
 

@@ -1,6 +1,6 @@
 """Collector figures: tick drift over an hour, jitter, CPU cost of host+service at 1 Hz, 16-NPU watch throughput.
 
-Usage: python benchmarks/bench_collectors.py [--quick] [--seconds N]
+Usage: python -m benchmarks.bench_collectors [--quick] [--seconds N]
 Runs side by side: the tick scheduler in this process (next to a naive sleep(interval) loop doing the
 same work), `python -m collectors --sources psutil,service` against a stub /metrics endpoint, and
 `python -m collectors --sources npu_smi` against the fake npu-smi streaming 16 devices at 1 Hz.
@@ -23,13 +23,12 @@ from pathlib import Path
 import psutil
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+from collectors import npu_smi_map as nmap
+from collectors import npu_smi_parse as nparse
+from collectors.clock import TickScheduler
+from embedperf.schema import RunFolder, read_telemetry_table
 
-from collectors import npu_smi_map as nmap  # noqa: E402
-from collectors import npu_smi_parse as nparse  # noqa: E402
-from collectors.clock import TickScheduler  # noqa: E402
-from embedperf.schema import RunFolder, read_telemetry_table  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 DRIFT_TARGET_MS_PER_H = 50.0
 JITTER_P99_TARGET_MS = 50.0

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 
 RATE_TOLERANCE = 0.02
 FORWARD_TARGET_ROWS_PER_S = 5000.0
@@ -86,13 +85,12 @@ def run_forwarding(rows_per_s: float, duration_s: float, runs_dir: Path) -> dict
     from locust import User, constant, task
     from locust.env import Environment
 
-    from embedperf.schema import read_manifest
+    from embedperf.schema import RequestRow, read_manifest
     from loadgen.distributed import rows as distributed
     from loadgen.lifecycle import session
     from loadgen.lifecycle.run_state import attach
     from loadgen.processes.service_proc import free_port
     from loadgen.recording.monitor import CpuMonitor
-    from loadgen.traffic.exchange import new_row_values
     from scenarios.loader import load_scenario
 
     class Idle(User):
@@ -121,13 +119,6 @@ def run_forwarding(rows_per_s: float, duration_s: float, runs_dir: Path) -> dict
     forwarder = distributed.RowForwarder(worker, "w0-bench", cpu)
     worker_state.forwarder = forwarder
 
-    template = new_row_values()
-    for name, value in (("worker", "w0-bench"), ("endpoint", "/v1/embeddings"), ("status_code", 200), ("ok", True),
-                        ("n_inputs", 1), ("input_chars", 48), ("input_tokens", 12), ("response_bytes", 2100),
-                        ("srv_queue_ms", 0.1), ("srv_compute_ms", 4.2), ("srv_total_ms", 4.6), ("batch_size", 3)):  # fmt: skip
-        template[_col(name)] = value
-    stamps = [_col(c) for c in ("t_intended_unix_s", "t_sent_unix_s", "t_done_unix_s")]
-    latencies = [_col(c) for c in ("latency_ms", "latency_from_intended_ms")]
     proc = psutil.Process()
     cpu0 = proc.cpu_times()
     t0 = time.perf_counter()
@@ -137,12 +128,14 @@ def run_forwarding(rows_per_s: float, duration_s: float, runs_dir: Path) -> dict
         due = int(elapsed * rows_per_s) - produced
         now = time.time()
         for _ in range(max(due, 0)):
-            row = list(template)
-            for pos in stamps:
-                row[pos] = now
-            for pos in latencies:
-                row[pos] = 5.0
-            forwarder.add(row)
+            forwarder.add(
+                RequestRow(
+                    worker="w0-bench", endpoint="/v1/embeddings", status_code=200, ok=True, n_inputs=1,
+                    input_chars=48, input_tokens=12, response_bytes=2100, srv_queue_ms=0.1, srv_compute_ms=4.2,
+                    srv_total_ms=4.6, batch_size=3, t_intended_unix_s=now, t_sent_unix_s=now, t_done_unix_s=now,
+                    latency_ms=5.0, latency_from_intended_ms=5.0,
+                )
+            )  # fmt: skip
         produced += max(due, 0)
         gevent.sleep(tick_s)
     produce_end = time.perf_counter()
@@ -169,12 +162,6 @@ def run_forwarding(rows_per_s: float, duration_s: float, runs_dir: Path) -> dict
         "cpu_pct_of_one_core": round(100.0 * cpu_s / wall_s, 1),
         "finalise_cpu_s": round(finalise_cpu_s, 3),
     }
-
-
-def _col(name: str) -> int:
-    from embedperf.schema import REQUEST_COLUMNS
-
-    return REQUEST_COLUMNS.index(name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode != "rate":
         parser.print_help()
         return 2
-    from tests.fakes.stub_server import running_stub
+    from loadgen.processes.stub_target import running_stub
 
     results = []
     all_ok = True

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import httpx
 import psutil
-from wrk_run import run_wrk
 
+from benchmarks.wrk_run import run_wrk
 from loadgen.processes.service_proc import ServiceProcess
 
 MODEL = "all-MiniLM-L6-v2"

@@ -30,14 +30,12 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.peer_launch import PeerProcess, infinity_command, peer_bin
+
 # The repository root, for tests.peers (the launcher the tests use too), which is no installed package.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from wrk_run import run_wrk as wrk  # noqa: E402
-
-from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess  # noqa: E402
-from service.model_folder import default_model_path  # noqa: E402
-from tests.peers.launch import PeerProcess, infinity_command, peer_bin  # noqa: E402
+from benchmarks.wrk_run import run_wrk as wrk
+from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
+from service.model_folder import default_model_path
 
 TEXT = "Capacity planning needs the P99 latency at every load step."
 REFERENCE_MODEL_NAME = "all-MiniLM-L6-v2"

@@ -26,11 +26,10 @@ from pathlib import Path
 import httpx
 import psutil
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+from embedperf.schema import RunFolder, latest_run_folder, read_requests_table
+from loadgen.processes.stub_target import running_stub
 
-from embedperf.schema import RunFolder, latest_run_folder, read_requests_table  # noqa: E402
-from tests.fakes.stub_server import running_stub  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 USERS = 8
 POLL_S = 0.05

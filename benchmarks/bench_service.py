@@ -1,6 +1,6 @@
 """Service benchmark: the model's offline ceiling vs closed-loop QPS / P50 / P99 with batching off and on.
 
-Run: `python benchmarks/bench_service.py [--quick] [--threads N]` (make bench-service). The service runs as a
+Run: `python -m benchmarks.bench_service [--quick] [--threads N]` (make bench-service). The service runs as a
 subprocess on a free loopback port; the load generator is a lean asyncio HTTP/1.1 client in this process (one
 keep-alive connection per client, like Locust's FastHttpUser) on the same cores, so its own CPU is printed too.
 Percentiles are exact, from every request's latency.
@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import random
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -22,10 +21,9 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+from loadgen.processes.service_proc import ServiceProcess
 
-from loadgen.processes.service_proc import ServiceProcess  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 EN = [
     "the service batches requests",

@@ -22,8 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from wrk_run import run_wrk
-
+from benchmarks.wrk_run import run_wrk
 from loadgen.processes.service_proc import ServiceProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import httpx
 import psutil
-from device_check import build_model
-from wrk_run import run_wrk
 
+from benchmarks.device_check import build_model
+from benchmarks.wrk_run import run_wrk
 from loadgen.processes.service_proc import ServiceProcess
 from service.model import load_model
 

@@ -38,13 +38,16 @@ def build_model(folder: Path, tiny: bool) -> Path:
     """A BGE-M3-shaped encoder with random weights (CLS pooling), with MiniLM's tokeniser (ids fit its vocab)."""
     from transformers import XLMRobertaConfig, XLMRobertaModel
 
-    shape = (
-        dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
-        if tiny
-        else dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
-    )
+    hidden, layers, heads, intermediate = (64, 2, 4, 128) if tiny else (1024, 24, 16, 4096)
     config = XLMRobertaConfig(
-        vocab_size=250002, max_position_embeddings=8194, type_vocab_size=1, pad_token_id=0, **shape
+        vocab_size=250002,
+        max_position_embeddings=8194,
+        type_vocab_size=1,
+        pad_token_id=0,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
     )
     XLMRobertaModel(config).save_pretrained(folder)
     for name in TOKENIZER_FILES:

@@ -3,7 +3,7 @@
 The canary monitor rewrites it after every judged window (atomically), so it is also the live status
 of a canary in progress; its final `status` is the verdict the run acted on. The figures here are
 those the triggers saw (rows on disk when the window was judged); the report's per-window tables are
-recomputed from every row by analysis.canary.
+recomputed from every row by analysis.run.canary.
 """
 
 from __future__ import annotations

@@ -15,16 +15,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("collectors.cli", "sample npu-smi / NVML / host / service telemetry into a run folder"),
     "agent": ("collectors.agent", "serve this host's npu-smi / NVML / host telemetry to runs on other hosts"),
     "run": ("loadgen.cli.run", "run a load scenario with Locust and write a run folder"),
-    "bench": ("study.bench", "start the service, run the ramp, stop it, write the report (make bench)"),
+    "bench": ("study.bench.cli", "start the service, run the ramp, stop it, write the report (make bench)"),
     "report": ("reports.cli", "build RUN_DIR/report.html from a run folder"),
     "compare": ("reports.compare_cli", "compare runs (baseline vs candidates) with a CI gate"),
     "capacity": ("analysis.cli.capacity", "capacity plan: max QPS under an SLO, devices for a target"),
     "synth": ("analysis.cli.synth", "write a synthetic run folder (scale tests, demos)"),
-    "matrix": ("study.matrix_cli", "run the optimisation before/after matrix"),
-    "precision": ("study.precision_cli", "check embeddings of a configuration against fp32"),
-    "search": ("study.search_cli", "find the highest open-loop rate that meets the P99 SLO (capacity search)"),
-    "canary": ("study.canary_cli", "shift one load to a candidate stage by stage; promote or roll back"),
-    "verify": ("study.verify_cli", "the four-layer release verdict: function, performance, stability, operations"),
+    "matrix": ("study.matrix.cli", "run the optimisation before/after matrix"),
+    "precision": ("study.precision.cli", "check embeddings of a configuration against fp32"),
+    "search": ("study.bench.search", "find the highest open-loop rate that meets the P99 SLO (capacity search)"),
+    "canary": ("study.canary.cli", "shift one load to a candidate stage by stage; promote or roll back"),
+    "verify": ("study.verify.cli", "the four-layer release verdict: function, performance, stability, operations"),
 }
 
 

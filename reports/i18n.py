@@ -692,7 +692,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "sst_max_duration": ("time limit reached", "达到时间上限"),
     "sst_mixed": ("differs between repeats", "各次重复结果不同"),
     "sst_none": ("no search record", "没有搜索记录"),
-    # analysis.search.state.NOTES, by status (found has none)
+    # decisions.search.state.NOTES, by status (found has none)
     "sn_uncertain": (
         "the P99 at {rate:g} req/s stays within its interval of the SLO",
         "{rate:g} req/s 处的 P99 置信区间始终跨越 SLO",
@@ -724,7 +724,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "的区间太宽，无法收窄答案；请增大 --min-ok-requests（并相应增大 --max-probe-s 以便探测能收集到）",
     ),
     "sn_max_duration": ("stopped at --max-duration {seconds:g} s", "在 --max-duration {seconds:g} s 处停止"),
-    # analysis.search.state.REASONS, by code
+    # decisions.search.state.REASONS, by code
     "sr_error_budget": (
         "error rate {error_rate_pct:.2f}% above the budget {budget_pct:g}%",
         "错误率 {error_rate_pct:.2f}% 超出预算 {budget_pct:g}%",

@@ -8,7 +8,7 @@ import numpy as np
 
 from analysis.model.telemetry import TelemetryStats
 from analysis.run.summary import RunAnalysis
-from analysis.search.state import SearchRecord, devices_serving, read_search
+from decisions.search.state import SearchRecord, devices_serving, read_search
 from reports.figures import log_scale, new_figure, style, to_data_uri
 from reports.i18n import t
 
@@ -130,7 +130,7 @@ def verdict_text(record: SearchRecord, lang: str) -> str:
 
 
 def search_headline(record: SearchRecord, devices: int, lang: str) -> str:
-    """'N req/s per device at P99 <= X ms' in lang (analysis.search.state.headline is the console's)."""
+    """'N req/s per device at P99 <= X ms' in lang (decisions.search.state.headline is the console's)."""
     p99 = f"{record.slo_p99_ms:g}"
     if record.answer_rps is None:
         return t(

@@ -14,14 +14,31 @@ from analysis.figures.capacity import (
     KNEE_MAX_QPS_GAIN,
     KNEE_MIN_P99_RISE,
     LITTLE_MISMATCH,
+    device_plan,
     higher_load_override,
     within_error_budget,
 )
 from analysis.run.analyse import analyse_folder
 from analysis.run.summary import RunSummary
-from analysis.search.state import plan_lines
+from decisions.search.state import devices_serving, headline, read_search
 from embedperf.errors import ConfigError
-from embedperf.schema import resolve_run_folder
+from embedperf.schema import Manifest, resolve_run_folder
+
+
+def plan_lines(manifest: Manifest, target_qps: float | None, headroom: float) -> list[str]:
+    """`embedperf capacity` on a search run: the searched answer, and devices for a target from it."""
+    record = read_search(manifest)
+    if record is None:
+        return []
+    devices = devices_serving(manifest)
+    lines = [f"  capacity search: {headline(record, devices)}"]
+    if target_qps is not None and record.answer_rps is not None:
+        plan = device_plan(record.answer_rps, devices, target_qps, headroom)
+        lines.append(
+            f"  from the searched answer, for {target_qps:g} QPS with {headroom:.0%} headroom: {plan.replicas} "
+            f"replica(s) x {plan.devices_per_replica} device(s) = {plan.devices} device(s)"
+        )
+    return lines
 
 
 def no_success_line(summary: RunSummary) -> str | None:

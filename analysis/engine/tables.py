@@ -41,7 +41,7 @@ def totals(con: duckdb.DuckDBPyConnection) -> Totals:
 
 
 def outage_windows(con: duckdb.DuckDBPyConnection) -> list[OutageWindow]:
-    """analysis.model.outage.outage_windows over every row: connection errors and successes per whole second."""
+    """The in-memory outage_windows (tests/oracles/in_memory/figures.py) over every row: connection errors and successes per whole second."""
     conn = (
         "status_code IS NULL AND outcome <> 0 AND (contains(lower(coalesce(error, '')), 'refused') "
         "OR contains(lower(coalesce(error, '')), 'reset') OR contains(lower(coalesce(error, '')), 'connection'))"
@@ -62,7 +62,7 @@ def _lookup(by_rank: dict[int, float]) -> order_stats.OrderStats:
 
 
 def latency_by_input_tokens(con: duckdb.DuckDBPyConnection, max_bins: int = MAX_BINS) -> list[LengthBin]:
-    """analysis.model.lengths.latency_by_input_tokens over the ok, steady, non-probe rows of `prepared`."""
+    """The in-memory latency_by_input_tokens (tests/oracles/in_memory/figures.py) over the ok, steady, non-probe rows of `prepared`."""
     con.execute(
         "CREATE OR REPLACE TEMP VIEW lengths AS SELECT input_tokens::DOUBLE AS tokens, latency_ms FROM prepared "
         "WHERE NOT probe AND outcome = 0 AND input_tokens IS NOT NULL AND NOT isnan(latency_ms)"
@@ -123,7 +123,7 @@ def latency_by_input_tokens(con: duckdb.DuckDBPyConnection, max_bins: int = MAX_
 
 
 def soak_inputs(con: duckdb.DuckDBPyConnection, t0: float, minutes: list[MinutePoint]) -> SoakInputs:
-    """analysis.figures.soak.soak_inputs from the per-minute points (minute_series.request_minutes) and `prepared`.
+    """The in-memory soak_inputs (tests/oracles/in_memory/figures.py) from the per-minute points (minute_series.request_minutes) and `prepared`.
 
     The halves split at the middle steady row in (stage, send time) order: its send time is one
     order statistic of its step, so no pass sorts the run.

@@ -90,7 +90,7 @@ def sources(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def telemetry_gaps(con: duckdb.DuckDBPyConnection, t0: float | None, t1: float | None) -> dict[str, int]:
-    """analysis.model.telemetry.telemetry_gaps: missing whole seconds per source within [t0, t1]."""
+    """The in-memory telemetry_gaps (tests/oracles/in_memory/figures.py): missing whole seconds per source within [t0, t1]."""
     if t0 is None or t1 is None or t1 <= t0:
         return {}
     lo, hi = float(np.floor(t0)), float(np.floor(t1))

@@ -76,7 +76,7 @@ def sql_list(values: Sequence[float | int | str]) -> str:
 
 @dataclass(frozen=True)
 class StepWindows:
-    """Steady window per stage, as analysis.model.steps.stage_windows computes it."""
+    """Steady window per stage, as the in-memory stage_windows (tests/oracles/in_memory/steps.py) computes it."""
 
     windows: dict[int, tuple[float, float]]
 
@@ -101,7 +101,7 @@ def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list
     """`src` (raw rows), `tagged` (stage, outcome, probe; a table below IN_MEMORY_BELOW_ROWS rows) and
     `prepared` (steady, analysable rows).
 
-    The rules are those of analysis.model.steps.prepare_requests: a missing stage_index comes from
+    The rules are those of the in-memory prepare_requests (tests/oracles/in_memory/steps.py): a missing stage_index comes from
     t_sent within the recorded stage starts; timeouts are 408/504 or an error saying so; probes are
     validation endpoints; ok rows without a latency and rows sent during a warm-up are left out.
     """

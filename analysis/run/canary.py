@@ -2,7 +2,7 @@
 
 The live monitor judged each window from the rows on disk at the time (canary.json keeps what it saw
 and the verdict it acted on); this recomputes the same windows from the final requests.parquet for
-the report: goodput, exact P50/P95/P99 (analysis.order_stats, equal to numpy's) with a bootstrap
+the report: goodput, exact P50/P95/P99 (analysis.engine.order_stats, equal to numpy's) with a bootstrap
 interval for P99, error rate and kinds, availability seconds, and the agreement of the answers.
 """
 
@@ -20,9 +20,9 @@ from analysis.engine.order_stats import OrderStats, bootstrap_percentile_ci, exa
 from analysis.engine.requests import kinds_of
 from analysis.engine.views import connect, create_views, request_files
 from analysis.figures.bootstrap import DEFAULT_N_BOOT
+from decisions.canary_verdict import stage_windows
 from embedperf.canary_record import SIDES, CanaryRecord, read_canary_record
 from embedperf.schema import Manifest, RunFolder
-from loadgen.lifecycle.canary_verdict import stage_windows
 from scenarios.canary_models import Canary, Rollback
 
 PERCENTILES_PCT: tuple[float, float, float] = (50.0, 95.0, 99.0)

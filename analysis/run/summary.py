@@ -25,7 +25,7 @@ from analysis.model.slowest import SlowRequest
 from analysis.model.soak import SoakResult
 from analysis.model.steps import PERCENTILE_METHOD, StepStats
 from analysis.model.telemetry import TelemetryIndex, TelemetryStats
-from analysis.search.state import SearchSummary, search_summary
+from decisions.search.state import SearchSummary, search_summary
 from embedperf.schema import CollectorStatus, GeneratorCpu, HostInfo, Manifest, RunFolder, ServiceInfo
 from scenarios.models import Scenario, Slo
 
@@ -78,7 +78,7 @@ class RunSummary(BaseModel):
     device_table: list[DeviceRow] = []
     # runs of 10 minutes or more: drift, memory growth and thermal throttling from per-minute series
     soak_minutes: SoakFindings | None = None
-    search: SearchSummary | None = None  # the capacity search's answer (analysis.search.state), for search runs
+    search: SearchSummary | None = None  # the capacity search's answer (decisions.search.state), for search runs
     # the slowest ok requests of the steady state with their X-Request-ID (analysis.model.slowest)
     slowest_requests: list[SlowRequest] = []
 

@@ -1,7 +1,7 @@
 """The run folder: the one contract every stage (load, collectors, analysis, reports) reads and writes.
 
 Writers and readers import this package; nothing else knows file names or column sets. Its parts:
-tables (request and telemetry row schemas, canonical metrics, Parquet compaction), manifest (the typed
+request_row (the typed request record and its Arrow schema), tables (telemetry row schema, canonical metrics, Parquet compaction), manifest (the typed
 manifest.json), upgrade (reading version-1 manifests), folder (run ids, paths, reading and writing).
 """
 
@@ -34,6 +34,7 @@ from embedperf.schema.manifest import (
     StageRecord,
     new_manifest,
 )
+from embedperf.schema.request_row import RequestRow
 from embedperf.schema.tables import (
     BATCH_SIZE_HEADER,
     BATCH_TOKENS_HEADER,
@@ -58,6 +59,7 @@ from embedperf.schema.tables import (
 from embedperf.schema.upgrade import upgrade_v1
 
 __all__ = [
+    "RequestRow",
     "SCHEMA_VERSION",
     "REQUEST_SCHEMA",
     "REQUEST_COLUMNS",

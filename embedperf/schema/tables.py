@@ -10,6 +10,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from embedperf.parts import finalise_parts, iter_part_batches, remove_parts
+from embedperf.schema.request_row import REQUEST_COLUMNS, REQUEST_SCHEMA
 
 # Bumped when an older reader could not read a new folder. Adding a nullable request column is not
 # such a change: readers fill a column an older folder lacks with nulls (Parquet files, Arrow and
@@ -17,52 +18,8 @@ from embedperf.parts import finalise_parts, iter_part_batches, remove_parts
 SCHEMA_VERSION = 2
 
 # --------------------------------------------------------------------------------------------
-# Request rows: one per request, kept raw; durations are derived in analysis/.
+# Request rows: one per request, kept raw; the record and its schema live in request_row.
 # --------------------------------------------------------------------------------------------
-REQUEST_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("worker", pa.string()),
-        ("stage_index", pa.int32()),
-        ("stage_label", pa.string()),
-        ("target_users", pa.int32()),
-        ("target_rate", pa.float64()),
-        ("t_intended_unix_s", pa.float64()),
-        ("t_sent_unix_s", pa.float64()),
-        ("t_done_unix_s", pa.float64()),
-        ("latency_ms", pa.float64()),
-        ("latency_from_intended_ms", pa.float64()),
-        ("endpoint", pa.string()),
-        ("status_code", pa.int32()),
-        ("ok", pa.bool_()),
-        ("error", pa.string()),
-        ("n_inputs", pa.int32()),
-        ("input_chars", pa.int64()),
-        ("input_tokens", pa.int64()),
-        ("response_bytes", pa.int64()),
-        ("srv_queue_ms", pa.float64()),
-        ("srv_tokenize_ms", pa.float64()),
-        ("srv_compute_ms", pa.float64()),
-        ("srv_post_ms", pa.float64()),
-        ("srv_total_ms", pa.float64()),
-        ("batch_size", pa.int32()),
-        ("batch_tokens", pa.int64()),
-        # quality probes (payload.quality_probes): cosine of the answer to the stored fp32 reference
-        ("probe_cosine", pa.float64()),
-        # the X-Request-ID embedperf sent (null: never sent), so the service's log line can be found
-        ("request_id", pa.string()),
-        # the X-Served-Model the answer named (null: the target does not send it), e.g. a fallback model
-        ("served_model", pa.string()),
-        # a canary run's side of the request: baseline | candidate (null: an ordinary run)
-        ("side", pa.string()),
-        # a canary's agreement sample: the lowest cosine between this answer and the other side's for the same
-        # texts, on the second request of the pair (null: not a sample)
-        ("agreement_cosine", pa.float64()),
-        # rerank (payload.task rerank): documents ranked against the request's query (null: other tasks)
-        ("documents", pa.int32()),
-    ]
-)
-REQUEST_COLUMNS: tuple[str, ...] = tuple(REQUEST_SCHEMA.names)
 
 # Server-Timing metric name -> request column.
 SERVER_TIMING_COLUMNS: Mapping[str, str] = {

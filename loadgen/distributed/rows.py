@@ -21,6 +21,7 @@ from locust.env import Environment
 from locust.rpc import Message
 from locust.runners import STATE_MISSING, WORKER_REPORT_INTERVAL, MasterRunner, Runner, WorkerRunner
 
+from embedperf.schema import RequestRow
 from loadgen.lifecycle import session
 from loadgen.lifecycle.run_state import state_of
 from loadgen.lifecycle.verdict import EXIT_USAGE
@@ -50,8 +51,9 @@ class RowForwarder:
         self._rows: list[list[Any]] = []
         self._greenlet = gevent.spawn(self._loop)
 
-    def add(self, values: list[Any]) -> None:
-        self._rows.append(values)
+    def add(self, row: RequestRow) -> None:
+        """The worker's row sink: a row travels as its values in REQUEST_COLUMNS order (msgpack)."""
+        self._rows.append(row.values())
 
     def _loop(self) -> None:
         while True:

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from decisions.canary_verdict import CanaryVerdict, judge, stage_windows
 from embedperf.availability import bin_count, bin_of, spanned_bins, unavailable_seconds
 from embedperf.canary_record import SIDES, CanaryRecord, SideWindow, WindowJudgement, write_canary_record
 from embedperf.error_kinds import error_kind
 from embedperf.schema import StageRecord
-from loadgen.lifecycle.canary_verdict import CanaryVerdict, judge, stage_windows
 from loadgen.lifecycle.session import RunSession
 from loadgen.recording.live import PartsTail, cell_float
 from loadgen.traffic.context import fetch_service_info

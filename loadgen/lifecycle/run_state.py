@@ -23,6 +23,8 @@ from locust.env import Environment
 from loadgen.lifecycle.session import RunOptions, RunSession
 from loadgen.lifecycle.target_detection import ResolvedTarget
 from loadgen.recording.monitor import CpuMonitor
+from loadgen.recording.webui import ReportBuilder
+from loadgen.traffic.canary_split import CanaryTraffic
 from loadgen.traffic.context import RunContext
 from scenarios.models import Scenario
 
@@ -47,6 +49,7 @@ class RunState:
 
     Local or master process: the scenario and options bound at init, and the run session they start.
     Worker process: the users' context, the worker's CPU monitor and its row forwarder, set at test start.
+    A canary run (any process that sends requests): its traffic split and, on a worker, the stage announced.
     """
 
     environment: Environment
@@ -59,6 +62,9 @@ class RunState:
     worker_cpu: CpuMonitor | None = None
     forwarder: RowOutlet | None = None
     user_seq: Iterator[int] = field(default_factory=itertools.count)  # each user's payload seed offset
+    report_builder: ReportBuilder | None = None  # the web UI's end-of-run report, registered by the locustfile
+    canary: CanaryTraffic | None = None  # a canary run's split between baseline and candidate (loadgen.wiring.canary)
+    canary_stage: int = 0  # worker: the last canary stage the master announced, for users that start later
 
     def bind(
         self,

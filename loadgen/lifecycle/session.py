@@ -113,7 +113,7 @@ class RunSession:
             self.collectors.start()
         if not self._is_master:
             self.ctx = context.build_context(
-                self.scenario, self.host, self.recorder.write_values, "local", service_info
+                self.scenario, self.host, self.recorder.write, "local", service_info
             )
             payloads.prepare(self.scenario.payload, service_info)  # tokenizer loads before the first step
         log.info("embedperf: writing run folder %s", self.folder.root)
@@ -172,7 +172,7 @@ class RunSession:
         if ctx is not None:
             extras["connection_backoffs"] = {str(k): v for k, v in sorted(ctx.connection_backoffs.items())}
         if ctx is not None and ctx.search is not None:
-            extras["search"] = ctx.search  # analysis.search.state.SearchRecord
+            extras["search"] = ctx.search  # decisions.search.state.SearchRecord
         for key, value in extras.items():
             setattr(m, key, value)
         if self.workers is not None:

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from embedperf.parts import PartsWriter
-from embedperf.schema import REQUEST_COLUMNS, REQUEST_SCHEMA, RunFolder, StageRecord, compact_parts
+from embedperf.schema import (
+    REQUEST_COLUMNS,
+    REQUEST_SCHEMA,
+    RequestRow,
+    RunFolder,
+    StageRecord,
+    compact_parts,
+)
 from loadgen.traffic.headers import TIMING_VALUE_COLUMNS, header_text_column, parse_raw_timing
 
 STAGE_INDEX_POS = REQUEST_COLUMNS.index("stage_index")
@@ -82,7 +89,7 @@ class StageTimeline:
 
 
 def _parse_headers(columns: list[Any]) -> None:
-    """Rows carry raw header values (see exchange.send_embeddings); each batch parses them at once."""
+    """Rows carry raw header values (embedperf.schema.RequestRow); each batch parses them at once."""
     parse_raw_timing(columns, TIMING_POS)
     columns[SERVED_MODEL_POS] = header_text_column(columns[SERVED_MODEL_POS])
 
@@ -99,9 +106,17 @@ class Recorder:
         self._closed = False
         self.rows_received = 0
 
-    def write(self, row: Mapping[str, Any]) -> None:
-        """Write a row given as a mapping (missing columns are empty)."""
-        self.write_values([row.get(c) for c in REQUEST_COLUMNS])
+    def write(self, row: RequestRow) -> None:
+        """Write one request's row (the local run's sink), tagged as recorded; runs once per request."""
+        if self._closed:
+            return
+        row.run_id = self.run_id
+        if row.stage_index is None:
+            tag = self.timeline.tag(row.t_intended_unix_s)
+            if tag is not None:
+                row.stage_index, row.stage_label, row.target_users, row.target_rate = tag
+        self.rows_received += 1
+        self._append(row.values())
 
     def write_values(self, values: list[Any]) -> None:
         """Write a row given as values in REQUEST_COLUMNS order (the forwarded form); runs once per request."""

@@ -4,11 +4,13 @@ telemetry), the run folder, and a link to the run's report once it has ended.
 Uses Locust's own extension points: `template_args["extended_tabs"/"extended_tables"/
 "extended_csv_files"]`, an `extended_stats` entry added to `/stats/requests` (which the UI polls
 every two seconds), and extra Flask routes on `environment.web_ui.app`.
+
+The report itself is built by a layer above the load side: the locustfile hands a `ReportBuilder`
+to `loadgen.wiring.plugin.install`, which keeps it on the run state and passes it here.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from collections.abc import Callable
@@ -21,6 +23,8 @@ from flask import Response, request
 from embedperf.errors import EmbedperfError
 from embedperf.schema import RunFolder
 from loadgen.recording.live import RunFollower
+
+ReportBuilder = Callable[[RunFolder], Path]  # run folder -> its report.html, built from the folder alone
 
 TAB_KEY = "embedperf"
 TAB_TITLE = "embedperf live"
@@ -104,10 +108,16 @@ class WebUiFront:
         }
 
 
-def install(environment: Any, follower: RunFollower, check: Callable[[], object]) -> WebUiFront:
+def install(
+    environment: Any,
+    follower: RunFollower,
+    check: Callable[[], object],
+    build_report: ReportBuilder | None = None,
+) -> WebUiFront:
     """Add the live tab, its data and the report route to the running web UI.
 
-    `check()` resolves the scenario from the options as the start form left them; an error is
+    `build_report` makes a finished run's report.html when it is not there yet (None: the route
+    serves only reports already built). `check()` resolves the scenario from the options as the start form left them; an error is
     answered to the form (Locust shows the message) instead of failing the run's first tick.
     """
     web_ui = environment.web_ui
@@ -154,7 +164,7 @@ def install(environment: Any, follower: RunFollower, check: Callable[[], object]
 
     @app.route(REPORT_ROUTE)
     def _report() -> Response:
-        return report_response(front.last_folder, finished=follower.finished)
+        return report_response(front.last_folder, finished=follower.finished, build_report=build_report)
 
     return front
 
@@ -165,7 +175,7 @@ def report_links(folder: RunFolder | None) -> list[dict[str, str]]:
     return [{"href": "." + REPORT_ROUTE, "title": title}]
 
 
-def report_response(folder: RunFolder | None, finished: bool) -> Response:
+def report_response(folder: RunFolder | None, finished: bool, build_report: ReportBuilder | None = None) -> Response:
     """The last run's report.html, built from its run folder when it is not there yet."""
     if folder is None:
         return Response("no run has been started from this Locust yet", status=404, mimetype="text/plain")
@@ -177,6 +187,12 @@ def report_response(folder: RunFolder | None, finished: bool) -> Response:
         )
     report: Path = folder.report
     if not report.is_file():
-        build_report = importlib.import_module("reports.build").build_report
-        report = build_report(folder, lang="en")
+        if build_report is None:
+            return Response(
+                f"no report.html in {folder.root} and this locustfile registered no report builder: "
+                f"run `embedperf report {folder.root}`",
+                status=404,
+                mimetype="text/plain",
+            )
+        report = build_report(folder)
     return Response(report.read_bytes(), mimetype="text/html")

@@ -9,30 +9,24 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
-from analysis.search.state import ProbeMeasurement
-from embedperf.schema import REQUEST_COLUMNS
+from decisions.search.state import ProbeMeasurement
+from embedperf.schema import RequestRow
 from loadgen.traffic.schedule import Arrival
-
-_STAGE = REQUEST_COLUMNS.index("stage_index")
-_OK = REQUEST_COLUMNS.index("ok")
-_INTENDED = REQUEST_COLUMNS.index("t_intended_unix_s")
-_DONE = REQUEST_COLUMNS.index("t_done_unix_s")
-_LATENCY = REQUEST_COLUMNS.index("latency_from_intended_ms")
 
 
 class ProbeTap:
     """Sits between the dispatcher and the recorder; keeps the current probe's rows' key figures."""
 
-    def __init__(self, sink: Callable[[list[Any]], None]) -> None:
+    def __init__(self, sink: Callable[[RequestRow], None]) -> None:
         self.sink = sink
         self.stage_index = -1
         self.rows: list[tuple[bool, float, float | None, float | None]] = []
 
-    def __call__(self, row: list[Any]) -> None:
-        if row[_STAGE] == self.stage_index:
-            self.rows.append((bool(row[_OK]), row[_INTENDED], row[_DONE], row[_LATENCY]))
+    def __call__(self, row: RequestRow) -> None:
+        if row.stage_index == self.stage_index:
+            intended = row.t_intended_unix_s if row.t_intended_unix_s is not None else 0.0
+            self.rows.append((bool(row.ok), intended, row.t_done_unix_s, row.latency_from_intended_ms))
         self.sink(row)
 
     def start(self, stage_index: int) -> None:

@@ -1,4 +1,4 @@
-"""Capacity search driver: runs the open-loop probes analysis.search.state asks for, each one a stage of the run.
+"""Capacity search driver: runs the open-loop probes decisions.search.state asks for, each one a stage of the run.
 
 The probes go through the same dispatcher as stepped open-loop runs (loadgen.shaping.openloop) and
 their rows through the same recorder; a tap on the row sink keeps the few figures the next
@@ -8,7 +8,7 @@ lands in `RunContext.search`, which the run session writes into manifest.search.
 A probe's wall time is bounded: no request starts after its window (max_probe_s at most; an
 arrival the dispatcher reaches later is recorded as dropped), and the wait for answers still in
 flight after the window is the scenario's `drain_s`. A request unanswered by then counts in the
-probe's verdict as slower than the SLO (analysis.search.stats); its row still lands, under its
+probe's verdict as slower than the SLO (decisions.search.stats); its row still lands, under its
 probe's stage, when it ends. Before the next probe the driver waits (at most target.timeout_s)
 for such stragglers, so they do not load the next probe; that wait belongs to no probe.
 """
@@ -21,7 +21,7 @@ import gevent.pool
 from locust.contrib.fasthttp import FastHttpSession
 from locust.env import Environment
 
-from analysis.search.state import ProbeMeasurement, ProbePlan, SearchState
+from decisions.search.state import ProbeMeasurement, ProbePlan, SearchState
 from embedperf.errors import ConfigError
 from loadgen.lifecycle.run_state import state_of
 from loadgen.shaping.openloop import START_LEAD_S, Stage, dispatch, new_stats

@@ -9,12 +9,8 @@ Real clients (the openai SDK among them) wait before retrying a 429 the same way
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from embedperf.schema import RequestRow
 
-from embedperf.schema import REQUEST_COLUMNS
-
-_STATUS_COL = REQUEST_COLUMNS.index("status_code")
-_OK_COL = REQUEST_COLUMNS.index("ok")
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 2.0
 RETRY_LATER_STATUSES = frozenset({429, 503})
@@ -28,10 +24,10 @@ class Backoff:
         self.max_s = max_s
         self.delay_s = 0.0
 
-    def after(self, row: Sequence[object]) -> float:
-        """Seconds to wait after this request's row (REQUEST_COLUMNS order); 0 when it got an answer."""
-        status = row[_STATUS_COL]
-        if row[_OK_COL] or (status is not None and status not in RETRY_LATER_STATUSES):
+    def after(self, row: RequestRow) -> float:
+        """Seconds to wait after this request's row; 0 when it got an answer."""
+        status = row.status_code
+        if row.ok or (status is not None and status not in RETRY_LATER_STATUSES):
             self.delay_s = 0.0
             return 0.0
         self.delay_s = min(self.max_s, self.delay_s * 2.0 if self.delay_s else self.first_s)

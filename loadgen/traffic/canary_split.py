@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from embedperf.canary_record import Side
-from embedperf.schema import REQUEST_COLUMNS
-from loadgen.traffic.context import RunContext, info_dimension
+from embedperf.schema import RequestRow
+from loadgen.traffic.context import RowSink, RunContext, info_dimension
 from loadgen.traffic.exchange import send_embeddings
 from loadgen.traffic.payloads import RequestPayload
 from scenarios.canary_models import Canary
@@ -28,9 +28,6 @@ from scenarios.canary_models import Canary
 if TYPE_CHECKING:  # importing locust monkey-patches the process; only its users need that
     from locust.contrib.fasthttp import FastHttpSession
 
-SIDE_POS = REQUEST_COLUMNS.index("side")
-AGREEMENT_POS = REQUEST_COLUMNS.index("agreement_cosine")
-OK_POS = REQUEST_COLUMNS.index("ok")
 SEED_STRIDE = 7_919  # distinct, well-separated seeds per user
 Stage = tuple[int, str, int | None, float | None]
 
@@ -52,15 +49,15 @@ def other(side: Side) -> Side:
     return "baseline" if side == "candidate" else "candidate"
 
 
-def _tagging_sink(sink: Callable[[list[Any]], None], side: Side) -> Callable[[list[Any]], None]:
-    def write(row: list[Any]) -> None:
-        row[SIDE_POS] = side
+def _tagging_sink(sink: RowSink, side: Side) -> RowSink:
+    def write(row: RequestRow) -> None:
+        row.side = side
         sink(row)
 
     return write
 
 
-def _hold(_row: list[Any]) -> None:
+def _hold(_row: RequestRow) -> None:
     """The second request of an agreement pair is written by its sender, once its cosine is known."""
 
 
@@ -85,7 +82,7 @@ class CanaryTraffic:
     canary: Canary
     contexts: dict[Side, RunContext]
     held: dict[Side, RunContext]  # the same, for the second request of an agreement pair
-    sink: Callable[[list[Any]], None]
+    sink: RowSink
     stage_index: int = 0  # closed loop: set by the shape (local, master) or the master's message (workers)
     user_seq: Iterator[int] = field(default_factory=itertools.count)  # each user's side-draw seed offset
 
@@ -121,7 +118,7 @@ class CanaryTraffic:
         payload: RequestPayload,
         t_intended_unix_s: float | None = None,
         stage: Stage | None = None,
-    ) -> list[Any]:
+    ) -> RequestRow:
         """Send one request to the drawn side (and, for an agreement sample, to the other); the first row."""
         index = stage[0] if stage is not None else self.stage_index
         side = draw.side(self.weight_pct(index))
@@ -132,16 +129,16 @@ class CanaryTraffic:
         row = send_embeddings(
             clients[side], self.contexts[side], payload, t_intended_unix_s, stage, on_answer=answers.append
         )
-        if not row[OK_POS] or not answers:
+        if not row.ok or not answers:
             return row
         second = other(side)
         again: list[bytes] = []
         paired = send_embeddings(
             clients[second], self.held[second], payload, None, stage, on_answer=again.append
         )
-        paired[SIDE_POS] = second
-        if paired[OK_POS] and again:
-            paired[AGREEMENT_POS] = agreement_cosine(
+        paired.side = second
+        if paired.ok and again:
+            paired.agreement_cosine = agreement_cosine(
                 self.contexts[side].protocol.dense_vectors(answers[0]),
                 self.held[second].protocol.dense_vectors(again[0]),
             )

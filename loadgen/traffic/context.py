@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from embedperf.schema import RequestRow
 from loadgen.traffic.protocols import registry
 from loadgen.traffic.protocols.base import TargetProtocol
 from loadgen.traffic.request_ids import request_ids
 from loadgen.traffic.shares import ScheduleShare
 from scenarios.models import Scenario
 
-RowSink = Callable[[list[Any]], None]  # receives one row as values in REQUEST_COLUMNS order
+RowSink = Callable[[RequestRow], None]  # receives one request's row
 INFO_TIMEOUT_S = 3.0
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gevent import Timeout as GeventTimeout
 
-from embedperf.schema import REQUEST_COLUMNS, REQUEST_ID_HEADER, SERVED_MODEL_HEADER
+from embedperf.schema import REQUEST_ID_HEADER, SERVED_MODEL_HEADER, RequestRow
 from loadgen.traffic.context import RunContext
 from loadgen.traffic.headers import TIMING_VALUE_COLUMNS
 from loadgen.traffic.payloads import RequestPayload
@@ -21,13 +21,8 @@ from loadgen.traffic.quality import answer_cosine
 if TYPE_CHECKING:  # importing locust monkey-patches the process; only its users need that
     from locust.contrib.fasthttp import FastHttpSession
 
-_COL = {name: i for i, name in enumerate(REQUEST_COLUMNS)}
 _NO_TIMING: list[Any] = [None] * len(TIMING_VALUE_COLUMNS)
 _HEADERS_ATTR = "_embedperf_headers"  # the request headers, cached on each FastHttpSession
-
-
-def new_row_values() -> list[Any]:
-    return [None] * len(REQUEST_COLUMNS)
 
 
 def _request_headers(client: FastHttpSession, ctx: RunContext) -> dict[str, str]:
@@ -72,6 +67,24 @@ def post(client: FastHttpSession, url: str, data: str, headers: dict[str, str]) 
         return response if response is not None else NoAnswer(exc)
 
 
+def judge(
+    resp: Any, status: int, content: bytes, read_error: BaseException | None, payload: RequestPayload, ctx: RunContext
+) -> tuple[str, int | None]:
+    """The request's error ("" when it succeeded) and the input tokens the answer reported."""
+    conn_error = read_error if read_error is not None else getattr(resp, "error", None) if not status else None
+    if payload.expect_failure:
+        return ("" if 400 <= status < 500 else f"expected a 4xx rejection, got {status or conn_error}"), None
+    if conn_error is not None:
+        return f"{type(conn_error).__name__}: {conn_error}", None
+    if status != 200:
+        return (f"HTTP {status}" if status else "no answer"), None
+    target, protocol = ctx.scenario.target, ctx.protocol
+    error, tokens = protocol.check_answer(content, payload, ctx.scenario.payload.task, target, ctx)
+    if tokens is None and resp.headers is not None:
+        tokens = protocol.header_tokens(resp.headers.get)
+    return error, tokens
+
+
 def send_embeddings(
     client: FastHttpSession,
     ctx: RunContext,
@@ -79,16 +92,15 @@ def send_embeddings(
     t_intended_unix_s: float | None = None,
     stage: tuple[int, str, int | None, float | None] | None = None,
     on_answer: Callable[[bytes], object] | None = None,
-) -> list[Any]:
-    """Post one request, report it to Locust as ok/failed, record its row and return the row values.
+) -> RequestRow:
+    """Post one request, report it to Locust as ok/failed, record its row and return it.
 
     on_answer: called with the body of a good answer before the row is recorded (a canary compares the
     two sides' vectors for the same texts: loadgen.traffic.canary_split).
 
-    The request goes through the session's user agent (`post`: connection errors become a NoAnswer with
-    status 0 and `.error`) and is reported with one `request` event, as `request(...,
-    catch_response=True)` plus `success()`/`failure()` would, without building the context-manager
-    copy of every response: this runs once per request and its CPU is the generator's budget.
+    Reported through Locust's documented request event (`environment.events.request`, which the session
+    holds as `request_event`), not `client.request(catch_response=True)`: that builds a context-manager copy
+    of every response, and this runs once per request on the generator's CPU budget.
     The row holds the raw `Server-Timing` and batch headers in the timing columns; the recorder
     parses them a batch at a time (headers.parse_raw_timing), off the request path. Every request
     carries its own `X-Request-ID` (ctx.request_ids); the row keeps it and the answer's
@@ -111,22 +123,7 @@ def send_embeddings(
         read_error, content = exc, b""
     latency_ms = (time.perf_counter() - p_sent) * 1000.0
     status = int(resp.status_code or 0)
-    conn_error = (
-        read_error if read_error is not None else getattr(resp, "error", None) if not status else None
-    )
-    error = ""
-    tokens: int | None = None
-    if payload.expect_failure:
-        if not 400 <= status < 500:
-            error = f"expected a 4xx rejection, got {status or conn_error}"
-    elif conn_error is not None:
-        error = f"{type(conn_error).__name__}: {conn_error}"
-    elif status == 200:
-        error, tokens = protocol.check_answer(content, payload, task, target, ctx)
-        if tokens is None and resp.headers is not None:
-            tokens = protocol.header_tokens(resp.headers.get)
-    else:
-        error = f"HTTP {status}" if status else "no answer"
+    error, tokens = judge(resp, status, content, read_error, payload, ctx)
     if on_answer is not None and not error:
         on_answer(content)
     client.request_event.fire(
@@ -143,39 +140,45 @@ def send_embeddings(
     headers_in = resp.headers
     t_intended = t_sent if t_intended_unix_s is None else t_intended_unix_s
     t_done = t_sent + latency_ms / 1000.0
-    stage_values = stage if stage is not None else (None, None, None, None)
     inputs = payload.inputs
     query = payload.query
     chars = len(inputs[0]) if len(inputs) == 1 else sum(map(len, inputs))
-    row = [  # REQUEST_COLUMNS order (checked below), built in one go: this runs once per request
-        None,  # run_id: set by the recorder
-        ctx.worker,
-        *stage_values,
-        t_intended,
-        t_sent,
-        t_done,
-        latency_ms,
-        (t_done - t_intended) * 1000.0,
-        payload.endpoint,
-        status or None,
-        not error,
-        error or None,
-        len(inputs) if query is None else len(inputs) + 1,  # texts sent: a rerank's query is one
-        chars if query is None else chars + len(query),
-        tokens,
-        len(content),
-        *(protocol.raw_timing(headers_in.get) if headers_in is not None else _NO_TIMING),
-        (
+    queue, tokenize, compute, post_ms, total, batch_size, batch_tokens = (
+        protocol.raw_timing(headers_in.get) if headers_in is not None else _NO_TIMING
+    )
+    row = RequestRow(
+        worker=ctx.worker,
+        t_intended_unix_s=t_intended,
+        t_sent_unix_s=t_sent,
+        t_done_unix_s=t_done,
+        latency_ms=latency_ms,
+        latency_from_intended_ms=(t_done - t_intended) * 1000.0,
+        endpoint=payload.endpoint,
+        status_code=status or None,
+        ok=not error,
+        error=error or None,
+        n_inputs=len(inputs) if query is None else len(inputs) + 1,  # texts sent: a rerank's query is one
+        input_chars=chars if query is None else chars + len(query),
+        input_tokens=tokens,
+        response_bytes=len(content),
+        srv_queue_ms=queue,  # raw headers: the recorder parses them a batch at a time
+        srv_tokenize_ms=tokenize,
+        srv_compute_ms=compute,
+        srv_post_ms=post_ms,
+        srv_total_ms=total,
+        batch_size=batch_size,
+        batch_tokens=batch_tokens,
+        probe_cosine=(
             answer_cosine(content, payload.reference, protocol.dense_vectors)
             if payload.reference is not None and not error
             else None
         ),
-        request_id,
-        headers_in.get(SERVED_MODEL_HEADER) if headers_in is not None else None,  # raw; see recorder
-        None,  # side: set by a canary's sink (loadgen.traffic.canary_split)
-        None,  # agreement_cosine: set by a canary on the second request of an agreement pair
-        payload.documents,
-    ]
+        request_id=request_id,
+        served_model=headers_in.get(SERVED_MODEL_HEADER) if headers_in is not None else None,  # raw; see recorder
+        documents=payload.documents,
+    )
+    if stage is not None:
+        row.stage_index, row.stage_label, row.target_users, row.target_rate = stage
     ctx.sink(row)
     return row
 
@@ -186,57 +189,19 @@ def dropped_row(
     t_intended_unix_s: float,
     reason: str,
     stage: tuple[int, str, int | None, float | None] | None,
-) -> list[Any]:
+) -> RequestRow:
     """A request the open-loop scheduler could not start: recorded, never silently skipped."""
-    row = new_row_values()
-    row[_COL["worker"]] = ctx.worker
+    row = RequestRow(
+        worker=ctx.worker,
+        t_intended_unix_s=t_intended_unix_s,
+        endpoint=payload.endpoint,
+        ok=False,
+        error=reason,
+        n_inputs=payload.texts,
+        input_chars=payload.input_chars,
+        documents=payload.documents,
+    )
     if stage is not None:
-        (
-            row[_COL["stage_index"]],
-            row[_COL["stage_label"]],
-            row[_COL["target_users"]],
-            row[_COL["target_rate"]],
-        ) = stage
-    row[_COL["t_intended_unix_s"]] = t_intended_unix_s
-    row[_COL["endpoint"]] = payload.endpoint
-    row[_COL["ok"]] = False
-    row[_COL["error"]] = reason
-    row[_COL["n_inputs"]] = payload.texts
-    row[_COL["input_chars"]] = payload.input_chars
-    row[_COL["documents"]] = payload.documents
+        row.stage_index, row.stage_label, row.target_users, row.target_rate = stage
     ctx.sink(row)
     return row
-
-
-assert REQUEST_COLUMNS[:2] == ("run_id", "worker") and REQUEST_COLUMNS[2:6] == (
-    "stage_index",
-    "stage_label",
-    "target_users",
-    "target_rate",
-), "send_embeddings builds rows in REQUEST_COLUMNS order"
-assert REQUEST_COLUMNS[6:19] == (
-    "t_intended_unix_s",
-    "t_sent_unix_s",
-    "t_done_unix_s",
-    "latency_ms",
-    "latency_from_intended_ms",
-    "endpoint",
-    "status_code",
-    "ok",
-    "error",
-    "n_inputs",
-    "input_chars",
-    "input_tokens",
-    "response_bytes",
-), "send_embeddings builds rows in REQUEST_COLUMNS order"
-assert REQUEST_COLUMNS[19:] == (
-    *TIMING_VALUE_COLUMNS,
-    "probe_cosine",
-    "request_id",
-    "served_model",
-    "side",
-    "agreement_cosine",
-    "documents",
-), (
-    "send_embeddings builds rows in REQUEST_COLUMNS order"
-)

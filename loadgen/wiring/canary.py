@@ -6,7 +6,7 @@ runs (workers by a message), lets the monitor (loadgen.lifecycle.canary_monitor)
 completed window, and ends the run as soon as a rollback trigger fires: no further stage starts, as a
 shape ends any run, by returning None from its tick (Locust then quits a headless run). After the
 last stage it waits until the last window's rows are in and the monitor has given the verdict.
-Each process keeps its CanaryTraffic on its Locust Environment (`traffic_of`).
+Each process keeps its CanaryTraffic on its run state (`state_of(environment).canary`, `traffic_of`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,7 @@ from loadgen.traffic.context import fetch_service_info
 from loadgen.wiring.shapes import ScenarioShape
 
 log = logging.getLogger("embedperf.loadgen")
-ATTRIBUTE = "embedperf_canary"  # environment.embedperf_canary: this process's CanaryTraffic
 STAGE_MSG = "embedperf_canary_stage"  # master -> workers: the stage now running (closed loop)
-STAGE_ATTRIBUTE = "embedperf_canary_stage"  # environment.embedperf_canary_stage: the last stage announced
 # A window is judged this long after it ends (plus its slowest answer): the margin covers requests in
 # flight at the window's end. A local run's monitor flushes the recorder itself when it judges, so its rows
 # are in; the collectors' telemetry reaches the disk within a flush interval (waited for when a temperature
@@ -46,8 +44,8 @@ STOP_RATE = 1000.0  # users stopped at once when the canary stops or waits for i
 
 
 def traffic_of(environment: Environment) -> CanaryTraffic:
-    traffic = getattr(environment, ATTRIBUTE, None)
-    if not isinstance(traffic, CanaryTraffic):
+    traffic = state_of(environment).canary
+    if traffic is None:
         raise RuntimeError(
             "this Locust environment has no canary traffic: run canaries with `embedperf canary` "
             "(locustfiles/canary.py or canary_openloop.py install it)"
@@ -60,10 +58,10 @@ def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
 
         def on_stage(environment: Environment, msg: Message, **_kw: Any) -> None:
             # Locust calls a message listener as listener(environment=..., msg=...)
-            setattr(environment, STAGE_ATTRIBUTE, int(msg.data))  # for users that start later
-            traffic = getattr(environment, ATTRIBUTE, None)
-            if isinstance(traffic, CanaryTraffic):
-                traffic.stage_index = int(msg.data)
+            state = state_of(environment)
+            state.canary_stage = int(msg.data)  # for users that start later
+            if state.canary is not None:
+                state.canary.stage_index = state.canary_stage
 
         runner.register_message(STAGE_MSG, on_stage)
 
@@ -72,7 +70,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     """After embedperf's own listener has built the run's context (local process or worker)."""
     if isinstance(environment.runner, MasterRunner):
         return
-    ctx = state_of(environment).context
+    state = state_of(environment)
+    ctx = state.context
     if ctx is None:
         return
     canary = ctx.scenario.canary
@@ -85,8 +84,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     info = fetch_service_info(canary.candidate_url.rstrip("/"), ctx.scenario)
     traffic = CanaryTraffic.build(ctx, info)
     if isinstance(environment.runner, WorkerRunner):  # a stage the master announced before this run's users
-        traffic.stage_index = getattr(environment, STAGE_ATTRIBUTE, 0)
-    setattr(environment, ATTRIBUTE, traffic)
+        traffic.stage_index = state.canary_stage
+    state.canary = traffic
 
 
 def install_canary() -> None:
@@ -197,8 +196,8 @@ class CanaryShape(ScenarioShape):
         if distributed.is_distributed(self.runner):
             self.runner.send_message(STAGE_MSG, stage.index)
             return
-        traffic = getattr(self.runner.environment, ATTRIBUTE, None)
-        if isinstance(traffic, CanaryTraffic):
+        traffic = state_of(self.runner.environment).canary
+        if traffic is not None:
             traffic.stage_index = stage.index
 
     def _stop(self, run: RunSession) -> tuple[int, float] | None:

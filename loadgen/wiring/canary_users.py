@@ -7,14 +7,13 @@ sends agreement samples to both sides.
 
 from __future__ import annotations
 
-from typing import Any
-
 import gevent
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpSession
 from locust.env import Environment
 
 from embedperf.canary_record import Side
+from embedperf.schema import RequestRow
 from loadgen.shaping.openloop import Stage, run_schedule
 from loadgen.traffic.canary_split import CanaryTraffic, SideDraw
 from loadgen.traffic.context import RunContext
@@ -80,7 +79,7 @@ class CanaryOpenLoopUser(_CanaryClient):
         payload: RequestPayload,
         t_intended: float,
         stage: Stage,
-    ) -> list[Any]:
+    ) -> RequestRow:
         return self.traffic.send(self.clients, self.draw, payload, t_intended, stage)
 
     @task

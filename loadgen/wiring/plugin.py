@@ -13,7 +13,7 @@ import logging
 import signal
 import sys
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +168,18 @@ def resolve(environment: Environment) -> tuple[Scenario, session.RunOptions]:
     return scenario, run_options(options)
 
 
+@dataclass(frozen=True)
+class _Init:
+    """The init listener, carrying the report builder the locustfile registered. Every _Init is equal to
+    every other, so install() replaces the listener of an earlier call (the last builder wins)."""
+
+    report_builder: webui.ReportBuilder | None = field(default=None, compare=False)
+
+    def __call__(self, environment: Environment, runner: Runner, **_: Any) -> None:
+        attach(environment).report_builder = self.report_builder
+        _on_init(environment, runner)
+
+
 def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
     options = environment.parsed_options
     state = attach(environment)
@@ -207,7 +219,7 @@ def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
         distributed.register_master(runner)
     follower = RunFollower(state.current_session)
     if environment.web_ui is not None:
-        webui.install(environment, follower, check=lambda: resolve(environment))
+        webui.install(environment, follower, check=lambda: resolve(environment), build_report=state.report_builder)
     if options is not None and options.metrics_port is not None:
         LiveExporter(follower, options.metrics_host, options.metrics_port).start()
     _stop_on_sigterm(environment, state)
@@ -289,8 +301,11 @@ class _CommandLine:
         add_arguments(parser, self.default_scenario)
 
 
-def install(default_scenario: str) -> None:
+def install(default_scenario: str, report_builder: webui.ReportBuilder | None = None) -> None:
     """Register embedperf's options and listeners with Locust's events.
+
+    `report_builder` builds a finished run's report.html for the web UI's report link; the locustfile
+    passes it (reports.live.build_run_report), since the load side imports nothing of reports/.
 
     Idempotent without a flag of its own: each listener is removed (where present) before it is added,
     through the events' public remove_listener/add_listener, and add_arguments adds the options only to
@@ -298,7 +313,7 @@ def install(default_scenario: str) -> None:
     """
     for hook, listener in (
         (events.init_command_line_parser, _CommandLine(default_scenario)),
-        (events.init, _on_init),
+        (events.init, _Init(report_builder)),
         (events.test_start, _on_test_start),
         (events.test_stop, _on_test_stop),
         (events.quitting, _on_quitting),

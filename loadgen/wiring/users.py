@@ -7,7 +7,6 @@ from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 from locust.env import Environment
 
-from embedperf.schema import REQUEST_COLUMNS
 from loadgen.lifecycle.run_state import RunState, state_of
 from loadgen.shaping.openloop import run_schedule
 from loadgen.shaping.search import run_search
@@ -16,8 +15,6 @@ from loadgen.traffic.backoff import Backoff
 from loadgen.traffic.cookies import install_lean_cookie_jar
 from loadgen.traffic.exchange import send_embeddings
 from loadgen.traffic.payloads import PayloadSampler
-
-_STATUS_COL = REQUEST_COLUMNS.index("status_code")
 
 
 def _count_backoff(state: RunState, ctx: context.RunContext) -> None:
@@ -64,7 +61,7 @@ class EmbeddingUser(EmbeddingClient):
         row = send_embeddings(self.client, self.ctx, self.payloads.next())
         delay_s = self.backoff.after(row)
         if delay_s:
-            if row[_STATUS_COL] is None:  # no answer at all: counted for the outage analysis
+            if row.status_code is None:  # no answer at all: counted for the outage analysis
                 _count_backoff(self.run_state, self.ctx)
             gevent.sleep(delay_s)
 

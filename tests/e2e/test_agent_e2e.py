@@ -20,6 +20,7 @@ import pytest
 
 from collectors.agent_pull import spool_path
 from embedperf.schema import RunFolder, read_manifest, read_telemetry_table
+from loadgen.processes.stub_target import running_stub
 from tests.agent_process import agent_process
 from tests.e2e.test_real_deployment_e2e import (
     assert_serving_figures,
@@ -27,7 +28,6 @@ from tests.e2e.test_real_deployment_e2e import (
     fake_env,
     summary_of,
 )
-from tests.fakes.stub_server import running_stub
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SKEW_S = 2.25

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from collectors.agent_token import TOKEN_ENV
-from tests.fakes.stub_server import running_stub
+from loadgen.processes.stub_target import running_stub
 from tests.integration.collectors.test_agent_token import SECRET, running_agent
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

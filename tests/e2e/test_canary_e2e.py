@@ -28,9 +28,9 @@ import pytest
 
 from embedperf.canary_record import CanaryRecord, read_canary_record
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
+from loadgen.processes.stub_target import running_stub
 from tests.conftest import REPO_ROOT, SERVICE_READY_TIMEOUT_S
 from tests.fakes.canary_proxy import candidate_proxy
-from tests.fakes.stub_server import running_stub
 
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]
 WINDOWS_PER_STAGE = 2

@@ -13,7 +13,7 @@ from analysis.cli.synth import synthesize
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]
-MAKE_INTERNAL = {"PY", "EP", "STAMP", "MAKEFILE_LIST", "SHELL", "HOME"}  # HOME: the environment's, not ours
+MAKE_INTERNAL = {"PY", "EP", "STAMP", "MAKEFILE_LIST", "SHELL", "HOME", "MAKE"}  # HOME: the environment's, not ours
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
@@ -45,7 +45,7 @@ def test_collect_help_names_the_embedperf_command() -> None:
 
 
 def test_every_bench_option_has_help() -> None:
-    from study.bench import build_parser
+    from study.bench.cli import build_parser
 
     missing = [a.option_strings for a in build_parser()._actions if not a.help]
     assert missing == []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from embedperf import cli
 from embedperf.schema import open_run_folder, read_manifest, read_requests_table
-from study.matrix import MatrixRecord
+from study.matrix.run import MatrixRecord
 
 SPEC = """\
 scenario: smoke

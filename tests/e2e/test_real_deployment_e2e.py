@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from embedperf.schema import RunFolder, read_manifest, read_telemetry_table
-from tests.fakes.stub_server import running_stub
+from loadgen.processes.stub_target import running_stub
 from tests.integration.collectors.collector_run import fake_npu_smi
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

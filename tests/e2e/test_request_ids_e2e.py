@@ -16,9 +16,9 @@ from pathlib import Path
 import uvicorn
 
 from embedperf.schema import RunFolder, read_manifest, read_requests_table
+from loadgen.processes.stub_target import StubApp
 from tests.conftest import uvicorn_in_thread
 from tests.fakes.request_log import RequestLog, logged_ids
-from tests.fakes.stub_server import StubApp
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EMBEDPERF = [sys.executable, "-m", "embedperf.cli"]

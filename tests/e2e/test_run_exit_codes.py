@@ -49,7 +49,7 @@ class Stub:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.stub_server", "--port", str(self.port),
+            [sys.executable, "-m", "loadgen.processes.stub_target", "--port", str(self.port),
              "--delay-ms", str(STUB_DELAY_MS)],
             cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip

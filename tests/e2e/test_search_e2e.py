@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.search.state import read_search
+from decisions.search.state import read_search
 from embedperf.cli import main
 from embedperf.schema import open_run_folder, read_manifest, read_requests_table
-from tests.fakes.stub_server import running_stub
+from loadgen.processes.stub_target import running_stub
 from tests.oracles.queue_sim import Queue
 
 WORKERS = 16

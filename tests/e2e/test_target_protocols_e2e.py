@@ -18,6 +18,7 @@ import pytest
 import uvicorn
 
 from analysis.run.analyse import analyse_folder
+from benchmarks.peer_launch import VLLM_STYLE_MODEL_NAMES
 from embedperf.error_kinds import error_kind
 from embedperf.schema import RunFolder, read_manifest, read_requests_table, read_telemetry_table
 from loadgen.traffic.quality import write_reference_set
@@ -25,7 +26,6 @@ from reports.build import build_report
 from tests.conftest import uvicorn_in_thread
 from tests.fakes.tei_stub import TeiStub, TeiStubConfig
 from tests.fakes.toy_protocol import TOY_PATH, serving_toy
-from tests.peers.launch import VLLM_STYLE_MODEL_NAMES
 from tests.peers.shared import SharedPeer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

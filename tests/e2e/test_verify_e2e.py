@@ -24,9 +24,9 @@ import pytest
 from embedperf.cli import main
 from embedperf.schema import open_run_folder, read_manifest
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS
-from study.verify_function import write_default_reference
-from study.verify_report import RESULT_FILE, read_result
-from study.verify_verdict import VerifyResult
+from study.verify.function import write_default_reference
+from study.verify.report import RESULT_FILE, read_result
+from study.verify.verdict import VerifyResult
 from tests.conftest import free_port
 from tests.integration.deploy.prometheus_stack import running_prometheus, wait_for
 

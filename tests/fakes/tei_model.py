@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.fakes.stub_server import text_vector
+from loadgen.processes.stub_target import text_vector
 
 DIMENSION = 384
 SPARSE_VOCABULARY = 30522  # BERT's vocabulary, as SPLADE models have

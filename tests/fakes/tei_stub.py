@@ -56,8 +56,8 @@ import uvicorn
 from pydantic import BaseModel, ConfigDict, Field
 
 from loadgen.processes.child import stop_child
+from loadgen.processes.stub_target import Receive, Scope, Send
 from tests.fakes import tei_metrics as m
-from tests.fakes.stub_server import Receive, Scope, Send
 from tests.fakes.tei_model import DIMENSION, cut, dense_vector, rerank_logit, sparse_vector, text_tokens
 from tests.fakes.tei_wire import (
     PLAIN_TEXT,

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tests.fakes.stub_server import Receive, Scope, Send
+from loadgen.processes.stub_target import Receive, Scope, Send
 
 ErrorType = Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty"]
 # router/src/http/server.rs, `impl From<&ErrorType> for StatusCode`; Validation: see status_of

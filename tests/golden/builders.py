@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analysis.search.state import ProbeMeasurement, SearchRecord, SearchState
+from decisions.search.state import ProbeMeasurement, SearchRecord, SearchState
 from embedperf.schema import (
     REQUEST_SCHEMA,
     TELEMETRY_SCHEMA,

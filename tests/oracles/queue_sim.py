@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.search.state import ProbeMeasurement
+from decisions.search.state import ProbeMeasurement
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from service.model_folder import default_model_path
-from tests.peers.launch import (
+from benchmarks.peer_launch import (
     VLLM_STYLE_MODEL_NAMES,
     PeerCommand,
     infinity_command,
-    kserve_command,
 )
+from service.model_folder import default_model_path
+from tests.peers.kserve import kserve_command
 from tests.peers.shared import SharedPeer, shared_peer
 
 PEER_FIXTURES = frozenset({"infinity_server", "infinity_vllm_style_server", "kserve_server"})

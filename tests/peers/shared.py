@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.peers.launch import STOP_GRACE_S, PeerCommand, PeerProcess
+from benchmarks.peer_launch import STOP_GRACE_S, PeerCommand, PeerProcess
 
 RUN_DIR_ENV = "EMBEDPERF_TEST_PEERS_RUN_DIR"
 KILL_WAIT_S = 5.0

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from loadgen.cli.runner import run_scenario
-from tests.fakes.stub_server import running_stub
+from loadgen.processes.stub_target import running_stub
 from tests.unit.analysis.test_analysis_ooc_summary import check_equal
 
 

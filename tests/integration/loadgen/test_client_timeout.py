@@ -15,8 +15,8 @@ import uvicorn
 from analysis.run.analyse import analyse_folder
 from embedperf.error_kinds import error_kind
 from embedperf.schema import RunFolder, read_requests_table
+from loadgen.processes.stub_target import StubApp
 from tests.conftest import REPO_ROOT, uvicorn_in_thread
-from tests.fakes.stub_server import StubApp
 
 TIMEOUT_S = 0.5  # the scenario's target.timeout_s
 HOLD_EVERY = 4  # every 4th embeddings request (after the pre-flight check) is never answered in time

@@ -24,7 +24,7 @@ from embedperf.schema import Manifest, RunFolder, read_manifest, read_requests_t
 from loadgen.cli import run as run_cli
 from loadgen.cli.local_workers import LocalWorkers
 from loadgen.lifecycle.announcements import SIGTERM_READY_LOG
-from tests.fakes.stub_server import running_stub
+from loadgen.processes.stub_target import running_stub
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 QUIET = ["--no-collectors", "--loglevel", "WARNING"]
@@ -305,7 +305,7 @@ def test_sigkill_of_embedperf_run_with_workers_leaves_no_worker(stub_url: str, t
 def test_row_forwarding_at_5000_rows_per_s_loses_nothing() -> None:
     """Worker -> master forwarding alone (benchmarks/bench_distributed.py forwarding): every row arrives."""
     proc = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_distributed.py"), "forwarding",
+        [sys.executable, "-m", "benchmarks.bench_distributed", "forwarding",
          "--rows-per-s", "5000", "--duration-s", "2", "--json"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -321,13 +321,12 @@ from pathlib import Path
 import gevent
 from locust import User, constant, task
 from locust.env import Environment
-from embedperf.schema import REQUEST_COLUMNS, read_requests_table
+from embedperf.schema import RequestRow, read_requests_table
 from loadgen.distributed import rows as distributed
 from loadgen.lifecycle.run_state import attach
 from loadgen.lifecycle.session import RunOptions
 from loadgen.processes.service_proc import free_port
 from loadgen.recording.monitor import CpuMonitor
-from loadgen.traffic.exchange import new_row_values
 from scenarios.loader import load_scenario
 
 class Idle(User):
@@ -356,12 +355,9 @@ n = int(sys.argv[2])
 for i in range(n):
     worker_env.events.request.fire(request_type="POST", name="/v1/embeddings", response_time=5.0,
                                    response_length=10, exception=None, context={})
-    row = new_row_values()
-    for name, value in (("worker", "w0-test"), ("endpoint", "/v1/embeddings"), ("status_code", 200),
-                        ("ok", True), ("n_inputs", 1), ("input_chars", 10), ("t_intended_unix_s", 1.0),
-                        ("t_sent_unix_s", 1.0), ("t_done_unix_s", 1.005), ("latency_ms", 5.0)):
-        row[REQUEST_COLUMNS.index(name)] = value
-    forwarder.add(row)
+    forwarder.add(RequestRow(worker="w0-test", endpoint="/v1/embeddings", status_code=200, ok=True, n_inputs=1,
+                             input_chars=10, t_intended_unix_s=1.0, t_sent_unix_s=1.0, t_done_unix_s=1.005,
+                             latency_ms=5.0))
     if i % 50 == 49:
         gevent.sleep(0.01)  # the forwarder's and the reporter's greenlets run meanwhile
 counted_before_flush = master.stats.total.num_requests

@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from embedperf.schema import RunFolder, read_requests_table
+from loadgen.processes.stub_target import running_stub
 from loadgen.recording.live import LATENCY_BUCKETS_MS
 from tests.conftest import free_port
-from tests.fakes.stub_server import running_stub
 from tests.prometheus_server import running_prometheus
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

@@ -19,7 +19,7 @@ import pytest
 
 from embedperf.parts import PART_SUFFIX
 from embedperf.schema import REQUEST_SCHEMA, RunFolder, read_manifest, read_requests_table
-from tests.fakes.stub_server import running_stub
+from loadgen.processes.stub_target import running_stub
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 StubServer = Callable[..., str]

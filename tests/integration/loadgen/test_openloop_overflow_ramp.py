@@ -8,9 +8,9 @@ import pytest
 
 from embedperf.schema import read_requests_table
 from loadgen.cli.runner import run_scenario
+from loadgen.processes.stub_target import running_stub
 from loadgen.traffic.schedule import arrivals
 from scenarios.models import Step
-from tests.fakes.stub_server import running_stub
 
 
 def test_queue_overflow_waits_instead_of_dropping(tmp_path: Path) -> None:

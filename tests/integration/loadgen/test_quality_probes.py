@@ -12,9 +12,9 @@ from analysis.compare.quality_gate import quality_gate
 from analysis.run.analyse import analyse_folder
 from embedperf.schema import read_requests_table
 from loadgen.cli.runner import run_scenario
+from loadgen.processes.stub_target import running_stub, text_vector
 from loadgen.traffic.quality import write_reference_set
 from reports.build import build_report
-from tests.fakes.stub_server import running_stub, text_vector
 
 DIM = 8
 TEXTS = [f"reference passage number {i} about vector search" for i in range(12)]

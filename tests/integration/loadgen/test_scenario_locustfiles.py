@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from embedperf.schema import RunFolder, read_manifest, read_requests_table
-from tests.fakes.stub_server import running_stub
+from loadgen.processes.stub_target import running_stub
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 180  # a guard against a hang, not a performance bound

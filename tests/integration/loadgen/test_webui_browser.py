@@ -19,8 +19,8 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from embedperf.schema import RunFolder, read_manifest, read_requests_table
+from loadgen.processes.stub_target import running_stub
 from tests.conftest import free_port, stop_process
-from tests.fakes.stub_server import running_stub
 from tests.integration.reports.test_reports_browser import CHROMIUM, FLAGS
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

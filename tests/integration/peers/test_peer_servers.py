@@ -16,10 +16,11 @@ import httpx
 import numpy as np
 import pytest
 
+from benchmarks import peer_launch
+from benchmarks.peer_launch import VLLM_STYLE_MODEL_NAMES, PeerProcess, infinity_command
 from embedperf.errors import TargetError
 from service.model_folder import default_model_path
-from tests.peers import launch
-from tests.peers.launch import KSERVE_MODEL_NAME, VLLM_STYLE_MODEL_NAMES, PeerProcess
+from tests.peers.kserve import KSERVE_MODEL_NAME, kserve_command
 from tests.peers.shared import SharedPeer
 
 SENTENCES = [
@@ -162,8 +163,8 @@ def test_kserve_refuses_an_unknown_model_and_a_wrong_datatype(kserve_server: Sha
 def test_a_server_that_cannot_load_its_model_fails_start_with_its_own_error(tmp_path: Path) -> None:
     missing = tmp_path / "no-model-here"
     peers = {
-        "infinity": PeerProcess(launch.infinity_command(missing), tmp_path / "infinity.log"),
-        "kserve": PeerProcess(launch.kserve_command(missing), tmp_path / "kserve.log"),
+        "infinity": PeerProcess(infinity_command(missing), tmp_path / "infinity.log"),
+        "kserve": PeerProcess(kserve_command(missing), tmp_path / "kserve.log"),
     }
     # both start at once: each spends its time importing its stack before it finds the folder empty
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
@@ -183,8 +184,8 @@ def test_a_server_that_cannot_load_its_model_fails_start_with_its_own_error(tmp_
 def test_a_missing_peer_environment_says_how_to_create_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(launch, "PEERS_DIR", tmp_path)
+    monkeypatch.setattr(peer_launch, "PEERS_DIR", tmp_path)
     with pytest.raises(TargetError, match="make peers-setup"):
-        launch.infinity_command(default_model_path())
+        infinity_command(default_model_path())
     with pytest.raises(TargetError, match="make peers-setup"):
-        launch.kserve_command(default_model_path())
+        kserve_command(default_model_path())

@@ -17,9 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from benchmarks.peer_launch import HOST, PeerCommand
 from loadgen.processes.service_proc import free_port
 from tests.peers import shared
-from tests.peers.launch import HOST, PeerCommand
 
 STARTS: list[int] = []
 

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from analysis.cli.synth import synthesize
 from analysis.compare.quality_gate import QualityGate, QualityStep
 from analysis.model.lengths import LengthBin
-from analysis.search.state import SearchRecord
+from decisions.search.state import SearchRecord
 from embedperf.schema import Manifest, RunFolder, read_manifest, write_manifest
 from reports import search_section
 from reports.build import build_report

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-import study.matrix
-from study.matrix import MatrixRecord, run_matrix
-from study.matrix_spec import MatrixSpec
+import study.matrix.run
+from study.matrix.run import MatrixRecord, run_matrix
+from study.matrix.spec import MatrixSpec
 
 
 def _answers_ping(url: str) -> bool:
@@ -53,8 +53,8 @@ def test_redis_configuration_gets_its_own_redis_server(
         root.mkdir(parents=True)
         return SimpleNamespace(root=root)
 
-    monkeypatch.setattr(study.matrix, "ServiceProcess", FakeService)
-    monkeypatch.setattr(study.matrix, "run_scenario", fake_run)
+    monkeypatch.setattr(study.matrix.run, "ServiceProcess", FakeService)
+    monkeypatch.setattr(study.matrix.run, "run_scenario", fake_run)
     spec = MatrixSpec.model_validate(
         {
             "scenario": "smoke",
@@ -76,11 +76,11 @@ def test_a_missing_redis_server_fails_that_configuration_with_the_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    monkeypatch.setattr(study.matrix, "run_scenario", lambda *a, **k: pytest.fail("must not run"))
+    monkeypatch.setattr(study.matrix.run, "run_scenario", lambda *a, **k: pytest.fail("must not run"))
     spec = MatrixSpec.model_validate(
         {"scenario": "smoke", "configurations": [{"name": "redis-cache", "redis": True}, {"name": "other"}]}
     )
-    monkeypatch.setattr(study.matrix, "ServiceProcess", lambda *a, **k: pytest.fail("must not start"))
+    monkeypatch.setattr(study.matrix.run, "ServiceProcess", lambda *a, **k: pytest.fail("must not start"))
     folder = run_matrix(spec.select(["redis-cache"]), tmp_path / "runs", check_precision=False, log=print)
     run = MatrixRecord.read(folder).runs[0]
     assert not run.ok and "redis-server not found on PATH" in run.error and "apt-get install" in run.error

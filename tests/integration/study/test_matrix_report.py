@@ -10,8 +10,8 @@ from analysis.cli.synth import synthesize
 from analysis.compare.changes import MetricChange
 from analysis.run.analyse import analyse_folder
 from embedperf.schema import RunFolder
-from study.matrix import MatrixRecord, MatrixRun
-from study.matrix_report import build_matrix_report, merge_verdicts, recommend
+from study.matrix.report import build_matrix_report, merge_verdicts, recommend
+from study.matrix.run import MatrixRecord, MatrixRun
 
 SPEC = {
     "scenario": "ramp",
@@ -116,7 +116,7 @@ def test_run_report_shows_a_stored_precision_check(tmp_path: Path) -> None:
 
 
 def _row(name: str, folder: Path, precision: dict[str, object] | None, needs_check: bool, **analysis: float):
-    from study.matrix_report import ConfigRow
+    from study.matrix.report import ConfigRow
 
     return ConfigRow(
         name=name,

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-import study.matrix
-from study.matrix import MatrixRecord, run_matrix
-from study.matrix_report import build_matrix_report, load_rows
-from study.matrix_spec import MatrixSpec
-from tests.fakes.stub_server import running_stub
+import study.matrix.run
+from loadgen.processes.stub_target import running_stub
+from study.matrix.report import build_matrix_report, load_rows
+from study.matrix.run import MatrixRecord, run_matrix
+from study.matrix.spec import MatrixSpec
 
 SERVICE_MS = 20.0
 LIMIT_RPS = {"two-workers": 2 / (SERVICE_MS / 1000.0), "four-workers": 4 / (SERVICE_MS / 1000.0)}  # 100, 200
@@ -46,7 +46,7 @@ class StubService:
 def test_matrix_ranks_configurations_by_searched_capacity(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(study.matrix, "ServiceProcess", StubService)
+    monkeypatch.setattr(study.matrix.run, "ServiceProcess", StubService)
     spec = MatrixSpec.model_validate(
         {
             "scenario": "query",

@@ -13,9 +13,9 @@ import torch
 
 from embedperf import cli
 from service.model import load_model
-from study.advice import quantised_linears, swapped
-from study.advice_plan import ATTENTION_ONLY_EXCLUDE
 from study.corpus import load_eval_corpus
+from study.precision.advice import quantised_linears, swapped
+from study.precision.advice_plan import ATTENTION_ONLY_EXCLUDE
 
 # Short texts only: the scan runs the model once per Linear layer (37 times).
 TEXTS = [t for t in load_eval_corpus() if t.kind != "passage"][::13]

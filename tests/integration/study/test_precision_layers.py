@@ -6,7 +6,7 @@ import pytest
 
 from service.model import EmbeddingModel, load_model
 from study.corpus import load_eval_corpus
-from study.layers import compare_layers
+from study.precision.layers import compare_layers
 
 # Short and long, Chinese and English: batches mix lengths, so padding must be masked.
 TEXTS = [t.text for t in load_eval_corpus()[::14]]

@@ -8,8 +8,8 @@ import signal
 import time
 from pathlib import Path
 
-from study.verify_ops import alert_checks
-from study.verify_prometheus import PrometheusAPI
+from study.verify.ops import alert_checks
+from study.verify.prometheus import PrometheusAPI
 from tests.integration.deploy.prometheus_stack import running_prometheus, wait_for
 
 LOOKBACK_S = 600.0

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from analysis.search.state import (
+from decisions.search.state import (
     ProbeMeasurement,
     SearchRecord,
     SearchState,

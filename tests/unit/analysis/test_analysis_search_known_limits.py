@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from analysis.search.state import SearchRecord, SearchState
+from decisions.search.state import SearchRecord, SearchState
 from scenarios.models import Search, Slo
 from tests.oracles.queue_sim import Queue
 

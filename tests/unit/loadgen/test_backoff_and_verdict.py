@@ -6,16 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from embedperf.schema import REQUEST_COLUMNS
+from embedperf.schema import RequestRow
 from loadgen.lifecycle.verdict import EXIT_BUDGET_FAILED, EXIT_INCOMPLETE, EXIT_OK, run_verdict
 from loadgen.traffic.backoff import BACKOFF_FIRST_S, BACKOFF_MAX_S, Backoff
 
 
-def row(status: int | None, ok: bool) -> list[object]:
-    values: list[object] = [None] * len(REQUEST_COLUMNS)
-    values[REQUEST_COLUMNS.index("status_code")] = status
-    values[REQUEST_COLUMNS.index("ok")] = ok
-    return values
+def row(status: int | None, ok: bool) -> RequestRow:
+    return RequestRow(status_code=status, ok=ok)
 
 
 def test_backoff_doubles_to_a_cap_and_resets_on_any_answer() -> None:

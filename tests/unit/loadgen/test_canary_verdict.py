@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from decisions.canary_verdict import judge
 from embedperf.canary_record import SideWindow, WindowJudgement
-from loadgen.lifecycle.canary_verdict import judge
 from scenarios.canary_models import Canary, Rollback
 
 STAGES = [5.0, 20.0, 50.0, 100.0]

@@ -3,9 +3,9 @@ reason, an answer outside 2xx/3xx (which the agent raises with the response on i
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
-from embedperf.schema import REQUEST_COLUMNS
 from loadgen.traffic.context import build_context
 from loadgen.traffic.exchange import NoAnswer, post, send_embeddings
 from loadgen.traffic.payloads import RequestPayload
@@ -48,7 +48,7 @@ class _Agent:
 def _send(agent: _Agent) -> dict[str, Any]:
     ctx = build_context(load_scenario("smoke", environ={}), agent.base_url, lambda row: None, "local", None)
     row = send_embeddings(agent, ctx, RequestPayload(["a"], "/v1/embeddings"))  # type: ignore[arg-type]
-    return dict(zip(REQUEST_COLUMNS, row, strict=True))
+    return asdict(row)
 
 
 def test_no_answer_is_a_failed_row_with_its_reason() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from embedperf.schema import (
     REQUEST_COLUMNS,
     REQUEST_ID_HEADER,
     SERVED_MODEL_HEADER,
+    RequestRow,
     RunFolder,
     read_requests_table,
 )
@@ -166,9 +168,9 @@ def test_send_embeddings_row_is_in_schema_order(tmp_path: Path) -> None:
     recorder = Recorder(folder, timeline)
     headers = {"Server-Timing": "queue;dur=1, total;dur=2", "X-Batch-Size": "3", "X-Batch-Tokens": "40"}
     client = _Client(_Response(_answer(4, 4, tokens=9), headers))
-    ctx = _ctx(4, recorder.write_values)
+    ctx = _ctx(4, recorder.write)
     row = send_embeddings(client, ctx, RequestPayload(["ab", "cde"], "/v1/embeddings"))  # type: ignore[arg-type]
-    got = dict(zip(REQUEST_COLUMNS, row, strict=True))
+    got = asdict(row)
     assert client.bodies[0]["input"] == ["ab", "cde"] and not client.failed
     assert got["run_id"] == "run" and got["worker"] == "local"
     assert (got["stage_index"], got["stage_label"], got["target_users"]) == (0, "u8", 8)
@@ -184,7 +186,12 @@ def test_send_embeddings_row_is_in_schema_order(tmp_path: Path) -> None:
         t_intended_unix_s=1.0,
         stage=(2, "r50", None, 50.0),
     )
-    assert open_loop[2:6] == [2, "r50", None, 50.0]
+    assert (open_loop.stage_index, open_loop.stage_label, open_loop.target_users, open_loop.target_rate) == (
+        2,
+        "r50",
+        None,
+        50.0,
+    )
     assert recorder.close() == 2
     table = read_requests_table(folder).to_pydict()
     assert table["input_chars"] == [5, 2] and table["batch_tokens"] == [40, 40]
@@ -194,10 +201,10 @@ def test_send_embeddings_row_is_in_schema_order(tmp_path: Path) -> None:
 
 
 def test_a_failed_check_is_recorded_with_its_reason() -> None:
-    rows: list[list[Any]] = []
+    rows: list[RequestRow] = []
     client = _Client(_Response(_answer(4), {}))
     row = send_embeddings(client, _ctx(4, rows.append), RequestPayload(["a", "b"], "/v1/embeddings"))  # type: ignore[arg-type]
-    got = dict(zip(REQUEST_COLUMNS, row, strict=True))
+    got = asdict(row)
     assert got["ok"] is False and got["error"].startswith("wrong count: 1 embeddings for 2 inputs")
     assert client.failed == got["error"] and rows == [row]
     assert got["srv_total_ms"] is None and got["batch_size"] is None
@@ -220,17 +227,17 @@ def test_a_rerank_row_counts_its_documents_and_reads_teis_headers(tmp_path: Path
     scenario = load_scenario(
         "smoke", overrides={"target.protocol": "tei", "payload.task": "rerank"}, environ={}
     )
-    ctx = build_context(scenario, "http://x", recorder.write_values, "local", None)
+    ctx = build_context(scenario, "http://x", recorder.write, "local", None)
     tei = {"x-queue-time": "3", "x-tokenization-time": "1", "x-inference-time": "7", "x-total-time": "12"}
     good = [{"index": 2, "score": 0.9}, {"index": 0, "score": 0.5}, {"index": 1, "score": 0.1}]
     client = _RerankClient(_Response(json.dumps(good).encode(), {**tei, "x-compute-tokens": "33"}))
     payload = RequestPayload(["d1", "doc2", "d3"], "/rerank", query="what")
     row = send_embeddings(client, ctx, payload)  # type: ignore[arg-type]
-    got = dict(zip(REQUEST_COLUMNS, row, strict=True))
+    got = asdict(row)
     assert client.bodies == [{"query": "what", "texts": ["d1", "doc2", "d3"]}] and not client.failed
     assert (got["documents"], got["n_inputs"], got["input_chars"], got["input_tokens"]) == (3, 4, 12, 33)
     client.response = _Response(json.dumps(good[:2] + [{"index": 2, "score": 0.0}]).encode(), tei)
-    bad = dict(zip(REQUEST_COLUMNS, send_embeddings(client, ctx, payload), strict=True))  # type: ignore[arg-type]
+    bad = asdict(send_embeddings(client, ctx, payload))  # type: ignore[arg-type]
     assert bad["ok"] is False and "not a permutation" in bad["error"] and client.failed == bad["error"]
     assert error_kind(bad["status_code"], bad["error"]) == "invalid_answer"
     assert recorder.close() == 2
@@ -351,7 +358,7 @@ def test_every_request_carries_its_own_id_and_the_row_keeps_it_with_the_served_m
     timeline = StageTimeline()
     timeline.begin(0, "u1", 0.0, users=1)
     recorder = Recorder(folder, timeline)
-    ctx = _ctx(4, recorder.write_values)
+    ctx = _ctx(4, recorder.write)
     main = _Client(_Response(_answer(4), {SERVED_MODEL_HEADER: "minilm"}))
     fallback = _Client(_Response(_answer(4), {SERVED_MODEL_HEADER: "minilm-int8"}))
     silent = _Client(_Response(_answer(4), {}))  # a target that names no model
@@ -361,7 +368,7 @@ def test_every_request_carries_its_own_id_and_the_row_keeps_it_with_the_served_m
         for client in (main, fallback, main, silent, repeated)
     ]
     sent = [h[REQUEST_ID_HEADER] for c in (main, fallback, silent, repeated) for h in c.sent_headers]
-    ids = [dict(zip(REQUEST_COLUMNS, r, strict=True))["request_id"] for r in rows]
+    ids = [r.request_id for r in rows]
     assert sorted(sent) == sorted(ids) and len(set(ids)) == len(ids) == 5
     assert all(0 < len(i) <= 24 and i.isascii() for i in ids)
     assert REQUEST_ID_HEADER not in _request_headers_of(main)  # the cached headers stay shared and ID-free
@@ -387,26 +394,25 @@ def test_request_ids_are_unique_across_generator_processes() -> None:
 
 
 def test_a_dropped_request_has_no_id() -> None:
-    rows: list[list[Any]] = []
+    rows: list[RequestRow] = []
     row = dropped_row(_ctx(4, rows.append), RequestPayload(["a"], "/v1/embeddings"), 1.0, "dropped: x", None)
-    got = dict(zip(REQUEST_COLUMNS, row, strict=True))
+    got = asdict(row)
     assert got["request_id"] is None and got["served_model"] is None and rows == [row]
 
 
 FIRST_FLUSH = """
 import sys
 from pathlib import Path
-from embedperf.schema import REQUEST_COLUMNS, RunFolder
+from embedperf.schema import RequestRow, RunFolder
 from loadgen.recording.recorder import Recorder, StageTimeline
 
 folder = RunFolder(Path(sys.argv[1])).create()
 timeline = StageTimeline()
 timeline.begin(0, "r60", 0.0, rate=60.0)
 recorder = Recorder(folder, timeline)  # before the load: one-time work belongs here
-row = dict.fromkeys(REQUEST_COLUMNS)
-row.update(t_intended_unix_s=1.0, t_sent_unix_s=1.0, t_done_unix_s=1.02, latency_ms=20.0, ok=True,
-           status_code=200, error=None, endpoint="/v1/embeddings", n_inputs=1, srv_total_ms=float("nan"))
-recorder.write(row)
+recorder.write(RequestRow(t_intended_unix_s=1.0, t_sent_unix_s=1.0, t_done_unix_s=1.02, latency_ms=20.0, ok=True,
+                          status_code=200, error=None, endpoint="/v1/embeddings", n_inputs=1,
+                          srv_total_ms=float("nan")))
 before = set(sys.modules)
 recorder.flush()  # what the flusher does 2 s into the first step, in the load's event loop
 print(sorted({name.split(".")[0] for name in set(sys.modules) - before}))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from embedperf.schema import REQUEST_COLUMNS, RunFolder, read_requests_table
+from embedperf.schema import RequestRow, RunFolder, read_requests_table
 from loadgen.recording.monitor import summarise
 from loadgen.recording.recorder import Recorder, StageTimeline
 from loadgen.traffic.context import RunContext
@@ -63,9 +63,7 @@ def test_recorder_tags_rows_by_real_stage_boundaries(tmp_path: Path) -> None:
     timeline.end(120.0)
     recorder = Recorder(folder, timeline)
     for t in (99.5, 105.0, 110.0, 119.0):
-        row = dict.fromkeys(REQUEST_COLUMNS)
-        row.update(t_intended_unix_s=t, t_sent_unix_s=t, ok=True, worker="local")
-        recorder.write(row)
+        recorder.write(RequestRow(t_intended_unix_s=t, t_sent_unix_s=t, ok=True, worker="local"))
     assert recorder.close() == 4
     table = read_requests_table(folder).to_pydict()
     assert table["stage_index"] == [0, 0, 1, 1]

@@ -137,3 +137,16 @@ def test_constants_are_not_state() -> None:
         "_NO_TIMING: list[Any] = [None] * 4\nNAMES = ('a', 'b')\nTABLE = {'a': 1}\n__all__ = ['X']\n"
     )
     assert state_findings(source, "probe.py") == []
+
+
+def test_only_the_run_state_is_kept_on_locusts_environment() -> None:
+    """Everything of a run hangs off the one RunState (environment.embedperf): no other module sets an
+    attribute of its own on Locust's Environment."""
+    setters = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+                target = ast.unparse(node.args[0])
+                if "env" in target:  # environment, self.environment, self.runner.environment, env
+                    setters.append(f"{path.relative_to(REPO_ROOT)}: {target}")
+    assert setters == ["loadgen/lifecycle/run_state.py: environment"]

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-import study.search_cli as search_cli
+import study.bench.search as search_cli
 from analysis.cli.synth import synthesize
-from analysis.search.state import SearchRecord
+from decisions.search.state import SearchRecord
 from embedperf.cli import main
 from embedperf.schema import Manifest, RunFolder, read_manifest, write_manifest
 

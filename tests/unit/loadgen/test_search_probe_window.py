@@ -6,21 +6,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from analysis.search.stats import judge
-from embedperf.schema import REQUEST_COLUMNS
+from decisions.search.stats import judge
+from embedperf.schema import RequestRow
 from loadgen.shaping.probe_window import ProbeTap, ProbeWindow
 from loadgen.traffic.schedule import Arrival
 from scenarios.models import Search, Slo
 
 
-def _row(stage: int, ok: bool, intended: float, latency_ms: float) -> list[Any]:
-    row: list[Any] = [None] * len(REQUEST_COLUMNS)
-    row[REQUEST_COLUMNS.index("stage_index")] = stage
-    row[REQUEST_COLUMNS.index("ok")] = ok
-    row[REQUEST_COLUMNS.index("t_intended_unix_s")] = intended
-    row[REQUEST_COLUMNS.index("t_done_unix_s")] = intended + latency_ms / 1000.0
-    row[REQUEST_COLUMNS.index("latency_from_intended_ms")] = latency_ms
-    return row
+def _row(stage: int, ok: bool, intended: float, latency_ms: float) -> RequestRow:
+    return RequestRow(
+        stage_index=stage,
+        ok=ok,
+        t_intended_unix_s=intended,
+        t_done_unix_s=intended + latency_ms / 1000.0,
+        latency_from_intended_ms=latency_ms,
+    )
 
 
 def test_arrivals_after_the_window_are_kept_aside_not_started() -> None:

@@ -7,7 +7,7 @@ import typing
 from pathlib import Path
 
 import reports
-from analysis.search.state import NOTES, REASONS, Phase, SearchStatus, Verdict
+from decisions.search.state import NOTES, REASONS, Phase, SearchStatus, Verdict
 from reports.i18n import CATALOGUE
 
 ROOT = Path(reports.__file__).parent

@@ -10,7 +10,7 @@ import pytest
 from embedperf.canary_record import CanaryRecord, read_canary_record, write_canary_record
 from embedperf.errors import ConfigError
 from scenarios.loader import load_scenario
-from study.canary_cli import _limit, _stages, build_parser, canary_overrides, settle_incomplete
+from study.canary.cli import _limit, _stages, build_parser, canary_overrides, settle_incomplete
 
 
 def test_every_stage_holds_the_load_step_for_its_windows() -> None:

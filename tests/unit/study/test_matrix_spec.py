@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from embedperf.errors import ConfigError
-from study.matrix import precision_of, run_order
-from study.matrix_spec import load_matrix_spec, service_args
+from study.matrix.run import precision_of, run_order
+from study.matrix.spec import load_matrix_spec, service_args
 from tests.conftest import REPO_ROOT
 
 
@@ -95,8 +95,8 @@ def test_repeats_rotate_the_order() -> None:
 
 
 def test_measure_search_validates_its_settings_and_needs_an_open_loop_scenario(tmp_path: Path) -> None:
-    from study.matrix import run_matrix
-    from study.matrix_spec import MatrixSpec
+    from study.matrix.run import run_matrix
+    from study.matrix.spec import MatrixSpec
 
     spec_file = tmp_path / "m.yaml"
     spec_file.write_text(

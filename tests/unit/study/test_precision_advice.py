@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from study.advice_plan import VariantCheck, exclusion_regex, fewest_kept, probe_indexes
+from study.precision.advice_plan import VariantCheck, exclusion_regex, fewest_kept, probe_indexes
 
 ROLES = (
     "attention.self.query",

@@ -10,9 +10,9 @@ import pytest
 
 from embedperf.errors import ConfigError
 from study.corpus import EvalText, detect_lang, load_dataset
-from study.domains import domain_breakdown, length_band
-from study.precision import compare_embeddings
-from study.precision_gate import PrecisionGates
+from study.precision.compare import compare_embeddings
+from study.precision.domains import domain_breakdown, length_band
+from study.precision.gate import PrecisionGates
 
 STANDARD = PrecisionGates.for_profile("standard")
 

@@ -7,8 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from study.corpus import EvalText
-from study.precision import compare_embeddings
-from study.precision_gate import PrecisionGates, gate_failures
+from study.precision.compare import compare_embeddings
+from study.precision.gate import PrecisionGates, gate_failures
 
 STANDARD = PrecisionGates.for_profile("standard")
 

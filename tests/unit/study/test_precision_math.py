@@ -10,9 +10,9 @@ import pytest
 
 from embedperf.errors import ConfigError
 from study.corpus import EVAL_CORPUS_PATH, EvalText, load_eval_corpus
-from study.precision import compare_embeddings, cosine_per_text
-from study.precision_gate import PrecisionGates
-from study.retrieval import rank_correlation, topk_agreement
+from study.precision.compare import compare_embeddings, cosine_per_text
+from study.precision.gate import PrecisionGates
+from study.precision.retrieval import rank_correlation, topk_agreement
 
 STANDARD = PrecisionGates.for_profile("standard")
 

@@ -9,14 +9,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis.search.record import SearchRecord
+from decisions.search.record import SearchRecord
 from embedperf.schema import TELEMETRY_SCHEMA, RunFolder, new_run_folder, write_telemetry_parquet
-from study.verify_function import precision_checks
-from study.verify_load import throttling_check
-from study.verify_perf import capacity_check, search_overrides
-from study.verify_soak import counter_checks, restart_check
-from study.verify_target import DEVICE_ERRORS, OOM_SPLITS, InfoSnapshot, MetricsSnapshot
-from study.verify_thresholds import VerifyThresholds
+from study.verify.function import precision_checks
+from study.verify.load import throttling_check
+from study.verify.perf import capacity_check, search_overrides
+from study.verify.soak import counter_checks, restart_check
+from study.verify.target import DEVICE_ERRORS, OOM_SPLITS, InfoSnapshot, MetricsSnapshot
+from study.verify.thresholds import VerifyThresholds
 
 
 def record(answer: float | None, status: str = "found") -> SearchRecord:

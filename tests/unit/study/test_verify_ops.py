@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from study.verify_ops import metrics_check, startup_checks
-from study.verify_prometheus import (
+from study.verify.ops import metrics_check, startup_checks
+from study.verify.prometheus import (
     DASHBOARDS_GLOB,
     DEPLOY_DIR,
     MonitoringNeeds,
@@ -14,8 +14,8 @@ from study.verify_prometheus import (
     service_metric_names,
     shipped_rule_files,
 )
-from study.verify_startup import Observation, start_command
-from study.verify_target import InfoSnapshot, parse_metrics
+from study.verify.startup import Observation, start_command
+from study.verify.target import InfoSnapshot, parse_metrics
 
 HEALTH, READY = "/health", "/ready"
 

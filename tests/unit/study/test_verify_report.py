@@ -6,9 +6,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from study.verify_report import junit_xml, read_result, render_verify_report, write_result
-from study.verify_thresholds import VerifyThresholds
-from study.verify_verdict import Check, LayerResult, VerifyResult, build_result, judged
+from study.verify.report import junit_xml, read_result, render_verify_report, write_result
+from study.verify.thresholds import VerifyThresholds
+from study.verify.verdict import Check, LayerResult, VerifyResult, build_result, judged
 
 
 def failed_at_layer_2() -> VerifyResult:

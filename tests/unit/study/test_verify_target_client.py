@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from loadgen.processes.child import wait_until_answering
-from study.verify_target import TargetClient
+from study.verify.target import TargetClient
 
 NOT_READY_POLLS = 4
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from embedperf.errors import ConfigError
-from study.verify_cli import build_parser, thresholds_from
-from study.verify_thresholds import VerifyThresholds, parse_layers, resolve_thresholds
+from study.verify.cli import build_parser, thresholds_from
+from study.verify.thresholds import VerifyThresholds, parse_layers, resolve_thresholds
 
 
 def test_defaults_are_the_seeds_go_live_values() -> None:

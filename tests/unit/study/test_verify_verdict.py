@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from embedperf.errors import TargetError
-from study.verify_thresholds import VerifyThresholds
-from study.verify_verdict import (
+from study.verify.thresholds import VerifyThresholds
+from study.verify.verdict import (
     EXIT_CODES,
     Check,
     Layer,

@@ -1,0 +1,135 @@
+"""`embedperf search`: the highest open-loop rate that meets the SLO, as one run folder and report.
+
+Exit codes: 0 an answer (found, at the SLO within --precision, or every rate up to --max-rate
+passed); 1 no probed rate meets the SLO; 2 usage or pre-flight error (nothing measured, e.g. probes
+that could never bound a P99); 3 the search did not finish; 4 the search could not narrow its
+answer to --precision (its status says why: the P99 interval too wide, time limit, unconfirmed).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from decisions.search.state import (
+    QUANTILE,
+    Outcome,
+    SearchRecord,
+    devices_serving,
+    feasibility,
+    headline,
+    read_search,
+    samples_to_bound,
+)
+from embedperf.schema import read_manifest
+from loadgen.cli.runner import run_scenario
+from reports.build import build_report
+from scenarios.loader import OVERRIDE_HELP, load_scenario, parse_overrides
+from study.options import add_run_options, flag_values
+
+DEFAULT_SCENARIO = "query"
+INCOMPLETE_EXIT = 3
+RUN_MARGIN_S = 120.0  # beyond --max-duration: start-up, drains and the final probe's overrun
+EXIT_CODES: dict[Outcome, int] = {"answer": 0, "no_rate": 1, "not_narrowed": 4}
+EXIT_HELP = (
+    "Exit codes: 0 an answer within --precision (status found or at_slo; above_max_rate: every rate up to "
+    "--max-rate passed); 1 no probed rate meets the SLO (below_min_rate); 2 usage or pre-flight error, "
+    "nothing measured (e.g. --min-ok-requests too few to bound a P99, or --start-rate/--max-rate below the "
+    "lowest rate a --max-probe-s probe can judge); 3 the search did not finish; 4 no answer to --precision "
+    "(wide_interval: the P99 interval contains the SLO more than --precision above the answer; "
+    "max_duration; unconfirmed). "
+)
+
+# flag -> scenario field it sets
+FLAG_FIELDS: dict[str, str] = {
+    "slo_p99_ms": "slo.p99_ms",
+    "error_budget_pct": "slo.error_budget_pct",
+    "arrival": "open_loop.arrival",
+    "precision": "search.precision",
+    "max_duration_s": "search.max_duration_s",
+    "start_rate": "search.start_rate",
+    "max_rate": "search.max_rate",
+    "min_ok_requests": "search.min_ok_requests",
+    "min_probe_s": "search.min_probe_s",
+    "max_probe_s": "search.max_probe_s",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="embedperf search",
+        description="Probe open-loop rates (bracket, then bisect, then confirm) for the highest rate whose "
+        "P99 meets the SLO with confidence; writes one run folder (one step per probe) and its report.",
+        epilog=EXIT_HELP + OVERRIDE_HELP,
+    )
+    parser.add_argument(
+        "scenario",
+        nargs="?",
+        default=DEFAULT_SCENARIO,
+        help=f"open-loop scenario (default {DEFAULT_SCENARIO})",
+    )
+    parser.add_argument("--host", default=None, help="target base URL (default: the scenario's)")
+    parser.add_argument(
+        "--slo-p99-ms", type=float, default=None, help="P99 objective (default: the scenario's)"
+    )
+    parser.add_argument("--error-budget-pct", type=float, default=None, help="error budget in percent")
+    parser.add_argument("--arrival", choices=("constant", "poisson"), default=None, help="arrival process")
+    parser.add_argument(
+        "--precision", type=float, default=None, help="stop when the bracket is within this (0.05)"
+    )
+    parser.add_argument("--max-duration-s", type=float, default=None, help="stop the search after this long")
+    parser.add_argument("--start-rate", type=float, default=None, help="first probe's rate (req/s)")
+    parser.add_argument("--max-rate", type=float, default=None, help="highest rate to try (req/s)")
+    parser.add_argument(
+        "--min-ok-requests",
+        type=int,
+        default=None,
+        help=f"ok requests per probe (1000; at least {samples_to_bound(QUANTILE, 0.95)}, the fewest that bound "
+        "a P99 at 95%% confidence)",
+    )
+    parser.add_argument("--min-probe-s", type=float, default=None, help="shortest probe")
+    parser.add_argument(
+        "--max-probe-s",
+        type=float,
+        default=None,
+        help="longest probe, repeats and confirming probes included (plus at most drain_s for answers "
+        "in flight); sets the lowest rate a probe can judge",
+    )
+    add_run_options(parser, label="search")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    overrides = parse_overrides(args.overrides)
+    overrides["search.enabled"] = "true"
+    overrides.update(flag_values(args, FLAG_FIELDS))
+    scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
+    feasibility(scenario.search)  # ConfigError (exit 2) before any probe; the run prints a raised min_rate
+    folder = run_scenario(
+        args.scenario,
+        host=args.host or scenario.target.base_url,
+        runs_dir=args.runs_dir,
+        label=args.label,
+        profile=args.profile,
+        overrides=overrides,
+        collectors=not args.no_collectors,
+        timeout_s=scenario.search.max_duration_s + RUN_MARGIN_S,
+    )
+    manifest = read_manifest(folder)
+    record = read_search(manifest)
+    if record is None:
+        print(f"run folder: {folder.root}")
+        print(
+            f"embedperf search: the search did not finish (no manifest.search in {folder.manifest}); see above"
+        )
+        return INCOMPLETE_EXIT
+    print(f"capacity: {headline(record, devices_serving(manifest))}")
+    if not args.no_report:
+        print(f"report: {build_report(folder)}")
+    print(f"run folder: {folder.root}")
+    return exit_code(record)
+
+
+def exit_code(record: SearchRecord) -> int:
+    """0 an answer, 1 no probed rate meets the SLO, 4 not narrowed to --precision (see EXIT_HELP)."""
+    return EXIT_CODES[record.outcome]

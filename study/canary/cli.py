@@ -1,0 +1,268 @@
+"""`embedperf canary --baseline URL --candidate URL`: shift one load to a candidate stage by stage; promote or roll back.
+
+Exit codes: 0 promote (every stage judged, no trigger fired); 1 roll back (a trigger fired: the line
+says which, where and with what numbers); 2 no verdict (a stage too thin to judge) or a usage or
+pre-flight error (nothing measured); 3 incomplete (the run stopped before every window was judged).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from collectors.options import DeviceOptions, add_device_options
+from embedperf.canary_record import EXIT_CODES, CanaryRecord, read_canary_record, write_canary_record
+from embedperf.errors import ConfigError
+from loadgen.cli.local_workers import LocalWorkers
+from loadgen.cli.runner import LOCUSTFILES_DIR, run_scenario_outcome
+from loadgen.lifecycle.options import add_api_key_option, export_api_key
+from loadgen.lifecycle.preflight import check_target, normalise_base_url
+from reports.build import build_report
+from reports.canary_outputs import write_canary_json, write_canary_junit
+from scenarios.loader import OVERRIDE_HELP, load_scenario, parse_overrides
+from scenarios.models import Scenario
+from study.options import add_run_options, add_verdict_outputs, flag_values
+
+DEFAULT_SCENARIO = "query"
+RUN_MARGIN_S = 120.0  # beyond the stages: start-up, the last window's settling, the drain
+EXIT_HELP = (
+    "Exit codes: 0 promote (every stage judged, no trigger fired); 1 roll back (a trigger fired; the verdict "
+    "line names it, its stage and window, and the numbers); 2 no verdict (some stage's candidate had fewer "
+    "than canary.min_stage_requests requests) or a usage or pre-flight error, nothing measured; 3 incomplete "
+    "(the run stopped before every window was judged). "
+)
+OFF = ("off", "none", "null")
+# flag -> scenario field it sets
+FLAG_FIELDS: dict[str, str] = {
+    "window_s": "canary.window_s",
+    "windows_per_stage": "canary.windows_per_stage",
+    "agreement_fraction": "canary.agreement_fraction",
+    "seed": "canary.seed",
+    "load_step": "canary.load_step",
+    "min_window_requests": "canary.min_window_requests",
+    "min_stage_requests": "canary.min_stage_requests",
+    "max_error_rate_pct": "rollback.max_error_rate_pct",
+    "max_p99_ms": "rollback.max_p99_ms",
+    "max_p99_increase_pct": "rollback.max_p99_increase_pct",
+    "p99_windows": "rollback.p99_windows",
+    "min_agreement_cosine": "rollback.min_agreement_cosine",
+    "max_temp_c": "rollback.max_temp_c",
+    "max_unavailable_s": "rollback.max_unavailable_s",
+}
+
+
+def _limit(text: str) -> str:
+    """A trigger's threshold, or `off`."""
+    if text.strip().lower() in OFF:
+        return "null"
+    try:
+        float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a number nor `off`") from exc
+    return text
+
+
+def _stages(text: str) -> str:
+    try:
+        weights = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give candidate weights in percent, e.g. 5,20,50,100"
+        ) from exc
+    return json.dumps(weights)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="embedperf canary",
+        description="One run, one load (the scenario's step --load-step, closed or open loop) split per request "
+        "between a baseline and a candidate; the candidate's share rises stage by stage (default 5, 20, 50, "
+        "100%%), each stage held for --windows-per-stage windows of --window-s. Every window is judged while "
+        "the load runs; the first rollback trigger stops the canary at once. Writes one run folder (rows carry "
+        "`side`), canary.json (windows and verdict) and report.html.",
+        epilog=EXIT_HELP + OVERRIDE_HELP,
+    )
+    parser.add_argument(
+        "scenario", nargs="?", default=DEFAULT_SCENARIO, help=f"load scenario (default {DEFAULT_SCENARIO})"
+    )
+    parser.add_argument("--baseline", required=True, metavar="URL", help="the version in service now")
+    parser.add_argument(
+        "--candidate", required=True, metavar="URL", help="the version to promote or roll back"
+    )
+    stages = parser.add_argument_group("stages and windows (the scenario's canary: section)")
+    stages.add_argument(
+        "--stages", type=_stages, default=None, metavar="PCT,...", help="candidate weights (5,20,50,100)"
+    )
+    stages.add_argument(
+        "--window-s", type=float, default=None, metavar="S", help="length of a judged window (60)"
+    )
+    stages.add_argument(
+        "--windows-per-stage", type=int, default=None, metavar="N", help="windows per stage (3)"
+    )
+    stages.add_argument(
+        "--load-step",
+        type=int,
+        default=None,
+        metavar="I",
+        help="scenario step whose load every stage holds (-1)",
+    )
+    stages.add_argument(
+        "--agreement-fraction",
+        type=float,
+        default=None,
+        metavar="F",
+        help="fraction of requests also sent to the other side, their answers' cosine recorded (0.05)",
+    )
+    stages.add_argument("--seed", type=int, default=None, help="seed of the side draws (0)")
+    stages.add_argument(
+        "--min-window-requests",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fewer: a window too thin to judge (20)",
+    )
+    stages.add_argument(
+        "--min-stage-requests", type=int, default=None, metavar="N", help="fewer at a stage: no verdict (50)"
+    )
+    triggers = parser.add_argument_group(
+        "rollback triggers (the scenario's rollback: section; `off` disables one)"
+    )
+    triggers.add_argument(
+        "--max-error-rate-pct", type=_limit, default=None, metavar="X", help="per window (1)"
+    )
+    triggers.add_argument(
+        "--max-p99-ms", type=_limit, default=None, metavar="Y", help="in N consecutive windows (off)"
+    )
+    triggers.add_argument(
+        "--max-p99-increase-pct",
+        type=_limit,
+        default=None,
+        metavar="Z",
+        help="P99 above the baseline's by Z%% in N consecutive windows (50)",
+    )
+    triggers.add_argument(
+        "--p99-windows", type=int, default=None, metavar="N", help="consecutive windows (3)"
+    )
+    triggers.add_argument(
+        "--min-agreement-cosine", type=_limit, default=None, metavar="C", help="0.99 (0.999 for strict uses)"
+    )
+    triggers.add_argument(
+        "--max-temp-c", type=_limit, default=None, metavar="T", help="candidate devices (85)"
+    )
+    triggers.add_argument(
+        "--max-unavailable-s",
+        type=_limit,
+        default=None,
+        metavar="S",
+        help="seconds without success per window (2)",
+    )
+    add_run_options(parser, label="canary")
+    add_api_key_option(parser)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="send the load from a master plus N local worker processes (about one core each); the master "
+        "judges every window from all their rows (default 0: one process)",
+    )
+    add_verdict_outputs(parser)
+    add_device_options(parser)
+    return parser
+
+
+def canary_overrides(scenario: Scenario, overrides: dict[str, str]) -> dict[str, str]:
+    """The overrides that make the scenario a canary: one step per stage, each windows x window_s long,
+    all at the load of step canary.load_step."""
+    canary = scenario.canary
+    try:
+        step = scenario.steps[canary.load_step]
+    except IndexError:
+        raise ConfigError(
+            f"canary.load_step {canary.load_step} names no step of {scenario.name!r} "
+            f"({len(scenario.steps)} steps); pass --load-step 0..{len(scenario.steps) - 1}"
+        ) from None
+    duration_s = canary.window_s * canary.windows_per_stage
+    steps = [
+        {
+            "label": f"{weight:g}%",
+            "duration_s": duration_s,
+            "warmup_s": 0.0,
+            **({"rate": step.rate} if scenario.is_open_loop else {"users": step.users}),
+            **({"spawn_rate": step.spawn_rate} if step.spawn_rate is not None else {}),
+        }
+        for weight in canary.stages_pct
+    ]
+    return {**overrides, "canary.enabled": "true", "steps": json.dumps(steps)}
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    overrides = parse_overrides(args.overrides)
+    overrides.update(flag_values(args, FLAG_FIELDS))
+    if args.stages is not None:
+        overrides["canary.stages_pct"] = args.stages
+    planned = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
+    baseline = normalise_base_url(args.baseline, planned.target.path)
+    candidate = normalise_base_url(args.candidate, planned.target.path)
+    overrides["canary.baseline_url"] = baseline
+    overrides["canary.candidate_url"] = candidate
+    overrides = canary_overrides(planned, overrides)
+    scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
+    export_api_key(args.api_key, scenario.target.api_key_env)
+    check_target(scenario, candidate)  # the baseline is checked with the run; exit 2 before any load
+    locustfile = LOCUSTFILES_DIR / ("canary_openloop.py" if scenario.is_open_loop else "canary.py")
+    total_s = scenario.total_duration_s
+    with LocalWorkers(args.workers, locustfile) as workers:
+        outcome = run_scenario_outcome(
+            args.scenario,
+            host=baseline,
+            runs_dir=args.runs_dir,
+            label=args.label,
+            profile=args.profile,
+            overrides=overrides,
+            collectors=not args.no_collectors,
+            timeout_s=total_s + RUN_MARGIN_S,
+            api_key=args.api_key,
+            extra_args=DeviceOptions.from_namespace(args).command_args() + workers.master_args(),
+            locustfile=locustfile,
+        )
+    if outcome.folder is None:
+        print(f"embedperf canary: locust exited with {outcome.exit_code} without a run folder; see above")
+        return outcome.exit_code
+    record = read_canary_record(outcome.folder.root)
+    if record is None:
+        print(f"run folder: {outcome.folder.root}")
+        print("embedperf canary: the run ended before its first window (no canary.json); see above")
+        return EXIT_CODES["incomplete"]
+    record = settle_incomplete(outcome.folder.root, record)
+    print(f"canary: {record.line}")
+    if not args.no_report:
+        print(f"report: {build_report(outcome.folder)}")
+    if args.json is not None:
+        print(write_canary_json(args.json, outcome.folder))
+    if args.junit is not None:
+        print(write_canary_junit(args.junit, outcome.folder))
+    print(f"run folder: {outcome.folder.root}")
+    if record.status != "promote":
+        print(f"embedperf canary: {record.line}", file=sys.stderr)
+    return record.exit_code
+
+
+def settle_incomplete(root: Path, record: CanaryRecord) -> CanaryRecord:
+    """A record still `running` when the run has ended: the run stopped before every window was judged."""
+    if record.status != "running":
+        return record
+    total = len(record.stages_pct) * record.windows_per_stage
+    last = record.windows[-1] if record.windows else None
+    at = f" (last judged: stage {last.stage_index + 1}, window {last.window_index + 1})" if last else ""
+    record = record.model_copy(
+        update={
+            "status": "incomplete",
+            "line": f"INCOMPLETE: the run stopped after {len(record.windows)} of {total} windows{at}",
+        }
+    )
+    write_canary_record(root, record)
+    return record

@@ -1,0 +1,148 @@
+"""Precision verification: a configuration's embeddings against an fp32 reference on an evaluation set.
+
+Figures: cosine per text (mean, P5, P1, min), the same per domain (language, length band, labels) with
+the worst inputs, and retrieval agreement (does each query find the same top-k neighbours?). The gate
+reads all three (study.precision.gate); the layer view and the int8 advice attach to the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+import numpy as np
+from pydantic import BaseModel
+
+from embedperf.errors import TargetError
+from study.corpus import EvalText
+from study.precision.advice_plan import Advice
+from study.precision.domains import DomainAgreement, WorstInput, domain_breakdown, worst_inputs
+from study.precision.gate import PrecisionGates, gate_failures
+from study.precision.layer_report import LayerReport
+from study.precision.retrieval import RetrievalAgreement, retrieval_agreement
+from study.vectors import cosine_per_text
+
+WORST_OVERALL = 10
+
+
+class PrecisionResult(BaseModel):
+    """What one comparison found; `passed` is the whole gate, `failures` says why not.
+
+    topk, topk_agreement_* and gate_min_mean_cosine are kept flat beside `retrieval` and `gates`: the run
+    report and the matrix read them from precision.json."""
+
+    candidate: str
+    reference: str
+    dataset: str
+    n_texts: int
+    cosine_mean: float
+    cosine_p5: float
+    cosine_p1: float
+    cosine_min: float
+    topk: int
+    topk_agreement_mean: float
+    topk_agreement_min: float
+    retrieval: RetrievalAgreement
+    profile: str
+    gate_min_mean_cosine: float
+    gates: PrecisionGates
+    passed: bool
+    failures: list[str]
+    domains: list[DomainAgreement]
+    worst: list[WorstInput]
+    layers: LayerReport | None = None
+    advice: Advice | None = None
+
+    @property
+    def failing_domains(self) -> list[DomainAgreement]:
+        return [d for d in self.domains if not d.passed]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+
+def compare_embeddings(
+    reference: np.ndarray,
+    candidate: np.ndarray,
+    texts: Sequence[EvalText],
+    *,
+    candidate_name: str,
+    gates: PrecisionGates,
+    label_fields: Sequence[str] = (),
+    token_counts: Sequence[int] | None = None,
+    reference_name: str = "fp32",
+    dataset: str = "shipped evaluation corpus",
+) -> PrecisionResult:
+    """Every figure and the verdict of one candidate; without token_counts there is no length breakdown."""
+    cos = cosine_per_text(reference, candidate)
+    retrieval = retrieval_agreement(reference, candidate, [t.kind for t in texts], gates.topk)
+    domains = domain_breakdown(cos, texts, token_counts, label_fields, gates.min_domain_cosine)
+    failures = gate_failures(
+        gates,
+        float(cos.mean()),
+        [d.label for d in domains if not d.passed],
+        retrieval.agreement_mean,
+        retrieval.k,
+    )
+    return PrecisionResult(
+        candidate=candidate_name,
+        reference=reference_name,
+        dataset=dataset,
+        n_texts=len(cos),
+        cosine_mean=float(cos.mean()),
+        cosine_p5=float(np.percentile(cos, 5)),
+        cosine_p1=float(np.percentile(cos, 1)),
+        cosine_min=float(cos.min()),
+        topk=retrieval.k,
+        topk_agreement_mean=retrieval.agreement_mean,
+        topk_agreement_min=retrieval.agreement_min,
+        retrieval=retrieval,
+        profile=gates.profile,
+        gate_min_mean_cosine=gates.min_mean_cosine,
+        gates=gates,
+        passed=not failures,
+        failures=failures,
+        domains=domains,
+        worst=worst_inputs(cos, texts, np.arange(len(cos)), WORST_OVERALL),
+    )
+
+
+class EndpointEncoder:
+    """Embeddings from a running OpenAI-compatible endpoint (another build, another host)."""
+
+    def __init__(
+        self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/v1/embeddings"
+        self.model = model
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.timeout_s = timeout_s
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        out: list[list[float]] = []
+        with httpx.Client(timeout=self.timeout_s) as client:
+            for start in range(0, len(texts), batch_size):
+                chunk = texts[start : start + batch_size]
+                try:
+                    resp = client.post(
+                        self.url, json={"input": chunk, "model": self.model}, headers=self.headers
+                    )
+                except httpx.HTTPError as exc:
+                    raise TargetError(f"cannot reach {self.url}: {exc}; is the endpoint running?") from exc
+                if resp.status_code != 200:
+                    raise TargetError(f"{self.url} answered {resp.status_code}: {resp.text[:300]}")
+                data = sorted(resp.json()["data"], key=lambda d: d["index"])
+                if len(data) != len(chunk):
+                    raise TargetError(f"{self.url} returned {len(data)} embeddings for {len(chunk)} inputs")
+                out.extend(d["embedding"] for d in data)
+        return np.asarray(out, dtype=np.float32)
+
+
+def write_result(result: PrecisionResult, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(result.to_json(), encoding="utf-8")
+
+
+def read_result(path: Path) -> PrecisionResult:
+    return PrecisionResult.model_validate_json(path.read_text(encoding="utf-8"))

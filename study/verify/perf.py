@@ -1,0 +1,242 @@
+"""Layer 2, performance and utilisation: a capacity search at the SLO, the tail and the devices at its answer.
+
+The search is `embedperf search`'s (open-loop probes, bracket, bisect, confirm); verify starts it at the
+target rate and, with a target, stops it at the target plus headroom: the question is whether the
+deployment carries the target, not how far beyond it goes. At the answer's probe it reads the tail
+(P99 / P50, P99.9 / P99) and the serving devices (utilisation, memory bandwidth, memory, power,
+temperature); throttling is read over the whole run's telemetry.
+"""
+
+from __future__ import annotations
+
+import math
+
+from analysis.model.steps import LatencyStats
+from analysis.run.summary import RunAnalysis, StepReport
+from decisions.search.state import COUNT_MARGIN, SearchRecord, read_search
+from embedperf.errors import RunFolderError
+from scenarios.loader import load_scenario
+from study.verify.load import LoadOptions, run_and_analyse, throttling_check
+from study.verify.thresholds import VerifyThresholds
+from study.verify.verdict import Check, CheckStatus, LayerResult, judged
+
+NO_DEVICE_NOTE = (
+    "no serving-device telemetry (a CPU target, or pass --agent / --devices for the service host)"
+)
+
+
+def search_overrides(thresholds: VerifyThresholds) -> dict[str, str]:
+    """The search's scenario fields: the SLO, the probe sizes, and a start and top that bracket the target."""
+    scenario = load_scenario(thresholds.search_scenario)
+    spec = scenario.search
+    floor = COUNT_MARGIN * thresholds.search_min_ok_requests / (thresholds.search_max_probe_s - spec.warmup_s)
+    wanted = thresholds.search_start_rate or thresholds.target_qps or spec.start_rate
+    start = max(wanted, math.ceil(floor * 1.01))
+    top = thresholds.search_max_rate or thresholds.capacity_needed_qps or spec.max_rate
+    return {
+        "search.enabled": "true",
+        "slo.p99_ms": str(thresholds.slo_p99_ms),
+        "slo.error_budget_pct": str(thresholds.error_budget_pct),
+        "search.min_ok_requests": str(thresholds.search_min_ok_requests),
+        "search.max_probe_s": str(thresholds.search_max_probe_s),
+        "search.precision": str(thresholds.search_precision),
+        "search.max_duration_s": str(thresholds.search_max_duration_s),
+        "search.start_rate": f"{start:g}",
+        "search.max_rate": f"{max(top, start):g}",
+    }
+
+
+def capacity_check(record: SearchRecord, thresholds: VerifyThresholds) -> Check:
+    """The answer against the target: pass with headroom, warn without it, fail below the target."""
+    answer = record.answer_rps
+    limit_text = f"P99 <= {record.slo_p99_ms:g} ms, errors <= {record.error_budget_pct:g}%"
+    if answer is None:
+        return Check(
+            name="capacity at the SLO",
+            status="fail",
+            measured=f"no probed rate meets it ({record.status}: {record.note})",
+            limit=limit_text,
+        )
+    measured = f"{answer:g} req/s ({record.status})"
+    target, needed = thresholds.target_qps, thresholds.capacity_needed_qps
+    if target is None or needed is None:
+        return Check(
+            name="capacity at the SLO",
+            status="warn",
+            measured=measured,
+            limit=limit_text,
+            note="no --target-qps: the capacity is shown, not judged",
+        )
+    status: CheckStatus = "pass" if answer >= needed * (1 - 1e-9) else "warn" if answer >= target else "fail"
+    note = {
+        "pass": "",
+        "warn": f"meets {target:g} req/s without the {thresholds.headroom_pct:g}% headroom",
+        "fail": f"below the target {target:g} req/s",
+    }[status]
+    return Check(
+        name="capacity at the SLO",
+        status=status,
+        measured=measured,
+        limit=f">= {needed:g} req/s (target {target:g} + {thresholds.headroom_pct:g}%) at {limit_text}",
+        note=note,
+    )
+
+
+def answer_step(record: SearchRecord, analysis: RunAnalysis) -> StepReport | None:
+    """The step of the last passing probe at the answer (the confirming one when there is one)."""
+    probes = [p for p in record.probes if p.rate == record.answer_rps and p.verdict == "pass"]
+    if not probes:
+        return None
+    index = probes[-1].stage_index
+    return next((s for s in analysis.summary.steps if s.stats.index == index), None)
+
+
+def _latency(step: StepReport) -> LatencyStats:
+    """Open loop: latency from the intended send time, the figure the search judges."""
+    open_loop = step.stats.open_loop
+    return (
+        open_loop.from_intended if open_loop is not None and open_loop.from_intended.n else step.stats.latency
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def tail_checks(step: StepReport, thresholds: VerifyThresholds) -> tuple[list[Check], dict[str, str]]:
+    lat = _latency(step)
+    evidence = {
+        "latency at the answer (ms)": " / ".join(
+            f"{name} {_ms(value)}"
+            for name, value in (
+                ("P50", lat.p50_ms),
+                ("P95", lat.p95_ms),
+                ("P99", lat.p99_ms),
+                ("P99.9", lat.p999_ms),
+                ("max", lat.max_ms),
+            )  # fmt: skip
+        )
+        + f" over {lat.n} ok answers"
+    }
+    checks: list[Check] = []
+    if lat.p50_ms and lat.p99_ms is not None:
+        ratio = lat.p99_ms / lat.p50_ms
+        checks.append(
+            Check(
+                name="tail: P99 / P50",
+                status="pass" if ratio <= thresholds.max_p99_p50_ratio else "fail",
+                measured=f"{ratio:.2f} ({lat.p99_ms:.1f} / {lat.p50_ms:.1f} ms)",
+                limit=f"<= {thresholds.max_p99_p50_ratio:g}",
+            )
+        )
+    if lat.p999_ms is not None and lat.p99_ms:
+        spike = lat.p999_ms / lat.p99_ms
+        checks.append(
+            Check(
+                name="spikes: P99.9 / P99",
+                status="pass" if spike <= thresholds.max_p999_p99_ratio else "warn",
+                measured=f"{spike:.2f} ({lat.p999_ms:.1f} / {lat.p99_ms:.1f} ms)",
+                limit=f"<= {thresholds.max_p999_p99_ratio:g}",
+            )
+        )
+    else:
+        evidence["P99.9"] = f"not judged: it needs 1,000 ok answers at the answer, the probe had {lat.n}"
+    return checks, evidence
+
+
+def device_checks(
+    step: StepReport, analysis: RunAnalysis, thresholds: VerifyThresholds
+) -> tuple[list[Check], dict[str, str]]:
+    """Utilisation, memory bandwidth and memory at the answer; temperature over the whole run."""
+    tel = step.telemetry
+    evidence = {
+        "service busy at the answer": f"{tel.service_busy_mean_pct:.1f}%"
+        if tel.service_busy_mean_pct is not None
+        else "n/a",
+        "power at the answer": f"{tel.power_total_mean_w:.0f} W (all serving devices)"
+        if tel.power_total_mean_w
+        else "n/a",
+        "serving devices": ", ".join(analysis.summary.serving_devices) or "none known",
+    }
+    checks: list[Check] = []
+    if tel.device_util_mean_pct is None:
+        checks.append(
+            Check(
+                name="serving-device utilisation", status="warn", measured="not measured", note=NO_DEVICE_NOTE
+            )
+        )
+    elif thresholds.min_device_util_pct > 0:
+        checks.append(
+            Check(
+                name="serving-device utilisation",
+                status="pass" if tel.device_util_mean_pct >= thresholds.min_device_util_pct else "fail",
+                measured=f"{tel.device_util_mean_pct:.1f}% mean at the answer",
+                limit=f">= {thresholds.min_device_util_pct:g}%",
+            )
+        )
+    if tel.mem_bw_util_mean_pct is not None:
+        checks.append(
+            Check(
+                name="memory bandwidth",
+                status="pass" if tel.mem_bw_util_mean_pct <= thresholds.max_mem_bw_util_pct else "fail",
+                measured=f"{tel.mem_bw_util_mean_pct:.1f}% mean at the answer",
+                limit=f"<= {thresholds.max_mem_bw_util_pct:g}% (not saturated)",
+            )
+        )
+    temps = [s.telemetry.temp_max_c for s in analysis.summary.steps if s.telemetry.temp_max_c is not None]
+    if temps:
+        checks.append(
+            Check(
+                name="device temperature",
+                status="pass" if max(temps) <= thresholds.max_temp_c else "fail",
+                measured=f"{max(temps):.0f} C max over the search",
+                limit=f"<= {thresholds.max_temp_c:g} C",
+            )
+        )
+    mems = [s.telemetry.mem_max_pct for s in analysis.summary.steps if s.telemetry.mem_max_pct is not None]
+    if mems:
+        checks.append(
+            Check(
+                name="device memory",
+                status="pass" if max(mems) <= thresholds.max_device_mem_pct else "fail",
+                measured=f"{max(mems):.0f}% max over the search",
+                limit=f"<= {thresholds.max_device_mem_pct:g}%",
+            )
+        )
+    throttle = throttling_check(
+        analysis.folder, thresholds.throttle_temp_rise_c, thresholds.throttle_clock_drop_pct
+    )
+    if throttle is not None:
+        checks.append(throttle)
+    return checks, evidence
+
+
+def run_perf_layer(host: str, thresholds: VerifyThresholds, options: LoadOptions) -> LayerResult:
+    """Layer 2: search, then judge capacity, tail and devices at the answer."""
+    analysis = run_and_analyse(
+        thresholds.search_scenario,
+        host,
+        options,
+        label="verify-search",
+        overrides=search_overrides(thresholds),
+        planned_s=thresholds.search_max_duration_s,
+    )
+    record = read_search(analysis.manifest)
+    if record is None:
+        raise RunFolderError(f"the search left no result in {analysis.folder.manifest}: it did not finish")
+    evidence = {
+        "search run": str(analysis.folder.root),
+        "probes": "; ".join(
+            f"{p.rate:g} req/s {p.verdict} ({p.reason})" if p.reason else f"{p.rate:g} req/s {p.verdict}"
+            for p in record.probes
+        ),  # fmt: skip
+        "rule": record.rule,
+    }
+    checks = [capacity_check(record, thresholds)]
+    step = answer_step(record, analysis)
+    if step is not None:
+        tail, tail_evidence = tail_checks(step, thresholds)
+        devices, device_evidence = device_checks(step, analysis, thresholds)
+        checks += tail + devices
+        evidence.update(tail_evidence | device_evidence)
+    return judged(2, checks, evidence)

@@ -1,0 +1,239 @@
+"""Layer 3, stability: a soak at constant load, judged window by window, and what the service counted meanwhile.
+
+The soak is the chosen closed-loop scenario's payload at fixed users, cut into equal windows (one load
+step each), so drift is the last window against the first whatever the length: seconds in a test, hours
+for a release. The target's own counters (/metrics: out-of-memory splits, device errors) and its /info
+(pid, start time: a restart) are read before and after. Runs of ten minutes or more also carry the
+run analysis' per-minute trends (P99 slope, service memory growth, thermal throttling).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from analysis.run.summary import RunAnalysis, StepReport
+from embedperf.errors import ConfigError
+from scenarios.loader import load_scenario
+from study.verify.load import LoadOptions, run_and_analyse, throttling_check
+from study.verify.target import (
+    DEVICE_ERRORS,
+    FALLBACK,
+    OOM_SPLITS,
+    SERVED,
+    InfoSnapshot,
+    MetricsSnapshot,
+    TargetClient,
+)
+from study.verify.thresholds import VerifyThresholds
+from study.verify.verdict import Check, LayerResult, judged
+
+SOAK_FILE = "verify-soak.yaml"
+NO_RSS_NOTE = "the service process is not on this host (or --no-collectors): its memory was not sampled"
+
+
+def write_soak_scenario(thresholds: VerifyThresholds, out_dir: Path) -> Path:
+    """The soak as a scenario file: the chosen scenario's payload, soak_windows equal steps at fixed users."""
+    base = load_scenario(thresholds.soak_scenario)
+    if base.is_open_loop:
+        raise ConfigError(
+            f"soak_scenario {thresholds.soak_scenario!r} is open loop; the soak holds users: pick a closed-loop "
+            "scenario such as soak"
+        )
+    users = thresholds.soak_users or base.steps[0].users
+    raw: dict[str, Any] = base.model_dump(mode="json", exclude={"profiles", "profile", "steps"})
+    raw["kind"] = "soak"
+    raw["description"] = f"embedperf verify soak: {users} users for {thresholds.soak_s:g} s"
+    raw["steps"] = [
+        {
+            "label": f"w{i + 1}",
+            "users": users,
+            "duration_s": thresholds.soak_window_s,
+            "warmup_s": thresholds.soak_warmup_s if i == 0 else 0.0,
+        }
+        for i in range(thresholds.soak_windows)
+    ]
+    path = out_dir / SOAK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    load_scenario(str(path))  # refuses here, before any load, what the run would refuse
+    return path
+
+
+def error_check(steps: list[StepReport], thresholds: VerifyThresholds) -> Check:
+    failed = sum(s.stats.n_error + s.stats.n_timeout for s in steps)
+    counted = sum(s.stats.n_ok for s in steps) + failed
+    rate_pct = 100.0 * failed / counted if counted else 0.0
+    return Check(
+        name="error rate",
+        status="pass" if counted and rate_pct <= thresholds.error_budget_pct else "fail",
+        measured=f"{rate_pct:.3f}% ({failed} of {counted} requests)" if counted else "no requests answered",
+        limit=f"<= {thresholds.error_budget_pct:g}%",
+    )
+
+
+def drift_check(steps: list[StepReport], analysis: RunAnalysis, thresholds: VerifyThresholds) -> Check:
+    """Last window's P99 against the first's; a per-minute P99 slope flagged by the run analysis fails too."""
+    first, last = steps[0].stats.latency.p99_ms, steps[-1].stats.latency.p99_ms
+    if not first or last is None:
+        return Check(name="latency drift", status="fail", measured="a window without ok answers")
+    ratio = last / first
+    trend = analysis.summary.soak_minutes
+    sloped = trend is not None and trend.latency_drift
+    note = f"the per-minute P99 rises {trend.p99_slope_ms_per_h:.1f} ms/h" if sloped and trend else ""
+    return Check(
+        name="latency drift",
+        status="fail" if ratio > thresholds.max_p99_drift_ratio or sloped else "pass",
+        measured=f"P99 {first:.1f} -> {last:.1f} ms (x{ratio:.2f}, first to last window)",
+        limit=f"<= x{thresholds.max_p99_drift_ratio:g}",
+        note=note,
+    )
+
+
+def memory_check(steps: list[StepReport], analysis: RunAnalysis, thresholds: VerifyThresholds) -> Check:
+    first, last = steps[0].telemetry.service_rss_max_mb, steps[-1].telemetry.service_rss_max_mb
+    if not first or last is None:
+        return Check(name="service memory growth", status="warn", measured="not measured", note=NO_RSS_NOTE)
+    growth_pct = (last / first - 1.0) * 100.0
+    trend = analysis.summary.soak_minutes
+    leaking = trend is not None and trend.memory_growth
+    return Check(
+        name="service memory growth",
+        status="fail" if growth_pct > thresholds.max_memory_growth_pct or leaking else "pass",
+        measured=f"RSS {first:.0f} -> {last:.0f} MB ({growth_pct:+.1f}%, first to last window)",
+        limit=f"<= +{thresholds.max_memory_growth_pct:g}%",
+        note=f"the per-minute RSS rises {trend.rss_slope_mb_per_h:.1f} MB/h" if leaking and trend else "",
+    )
+
+
+def restart_check(at_start: InfoSnapshot, after: InfoSnapshot, thresholds: VerifyThresholds) -> Check:
+    same = at_start.same_process(after)
+    if same is None:
+        return Check(
+            name="restarts", status="warn", measured="not checked", note="/info names no pid or start time"
+        )
+    restarts = 0 if same else 1
+    return Check(
+        name="restarts",
+        status="pass" if restarts <= thresholds.max_restarts else "fail",
+        measured="none (same pid and start time as when verify began)"
+        if same
+        else f"restarted: pid {at_start.pid} -> {after.pid}, started {at_start.started_unix_s} -> {after.started_unix_s}",
+        limit=f"<= {thresholds.max_restarts}",
+    )
+
+
+def counter_checks(
+    before: MetricsSnapshot | None, after: MetricsSnapshot | None, thresholds: VerifyThresholds
+) -> list[Check]:
+    """Out-of-memory splits and device errors counted by the target during the soak."""
+    checks: list[Check] = []
+    for name, counter, limit in (
+        ("out-of-memory splits", OOM_SPLITS, thresholds.max_oom_splits),
+        ("device errors", DEVICE_ERRORS, thresholds.max_device_errors),
+    ):
+        grown = before.increase(after, counter) if before is not None and after is not None else None
+        if grown is None:
+            checks.append(
+                Check(
+                    name=name,
+                    status="warn",
+                    measured="not counted",
+                    note=f"the target's /metrics has no {counter}",
+                )
+            )
+            continue
+        checks.append(
+            Check(
+                name=name,
+                status="pass" if grown <= limit else "fail",
+                measured=f"{grown:.0f} during the soak",
+                limit=f"<= {limit}",
+            )
+        )
+    return checks
+
+
+def fallback_check(
+    steps: list[StepReport],
+    info: InfoSnapshot,
+    before: MetricsSnapshot | None,
+    after: MetricsSnapshot | None,
+    thresholds: VerifyThresholds,
+) -> Check:
+    """The share of answers a fallback model served: from the answers' X-Served-Model, else the counters."""
+    named = sum(sum(s.stats.served_models.values()) for s in steps)
+    if info.fallback_model is None:
+        return Check(
+            name="fallback share", status="pass", measured="0% (the target declares no fallback model)"
+        )
+    if named:
+        served = sum(s.stats.served_models.get(info.fallback_model, 0) for s in steps)
+        share, source = 100.0 * served / named, f"{served} of {named} answers named {info.fallback_model}"
+    else:
+        fell = before.increase(after, FALLBACK) if before and after else None
+        total = before.increase(after, SERVED) if before and after else None
+        if fell is None or not total:
+            return Check(
+                name="fallback share",
+                status="warn",
+                measured="not measured",
+                note="no X-Served-Model, no counters",
+            )
+        share, source = 100.0 * fell / total, f"{fell:.0f} of {total:.0f} answers (/metrics)"
+    return Check(
+        name="fallback share",
+        status="pass" if share <= thresholds.max_fallback_share_pct else "fail",
+        measured=f"{share:.2f}% ({source})",
+        limit=f"<= {thresholds.max_fallback_share_pct:g}%",
+    )
+
+
+def run_soak_layer(
+    client: TargetClient,
+    at_start: InfoSnapshot,
+    thresholds: VerifyThresholds,
+    options: LoadOptions,
+    out_dir: Path,
+) -> LayerResult:
+    """Layer 3: the soak and its checks."""
+    scenario = write_soak_scenario(thresholds, out_dir)
+    before = client.metrics(thresholds.metrics_path)
+    analysis = run_and_analyse(
+        str(scenario),
+        client.base_url,
+        options,
+        label="verify-soak",
+        overrides={},
+        planned_s=thresholds.soak_s,
+    )
+    after_info = client.info(thresholds.info_path)
+    after = client.metrics(thresholds.metrics_path)
+    steps = sorted(analysis.summary.steps, key=lambda s: s.stats.index)
+    if len(steps) < 2:
+        return judged(
+            3, [Check(name="soak windows", status="fail", measured=f"{len(steps)} window(s) with answers")]
+        )
+    checks = [
+        error_check(steps, thresholds),
+        drift_check(steps, analysis, thresholds),
+        memory_check(steps, analysis, thresholds),
+        restart_check(at_start, after_info, thresholds),
+        *counter_checks(before, after, thresholds),
+        fallback_check(steps, after_info, before, after, thresholds),
+    ]
+    throttle = throttling_check(
+        analysis.folder, thresholds.throttle_temp_rise_c, thresholds.throttle_clock_drop_pct
+    )
+    if throttle is not None:
+        checks.append(throttle)
+    evidence = {
+        "soak run": str(analysis.folder.root),
+        "soak": f"{len(steps)} windows of {thresholds.soak_window_s:g} s",
+        "P99 per window (ms)": ", ".join(
+            f"{s.stats.latency.p99_ms:.1f}" if s.stats.latency.p99_ms else "n/a" for s in steps
+        ),
+    }
+    return judged(3, checks, evidence)

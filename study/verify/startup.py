@@ -1,0 +1,132 @@
+"""`embedperf verify --start-cmd`: start the service and watch its probes from the first second.
+
+Readiness is only provable while the model loads, so verify starts the service itself and polls liveness
+and readiness every startup_poll_s from the moment the process exists; whenever readiness says yes it
+also sends one embeddings request, the thing readiness promises. The timeline of what each poll saw is
+the evidence layer 4 judges (study.verify.ops). The process is stopped by its PID at the end (SIGTERM,
+then SIGKILL after a grace).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from urllib.parse import urlsplit
+
+from embedperf.errors import ConfigError, TargetError
+from loadgen.processes.child import stop_child
+from study.verify.target import TargetClient
+
+STOP_GRACE_S = 20.0
+LOG_TAIL_CHARS = 2000
+PROBE_TEXT = "embedperf verify start-up probe"
+PORT_PLACEHOLDER = "{port}"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One poll: seconds since the process started and each endpoint's status (0: no answer; None: not asked)."""
+
+    t_s: float
+    health: int
+    ready: int
+    embed: int | None = None
+
+
+def start_command(command: str, base_url: str) -> list[str]:
+    """The command as argv, `{port}` replaced by --host's port (no shell: quoting as a POSIX shell reads it)."""
+    port = urlsplit(base_url).port
+    if PORT_PLACEHOLDER in command and port is None:
+        raise ConfigError(f"--start-cmd uses {PORT_PLACEHOLDER} but --host {base_url} names no port")
+    argv = shlex.split(command.replace(PORT_PLACEHOLDER, str(port)))
+    if not argv:
+        raise ConfigError(
+            "--start-cmd is empty; give the command that starts the service, e.g. 'embedperf serve --port {port}'"
+        )
+    return argv
+
+
+class StartedService:
+    """`with StartedService(...) as svc:` the service is running and has answered embeddings once ready;
+    `svc.timeline` holds every poll up to then."""
+
+    def __init__(
+        self,
+        command: str,
+        client: TargetClient,
+        health_path: str,
+        ready_path: str,
+        log_path: Path,
+        poll_s: float,
+        timeout_s: float,
+    ) -> None:
+        self.argv = start_command(command, client.base_url)
+        self.client = client
+        self.health_path = health_path
+        self.ready_path = ready_path
+        self.log_path = log_path
+        self.poll_s = poll_s
+        self.timeout_s = timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.timeline: list[Observation] = []
+
+    def start(self) -> StartedService:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            try:
+                self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+            except OSError as exc:
+                raise ConfigError(f"--start-cmd {shlex.join(self.argv)!r} cannot start: {exc}") from exc
+        try:
+            self._watch()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _watch(self) -> None:
+        assert self.proc is not None
+        t0 = time.monotonic()
+        while True:
+            t_s = time.monotonic() - t0
+            if self.proc.poll() is not None:
+                raise TargetError(
+                    f"the service exited with {self.proc.returncode} before it was ready{self.log_tail()}"
+                )
+            health = self.client.get(self.health_path, timeout_s=self.poll_s * 5).status
+            ready = self.client.get(self.ready_path, timeout_s=self.poll_s * 5).status
+            embed = self.client.embed([PROBE_TEXT]).status if ready == 200 else None
+            self.timeline.append(Observation(round(t_s, 3), health, ready, embed))
+            if embed == 200:
+                return
+            if t_s > self.timeout_s:
+                raise TargetError(
+                    f"the service did not become ready and answer embeddings within {self.timeout_s:g} s "
+                    f"(startup_timeout_s){self.log_tail()}"
+                )
+            time.sleep(max(0.0, self.poll_s - (time.monotonic() - t0 - t_s)))
+
+    def log_tail(self) -> str:
+        if self.log_path.is_file():
+            return f"; its output ({self.log_path}) ends:\n{self.log_path.read_text(errors='replace')[-LOG_TAIL_CHARS:]}"
+        return ""
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM by PID, SIGKILL after grace_s."""
+        if self.proc is not None:
+            stop_child(self.proc, grace_s)
+
+    def __enter__(self) -> StartedService:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
