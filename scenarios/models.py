@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 from scenarios.canary_models import Canary, Rollback
+from scenarios.cost_models import Cost
 
 ScenarioKind = Literal["ramp", "openloop", "soak", "spike"]
 SCENARIO_KINDS: tuple[str, ...] = ("ramp", "openloop", "soak", "spike")
@@ -380,6 +381,9 @@ class Scenario(_Strict):
     health: Health = Field(default_factory=lambda: Health.model_validate({}))
     canary: Canary = Field(default_factory=lambda: Canary.model_validate({}))
     rollback: Rollback = Field(default_factory=lambda: Rollback.model_validate({}))
+    cost: Cost | None = Field(
+        None, description="Prices the report costs each step and the capacity plan at; none: no cost figures."
+    )
     drain_s: float = Field(2.0, ge=0, description="Open loop: seconds to let in-flight requests finish.")
     profiles: dict[str, dict[str, Any]] = Field(
         default_factory=dict,

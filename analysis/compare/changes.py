@@ -17,6 +17,7 @@ import math
 import numpy as np
 from pydantic import BaseModel
 
+from analysis.compare.cost_change import COST_METRIC, cost_change
 from analysis.compare.gate import (
     BudgetScope,
     GateResult,
@@ -51,6 +52,7 @@ LOWER_IS_BETTER: dict[str, bool] = {
     "service_cpu_pct": True,
     "mem_used_mb": True,
     "unavailable_s": True,
+    COST_METRIC: True,
 }
 TELEMETRY_METRICS: tuple[str, ...] = ("device_util_pct", "service_cpu_pct", "mem_used_mb")
 Z_95 = 1.959963984540054
@@ -323,7 +325,11 @@ def compare_runs(
             StepComparison(
                 index=b_index, label=base_samples[b_index].label, base_load=base_samples[b_index].load,
                 cand_load=cand_samples[c_index].load, cand_index=c_index,
-                metrics=compare_samples(base_samples[b_index], cand_samples[c_index], n_boot, seed=b_index + 1),
+                metrics=compare_samples(base_samples[b_index], cand_samples[c_index], n_boot, seed=b_index + 1)
+                | cost_change(
+                    base, cand, (b_index, c_index), (base_samples[b_index], cand_samples[c_index]), n_boot,
+                    seed=b_index + 1, min_seconds=MIN_QPS_SECONDS,
+                ),
                 base_n_ok=_n_ok(base_samples[b_index]), cand_n_ok=_n_ok(cand_samples[c_index]),
             )
             for b_index, c_index in pairs
