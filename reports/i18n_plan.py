@@ -37,5 +37,9 @@ PLAN_CATALOGUE: dict[str, tuple[str, str]] = {
         "再除以该阶梯每小时成功生成的向量数（输入 token 数）。一个月按 730 小时计；规划的能耗按容量阶梯每请求焦耳数"
         "乘以目标速率计算。缺少价格或测量值的部分不计入。",
     ),
+    "cheapest_text": (
+        "Cheapest meeting the SLO: {name}, {cost} {currency} per million embeddings at {qps} req/s.",
+        "满足 SLO 的最低成本配置：{name}，在 {qps} req/s 时每百万向量 {cost} {currency}。",
+    ),
     "m_cost_per_1m_embeddings": ("Cost per 1M embeddings", "每百万向量成本"),
 }
