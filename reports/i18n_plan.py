@@ -41,5 +41,23 @@ PLAN_CATALOGUE: dict[str, tuple[str, str]] = {
         "Cheapest meeting the SLO: {name}, {cost} {currency} per million embeddings at {qps} req/s.",
         "满足 SLO 的最低成本配置：{name}，在 {qps} req/s 时每百万向量 {cost} {currency}。",
     ),
+    "adaptive_steps": ("Adaptive steps", "自适应阶梯"),
+    "adaptive_ended": ("Ended", "结束原因"),
+    "adaptive_converged": ("converged", "已收敛"),
+    "adaptive_max_time": ("max time: never converged", "达到最长时间：未收敛"),
+    "adaptive_n_ok": ("Ok answers", "成功应答数"),
+    "adaptive_width": ("Interval width / aim", "区间宽度 / 目标"),
+    "adaptive_note": (
+        "A step with steps.until ends once the 95% distribution-free interval of its P99 (order statistics of its "
+        "ok latencies after the warm-up) is no wider than the aim relative to the P99, with its minimum answers "
+        "and time; else at its duration. A step that never converged makes capacity and compare verdicts "
+        "at it uncertain.",
+        "设置了 steps.until 的阶梯：当其 P99 的 95% 无分布假设区间（预热后成功延迟的次序统计量）相对 P99 的宽度不超过目标，"
+        "且满足最少应答数与最短时间时即结束；否则在其时长结束。未收敛的阶梯使该处的容量与对比结论不确定。",
+    ),
+    "capacity_uncertain": (
+        "uncertain: the capacity rests on a step whose P99 never converged; rerun it longer or with a wider steps.until",
+        "不确定：容量结论依赖一个 P99 未收敛的阶梯；请延长该阶梯或放宽 steps.until",
+    ),
     "m_cost_per_1m_embeddings": ("Cost per 1M embeddings", "每百万向量成本"),
 }

@@ -11,6 +11,7 @@ from pydantic_core import PydanticCustomError
 
 from scenarios.canary_models import Canary, Rollback
 from scenarios.cost_models import Cost
+from scenarios.until_models import Until
 
 ScenarioKind = Literal["ramp", "openloop", "soak", "spike"]
 SCENARIO_KINDS: tuple[str, ...] = ("ramp", "openloop", "soak", "spike")
@@ -247,6 +248,11 @@ class Step(_Strict):
         description="Open loop: ramp the rate linearly from the previous step's rate (0 for the first) "
         "to `rate` over the step's first ramp_s seconds.",
     )
+    until: Until | None = Field(
+        None,
+        description="Stop the step once its P99 interval is narrow enough (scenarios/until_models.py); "
+        "duration_s is then its longest time.",
+    )
 
     @model_validator(mode="after")
     def _warmup_fits(self) -> Step:
@@ -256,6 +262,11 @@ class Step(_Strict):
                 WARMUP_TOO_LONG,
                 "steps.warmup_s ({warmup_s} s) must be shorter than steps.duration_s ({duration_s} s)",
                 {"warmup_s": f"{self.warmup_s:g}", "duration_s": f"{self.duration_s:g}"},
+            )
+        if self.until is not None and self.warmup_s + self.until.min_s > self.duration_s:
+            raise ValueError(
+                f"steps.until.min_s ({self.until.min_s:g} s) after the warm-up ({self.warmup_s:g} s) exceeds the "
+                f"step's longest time, duration_s ({self.duration_s:g} s); lengthen duration_s or shorten min_s"
             )
         return self
 
@@ -402,6 +413,11 @@ class Scenario(_Strict):
                 )
             if not self.is_open_loop and step.users is None:
                 raise ValueError(f"steps.{i}: closed-loop scenarios ({self.kind}) need `users` on every step")
+            if self.is_open_loop and step.until is not None:
+                raise ValueError(
+                    f"steps.{i}.until: adaptive steps hold closed-loop steps (ramp, soak, spike); an open-loop "
+                    "schedule is laid out in advance, so give its steps a fixed duration_s"
+                )
             if step.ramp_s >= step.duration_s:
                 raise ValueError(f"steps.{i}: ramp_s ({step.ramp_s}) must be shorter than duration_s")
         if self.search.enabled and not self.is_open_loop:

@@ -133,11 +133,33 @@ def format_plan(summary: RunSummary) -> str:
             lines.append(
                 "    (at most: the capacity is a lower bound, so fewer devices may serve the target)"
             )
+    lines += convergence_lines(summary)
     lines += cost_lines(summary)
     if summary.generator_cpu.saturated:
         lines.append("  WARNING: the load generator was CPU-saturated; the service may have more capacity")
     lines.append("  figures hold for this host and configuration only")
     return "\n".join(lines)
+
+
+def convergence_lines(summary: RunSummary) -> list[str]:
+    """Adaptive steps (steps.until): how each ended; an answer resting on one that never converged is uncertain."""
+    lines = []
+    for step in summary.steps:
+        e = step.ending
+        if e is None:
+            continue
+        ci = (
+            f"{e.p99_ci_low_ms:.1f} .. {e.p99_ci_high_ms:.1f} ms"
+            if e.p99_ci_low_ms is not None and e.p99_ci_high_ms is not None
+            else "unbounded"
+        )
+        how = "converged" if e.converged else "max time, never converged"
+        lines.append(f"  step {step.stats.label}: {how} ({e.n_ok} ok, P99 95% interval {ci}, aim {e.target_rel_width:.0%})")
+    if summary.capacity.uncertain:
+        lines.append(
+            "  UNCERTAIN: the capacity rests on a step whose P99 never converged; rerun it longer or with a wider --until"
+        )
+    return lines
 
 
 def cost_lines(summary: RunSummary) -> list[str]:

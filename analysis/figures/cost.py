@@ -89,7 +89,11 @@ def step_cost(
 
 
 def plan_cost(
-    plan: DevicePlan, prices: Cost, kind: str | None, capacity_step: tuple[StepStats, TelemetryStats] | None
+    plan: DevicePlan,
+    prices: Cost,
+    kind: str | None,
+    capacity_step: tuple[StepStats, TelemetryStats] | None,
+    uncertain: bool = False,
 ) -> PlanCost | None:
     """Monthly cost of the plan (None when no price applies to it)."""
     device_price = prices.device_hour.get(kind) if kind is not None else None
@@ -117,6 +121,7 @@ def plan_cost(
         monthly_hosts=monthly_hosts,
         monthly_energy=monthly_energy,
         upper_bound=plan.devices_upper_bound,
+        uncertain=uncertain,
     )
 
 

@@ -27,7 +27,15 @@ from analysis.model.soak import SoakResult
 from analysis.model.steps import PERCENTILE_METHOD, StepStats
 from analysis.model.telemetry import TelemetryIndex, TelemetryStats
 from analysis.search.state import SearchSummary, search_summary
-from embedperf.schema import CollectorStatus, GeneratorCpu, HostInfo, Manifest, RunFolder, ServiceInfo
+from embedperf.schema import (
+    CollectorStatus,
+    GeneratorCpu,
+    HostInfo,
+    Manifest,
+    RunFolder,
+    ServiceInfo,
+    StepEnding,
+)
 from scenarios.cost_models import Cost, device_kind
 from scenarios.models import Scenario, Slo
 
@@ -40,6 +48,12 @@ class StepReport(BaseModel):
     decomposition: Decomposition | None
     health: list[HealthCheck]
     meets_slo: bool
+    ending: StepEnding | None = None  # adaptive steps (steps.until): why it ended, from the manifest
+
+    @property
+    def unconverged(self) -> bool:
+        """An adaptive step that reached its longest time before its P99 interval was narrow enough."""
+        return self.ending is not None and not self.ending.converged
 
 
 class RunSummary(BaseModel):
@@ -184,6 +198,7 @@ def summarise(
     stats = rows.stats
     serving = _serving(manifest, index, stats)
     steps: list[StepReport] = []
+    endings = {stage.index: stage.ending for stage in manifest.stages}
     for stage_stats in stats:
         tel = index.window_stats(stage_stats.steady_start_unix_s, stage_stats.steady_end_unix_s)
         steps.append(
@@ -193,6 +208,7 @@ def summarise(
                 decomposition=rows.decomposition.get(stage_stats.index),
                 health=step_health(stage_stats, tel, manifest.health),
                 meets_slo=meets_slo(stage_stats, slo_p99_ms, error_budget),
+                ending=endings.get(stage_stats.index),
             )
         )
     devices = _devices_in_run(index, serving)
@@ -251,6 +267,7 @@ def summarise(
         search=search_summary(manifest),
         slowest_requests=rows.slowest,
     )
+    summary.capacity.unconverged_steps = [s.stats.index for s in steps if s.unconverged]
     summary.cost = run_cost(summary, rows, settings)
     return summary, serving
 
@@ -298,7 +315,9 @@ def run_cost(summary: RunSummary, rows: RowFigures, settings: Settings) -> RunCo
         device_kind=kind,
         devices=devices,
         steps=steps,
-        plan=plan_cost(plan, prices, kind, (at.stats, at.telemetry) if at else None) if plan else None,
+        plan=plan_cost(plan, prices, kind, (at.stats, at.telemetry) if at else None, summary.capacity.uncertain)
+        if plan
+        else None,
         notes=cost_notes(prices, kind, steps, [s.telemetry for s in summary.steps]),
     )
 

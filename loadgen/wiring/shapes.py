@@ -68,20 +68,22 @@ class ScenarioShape(LoadTestShape):
         steps = run.scenario.steps
         run_time_s = self.get_run_time()
         if self._stage_index < 0 or (
-            self._stage_index < len(steps) and run_time_s >= self._stage_end_run_s
+            self._stage_index < len(steps) and self._step_done(run, run_time_s)
         ):
             self._stage_index += 1
             if self._stage_index < len(steps):
                 step = steps[self._stage_index]
                 self._stage_end_run_s = run_time_s + step.duration_s
+                now = time.time()
                 run.timeline.begin(
                     self._stage_index,
                     step.label,
-                    time.time(),
+                    now,
                     users=step.users,
                     rate=step.rate,
                     warmup_s=step.warmup_s,
                 )
+                run.until.begin(self._stage_index, now, step.warmup_s, step.until)
             else:
                 run.timeline.end(time.time())
         if self._stage_index < len(steps):
@@ -89,6 +91,19 @@ class ScenarioShape(LoadTestShape):
             users = step.users or 1
             return (users, step.spawn_rate or users * DEFAULT_SPAWN_RATE_FACTOR)
         return self._finish(run)
+
+    def _step_done(self, run: session.RunSession, run_time_s: float) -> bool:
+        """The step ran its whole duration, or (steps.until) its P99 interval is narrow enough; an adaptive
+        step's stage record says which."""
+        ending = run.until.converged(time.time())
+        if ending is None and run_time_s >= self._stage_end_run_s:
+            ending = run.until.timed_out()
+            if ending is None:
+                return True  # a fixed step
+        if ending is None:
+            return False
+        run.timeline.record_ending(self._stage_index, ending)
+        return True
 
     def _open_loop_tick(self, run: session.RunSession) -> tuple[int, float] | None:
         """Stages begin at the schedule's instants (origin + offsets), not at the 1 Hz ticks that notice them."""
