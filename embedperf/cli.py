@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("reports.cli", "build RUN_DIR/report.html from a run folder"),
     "compare": ("reports.compare_cli", "compare runs (baseline vs candidates) with a CI gate"),
     "capacity": ("analysis.cli.capacity", "capacity plan: max QPS under an SLO, devices for a target"),
+    "history": ("study.history_cli", "headline figures of every run across commits; exit 1 when the newest is worse"),
     "synth": ("analysis.cli.synth", "write a synthetic run folder (scale tests, demos)"),
     "matrix": ("study.matrix_cli", "run the optimisation before/after matrix"),
     "precision": ("study.precision_cli", "check embeddings of a configuration against fp32"),

@@ -59,5 +59,21 @@ PLAN_CATALOGUE: dict[str, tuple[str, str]] = {
         "uncertain: the capacity rests on a step whose P99 never converged; rerun it longer or with a wider steps.until",
         "不确定：容量结论依赖一个 P99 未收敛的阶梯；请延长该阶梯或放宽 steps.until",
     ),
+    "label": ("Label", "标签"),
+    "history_title": ("Headline figures across runs", "历次运行的核心指标"),
+    "history_series": ("Series", "序列"),
+    "history_commit": ("Commit", "提交"),
+    "history_flagged": ("newest: worse", "最新：变差"),
+    "history_regressed": ("The newest run {run} is worse than the previous runs beyond their noise", "最新运行 {run} 比此前各次运行差，超出其噪声"),
+    "history_ok": ("The newest run is not worse than the previous {n} run(s) beyond their noise.", "最新运行未比此前 {n} 次运行差（在噪声之内）。"),
+    "history_apart": ("Runs not in this series", "不属于该序列的运行"),
+    "history_note": (
+        "Each point is a run at the series' highest load, with its 95% interval (goodput: per-second counts "
+        "resampled; P99: the run's bootstrap). The newest run is flagged when compare calls it significantly "
+        "worse against each of the previous runs (up to five) and its figure is worse than all of theirs. "
+        "* marks a commit with uncommitted changes.",
+        "每个点是一次运行在该序列最高负载下的结果及其 95% 区间（有效吞吐：按秒计数重采样；P99：该次运行的自助法区间）。"
+        "当对比统计认为最新运行相对此前每一次（至多五次）都显著变差、且其指标比它们全部都差时，予以标记。* 表示提交含未提交的改动。",
+    ),
     "m_cost_per_1m_embeddings": ("Cost per 1M embeddings", "每百万向量成本"),
 }
