@@ -18,7 +18,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test test-quick lint bench bench-service bench-recorder bench-collectors \
         bench-report bench-overload bench-ab fuzz report compare capacity matrix precision clean search bench-distributed \
-        bench-adaptive history \
+        bench-adaptive history sweep \
         peers-setup peers canary verify
 
 help: ## show this help
@@ -156,6 +156,9 @@ precision: setup ## int8 (all layers, with its layer view; attention only) and b
 
 bench-service: setup ## service benchmark: offline ceiling vs QPS/P50/P99 at 1/10/50/100 clients, batching off/on
 	$(PY) benchmarks/bench_service.py
+
+sweep: setup ## request-shape grid against the reference service (started and stopped): inputs per request x users, heatmaps, best cell under the SLO
+	$(EP) sweep --serve --runs-dir $(RUNS)
 
 history: setup ## headline trends of every run of one scenario in RUNS (default runs/) across commits; exit 1 when the newest is worse
 	$(EP) history $(RUNS) $(if $(SCENARIO),--scenario $(SCENARIO))

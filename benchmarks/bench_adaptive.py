@@ -82,7 +82,7 @@ def compare(full: Any, adaptive: Any) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--until", default="p99_rel_width=0.25,min_requests=500,min_s=5", help="the adaptive ramp's --until"
+        "--until", default="p99_rel_width=0.5,min_requests=400,min_s=5", help="the adaptive ramp's --until"
     )
     parser.add_argument(
         "--runs-dir", type=Path, default=None, help="where the two runs go (default: a temporary folder)"

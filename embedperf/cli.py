@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "synth": ("analysis.cli.synth", "write a synthetic run folder (scale tests, demos)"),
     "matrix": ("study.matrix_cli", "run the optimisation before/after matrix"),
     "precision": ("study.precision_cli", "check embeddings of a configuration against fp32"),
+    "sweep": ("study.sweep.cli", "request-shape grid: inputs per request x users, heatmaps, the best cell under the SLO"),
     "search": ("study.search_cli", "find the highest open-loop rate that meets the P99 SLO (capacity search)"),
     "canary": ("study.canary_cli", "shift one load to a candidate stage by stage; promote or roll back"),
     "verify": ("study.verify_cli", "the four-layer release verdict: function, performance, stability, operations"),

@@ -75,5 +75,23 @@ PLAN_CATALOGUE: dict[str, tuple[str, str]] = {
         "每个点是一次运行在该序列最高负载下的结果及其 95% 区间（有效吞吐：按秒计数重采样；P99：该次运行的自助法区间）。"
         "当对比统计认为最新运行相对此前每一次（至多五次）都显著变差、且其指标比它们全部都差时，予以标记。* 表示提交含未提交的改动。",
     ),
+    "adaptive_fixed": ("fixed", "固定时长"),
+    "sweep_title": ("Request-shape grid", "请求形态网格"),
+    "sweep_inputs": ("Inputs per request", "每请求输入数"),
+    "sweep_users": ("Users", "并发用户"),
+    "sweep_tokens": ("tokens per input", "每输入 token 数"),
+    "sweep_best": (
+        "Best under the SLO: {inputs} input(s) per request at {users} users, {eps} embeddings/s at P99 {p99} ms",
+        "满足 SLO 的最佳形态：每请求 {inputs} 个输入、{users} 个并发用户，{eps} 向量/s，P99 {p99} ms",
+    ),
+    "sweep_none": ("No cell meets the SLO.", "没有单元格满足 SLO。"),
+    "sweep_missing": ("Shapes without a run folder", "未留下运行目录的形态"),
+    "sweep_note": (
+        "Each cell is one adaptive step (steps.until) of the run of its request shape: embeddings/s are the inputs "
+        "of its ok requests per second of the steady window. The best cell has the most embeddings/s among the "
+        "cells meeting the P99 SLO and error budget; it is boxed in red.",
+        "每个单元格是对应请求形态运行中的一个自适应阶梯（steps.until）：向量/s 为稳态窗口内每秒成功请求的输入数。"
+        "最佳单元格是满足 P99 SLO 与错误预算的单元格中向量/s 最高者，以红框标出。",
+    ),
     "m_cost_per_1m_embeddings": ("Cost per 1M embeddings", "每百万向量成本"),
 }

@@ -27,10 +27,10 @@ class Until(BaseModel):
         description="Stop once (upper - lower) / P99 of the P99's confidence interval is at most this (0.1: 10%).",
     )
     min_requests: int = Field(
-        1000,
+        default=1000,
         ge=MIN_REQUESTS_TO_BOUND_P99,
         description=f"Ok answers after the warm-up before the step may stop (at least {MIN_REQUESTS_TO_BOUND_P99}, "
         "the fewest that bound a P99 at 95%).",
     )
-    min_s: float = Field(5.0, gt=0, description="Seconds after the warm-up before the step may stop.")
-    confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence of the P99 interval.")
+    min_s: float = Field(default=5.0, gt=0, description="Seconds after the warm-up before the step may stop.")
+    confidence: float = Field(default=0.95, gt=0.5, lt=1, description="Confidence of the P99 interval.")
