@@ -413,11 +413,6 @@ class Scenario(_Strict):
                 )
             if not self.is_open_loop and step.users is None:
                 raise ValueError(f"steps.{i}: closed-loop scenarios ({self.kind}) need `users` on every step")
-            if self.is_open_loop and step.until is not None:
-                raise ValueError(
-                    f"steps.{i}.until: adaptive steps hold closed-loop steps (ramp, soak, spike); an open-loop "
-                    "schedule is laid out in advance, so give its steps a fixed duration_s"
-                )
             if step.ramp_s >= step.duration_s:
                 raise ValueError(f"steps.{i}: ramp_s ({step.ramp_s}) must be shorter than duration_s")
         if self.search.enabled and not self.is_open_loop:

@@ -39,6 +39,7 @@ class UntilWatch:
         self._latencies_ms: list[float] = []
         self._last_decided_unix_s = -math.inf
         self.last: StepEnding | None = None
+        self.last_reason: str | None = None  # the current step's ending once decided: converged | max_time
 
     def begin(self, index: int, start_unix_s: float, warmup_s: float, until: Until | None) -> None:
         """A step begins: forget the previous one's latencies."""
@@ -48,6 +49,7 @@ class UntilWatch:
             self._latencies_ms = []
             self._last_decided_unix_s = -math.inf
             self.last = None
+            self.last_reason = None
 
     def observe(self, values: list[Any]) -> None:
         """One recorded row (REQUEST_COLUMNS order, stage-tagged): runs once per request, so kept flat."""
@@ -95,8 +97,12 @@ class UntilWatch:
         self.last = ending
         if ending is None or ending.rel_width is None or ending.rel_width > until.p99_rel_width:
             return None
+        self.last_reason = ending.reason
         return ending
 
     def timed_out(self) -> StepEnding | None:
         """The ending of a step that reached its longest time (None for a step without `until`)."""
-        return self.measure(reason="max_time")
+        ending = self.measure(reason="max_time")
+        if ending is not None:
+            self.last_reason = ending.reason
+        return ending

@@ -15,6 +15,7 @@ from embedperf.errors import ConfigError
 from embedperf.schema import REQUEST_COLUMNS
 from loadgen.lifecycle.options import until_overrides
 from loadgen.recording.until_watch import UntilWatch
+from loadgen.traffic.schedule import StageCuts, arrivals
 from scenarios.models import Scenario
 from scenarios.until_models import Until
 from tests.unit.loadgen.fresh_interpreter import run_cases
@@ -102,6 +103,7 @@ from types import SimpleNamespace
 import numpy as np
 from embedperf.schema import REQUEST_COLUMNS
 from loadgen.recording.until_watch import UntilWatch
+from loadgen.traffic.schedule import StageCuts, arrivals
 from loadgen.wiring import shapes
 from scenarios.until_models import Until
 
@@ -165,12 +167,107 @@ def test_the_shape_ends_a_converged_step_early_and_a_noisy_one_at_its_longest_ti
     assert [e[2] for e in wide if e[0] == "begin"] == [0.0, 30.0] and wide[-1] == ["end", 60.0]
 
 
-def test_open_loop_steps_are_refused_an_until_with_a_reason() -> None:
-    with pytest.raises(ValueError, match="adaptive steps hold closed-loop steps"):
-        Scenario.model_validate(
-            {
-                "name": "x",
-                "kind": "openloop",
-                "steps": [{"rate": 5, "duration_s": 30, "until": {"p99_rel_width": 0.1}}],
-            }
-        )
+def test_stage_cuts_drop_the_rest_of_a_step_and_move_the_later_ones_up() -> None:
+    steps = Scenario.model_validate(
+        {
+            "name": "x",
+            "kind": "openloop",
+            "steps": [{"rate": 10, "duration_s": 30}, {"rate": 20, "duration_s": 30}],
+        }
+    ).steps
+    cuts = StageCuts(steps)
+    schedule = iter(arrivals(steps, "constant"))
+    applied = cuts.apply(schedule)
+    first = [next(applied) for _ in range(50)]  # 5 s of step 0, taken before any cut
+    cuts.cut(0, 8.0)  # step 0 ends at 8 s of its planned 30
+    rest = list(applied)
+    assert [a.offset_s for a in first][-1] == 4.9 and all(a.stage_index == 0 for a in first)
+    step0 = [a for a in rest if a.stage_index == 0]
+    step1 = [a for a in rest if a.stage_index == 1]
+    assert len(first) + len(step0) == 80 and max(a.offset_s for a in step0) < 8.0
+    assert (
+        len(step1) == 600 and step1[0].offset_s == 8.0 and step1[-1].offset_s == pytest.approx(8.0 + 599 / 20)
+    )
+    assert cuts.starts_s() == [0.0, 8.0] and cuts.end_s() == 38.0
+    cuts.cut(1, 70.0)  # at or past its planned end: no cut
+    assert 1 not in cuts.cut_s
+
+
+OPEN_TICKS = """
+import json, sys
+from types import SimpleNamespace
+import numpy as np
+from embedperf.schema import REQUEST_COLUMNS
+from loadgen.recording.until_watch import UntilWatch
+from loadgen.traffic.schedule import StageCuts, arrivals
+from loadgen.traffic.schedule import StageCuts
+from loadgen.wiring import shapes
+from scenarios.models import Scenario
+
+class Clock:
+    now_s = 1000.0
+    def time(self):
+        return self.now_s
+
+clock = Clock()
+shapes.time = clock
+
+class Timeline:
+    def __init__(self):
+        self.events = []
+    def begin(self, index, label, t_unix_s, **_):
+        self.events.append(["begin", index, round(t_unix_s - 1000.0, 3)])
+    def end(self, t_unix_s):
+        self.events.append(["end", round(t_unix_s - 1000.0, 3)])
+    def record_ending(self, index, ending):
+        self.events.append(["ending", index, ending.reason])
+
+def row(stage, sent, latency_ms):
+    values = dict.fromkeys(REQUEST_COLUMNS)
+    values.update(stage_index=stage, t_sent_unix_s=sent, latency_ms=latency_ms, ok=True, endpoint="embeddings")
+    return [values[c] for c in REQUEST_COLUMNS]
+
+def case(spread):
+    until = {"p99_rel_width": 0.2, "min_requests": 400, "min_s": 2.0}
+    scenario = Scenario.model_validate({"name": "x", "kind": "openloop", "drain_s": 0.0, "steps": [
+        {"rate": 200, "duration_s": 30, "warmup_s": 1, "until": until},
+        {"rate": 200, "duration_s": 30, "warmup_s": 1, "until": until}]})
+    cuts = StageCuts(scenario.steps)
+
+    class Shape(shapes.ScenarioShape):
+        def _publish_origin(self):
+            return 1000.0
+        def _stage_cuts(self, run):
+            return cuts
+
+    run = SimpleNamespace(scenario=scenario, timeline=Timeline(), shape_completed=False, until=UntilWatch())
+    shape, rng = Shape(), np.random.default_rng(0)
+    for t in range(0, 70):
+        clock.now_s = 1000.0 + t
+        if shape._open_loop_tick(run) is None:
+            break
+        for latency in rng.lognormal(3.0, spread, 200):
+            run.until.observe(row(shape._stage_index, clock.now_s, float(latency)))
+    return {"events": run.timeline.events, "cuts": cuts.cut_s}
+
+print(json.dumps([case(spread) for spread in json.loads(sys.argv[1])]))
+"""
+
+
+def test_the_open_loop_shape_cuts_a_known_step_and_moves_the_schedule_up() -> None:
+    narrow, wide = run_cases(OPEN_TICKS, [0.1, 3.0])
+    events = narrow["events"]
+    assert ["ending", 0, "converged"] in events and ["ending", 1, "converged"] in events
+    begin1 = next(e for e in events if e[:2] == ["begin", 1])
+    cut0 = narrow["cuts"]["0"]
+    assert begin1[2] == cut0 < 10.0  # step 1 starts where step 0 was cut, 1 s after the decision
+    assert events[-1][0] == "end" and events[-1][1] < 20.0
+    assert (
+        wide["cuts"] == {}
+        and ["ending", 0, "max_time"] in wide["events"]
+        and ["ending", 1, "max_time"] in wide["events"]
+    )
+    assert [e[2] for e in wide["events"] if e[0] == "begin"] == [0.0, 30.0] and wide["events"][-1] == [
+        "end",
+        60.0,
+    ]
