@@ -11,9 +11,11 @@ import pytest
 from analysis.cli.capacity import main as capacity_main
 from analysis.compare.changes import compare_runs
 from analysis.compare.cost_change import COST_METRIC
+from analysis.compare.gate import parse_gate
 from analysis.run.analyse import analyse_folder
 from analysis.run.summary import write_analysis
 from embedperf.schema import RunFolder, StageRecord
+from reports.compare_build import build_comparison
 from scenarios.cost_models import HOURS_PER_MONTH, Cost
 from tests.golden.builders import T0_UNIX_S, ok_row, scenario_for_stages, write_run
 
@@ -125,6 +127,10 @@ def test_compare_shows_the_cost_change_with_its_interval(tmp_path: Path) -> None
     change = step.metrics[COST_METRIC]
     assert change.rel == pytest.approx(1.0, rel=0.02)  # half the goodput: twice the cost per embedding
     assert change.ci_low is not None and change.ci_low > 0 and change.verdict == "worse"
+    gate = compare_runs(base, [cand], parse_gate("cost_per_1m_embeddings:+10%"), n_boot=200).candidates[0]
+    assert gate.status == "fail" and "cost_per_1m_embeddings" in gate.failures[0]
+    path, _ = build_comparison(base.folder, [cand.folder], out=tmp_path / "compare.html")
+    assert "Cost per 1M embeddings" in path.read_text(encoding="utf-8")
     unpriced = analyse_folder(priced_run(tmp_path / "bare", None))
     assert COST_METRIC not in compare_runs(unpriced, [cand], n_boot=50).candidates[0].overall.metrics
 
