@@ -18,7 +18,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test test-quick lint bench bench-service bench-recorder bench-collectors \
         bench-report bench-overload bench-ab bench-split device-check fuzz report compare capacity matrix precision clean \
-        search bench-distributed peers-setup peers canary verify house
+        search bench-distributed bench-adaptive history sweep peers-setup peers canary verify house
 
 help: ## show this help
 	@echo "embedperf: load testing and benchmarking for embedding inference services"
@@ -183,6 +183,15 @@ precision: setup ## int8 (all layers, with its layer view; attention only) and b
 
 bench-service: setup ## service benchmark: offline ceiling vs QPS/P50/P99 at 1/10/50/100 clients, batching off/on
 	$(PY) -m benchmarks.bench_service
+
+sweep: setup ## request-shape grid against the reference service (started and stopped): inputs per request x users, heatmaps, best cell under the SLO
+	$(EP) sweep --serve --runs-dir $(RUNS)
+
+history: setup ## headline trends of every run of one scenario in RUNS (default runs/) across commits; exit 1 when the newest is worse
+	$(EP) history $(RUNS) $(if $(SCENARIO),--scenario $(SCENARIO))
+
+bench-adaptive: setup ## the ramp held until each P99 is known (--until) against the full 60 s profile: wall time ratio, P99s inside the full intervals (~7 min)
+	$(PY) benchmarks/bench_adaptive.py
 
 bench-recorder: setup ## recorder cost and accuracy benchmark
 	$(PY) -m benchmarks.bench_recorder

@@ -25,6 +25,7 @@ from reports.render import num, pct, render
 from reports.search_section import search_section
 from reports.tables import CAPPED_MARK, bottleneck_rows, telemetry_rows
 from reports.view import bottlenecks, energy, field, goodput, headline, target_plan
+from scenarios.cost_models import Cost
 
 TOP_ERRORS = 10
 PLAN_REFERENCE_QPS = 1000.0
@@ -155,11 +156,15 @@ def default_report_path(folder: RunFolder, lang: str) -> Path:
 
 
 def build_report(
-    folder: RunFolder, lang: str = "en", slo_p99_ms: float | None = None, out: Path | None = None
+    folder: RunFolder,
+    lang: str = "en",
+    slo_p99_ms: float | None = None,
+    out: Path | None = None,
+    cost: Cost | None = None,
 ) -> Path:
     """Write the report (default RUN_DIR/report[.lang].html) and RUN_DIR/analysis/*; return the report path."""
     check_lang(lang)
-    analysis = analyse_folder(folder, slo_p99_ms=slo_p99_ms)
+    analysis = analyse_folder(folder, slo_p99_ms=slo_p99_ms, cost=cost)
     write_analysis(folder, analysis.summary)
     path = out if out is not None else default_report_path(folder, lang)
     if path.is_dir():

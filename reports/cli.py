@@ -9,6 +9,7 @@ from pathlib import Path
 from embedperf.schema import resolve_run_folder
 from reports.build import build_report
 from reports.i18n import LANGS
+from scenarios.cost_options import add_cost_options, cost_from_options
 
 
 def main(argv: list[str]) -> int:
@@ -38,9 +39,10 @@ def main(argv: list[str]) -> int:
         metavar="PATH",
         help="report file (default RUN_DIR/report.html; with --lang zh RUN_DIR/report.zh.html beside it)",
     )
+    add_cost_options(parser, after_the_fact=True)
     args = parser.parse_args(argv)
     folder = resolve_run_folder(args.run_dir, args.latest or args.run_dir is None, args.runs_dir)
     if args.run_dir is None:
         print(f"embedperf report: no RUN_DIR given, using the newest run: {folder.root}", file=sys.stderr)
-    print(build_report(folder, lang=args.lang, slo_p99_ms=args.slo_p99_ms, out=args.out))
+    print(build_report(folder, lang=args.lang, slo_p99_ms=args.slo_p99_ms, out=args.out, cost=cost_from_options(args)))
     return 0

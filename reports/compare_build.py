@@ -17,10 +17,11 @@ from reports.figures import figure_lang, log_scale, new_figure, style, to_data_u
 from reports.i18n import t
 from reports.render import render
 from reports.view import goodput
+from scenarios.cost_models import Cost
 
 COMPARE_METRICS: tuple[str, ...] = (
     "qps", "tokens_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "device_util_pct", "service_cpu_pct",
-    "mem_used_mb", "unavailable_s",
+    "mem_used_mb", "unavailable_s", "cost_per_1m_embeddings",
 )  # fmt: skip
 
 
@@ -84,11 +85,12 @@ def build_comparison(
     lang: str = "en",
     out: Path | None = None,
     error_budget: float | None = None,
+    cost: Cost | None = None,
 ) -> tuple[Path, Comparison]:
     """Write the comparison HTML (default CAND/compare-<base_id>.html); return its path and the comparison."""
     check_lang(lang)
-    base_analysis = analyse_folder(base)
-    cand_analyses = [analyse_folder(c) for c in candidates]
+    base_analysis = analyse_folder(base, cost=cost)
+    cand_analyses = [analyse_folder(c, cost=cost) for c in candidates]
     comparison = compare_runs(base_analysis, cand_analyses, rules, error_budget=error_budget)
     path = out or default_compare_path(base, candidates[0])
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ from embedperf.schema import open_run_folder
 from reports.ci_outputs import write_json, write_junit
 from reports.compare_build import build_comparison
 from reports.i18n import LANGS
+from scenarios.cost_options import add_cost_options, cost_from_options
 
 GATE_HELP = (
     "comma-separated rules METRIC:+N%% | METRIC:-N%% | METRIC:+N | METRIC:-N. '+' fails when the candidate "
@@ -74,6 +75,7 @@ def main(argv: list[str]) -> int:
         help="also write JUnit XML (one test case per rule and step)",
     )
     parser.add_argument("--lang", choices=LANGS, default="en", help="report language (default en)")
+    add_cost_options(parser, after_the_fact=True)
     args = parser.parse_args(argv)
     rules = parse_gate(args.gate) if args.gate else None
     base = open_run_folder(args.base_run)
@@ -82,7 +84,8 @@ def main(argv: list[str]) -> int:
         if path is not None and path.is_dir():
             raise ConfigError(f"{path} is a directory; pass a file path for --json / --junit")
     path, comparison = build_comparison(
-        base, candidates, rules, lang=args.lang, out=args.out, error_budget=args.error_budget_pct
+        base, candidates, rules, lang=args.lang, out=args.out, error_budget=args.error_budget_pct,
+        cost=cost_from_options(args),
     )
     print(path)
     if args.json is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reports.i18n_canary import CANARY_CATALOGUE
+from reports.i18n_plan import PLAN_CATALOGUE
 
 LANGS: tuple[str, ...] = ("en", "zh")
 
@@ -946,6 +947,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "rank": ("Rank", "排名"),
     **CANARY_CATALOGUE,
+    **PLAN_CATALOGUE,
 }
 
 # Collector and agent reasons are written by the sources in English; these known phrases are

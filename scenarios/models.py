@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 from scenarios.canary_models import Canary, Rollback
+from scenarios.cost_models import Cost
+from scenarios.until_models import Until
 
 ScenarioKind = Literal["ramp", "openloop", "soak", "spike"]
 SCENARIO_KINDS: tuple[str, ...] = ("ramp", "openloop", "soak", "spike")
@@ -246,6 +248,11 @@ class Step(_Strict):
         description="Open loop: ramp the rate linearly from the previous step's rate (0 for the first) "
         "to `rate` over the step's first ramp_s seconds.",
     )
+    until: Until | None = Field(
+        None,
+        description="Stop the step once its P99 interval is narrow enough (scenarios/until_models.py); "
+        "duration_s is then its longest time.",
+    )
 
     @model_validator(mode="after")
     def _warmup_fits(self) -> Step:
@@ -255,6 +262,11 @@ class Step(_Strict):
                 WARMUP_TOO_LONG,
                 "steps.warmup_s ({warmup_s} s) must be shorter than steps.duration_s ({duration_s} s)",
                 {"warmup_s": f"{self.warmup_s:g}", "duration_s": f"{self.duration_s:g}"},
+            )
+        if self.until is not None and self.warmup_s + self.until.min_s > self.duration_s:
+            raise ValueError(
+                f"steps.until.min_s ({self.until.min_s:g} s) after the warm-up ({self.warmup_s:g} s) exceeds the "
+                f"step's longest time, duration_s ({self.duration_s:g} s); lengthen duration_s or shorten min_s"
             )
         return self
 
@@ -380,6 +392,9 @@ class Scenario(_Strict):
     health: Health = Field(default_factory=lambda: Health.model_validate({}))
     canary: Canary = Field(default_factory=lambda: Canary.model_validate({}))
     rollback: Rollback = Field(default_factory=lambda: Rollback.model_validate({}))
+    cost: Cost | None = Field(
+        None, description="Prices the report costs each step and the capacity plan at; none: no cost figures."
+    )
     drain_s: float = Field(2.0, ge=0, description="Open loop: seconds to let in-flight requests finish.")
     profiles: dict[str, dict[str, Any]] = Field(
         default_factory=dict,

@@ -23,6 +23,7 @@ from analysis.run.summary import RunSummary
 from decisions.search.state import devices_serving, headline, read_search
 from embedperf.errors import ConfigError
 from embedperf.schema import Manifest, resolve_run_folder
+from scenarios.cost_options import add_cost_options, cost_from_options
 
 
 def plan_lines(manifest: Manifest, target_qps: float | None, headroom: float) -> list[str]:
@@ -149,10 +150,67 @@ def format_plan(summary: RunSummary) -> str:
             lines.append(
                 "    (at most: the capacity is a lower bound, so fewer devices may serve the target)"
             )
+    lines += convergence_lines(summary)
+    lines += cost_lines(summary)
     if summary.generator_cpu.saturated:
         lines.append("  WARNING: the load generator was CPU-saturated; the service may have more capacity")
     lines.append("  figures hold for this host and configuration only")
     return "\n".join(lines)
+
+
+def convergence_lines(summary: RunSummary) -> list[str]:
+    """Adaptive steps (steps.until): how each ended; an answer resting on one that never converged is uncertain."""
+    lines = []
+    for step in summary.steps:
+        e = step.ending
+        if e is None:
+            continue
+        ci = (
+            f"{e.p99_ci_low_ms:.1f} .. {e.p99_ci_high_ms:.1f} ms"
+            if e.p99_ci_low_ms is not None and e.p99_ci_high_ms is not None
+            else "unbounded"
+        )
+        how = "converged" if e.converged else "max time, never converged"
+        lines.append(f"  step {step.stats.label}: {how} ({e.n_ok} ok, P99 95% interval {ci}, aim {e.target_rel_width:.0%})")
+    if summary.capacity.uncertain:
+        lines.append(
+            "  UNCERTAIN: the capacity rests on a step whose P99 never converged; rerun it longer or with a wider --until"
+        )
+    return lines
+
+
+def cost_lines(summary: RunSummary) -> list[str]:
+    """Cost per million embeddings per step and the plan's monthly cost; nothing when no price was given."""
+    cost = summary.cost
+    if cost is None:
+        return []
+    currency = cost.prices.currency
+    labels = {s.stats.index: s.stats.label for s in summary.steps}
+    lines = [f"  cost ({currency}, prices from the {cost.source.replace('+', ' and the ')}):"]
+    for step in cost.steps:
+        emb = f"{step.per_1m_embeddings:.4g}" if step.per_1m_embeddings is not None else "-"
+        tok = f"{step.per_1m_tokens:.4g}" if step.per_1m_tokens is not None else "-"
+        lines.append(
+            f"    {labels.get(step.index, step.index)}: {emb} per 1M embeddings, {tok} per 1M input tokens"
+        )
+    plan = cost.plan
+    if plan is not None:
+        most = "at most " if plan.upper_bound else ""
+        parts = ", ".join(
+            f"{name} {value:,.0f}"
+            for name, value in (
+                ("devices", plan.monthly_devices),
+                ("hosts", plan.monthly_hosts),
+                ("energy", plan.monthly_energy),
+            )
+            if value is not None
+        )
+        lines.append(
+            f"    monthly for {plan.target_qps:g} QPS with {plan.headroom:.0%} headroom ({most}{plan.devices} device(s)): "
+            f"{most}{plan.monthly:,.0f} {currency} ({parts})"
+        )
+    lines += [f"    note: {note}" for note in cost.notes]
+    return lines
 
 
 def main(argv: list[str]) -> int:
@@ -171,6 +229,7 @@ def main(argv: list[str]) -> int:
         default=None,
         help=f"max error rate fraction (default {DEFAULT_ERROR_BUDGET})",
     )
+    add_cost_options(parser, after_the_fact=True)
     args = parser.parse_args(argv)
     if not 0.0 <= args.headroom < 1.0:
         raise ConfigError(f"--headroom must be in [0, 1), got {args.headroom}")
@@ -184,6 +243,7 @@ def main(argv: list[str]) -> int:
         target_qps=args.target_qps,
         headroom=args.headroom,
         n_boot=200,
+        cost=cost_from_options(args),
     )
     reason = no_success_line(analysis.summary)
     if reason is not None:

@@ -17,6 +17,7 @@ import math
 import numpy as np
 from pydantic import BaseModel
 
+from analysis.compare.cost_change import COST_METRIC, cost_change
 from analysis.compare.gate import (
     BudgetScope,
     GateResult,
@@ -51,6 +52,7 @@ LOWER_IS_BETTER: dict[str, bool] = {
     "service_cpu_pct": True,
     "mem_used_mb": True,
     "unavailable_s": True,
+    COST_METRIC: True,
 }
 TELEMETRY_METRICS: tuple[str, ...] = ("device_util_pct", "service_cpu_pct", "mem_used_mb")
 Z_95 = 1.959963984540054
@@ -302,6 +304,26 @@ def highest_shared(steps: list[StepComparison]) -> StepComparison | None:
     return max(steps, key=lambda s: s.base_load or 0.0, default=None)
 
 
+def unconverged_sides(base: RunAnalysis, b_index: int, cand: RunAnalysis, c_index: int) -> list[str]:
+    """Which runs' step is adaptive and reached its longest time before its P99 interval was narrow enough."""
+    sides = []
+    for name, run, index in (("baseline", base, b_index), ("candidate", cand, c_index)):
+        if any(s.stats.index == index and s.unconverged for s in run.summary.steps):
+            sides.append(name)
+    return sides
+
+
+def uncertain_where_unconverged(metrics: dict[str, MetricChange], sides: list[str]) -> dict[str, MetricChange]:
+    """A step that never converged supports no verdict: every change there carries the warning, so the gate
+    says "no verdict" rather than a better or worse it cannot back."""
+    if not sides:
+        return metrics
+    why = f"the {' and the '.join(sides)} step never converged (its P99 interval stayed wider than steps.until)"
+    return {
+        name: m.model_copy(update={"warning": m.warning or why, "verdict": "no_sig"}) for name, m in metrics.items()
+    }
+
+
 def _n_ok(samples: Samples) -> int:
     return samples.n_ok if samples.n_ok is not None else len(samples.latency_sorted)
 
@@ -323,7 +345,14 @@ def compare_runs(
             StepComparison(
                 index=b_index, label=base_samples[b_index].label, base_load=base_samples[b_index].load,
                 cand_load=cand_samples[c_index].load, cand_index=c_index,
-                metrics=compare_samples(base_samples[b_index], cand_samples[c_index], n_boot, seed=b_index + 1),
+                metrics=uncertain_where_unconverged(
+                    compare_samples(base_samples[b_index], cand_samples[c_index], n_boot, seed=b_index + 1)
+                    | cost_change(
+                        base, cand, (b_index, c_index), (base_samples[b_index], cand_samples[c_index]), n_boot,
+                        seed=b_index + 1, min_seconds=MIN_QPS_SECONDS,
+                    ),
+                    unconverged_sides(base, b_index, cand, c_index),
+                ),
                 base_n_ok=_n_ok(base_samples[b_index]), cand_n_ok=_n_ok(cand_samples[c_index]),
             )
             for b_index, c_index in pairs

@@ -48,6 +48,7 @@ GATE_METRICS: dict[str, str] = {
     "device_util_pct": "mean device utilisation",
     "service_cpu_pct": "mean service CPU",
     "mem_used_mb": "mean device memory used",
+    "cost_per_1m_embeddings": "cost per million embeddings (needs prices: the runs' cost block or --cost-*)",
 }
 _RULE_RE = re.compile(r"^\s*([a-z0-9_]+)\s*:\s*([+-])\s*([0-9]*\.?[0-9]+)\s*(%?)\s*$")
 

@@ -73,6 +73,13 @@ class CapacityResult(BaseModel):
     # The load never reached the limit (module doc): max_qps_meeting_slo is "at least" that much.
     lower_bound: bool = False
     highest_step_index: int | None = None  # the highest-load step with requests: where the load ended
+    # adaptive steps (steps.until) that reached their longest time before their P99 interval was narrow enough
+    unconverged_steps: list[int] = []
+
+    @property
+    def uncertain(self) -> bool:
+        """The answer rests on a step whose P99 never converged (the capacity step or the knee)."""
+        return any(i in self.unconverged_steps for i in (self.max_step_index, self.knee_index) if i is not None)
 
     def plan_for(self, devices_in_run: int, target_qps: float, headroom: float) -> DevicePlan | None:
         """Devices for target_qps from this capacity (None when no step meets the SLO); the one way every

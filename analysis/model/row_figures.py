@@ -7,7 +7,7 @@ equality tests compare the out-of-core engine against (tests/unit/analysis/test_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
@@ -56,5 +56,5 @@ class RowFigures:
     t_done_max_unix_s: float | None
     soak: SoakInputs | None
     slowest: list[SlowRequest]  # the slowest ok requests of the steady state, with their IDs
-
-
+    # inputs embedded by each step's ok requests (n_ok where the rows carry no n_inputs): what cost divides by
+    embeddings: dict[int, float] = field(default_factory=dict)

@@ -60,6 +60,7 @@ def analyse_run(
             t_done_max_unix_s=t_done_max,
             soak=ooc_tables.soak_inputs(con, t0, minutes) if t0 is not None and is_soak(manifest) else None,
             slowest=slowest_requests_ooc(con),
+            embeddings={i: s.n_embeddings for i, s in requests.steps.items()},
         )
         run_t0, run_t1 = run_window(manifest, t_done_max)
         figures = ReportFigures(

@@ -13,7 +13,8 @@ from pydantic import BaseModel
 from analysis.engine.figures import ReportFigures
 from analysis.engine.minute_series import SoakFindings
 from analysis.figures.bootstrap import DEFAULT_N_BOOT
-from analysis.figures.capacity import CapacityResult, capacity, meets_slo
+from analysis.figures.capacity import CapacityResult, DevicePlan, capacity, meets_slo
+from analysis.figures.cost import RunCost, cost_notes, plan_cost, step_cost
 from analysis.figures.devices import DeviceRow, ServingResult, deployment_findings, serving_devices
 from analysis.figures.health import HealthCheck, step_health
 from analysis.figures.quality import Finding, findings
@@ -26,7 +27,16 @@ from analysis.model.soak import SoakResult
 from analysis.model.steps import PERCENTILE_METHOD, StepStats
 from analysis.model.telemetry import TelemetryIndex, TelemetryStats
 from decisions.search.state import SearchSummary, search_summary
-from embedperf.schema import CollectorStatus, GeneratorCpu, HostInfo, Manifest, RunFolder, ServiceInfo
+from embedperf.schema import (
+    CollectorStatus,
+    GeneratorCpu,
+    HostInfo,
+    Manifest,
+    RunFolder,
+    ServiceInfo,
+    StepEnding,
+)
+from scenarios.cost_models import Cost, device_kind
 from scenarios.models import Scenario, Slo
 
 __all__ = ["RequestTotals", "RunAnalysis", "RunSummary", "write_analysis"]
@@ -38,6 +48,12 @@ class StepReport(BaseModel):
     decomposition: Decomposition | None
     health: list[HealthCheck]
     meets_slo: bool
+    ending: StepEnding | None = None  # adaptive steps (steps.until): why it ended, from the manifest
+
+    @property
+    def unconverged(self) -> bool:
+        """An adaptive step that reached its longest time before its P99 interval was narrow enough."""
+        return self.ending is not None and not self.ending.converged
 
 
 class RunSummary(BaseModel):
@@ -81,6 +97,9 @@ class RunSummary(BaseModel):
     search: SearchSummary | None = None  # the capacity search's answer (decisions.search.state), for search runs
     # the slowest ok requests of the steady state with their X-Request-ID (analysis.model.slowest)
     slowest_requests: list[SlowRequest] = []
+    cost: RunCost | None = (
+        None  # the scenario's or the command's prices applied (analysis.figures.cost); None: no prices
+    )
 
 
 @dataclass
@@ -103,6 +122,7 @@ class Settings:
     target_qps: float | None = None
     headroom: float = 0.25
     n_boot: int = DEFAULT_N_BOOT
+    cost: Cost | None = None  # prices laid over the scenario's cost block (scenarios.cost_models)
 
 
 def _slo_from_manifest(slo: Slo) -> tuple[float | None, float]:
@@ -176,6 +196,7 @@ def summarise(
     stats = rows.stats
     serving = _serving(manifest, index, stats)
     steps: list[StepReport] = []
+    endings = {stage.index: stage.ending for stage in manifest.stages}
     for stage_stats in stats:
         tel = index.window_stats(stage_stats.steady_start_unix_s, stage_stats.steady_end_unix_s)
         steps.append(
@@ -185,6 +206,7 @@ def summarise(
                 decomposition=rows.decomposition.get(stage_stats.index),
                 health=step_health(stage_stats, tel, manifest.health),
                 meets_slo=meets_slo(stage_stats, slo_p99_ms, error_budget),
+                ending=endings.get(stage_stats.index),
             )
         )
     devices = _devices_in_run(index, serving)
@@ -243,7 +265,59 @@ def summarise(
         search=search_summary(manifest),
         slowest_requests=rows.slowest,
     )
+    summary.capacity.unconverged_steps = [s.stats.index for s in steps if s.unconverged]
+    summary.cost = run_cost(summary, rows, settings)
     return summary, serving
+
+
+def plan_of(summary: RunSummary, headroom: float) -> DevicePlan | None:
+    """The plan the analysis made (--target-qps), else one for the scenario's slo.target_qps."""
+    if summary.capacity.plan is not None:
+        return summary.capacity.plan
+    target = summary.scenario.slo.target_qps
+    return summary.capacity.plan_for(summary.devices_in_run, target, headroom) if target is not None else None
+
+
+def run_cost(summary: RunSummary, rows: RowFigures, settings: Settings) -> RunCost | None:
+    """Every step's cost and the plan's (analysis.figures.cost), or None when no price is given."""
+    recorded = summary.scenario.cost
+    prices = settings.cost.over(recorded) if settings.cost is not None else recorded
+    if prices is None or not prices.priced:
+        return None
+    source = "+".join(
+        name
+        for name, given in (("scenario", recorded is not None), ("options", settings.cost is not None))
+        if given
+    )
+    info = summary.service_info
+    kind = device_kind(
+        summary.serving_devices, [d.kind for d in info.devices] if info else [], info.device if info else None
+    )
+    devices = summary.devices_in_run
+    steps = [
+        step_cost(
+            s.stats,
+            s.telemetry,
+            rows.embeddings.get(s.stats.index, float(s.stats.n_ok)),
+            prices,
+            kind,
+            devices,
+        )
+        for s in summary.steps
+    ]
+    plan = plan_of(summary, settings.headroom)
+    at = next((s for s in summary.steps if s.stats.index == summary.capacity.max_step_index), None)
+    return RunCost(
+        prices=prices,
+        source=source,
+        device_kind=kind,
+        devices=devices,
+        steps=steps,
+        plan=plan_cost(plan, prices, kind, (at.stats, at.telemetry) if at else None, summary.capacity.uncertain)
+        if plan
+        else None,
+        notes=cost_notes(prices, kind, steps, [s.telemetry for s in summary.steps]),
+    )
 
 
 def _generator_cpu(steps: list[StepReport]) -> float | None:
@@ -262,6 +336,8 @@ STEP_COLUMNS: tuple[str, ...] = (
     "documents_per_s",
 )  # fmt: skip
 # qps is goodput (successful requests per second); offered_qps counts failed requests too.
+# Only a run with prices (summary.cost) has these: no price, no cost column.
+COST_COLUMNS: tuple[str, ...] = ("cost_per_hour", "cost_per_1m_embeddings", "cost_per_1m_tokens", "currency")
 
 
 def step_row(step: StepReport) -> dict[str, Any]:
@@ -282,16 +358,28 @@ def step_row(step: StepReport) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def cost_row(summary: RunSummary, index: int) -> dict[str, Any]:
+    cost = summary.cost
+    step = cost.step(index) if cost is not None else None
+    if cost is None or step is None:
+        return {}
+    return {
+        "cost_per_hour": step.hourly, "cost_per_1m_embeddings": step.per_1m_embeddings,
+        "cost_per_1m_tokens": step.per_1m_tokens, "currency": cost.prices.currency,
+    }  # fmt: skip
+
+
 def write_analysis(folder: RunFolder, summary: RunSummary) -> Path:
     """RUN_DIR/analysis/{summary.json, steps.csv, decomposition.csv}; all rebuildable from the run."""
     out = folder.analysis
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
     with (out / "steps.csv").open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(STEP_COLUMNS))
+        columns = [*STEP_COLUMNS, *(COST_COLUMNS if summary.cost is not None else ())]
+        writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         for step in summary.steps:
-            writer.writerow(step_row(step))
+            writer.writerow(step_row(step) | cost_row(summary, step.stats.index))
     with (out / "decomposition.csv").open("w", newline="", encoding="utf-8") as fh2:
         rows = csv.writer(fh2)
         rows.writerow(["index", "label", "component", "mean_ms", "pct"])

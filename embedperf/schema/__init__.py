@@ -32,6 +32,7 @@ from embedperf.schema.manifest import (
     ServingDevices,
     ServingRule,
     StageRecord,
+    StepEnding,
     new_manifest,
 )
 from embedperf.schema.request_row import RequestRow
@@ -80,6 +81,7 @@ __all__ = [
     "compact_parts",
     "empty_request_row",
     "StageRecord",
+    "StepEnding",
     "CollectorStatus",
     "GeneratorCpu",
     "GeneratorWorker",

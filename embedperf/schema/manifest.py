@@ -15,6 +15,24 @@ from scenarios.models import Health, Scenario, Slo, Target
 # --------------------------------------------------------------------------------------------
 # Manifest
 # --------------------------------------------------------------------------------------------
+class StepEnding(BaseModel):
+    """Why an adaptive step (scenario steps.until) ended, and the P99 interval it had then."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Literal["converged", "max_time"]
+    target_rel_width: float = Field(description="The steps.until.p99_rel_width it aimed for.")
+    n_ok: int = Field(0, description="Ok answers after the warm-up that the decision saw.")
+    p99_ms: float | None = None
+    p99_ci_low_ms: float | None = Field(default=None, description="None: too few answers to bound it.")
+    p99_ci_high_ms: float | None = Field(default=None, description="None: too few answers to bound it.")
+    rel_width: float | None = Field(default=None, description="(high - low) / P99; None while an end is unbounded.")
+
+    @property
+    def converged(self) -> bool:
+        return self.reason == "converged"
+
+
 class StageRecord(BaseModel):
     """Real boundaries of one load stage, as it happened (not as planned)."""
 
@@ -27,6 +45,7 @@ class StageRecord(BaseModel):
     start_unix_s: float
     end_unix_s: float | None = None
     warmup_s: float = Field(0.0, description="Seconds at the start of the stage the analysis trims.")
+    ending: StepEnding | None = Field(default=None, description="Adaptive steps only: why the step ended.")
 
 
 class CollectorStatus(BaseModel):

@@ -20,6 +20,7 @@ from loadgen.lifecycle.options import (
     shorthand_overrides,
 )
 from loadgen.lifecycle.verdict import EXIT_INCOMPLETE
+from scenarios.cost_options import add_cost_options, cost_overrides
 from scenarios.loader import (
     OVERRIDE_HELP,
     PROFILES,
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         "all stopped at the end; one run folder (default 0: a single process)",
     )
     add_device_options(parser)
+    add_cost_options(parser)
     return parser
 
 
@@ -93,7 +95,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    overrides = shorthand_overrides(parse_overrides(args.overrides), args)
+    overrides = {**cost_overrides(args), **shorthand_overrides(parse_overrides(args.overrides), args)}
     # validated before anything starts; local workers inherit the key with the environment
     scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
     export_api_key(args.api_key, scenario.target.api_key_env)

@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import MutableMapping
 
+from embedperf.errors import ConfigError
 from scenarios.loader import load_scenario, shipped_scenarios
 
 API_KEY_HELP = (
@@ -47,6 +48,31 @@ def add_step_options(parser: argparse._ActionsContainer) -> None:
         help="seconds at the start of every step the analysis trims; shorter than the step "
         "(shorthand for --set steps.warmup_s=S)",
     )
+    add_until_option(parser)
+
+
+UNTIL_HELP = (
+    "adaptive steps: hold each step until the 95%% interval of its P99 is at most this wide relative to the P99, "
+    "then go on (its duration is then its longest time): p99_rel_width=0.1[,min_requests=1000][,min_s=5] "
+    "(shorthand for --set steps.until.KEY=VALUE; see steps.until in scenarios/until_models.py)"
+)
+
+
+def add_until_option(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument("--until", default=None, metavar="p99_rel_width=W[,KEY=VALUE...]", help=UNTIL_HELP)
+
+
+def until_overrides(spec: str | None) -> dict[str, str]:
+    """`--until p99_rel_width=0.1,min_s=5` as `--set steps.until.*` overrides (every step)."""
+    if not spec:
+        return {}
+    out = {}
+    for item in spec.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ConfigError(f"--until expects KEY=VALUE[,KEY=VALUE...], got {spec!r} (e.g. --until p99_rel_width=0.1)")
+        out[f"steps.until.{key.strip()}"] = value.strip()
+    return out
 
 
 def add_api_key_option(parser: argparse._ActionsContainer) -> None:
@@ -72,6 +98,7 @@ def shorthand_overrides(overrides: dict[str, str], options: object) -> dict[str,
         value = getattr(options, attr, None)
         if value not in (None, ""):
             shorthands[key] = json.dumps(str(value))
+    shorthands |= until_overrides(getattr(options, "until", None))
     return {**shorthands, **overrides}
 
 

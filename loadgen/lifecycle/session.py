@@ -36,6 +36,7 @@ from loadgen.processes.collectors_proc import CollectorsProcess, collectors_avai
 from loadgen.recording.locust_report import write_locust_reports
 from loadgen.recording.monitor import CpuMonitor, settle_heap, summarise
 from loadgen.recording.recorder import Recorder, StageTimeline
+from loadgen.recording.until_watch import UntilWatch
 from loadgen.traffic import context, payloads
 from loadgen.traffic.context import RunContext
 from loadgen.traffic.protocols import registry
@@ -69,6 +70,7 @@ class RunSession:
     manifest: Manifest = field(init=False)
     timeline: StageTimeline = field(default_factory=StageTimeline)
     recorder: Recorder = field(init=False)
+    until: UntilWatch = field(default_factory=UntilWatch)  # adaptive steps (steps.until)
     cpu: CpuMonitor = field(init=False)
     cpu_samples: list[dict[str, Any]] = field(default_factory=list)
     collectors: CollectorsProcess | None = None
@@ -98,7 +100,8 @@ class RunSession:
         self.manifest.locust_command = sys.argv  # type: ignore[attr-defined]  # kept as an extra key
         self.manifest.generator_pid = os.getpid()  # type: ignore[attr-defined]  # finds the folder after a crash
         write_manifest(self.folder, self.manifest)
-        self.recorder = Recorder(self.folder, self.timeline)
+        adaptive = any(step.until is not None for step in self.scenario.steps)
+        self.recorder = Recorder(self.folder, self.timeline, watch=self.until.observe if adaptive else None)
         self.cpu = CpuMonitor(worker="master" if self._is_master else "local")
         self.cpu.start()
         if self.options.collectors and collectors_available():

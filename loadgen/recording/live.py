@@ -31,7 +31,7 @@ SERVER_STAGES: tuple[str, ...] = ("queue", "tokenize", "compute", "post")
 DEVICE_METRICS: tuple[str, ...] = ("device_util_pct", "aicore_util_pct", "power_w", "temp_c", "mem_used_mb")
 HOST_METRICS: dict[str, tuple[str, ...]] = {"cpu": ("cpu_util_pct",), "proc:service": ("busy_frac", "cpu_util_pct")}
 VALIDATION_PREFIX = "validation"
-LIVE_COLUMNS = ("endpoint", "ok", "error", "status_code", "latency_ms")
+LIVE_COLUMNS = ("endpoint", "ok", "error", "status_code", "latency_ms", "n_inputs")
 
 
 class PartsTail:
@@ -99,6 +99,7 @@ class StepFigures:
     errors_by_kind: Counter[str] = field(default_factory=Counter)
     latency_bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
     latency_sum_ms: float = 0.0
+    embeddings: float = 0.0  # inputs of the ok requests (one each where a row carries no n_inputs)
     first_sent_unix_s: float | None = None
     last_done_unix_s: float | None = None
     server_sum_ms: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SERVER_STAGES, 0.0))
@@ -110,6 +111,7 @@ class StepFigures:
         latency_ms = cell_float(row.get("latency_ms"))
         if ok:
             self.ok += 1
+            self.embeddings += cell_float(row.get("n_inputs")) or 1.0
         else:
             status = cell_float(row.get("status_code"))
             self.errors_by_kind[error_kind(status, str(row.get("error") or ""))] += 1
@@ -132,6 +134,11 @@ class StepFigures:
     @property
     def errors(self) -> int:
         return self.requests - self.ok
+
+    @property
+    def embeddings_per_s(self) -> float:
+        """Embeddings of successful requests per second, over the same span as goodput_rps."""
+        return self.goodput_rps * self.embeddings / self.ok if self.ok else 0.0
 
     @property
     def goodput_rps(self) -> float:

@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from loadgen.recording.live import LATENCY_BUCKETS_MS, LiveRun
+from loadgen.recording.live_cost import live_prices, step_cost_per_1m
 
 log = logging.getLogger("embedperf.loadgen")
 METRIC_PREFIX = "embedperf"
@@ -67,6 +68,7 @@ class LiveRunCollector(Collector):
             for stage, mean_ms in step.server_mean_ms().items():
                 server.add_metric([*values, stage], mean_ms)
         yield from (requests, errors, goodput, users, latency, server)
+        yield from self._cost(live, labels)
         device = GaugeMetricFamily(
             f"{METRIC_PREFIX}_device_figure",
             "Newest telemetry sample of the serving devices (or host CPU and service busy fraction).",
@@ -75,6 +77,31 @@ class LiveRunCollector(Collector):
         for (name, metric), sample in live.device_figures().items():
             device.add_metric([run_id, name, metric, sample.source], sample.value)
         yield device
+
+
+    def _cost(self, live: LiveRun, labels: list[str]) -> Iterator[Metric]:
+        """Cost per million embeddings and per hour of each step, only when the run's scenario has prices."""
+        prices = live_prices(live)
+        if prices is None:
+            return
+        per_1m = GaugeMetricFamily(
+            f"{METRIC_PREFIX}_cost_per_1m_embeddings",
+            "Cost of a million embeddings at the step's goodput so far (the scenario's prices).",
+            labels=[*labels, "currency"],
+        )
+        hourly = GaugeMetricFamily(
+            f"{METRIC_PREFIX}_cost_per_hour",
+            "Cost per hour of the serving devices, one host and their energy (the scenario's prices).",
+            labels=[*labels, "currency"],
+        )
+        for step in live.steps.values():
+            values = [live.folder.run_id, str(step.index), step.label, prices.prices.currency]
+            per_hour, per_million = step_cost_per_1m(live, step, prices)
+            if per_hour is not None:
+                hourly.add_metric(values, per_hour)
+            if per_million is not None:
+                per_1m.add_metric(values, per_million)
+        yield from (per_1m, hourly)
 
 
 class LiveExporter:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from embedperf.parts import PartsWriter
@@ -21,6 +21,7 @@ from embedperf.schema import (
     RequestRow,
     RunFolder,
     StageRecord,
+    StepEnding,
     compact_parts,
 )
 from loadgen.traffic.headers import TIMING_VALUE_COLUMNS, header_text_column, parse_raw_timing
@@ -67,6 +68,13 @@ class StageTimeline:
             if self.stages and self.stages[-1].end_unix_s is None:
                 self.stages[-1].end_unix_s = t_unix_s
 
+    def record_ending(self, index: int, ending: StepEnding) -> None:
+        """Why an adaptive step ended (written into its stage record, and so the manifest)."""
+        with self._lock:
+            for stage in self.stages:
+                if stage.index == index:
+                    stage.ending = ending
+
     @property
     def current(self) -> StageRecord | None:
         return self.stages[-1] if self.stages else None
@@ -97,8 +105,15 @@ def _parse_headers(columns: list[Any]) -> None:
 class Recorder:
     """Owns requests.parts/<worker>.arrows for one run; thread- and greenlet-safe."""
 
-    def __init__(self, folder: RunFolder, timeline: StageTimeline, part_name: str = "requests") -> None:
+    def __init__(
+        self,
+        folder: RunFolder,
+        timeline: StageTimeline,
+        part_name: str = "requests",
+        watch: Callable[[list[Any]], None] | None = None,
+    ) -> None:
         self.folder = folder
+        self._watch = watch  # sees every tagged row (loadgen.recording.until_watch: adaptive steps)
         self.run_id = folder.run_id
         self.timeline = timeline
         self._writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, part_name, prepare=_parse_headers)
@@ -128,6 +143,8 @@ class Recorder:
             if tag is not None:
                 values[STAGE_INDEX_POS : STAGE_INDEX_POS + 4] = tag
         self.rows_received += 1
+        if self._watch is not None:
+            self._watch(values)
         self._append(values)
 
     def write_many(self, rows: Iterable[Sequence[Any]]) -> None:

@@ -57,7 +57,7 @@ def run_schedule(
         ctx,
         sampler,
         environment,
-        share_arrivals(steps, scenario.open_loop.arrival, scenario.payload.seed, share),
+        _adaptive(ctx, share_arrivals(steps, scenario.open_loop.arrival, scenario.payload.seed, share)),
         lambda index: (index, steps[index].label, None, steps[index].rate),
         pool,
         stats,
@@ -66,6 +66,11 @@ def run_schedule(
     )
     pool.join(timeout=scenario.drain_s + scenario.target.timeout_s)
     return stats
+
+
+def _adaptive(ctx: RunContext, schedule: Iterable[Arrival]) -> Iterable[Arrival]:
+    """The schedule as adaptive steps (steps.until) cut it while it runs (loadgen.traffic.schedule.StageCuts)."""
+    return ctx.stage_cuts.apply(schedule) if ctx.stage_cuts is not None else schedule
 
 
 def new_stats() -> dict[str, float]:

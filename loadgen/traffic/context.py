@@ -17,6 +17,7 @@ from embedperf.schema import RequestRow
 from loadgen.traffic.protocols import registry
 from loadgen.traffic.protocols.base import TargetProtocol
 from loadgen.traffic.request_ids import request_ids
+from loadgen.traffic.schedule import StageCuts
 from loadgen.traffic.shares import ScheduleShare
 from scenarios.models import Scenario
 
@@ -41,6 +42,7 @@ class RunContext:
     search: dict[str, Any] | None = None  # the capacity search's record (loadgen.shaping.search), when one ran
     schedule_share: ScheduleShare | None = None  # open loop: this process's arrivals (loadgen.traffic.shares)
     share_claimed: bool = False
+    stage_cuts: StageCuts | None = None  # open loop with steps.until: the steps ended early (set at build)
     request_ids: Iterator[str] = field(default_factory=request_ids)  # X-Request-ID of each request sent
     protocol: TargetProtocol = registry.DEFAULT  # builds each request and judges its answer (target.protocol)
 
@@ -112,6 +114,8 @@ def build_context(
         headers=request_headers(scenario),
         protocol=registry.get(scenario.target.protocol),
     )
+    if scenario.is_open_loop and any(step.until is not None for step in scenario.steps):
+        ctx.stage_cuts = StageCuts(scenario.steps)
     dim = info_dimension(service_info)
     if dim is not None:
         ctx.expected_dim, ctx.dim_source = dim, "service /info"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from scenarios.models import Step
@@ -25,6 +25,48 @@ def stage_offsets_s(steps: Sequence[Step]) -> list[float]:
         offsets.append(t)
         t += step.duration_s
     return offsets
+
+
+class StageCuts:
+    """Adaptive open-loop steps (steps.until) that ended early, and how that moves the rest of the schedule.
+
+    A cut is an offset in the planned schedule: the step's arrivals from there on are not sent, and every
+    later step starts that much sooner (the planned time it no longer takes). The process that owns the run
+    decides a cut a little ahead of now and hands it to every dispatcher (loadgen.distributed.cuts), which
+    applies it to the arrivals it has not sent yet.
+    """
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self.planned_ends_s = [o + s.duration_s for o, s in zip(stage_offsets_s(steps), steps, strict=True)]
+        self.planned_starts_s = stage_offsets_s(steps)
+        self.cut_s: dict[int, float] = {}
+
+    def cut(self, index: int, planned_offset_s: float) -> None:
+        """End step `index` at this planned offset (the first cut of a step holds)."""
+        if planned_offset_s < self.planned_ends_s[index]:
+            self.cut_s.setdefault(index, planned_offset_s)
+
+    def shift_s(self, index: int) -> float:
+        """How much sooner step `index` starts than planned: what the cut steps before it gave up."""
+        return sum(self.planned_ends_s[j] - c for j, c in self.cut_s.items() if j < index)
+
+    def starts_s(self) -> list[float]:
+        """Each step's start offset as the schedule now runs."""
+        return [start - self.shift_s(i) for i, start in enumerate(self.planned_starts_s)]
+
+    def end_s(self) -> float:
+        """Where the schedule now ends."""
+        last = len(self.planned_ends_s) - 1
+        return self.cut_s.get(last, self.planned_ends_s[last]) - self.shift_s(last)
+
+    def apply(self, schedule: Iterable[Arrival]) -> Iterator[Arrival]:
+        """The arrivals still to send, moved by the cuts known when each is taken (lazily, just before it is due)."""
+        for arrival in schedule:
+            cut = self.cut_s.get(arrival.stage_index)
+            if cut is not None and arrival.offset_s >= cut:
+                continue
+            shift = self.shift_s(arrival.stage_index) if self.cut_s else 0.0
+            yield Arrival(arrival.offset_s - shift, arrival.stage_index) if shift else arrival
 
 
 def arrivals(steps: Sequence[Step], process: str, seed: int = 0) -> Iterator[Arrival]:

@@ -25,6 +25,7 @@ from locust.runners import MasterRunner, Runner, WorkerRunner
 
 from collectors.options import DeviceOptions, add_device_options
 from embedperf.errors import ConfigError, EmbedperfError
+from loadgen.distributed import cuts
 from loadgen.distributed import rows as distributed
 from loadgen.lifecycle import agent_preflight, preflight, session, verdict
 from loadgen.lifecycle.announcements import SIGTERM_READY_LOG
@@ -185,6 +186,7 @@ def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
     state = attach(environment)
     if isinstance(runner, WorkerRunner):
         distributed.register_worker(runner)
+        cuts.register_worker_cuts(runner)
         return
     try:
         scenario, run_opts = resolve(environment)

@@ -6,10 +6,11 @@ import time
 
 from locust import LoadTestShape
 
+from loadgen.distributed import cuts as stage_cuts
 from loadgen.distributed import rows as distributed
 from loadgen.lifecycle import session
 from loadgen.lifecycle.run_state import RunState, state_of
-from loadgen.traffic.schedule import stage_offsets_s
+from loadgen.traffic.schedule import StageCuts, stage_offsets_s
 from loadgen.traffic.shares import ScheduleShare
 
 DEFAULT_SPAWN_RATE_FACTOR = 10.0  # users per second = users x this: a step's users start within 0.1 s
@@ -30,6 +31,7 @@ class ScenarioShape(LoadTestShape):
         self._users_stopped = False
         self._origin_unix_s: float | None = None
         self._dispatchers = 1
+        self._cuts: StageCuts | None = None  # open loop with steps.until: where steps ended early
 
     def _new_run(self, run: session.RunSession) -> None:
         """A run's clock starts at its first tick: starting the session (service /info, tokenizer) is no
@@ -40,6 +42,7 @@ class ScenarioShape(LoadTestShape):
         self._stage_end_run_s = 0.0
         self._users_stopped = False
         self._origin_unix_s = None
+        self._cuts = None
         self.reset_time()
 
     def _state(self) -> RunState:
@@ -68,20 +71,22 @@ class ScenarioShape(LoadTestShape):
         steps = run.scenario.steps
         run_time_s = self.get_run_time()
         if self._stage_index < 0 or (
-            self._stage_index < len(steps) and run_time_s >= self._stage_end_run_s
+            self._stage_index < len(steps) and self._step_done(run, run_time_s)
         ):
             self._stage_index += 1
             if self._stage_index < len(steps):
                 step = steps[self._stage_index]
                 self._stage_end_run_s = run_time_s + step.duration_s
+                now = time.time()
                 run.timeline.begin(
                     self._stage_index,
                     step.label,
-                    time.time(),
+                    now,
                     users=step.users,
                     rate=step.rate,
                     warmup_s=step.warmup_s,
                 )
+                run.until.begin(self._stage_index, now, step.warmup_s, step.until)
             else:
                 run.timeline.end(time.time())
         if self._stage_index < len(steps):
@@ -90,22 +95,41 @@ class ScenarioShape(LoadTestShape):
             return (users, step.spawn_rate or users * DEFAULT_SPAWN_RATE_FACTOR)
         return self._finish(run)
 
+    def _step_done(self, run: session.RunSession, run_time_s: float) -> bool:
+        """The step ran its whole duration, or (steps.until) its P99 interval is narrow enough; an adaptive
+        step's stage record says which."""
+        ending = run.until.converged(time.time())
+        if ending is None and run_time_s >= self._stage_end_run_s:
+            ending = run.until.timed_out()
+            if ending is None:
+                return True  # a fixed step
+        if ending is None:
+            return False
+        run.timeline.record_ending(self._stage_index, ending)
+        return True
+
     def _open_loop_tick(self, run: session.RunSession) -> tuple[int, float] | None:
-        """Stages begin at the schedule's instants (origin + offsets), not at the 1 Hz ticks that notice them."""
+        """Stages begin at the schedule's instants (origin + offsets), not at the 1 Hz ticks that notice them;
+        an adaptive step (steps.until) that is known ends early and the schedule moves up (StageCuts)."""
         scenario = run.scenario
         steps = scenario.steps
         if self._origin_unix_s is None:
             self._origin_unix_s = self._publish_origin()
+            self._cuts = self._stage_cuts(run)
         origin = self._origin_unix_s
-        offsets = stage_offsets_s(steps)
-        end_offset_s = offsets[-1] + steps[-1].duration_s
+        cuts = self._cuts
+        offsets = cuts.starts_s() if cuts is not None else stage_offsets_s(steps)
+        end_offset_s = cuts.end_s() if cuts is not None else offsets[-1] + steps[-1].duration_s
         elapsed_s = time.time() - origin
         if elapsed_s < end_offset_s:
             current = max(i for i, offset in enumerate(offsets) if offset <= max(elapsed_s, 0.0))
             self._begin_through(run, current, origin, offsets)
+            if cuts is not None:
+                self._cut_if_known(run, cuts, elapsed_s)
             return (self._dispatchers, DISPATCHER_SPAWN_RATE)
         if self._stage_index != len(steps):
             self._begin_through(run, len(steps) - 1, origin, offsets)
+            self._record_timeout(run, len(steps) - 1)
             self._stage_index = len(steps)
             run.timeline.end(origin + end_offset_s)
         if elapsed_s < end_offset_s + scenario.drain_s:
@@ -119,12 +143,45 @@ class ScenarioShape(LoadTestShape):
         than a tick)."""
         steps = run.scenario.steps
         while self._stage_index < index:
+            if self._stage_index >= 0:
+                self._record_timeout(run, self._stage_index)
             self._stage_index += 1
             step = steps[self._stage_index]
+            start = origin + offsets[self._stage_index]
             run.timeline.begin(
-                self._stage_index, step.label, origin + offsets[self._stage_index], rate=step.rate,
-                warmup_s=step.warmup_s,
+                self._stage_index, step.label, start, rate=step.rate, warmup_s=step.warmup_s,
             )  # fmt: skip
+            run.until.begin(self._stage_index, start, step.warmup_s, step.until)
+
+    def _stage_cuts(self, run: session.RunSession) -> StageCuts | None:
+        """Where adaptive open-loop steps end: this process's dispatcher's (local), or the master's own copy."""
+        if not any(step.until is not None for step in run.scenario.steps):
+            return None
+        if distributed.is_distributed(self.runner):
+            return StageCuts(run.scenario.steps)
+        ctx = self._state().context
+        return ctx.stage_cuts if ctx is not None else None
+
+    def _cut_if_known(self, run: session.RunSession, cuts: StageCuts, elapsed_s: float) -> None:
+        """End the current adaptive step CUT_LEAD_S from now once its P99 is known, on every dispatcher."""
+        index = self._stage_index
+        if index < 0 or index in cuts.cut_s or run.until.last_reason == "converged":
+            return
+        ending = run.until.converged(time.time())
+        if ending is None:
+            return
+        run.timeline.record_ending(index, ending)
+        planned = elapsed_s + stage_cuts.CUT_LEAD_S + cuts.shift_s(index)
+        cuts.cut(index, planned)
+        if index in cuts.cut_s and distributed.is_distributed(self.runner):
+            stage_cuts.publish_cut(self.runner, index, planned)  # type: ignore[arg-type]
+
+    def _record_timeout(self, run: session.RunSession, index: int) -> None:
+        """An adaptive step left without a decision ran to its longest time: its stage record says so."""
+        if run.until.last_reason is None:
+            ending = run.until.timed_out()
+            if ending is not None:
+                run.timeline.record_ending(index, ending)
 
     def _publish_origin(self) -> float:
         """Fix the schedule's origin and hand out the shares: to the workers (distributed) or this process."""

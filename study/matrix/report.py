@@ -17,6 +17,7 @@ from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
 from reports.compare_build import load_curves
 from reports.render import render
+from study.matrix.cost import cheapest
 from study.matrix.run import MatrixRecord, changes_numerics
 from study.matrix.spec import MatrixSpec
 
@@ -238,6 +239,7 @@ def build_matrix_report(folder: Path, lang: str = "en") -> Path:
         rows=rows,
         best=best,
         basis=basis,
+        cheapest=cheapest(list(rows)),
         failed_precision=failed_precision,
         failed_runs=[r for r in record.runs if not r.ok],
         slo_p99_ms=slo.slo_p99_ms if slo else None,

@@ -7,11 +7,12 @@ from pathlib import Path
 from prometheus_client import generate_latest
 
 from embedperf.parts import PartsWriter
-from embedperf.schema import REQUEST_SCHEMA, TELEMETRY_SCHEMA, RunFolder, empty_request_row
+from embedperf.schema import REQUEST_SCHEMA, TELEMETRY_SCHEMA, RunFolder, StageRecord, empty_request_row
 from loadgen.cli.locust_help import LOCUSTFILES_DIR, locustfile_argument, our_locustfile
 from loadgen.lifecycle.options import Suggestions, rejoin_overrides
 from loadgen.recording.live import LATENCY_BUCKETS_MS, LiveRun, PartsTail, RunFollower
 from loadgen.recording.live_export import LiveExporter
+from tests.golden.builders import scenario_for_stages, write_run
 
 
 def request_row(stage: int, latency_ms: float, ok: bool = True, **extra: object) -> dict[str, object]:
@@ -123,3 +124,26 @@ def test_help_hook_acts_only_on_locust_help_for_our_locustfiles() -> None:
     assert our_locustfile(["/x/bin/python", "-f", ramp, "--help"]) is None
     assert our_locustfile(["/x/bin/locust", "-f", "other/locustfile.py", "--help"]) is None
     assert locustfile_argument(["-fa.py"]) == "a.py"
+
+
+def test_exporter_prices_each_step_only_when_the_scenario_has_prices(tmp_path: Path) -> None:
+    for name, cost in (("priced", {"device_hour": {"npu": 2.0}, "host_hour": 0.4, "currency": "EUR"}), ("bare", None)):
+        stage = StageRecord(index=0, label="u0", users=1, start_unix_s=100.0, end_unix_s=110.0)
+        scenario = scenario_for_stages([stage], cost=cost) if cost else scenario_for_stages([stage])
+        folder = write_run(tmp_path / name, [], [], [stage], scenario=scenario, service_info={"device": "npu:0"})
+        writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, "requests", flush_interval_s=3600)
+        for k in range(11):  # 10 ok requests of 4 inputs over 1 s (sent 0.1 s apart, 10 ms each)
+            writer.write(request_row(0, 10.0, n_inputs=4, t_sent_unix_s=100.0 + k / 10, t_done_unix_s=100.01 + k / 10))
+        writer.flush()
+        exporter = LiveExporter(RunFollower(lambda folder=folder: _Run(folder)), "127.0.0.1", 0)
+        text = generate_latest(exporter.registry).decode()
+        if cost is None:
+            assert "embedperf_cost" not in text
+            continue
+        labels = f'currency="EUR",run_id="{folder.run_id}",stage="0",stage_label="u0"'
+        assert f"embedperf_cost_per_hour{{{labels}}} 2.4" in text
+        embeddings_per_s = 11 * 4 / 1.01
+        expected = 2.4 / (embeddings_per_s * 3600.0) * 1e6
+        line = next(x for x in text.splitlines() if x.startswith("embedperf_cost_per_1m_embeddings{"))
+        assert abs(float(line.rsplit(" ", 1)[1]) - expected) < 1e-6 * expected
+        writer.close()

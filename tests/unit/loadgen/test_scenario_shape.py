@@ -17,6 +17,7 @@ STEP_S = 2.0
 TICKS = """
 import json, sys
 from types import SimpleNamespace
+from loadgen.recording.until_watch import UntilWatch
 from loadgen.wiring.shapes import ScenarioShape
 
 STEP_S = 2.0
@@ -35,9 +36,10 @@ class Clock(ScenarioShape):
         return self.now_s
 
 def case(times_s):
-    steps = [SimpleNamespace(duration_s=STEP_S, label=f"u{n}", users=n, rate=None, warmup_s=0.0, spawn_rate=None)
-             for n in (1, 2, 4)]
-    run = SimpleNamespace(scenario=SimpleNamespace(steps=steps), timeline=Timeline(), shape_completed=False)
+    steps = [SimpleNamespace(duration_s=STEP_S, label=f"u{n}", users=n, rate=None, warmup_s=0.0, spawn_rate=None,
+                             until=None) for n in (1, 2, 4)]
+    run = SimpleNamespace(scenario=SimpleNamespace(steps=steps), timeline=Timeline(), shape_completed=False,
+                          until=UntilWatch())
     shape, answers = Clock(), []
     for now_s in times_s:
         shape.now_s = now_s

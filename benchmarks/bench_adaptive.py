@@ -1,0 +1,148 @@
+"""Adaptive steps benchmark: the shipped ramp held until each step's P99 is known, against the full fixed profile.
+
+One reference service; the ramp's `full` profile (4 steps x 60 s, 10 s warm-up) run as is, then the same
+steps with `--until` (each step's longest time stays 60 s). Prints per step the full run's P99 with its 95%
+interval (the report's), the adaptive step's P99, how it ended and how long it ran; then the wall time of
+both ramps (first stage start to last stage end), their ratio, and whether every adaptive P99 lies inside the
+full run's interval (and, weaker, whether the two runs' intervals overlap). The two ramps run one after the
+other, so drift of a shared host between them shows as P99s outside the intervals. Target (the issue's done-when): ratio <= 0.5 with every adaptive P99 inside.
+`--json` prints one JSON object as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+TARGET_RATIO = 0.5
+
+
+def _wall_s(stages: list[Any]) -> float:
+    return float(max(s.end_unix_s or s.start_unix_s for s in stages) - min(s.start_unix_s for s in stages))
+
+
+def _overlap(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool:
+    """Whether two intervals share a point (a weaker test than a point inside the other's interval)."""
+    if None in (*a, *b):
+        return False
+    return bool(a[0] <= b[1] and b[0] <= a[1])  # type: ignore[operator]
+
+
+def run_ramp(url: str, runs_dir: Path, label: str, overrides: dict[str, str]) -> Any:
+    from analysis.run.analyse import analyse_folder
+    from loadgen.cli.runner import run_scenario_outcome
+
+    outcome = run_scenario_outcome(
+        "ramp",
+        host=url,
+        runs_dir=runs_dir,
+        label=label,
+        profile="full",
+        overrides=overrides,
+        collectors=False,
+    )
+    if outcome.folder is None:
+        raise SystemExit(f"the {label} ramp left no run folder (exit {outcome.exit_code})")
+    return analyse_folder(outcome.folder)
+
+
+def compare(full: Any, adaptive: Any) -> dict[str, Any]:
+    steps = []
+    for f, a in zip(full.summary.steps, adaptive.summary.steps, strict=True):
+        low, high = f.stats.p99_ci_ms
+        p99 = a.stats.latency.p99_ms
+        stage = next(s for s in adaptive.manifest.stages if s.index == a.stats.index)
+        steps.append(
+            {
+                "step": f.stats.label,
+                "full_p99_ms": f.stats.latency.p99_ms,
+                "full_ci_ms": [low, high],
+                "adaptive_p99_ms": p99,
+                "inside": low is not None and high is not None and p99 is not None and low <= p99 <= high,
+                "overlap": _overlap((low, high), a.stats.p99_ci_ms),
+                "ended": a.ending.reason if a.ending else "fixed",
+                "adaptive_ci_ms": [a.ending.p99_ci_low_ms, a.ending.p99_ci_high_ms] if a.ending else None,
+                "adaptive_n_ok": a.ending.n_ok if a.ending else None,
+                "adaptive_step_s": (stage.end_unix_s or stage.start_unix_s) - stage.start_unix_s,
+            }
+        )
+    full_s, adaptive_s = _wall_s(full.manifest.stages), _wall_s(adaptive.manifest.stages)
+    ratio = adaptive_s / full_s if full_s > 0 else None
+    return {
+        "steps": steps,
+        "full_wall_s": round(full_s, 1),
+        "adaptive_wall_s": round(adaptive_s, 1),
+        "ratio": round(ratio, 3) if ratio is not None else None,
+        "all_inside": all(s["inside"] for s in steps),
+        "all_overlap": all(s["overlap"] for s in steps),
+        "meets_target": ratio is not None and ratio <= TARGET_RATIO and all(s["inside"] for s in steps),
+        "full_run": str(full.folder.root),
+        "adaptive_run": str(adaptive.folder.root),
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--until", default="p99_rel_width=0.5,min_requests=400,min_s=5", help="the adaptive ramp's --until"
+    )
+    parser.add_argument(
+        "--runs-dir", type=Path, default=None, help="where the two runs go (default: a temporary folder)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.add_argument(
+        "--from-runs", nargs=2, type=Path, default=None, metavar=("FULL_RUN", "ADAPTIVE_RUN"),
+        help="recompute the figures from two run folders of an earlier benchmark (no service, no load)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+
+    from analysis.run.analyse import analyse_folder
+    from embedperf.schema import RunFolder
+    from loadgen.lifecycle.options import until_overrides
+    from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
+
+    if args.from_runs is not None:
+        full, adaptive = (analyse_folder(RunFolder(p)) for p in args.from_runs)
+    else:
+        runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="bench-adaptive-"))
+        with ServiceProcess(list(RAMP_SERVICE_ARGS), log_path=runs_dir / "service.log") as service:
+            print(f"service ready at {service.url}; full ramp (4 x 60 s) ...", flush=True)
+            started = time.monotonic()
+            full = run_ramp(service.url, runs_dir, "full", {})
+            print(
+                f"full ramp done in {time.monotonic() - started:.0f} s; adaptive ramp (--until {args.until}) ...",
+                flush=True,
+            )
+            adaptive = run_ramp(service.url, runs_dir, "adaptive", until_overrides(args.until))
+    result = compare(full, adaptive) | {"until": args.until}
+    print(
+        f"{'step':<6} {'full P99 ms':>11} {'full 95% interval':>21} {'adaptive P99':>12} {'inside':>6} "
+        f"{'overlap':>7} {'ended':>10} {'n ok':>6} {'step s':>6}"
+    )
+    for s in result["steps"]:
+        low, high = s["full_ci_ms"]
+        interval = f"{low:.1f} .. {high:.1f}" if low is not None and high is not None else "-"
+        print(
+            f"{s['step']:<6} {s['full_p99_ms'] or 0:11.1f} {interval:>21} {s['adaptive_p99_ms'] or 0:12.1f} "
+            f"{'yes' if s['inside'] else 'NO':>6} {'yes' if s['overlap'] else 'NO':>7} {s['ended']:>10} {s['adaptive_n_ok'] or 0:6d} {s['adaptive_step_s']:6.1f}"
+        )
+    print(
+        f"wall time: full {result['full_wall_s']} s, adaptive {result['adaptive_wall_s']} s, ratio {result['ratio']} "
+        f"(target <= {TARGET_RATIO}); every adaptive P99 inside the full interval: {result['all_inside']}; every pair of intervals overlapping: "
+        f"{result['all_overlap']}"
+    )
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,108 @@
+"""Adaptive steps (scenario `steps.until`): watch the recorded rows and say when a step's P99 is known.
+
+The process that owns the run folder sees every row, its own users' or forwarded by workers once a second
+(loadgen.distributed.rows), so a distributed run decides on the master from what it has received. Each ok
+answer of the current step sent after its warm-up adds its latency; the load shape asks `decide` at every
+tick, which takes the distribution-free P99 interval of those latencies (the capacity search's statistic,
+decisions.search.stats.quantile_ci) and ends the step once it is narrow enough. Only the current step's
+latencies are held, and only while it has `until`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+from decisions.search.stats import QUANTILE, quantile_ci
+from embedperf.schema import REQUEST_COLUMNS, StepEnding
+from scenarios.until_models import Until
+
+STAGE_POS = REQUEST_COLUMNS.index("stage_index")
+OK_POS = REQUEST_COLUMNS.index("ok")
+LATENCY_POS = REQUEST_COLUMNS.index("latency_ms")
+SENT_POS = REQUEST_COLUMNS.index("t_sent_unix_s")
+ENDPOINT_POS = REQUEST_COLUMNS.index("endpoint")
+VALIDATION_PREFIX = "validation"
+# The interval is recomputed at most this often (it sorts every latency of the step).
+DECIDE_INTERVAL_S = 1.0
+
+
+class UntilWatch:
+    """The current adaptive step's ok latencies, and whether its P99 interval is narrow enough yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._index: int | None = None
+        self._until: Until | None = None
+        self._steady_from_unix_s = math.inf
+        self._latencies_ms: list[float] = []
+        self._last_decided_unix_s = -math.inf
+        self.last: StepEnding | None = None
+        self.last_reason: str | None = None  # the current step's ending once decided: converged | max_time
+
+    def begin(self, index: int, start_unix_s: float, warmup_s: float, until: Until | None) -> None:
+        """A step begins: forget the previous one's latencies."""
+        with self._lock:
+            self._index, self._until = index, until
+            self._steady_from_unix_s = start_unix_s + warmup_s
+            self._latencies_ms = []
+            self._last_decided_unix_s = -math.inf
+            self.last = None
+            self.last_reason = None
+
+    def observe(self, values: list[Any]) -> None:
+        """One recorded row (REQUEST_COLUMNS order, stage-tagged): runs once per request, so kept flat."""
+        if self._until is None or values[STAGE_POS] != self._index or values[OK_POS] is not True:
+            return
+        sent, latency = values[SENT_POS], values[LATENCY_POS]
+        if sent is None or latency is None or sent < self._steady_from_unix_s:
+            return
+        if str(values[ENDPOINT_POS] or "").startswith(VALIDATION_PREFIX):
+            return
+        with self._lock:
+            self._latencies_ms.append(float(latency))
+
+    def measure(self, reason: str = "converged") -> StepEnding | None:
+        """The step's P99 and its interval now (None for a step without `until`)."""
+        until = self._until
+        if until is None:
+            return None
+        with self._lock:
+            latencies = list(self._latencies_ms)
+        point, low, high = quantile_ci(latencies, QUANTILE, until.confidence)
+        bounded = point is not None and math.isfinite(low) and math.isfinite(high) and point > 0
+        return StepEnding(
+            reason="converged" if reason == "converged" else "max_time",
+            target_rel_width=until.p99_rel_width,
+            n_ok=len(latencies),
+            p99_ms=point,
+            p99_ci_low_ms=low if math.isfinite(low) else None,
+            p99_ci_high_ms=high if math.isfinite(high) else None,
+            rel_width=(high - low) / point if bounded and point else None,
+        )
+
+    def converged(self, now_unix_s: float) -> StepEnding | None:
+        """The step's ending when it may stop now (enough answers, time and a narrow enough interval)."""
+        until = self._until
+        if until is None or now_unix_s < self._steady_from_unix_s + until.min_s:
+            return None
+        if (
+            len(self._latencies_ms) < until.min_requests
+            or now_unix_s - self._last_decided_unix_s < DECIDE_INTERVAL_S
+        ):
+            return None
+        self._last_decided_unix_s = now_unix_s
+        ending = self.measure()
+        self.last = ending
+        if ending is None or ending.rel_width is None or ending.rel_width > until.p99_rel_width:
+            return None
+        self.last_reason = ending.reason
+        return ending
+
+    def timed_out(self) -> StepEnding | None:
+        """The ending of a step that reached its longest time (None for a step without `until`)."""
+        ending = self.measure(reason="max_time")
+        if ending is not None:
+            self.last_reason = ending.reason
+        return ending
