@@ -191,7 +191,7 @@ history: setup ## headline trends of every run of one scenario in RUNS (default 
 	$(EP) history $(RUNS) $(if $(SCENARIO),--scenario $(SCENARIO))
 
 bench-adaptive: setup ## the ramp held until each P99 is known (--until) against the full 60 s profile: wall time ratio, P99s inside the full intervals (~7 min)
-	$(PY) benchmarks/bench_adaptive.py
+	$(PY) -m benchmarks.bench_adaptive
 
 bench-recorder: setup ## recorder cost and accuracy benchmark
 	$(PY) -m benchmarks.bench_recorder

@@ -19,8 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+from analysis.run.analyse import analyse_folder
+from embedperf.schema import RunFolder
+from loadgen.cli.runner import run_scenario_outcome
+from loadgen.lifecycle.options import until_overrides
+from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 
 TARGET_RATIO = 0.5
 
@@ -37,8 +40,6 @@ def _overlap(a: tuple[float | None, float | None], b: tuple[float | None, float 
 
 
 def run_ramp(url: str, runs_dir: Path, label: str, overrides: dict[str, str]) -> Any:
-    from analysis.run.analyse import analyse_folder
-    from loadgen.cli.runner import run_scenario_outcome
 
     outcome = run_scenario_outcome(
         "ramp",
@@ -104,10 +105,6 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
 
-    from analysis.run.analyse import analyse_folder
-    from embedperf.schema import RunFolder
-    from loadgen.lifecycle.options import until_overrides
-    from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 
     if args.from_runs is not None:
         full, adaptive = (analyse_folder(RunFolder(p)) for p in args.from_runs)

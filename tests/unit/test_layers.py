@@ -15,7 +15,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 STAGES_TOP_FIRST = ["benchmarks", "study", "reports", "analysis", "loadgen", "decisions", "scenarios"]
 # The scenario model the manifest embeds: a leaf of the ground (contracts ground and scenario-model).
-SCENARIO_MODEL = {"scenarios.models", "scenarios.canary_models"}
+SCENARIO_MODEL = {"scenarios.models", "scenarios.canary_models", "scenarios.cost_models", "scenarios.until_models"}
 
 
 def _config() -> dict[str, Any]:
