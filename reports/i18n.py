@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from embedperf.verdicts import VERDICT_TEXT
 from reports.i18n_canary import CANARY_CATALOGUE
 
 LANGS: tuple[str, ...] = ("en", "zh")
@@ -29,7 +30,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "verdict_pass": ("met at every step", "所有负载阶梯均满足"),
     "verdict_partial": ("met at some steps only", "仅部分阶梯满足"),
     "verdict_fail": ("not met at any step", "所有阶梯均不满足"),
-    "verdict_none": ("no SLO given (pass --slo-p99-ms)", "未设定 SLO（可用 --slo-p99-ms 指定）"),
+    "verdict_no_verdict": ("no verdict: no SLO given (pass --slo-p99-ms)", "无结论：未设定 SLO（可用 --slo-p99-ms 指定）"),
     "slo_text": ("P99 ≤ {p99} ms, error rate ≤ {budget}", "P99 ≤ {p99} ms，错误率 ≤ {budget}"),
     "incomplete_banner": (
         "This run is incomplete (it crashed or is still running): figures cover the rows recorded so far.",
@@ -326,9 +327,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "change": ("Change", "变化"),
     "ci95": ("95% CI", "95% 置信区间"),
     "verdict": ("Verdict", "结论"),
-    "better": ("better", "更好"),
-    "worse": ("worse", "更差"),
-    "no_sig": ("no significant difference", "无显著差异"),
+    "better": VERDICT_TEXT["better"],
+    "worse": VERDICT_TEXT["worse"],
+    "no_difference": VERDICT_TEXT["no_difference"],
+    "no_verdict": VERDICT_TEXT["no_verdict"],
     "overall": ("Overall", "总体"),
     "summary_table": ("Optimisation | QPS gain | resource saving", "优化项 | QPS 提升 | 资源节省"),
     "qps_gain": ("Goodput change", "有效吞吐变化"),
@@ -387,8 +389,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "repeat": ("repeat", "重复"),
     "repeats_note": (
         "Each configuration ran {n} time(s) in rotated order. A change is called better or worse only when every "
-        "repeat's 95% CI agrees; otherwise it is 'no significant difference'.",
-        "每个配置以轮换顺序运行 {n} 次。只有所有重复的 95% 置信区间一致时才判定更好或更差，否则为“无显著差异”。",
+        "repeat's 95% CI agrees, and no difference only when every repeat's CI includes zero; repeats that "
+        "disagree or cannot judge give no verdict.",
+        "每个配置以轮换顺序运行 {n} 次。只有所有重复的 95% 置信区间一致时才判定更好或更差；所有重复的区间都包含零时为“无差异”；"
+        "重复之间不一致或数据不足时为“无结论”。",
     ),
     "failed_runs": ("Runs that failed", "失败的运行"),
     "fig_matrix": ("Configurations overlaid", "各配置叠加对比"),
@@ -674,9 +678,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "ph_bisect": ("bisect", "二分"),
     "ph_repeat": ("repeat", "重复"),
     "ph_confirm": ("confirm", "确认"),
-    "sv_pass": ("pass", "通过"),
-    "sv_fail": ("fail", "失败"),
-    "sv_uncertain": ("uncertain", "不确定"),
+    "sv_pass": VERDICT_TEXT["pass"],
+    "sv_fail": VERDICT_TEXT["fail"],
+    "sv_uncertain": VERDICT_TEXT["uncertain"],
+    "sv_no_verdict": VERDICT_TEXT["no_verdict"],
     "sst_found": ("found", "已找到"),
     "sst_at_slo": ("at the SLO within its interval", "在置信区间内处于 SLO"),
     "sst_wide_interval": ("interval too wide for --precision", "置信区间过宽，达不到 --precision"),

@@ -12,7 +12,7 @@ from analysis.search.state import SearchRecord, devices_serving, read_search
 from reports.figures import log_scale, new_figure, style, to_data_uri
 from reports.i18n import t
 
-VERDICT_COLOURS = {"pass": "#55a868", "fail": "#c44e52", "uncertain": "#dd8452"}
+VERDICT_COLOURS = {"pass": "#55a868", "fail": "#c44e52", "uncertain": "#dd8452", "no_verdict": "#8c8c8c"}
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from analysis.figures.bootstrap import (
 from analysis.model.steps import PERCENTILE_METHOD
 from analysis.run.summary import RunAnalysis
 from embedperf.schema import ServiceInfo
+from embedperf.verdicts import change_verdict
 
 LOWER_IS_BETTER: dict[str, bool] = {
     "qps": False,
@@ -160,13 +161,6 @@ def _point(samples: Samples, q: float) -> float | None:
     return float(np.percentile(values, q, method=PERCENTILE_METHOD)) if len(values) else None
 
 
-def _verdict(metric: str, low: float | None, high: float | None) -> str:
-    if low is None or high is None or (low <= 0.0 <= high):
-        return "no_sig"
-    rose = low > 0.0
-    return "worse" if rose == LOWER_IS_BETTER[metric] else "better"
-
-
 def _change(
     metric: str,
     base: float | None,
@@ -180,7 +174,8 @@ def _change(
         warning = "zero-width 95% interval: the data cannot resolve this change"
     return MetricChange(
         metric=metric, base=base, cand=cand, diff=diff, rel=rel, ci_low=ci[0], ci_high=ci[1],
-        verdict="no_sig" if warning else _verdict(metric, *ci), warning=warning,
+        verdict=change_verdict(ci[0], ci[1], LOWER_IS_BETTER[metric], unsupported=warning is not None),
+        warning=warning,
     )  # fmt: skip
 
 

@@ -24,14 +24,14 @@ verdict (too few samples, steps too short).
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 from pydantic import BaseModel
 
 from analysis.compare.model import StepComparison
 from embedperf.errors import ConfigError
+from embedperf.verdicts import GateVerdict
 
-GateStatus = Literal["pass", "fail", "no_verdict"]
+GateStatus = GateVerdict
 ERROR_BUDGET_METRIC = "error_rate"
 METRIC_UNITS: dict[str, str] = {
     "qps": "req/s", "p50_ms": "ms", "p95_ms": "ms", "p99_ms": "ms", "error_rate": "%",
@@ -194,10 +194,10 @@ def _speed_result(rule: GateRule, scope: StepComparison) -> GateResult:
     if change is None:
         return result("no_verdict", f"no verdict: {rule.metric} was not measured in both runs")
     text = describe_change(rule.metric, change.base, change.cand, change.rel, (change.ci_low, change.ci_high))
-    if change.warning:
-        return result("no_verdict", f"no verdict ({change.warning}): {text}")
+    if change.verdict == "no_verdict":
+        return result("no_verdict", f"no verdict ({change.warning or 'no 95% interval'}): {text}")
     if rule.crossed(change.diff, change.rel):
-        if change.verdict != "no_sig":
+        if change.verdict != "no_difference":
             return result("fail", f"{text}, rule {rule.text}")
         return result("pass", f"{text}: crosses {rule.text} but the interval includes zero (noise)")
     return result("pass", text)

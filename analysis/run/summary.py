@@ -27,6 +27,7 @@ from analysis.model.steps import PERCENTILE_METHOD, StepStats
 from analysis.model.telemetry import TelemetryIndex, TelemetryStats
 from analysis.search.state import SearchSummary, search_summary
 from embedperf.schema import CollectorStatus, GeneratorCpu, HostInfo, Manifest, RunFolder, ServiceInfo
+from embedperf.verdicts import CapacityVerdict
 from scenarios.models import Scenario, Slo
 
 __all__ = ["RequestTotals", "RunAnalysis", "RunSummary", "write_analysis"]
@@ -60,7 +61,7 @@ class RunSummary(BaseModel):
     collectors: list[CollectorStatus]
     slo_p99_ms: float | None
     error_budget: float
-    slo_verdict: str  # "pass" | "partial" | "fail" | "none"
+    slo_verdict: str  # a CapacityVerdict; "none" in summaries written before the vocabulary
     percentile_method: str
     devices_in_run: int
     steps: list[StepReport]
@@ -117,9 +118,10 @@ def _backoffs(manifest: Manifest) -> dict[str, int] | None:
     return {str(k): int(v) for k, v in raw.items() if isinstance(v, int | float)}
 
 
-def _slo_verdict(meeting: list[bool], slo_p99_ms: float | None) -> str:
+def _slo_verdict(meeting: list[bool], slo_p99_ms: float | None) -> CapacityVerdict:
+    """No SLO given or no step to judge: no verdict, which is not a pass."""
     if slo_p99_ms is None or not meeting:
-        return "none"
+        return "no_verdict"
     if all(meeting):
         return "pass"
     return "partial" if any(meeting) else "fail"

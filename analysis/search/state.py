@@ -195,7 +195,7 @@ class SearchState:
         spec, last = self.spec, self._last
         if last is None or self._last_plan is None:
             return self._at(spec.start_rate, "bracket")
-        if last.verdict == "uncertain" and last.phase != "repeat":
+        if last.verdict in ("uncertain", "no_verdict") and last.phase != "repeat":
             return ProbePlan(rate=last.rate, duration_s=self._last_plan.duration_s, phase="repeat")
         if self._confirming is not None:
             rate, self._confirming = self._confirming, None
@@ -300,7 +300,8 @@ class SearchState:
             self.passes.append(plan.rate)
             if plan.phase == "confirm" or (plan.phase == "repeat" and self._confirming is not None):
                 self.record.confirm_stage_index = stage_index
-        elif verdict == "fail":
+        elif verdict == "fail" or (verdict == "no_verdict" and plan.phase == "repeat"):
+            # no ok answer even on the pooled sample: nothing shows the rate can be served
             self.fails.append(plan.rate)
             self._contradicted(plan.rate)
         elif plan.phase == "repeat":  # still uncertain on the pooled sample: at the SLO

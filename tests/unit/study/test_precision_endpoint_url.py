@@ -10,7 +10,12 @@ from study.precision import EndpointEncoder
 
 @pytest.mark.parametrize(
     "base",
-    ["http://127.0.0.1:8086", "http://127.0.0.1:8086/", "http://127.0.0.1:8086/v1", "http://127.0.0.1:8086/v1/"],
+    [
+        "http://127.0.0.1:8086",
+        "http://127.0.0.1:8086/",
+        "http://127.0.0.1:8086/v1",
+        "http://127.0.0.1:8086/v1/",
+    ],
 )
 def test_endpoint_url_is_normalised_like_run(base: str) -> None:
     assert EndpointEncoder(base, "m").url == "http://127.0.0.1:8086/v1/embeddings"
