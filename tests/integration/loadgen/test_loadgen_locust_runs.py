@@ -37,10 +37,12 @@ def locust_cmd(locustfile: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "locust", "-f", str(REPO_ROOT / "locustfiles" / locustfile), *args]
 
 
-def run_locust(locustfile: str, *args: str, timeout_s: float = 90) -> subprocess.CompletedProcess[str]:
+def run_locust(
+    locustfile: str, *args: str, timeout_s: float = 90, cwd: Path = REPO_ROOT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         locust_cmd(locustfile, *args),
-        cwd=REPO_ROOT,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -61,14 +63,18 @@ def _locust_request_count(folder: RunFolder) -> int:
 
 
 def test_smoke_ramp_writes_complete_run_folder(stub_server: StubServer, tmp_path: Path) -> None:
+    """Started outside the repository with a relative --runs-dir, as a user in their own directory does:
+    every file of the run, the collectors' included, lands in the one run folder under that directory."""
     url = stub_server("--delay-ms", str(STUB_DELAY_MS))
     proc = run_locust(
-        "ramp.py", "--headless", "--scenario", "smoke", "--host", url, "--runs-dir", str(tmp_path),
-        "--step-duration-s", "2", "--warmup-s", "0.5",
+        "ramp.py", "--headless", "--scenario", "smoke", "--host", url, "--runs-dir", "runs",
+        "--step-duration-s", "2", "--warmup-s", "0.5", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     folder = RunFolder(folder_from_output(proc.stdout))
-    assert folder.root.parent == tmp_path
+    assert folder.root.parent == tmp_path / "runs"
+    assert folder.telemetry.is_file() and folder.collectors_status.is_file()
+    assert not (REPO_ROOT / "runs" / folder.root.name).exists()
     assert folder.requests.is_file() and not folder.requests_parts.exists()
     table = read_requests_table(folder)
     assert table.schema.equals(REQUEST_SCHEMA)
