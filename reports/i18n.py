@@ -579,6 +579,18 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "mismatch_tol": ("Mismatch (tolerance {tol})", "偏差（容差 {tol}）"),
     "little_within": ("within {tol}", "在 {tol} 以内"),
     "little_off": ("off by more than {tol}: generator or think time?", "偏差超过 {tol}：压测机或思考时间？"),
+    "little_off_errors": (
+        "off by more than {tol}: errors ({errors} of answers failed; refusals return at once)",
+        "偏差超过 {tol}：错误所致（{errors} 的应答失败；拒绝会立即返回）",
+    ),
+    "little_off_generator": (
+        "off by more than {tol}: generator bottleneck (its CPU at {cpu})",
+        "偏差超过 {tol}：压测机瓶颈（其 CPU {cpu}）",
+    ),
+    "little_off_unexplained": (
+        "off by more than {tol}: not errors, nor the generator (CPU {cpu}): think time?",
+        "偏差超过 {tol}：既非错误也非压测机（CPU {cpu}）：思考时间？",
+    ),
     # comparison: column names, gate status, warnings
     "m_qps": ("Goodput (req/s)", "有效吞吐 (req/s)"),
     "m_tokens_per_s": ("Input tokens/s", "输入 token/s"),

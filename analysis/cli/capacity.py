@@ -15,6 +15,7 @@ from analysis.figures.capacity import (
     KNEE_MIN_P99_RISE,
     LITTLE_MISMATCH,
     higher_load_override,
+    little_cause_text,
     within_error_budget,
 )
 from analysis.run.analyse import analyse_folder
@@ -114,7 +115,7 @@ def format_plan(summary: RunSummary) -> str:
         f"    (rule: next step adds < {KNEE_MAX_QPS_GAIN:.0%} QPS while P99 rises > {KNEE_MIN_P99_RISE:.0%})"
     )
     for check in cap.little:
-        flag = "  <- generator bottleneck?" if check.flagged else ""
+        flag = f"  <- {little_cause_text(check)}" if check.flagged else ""
         lines.append(
             f"  Little's law step {check.index}: users {check.users:g} vs QPS x latency "
             f"{check.expected_users:.1f} ({check.mismatch:.1%}, limit {LITTLE_MISMATCH:.0%}){flag}"

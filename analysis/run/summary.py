@@ -198,6 +198,7 @@ def summarise(
         devices_in_run=devices,
         target_qps=settings.target_qps,
         headroom=settings.headroom,
+        generator_cpu_pct={s.stats.index: s.telemetry.generator_cpu_mean_pct for s in steps},
     )
     run_t0, run_t1 = run_window(manifest, rows.t_done_max_unix_s)
     run_seconds = (run_t1 - run_t0) if run_t0 is not None and run_t1 is not None else 0.0
