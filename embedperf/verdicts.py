@@ -29,7 +29,7 @@ VERDICT_TEXT: dict[str, tuple[str, str]] = {
     "warn": ("warn", "警告"),
     "partial": ("met at some steps only", "仅部分阶梯满足"),
     "uncertain": ("uncertain (the interval straddles the threshold)", "不确定（置信区间跨越阈值）"),
-    "promote": ("PROMOTE", "晋级"),
+    "promote": ("PROMOTE", "放量"),
     "rollback": ("ROLL BACK", "回滚"),
 }
 LANG_INDEX = {"en": 0, "zh": 1}
