@@ -13,10 +13,10 @@ from pathlib import Path
 
 from analysis.compare.gate import GATE_METRICS, parse_gate
 from embedperf.errors import ConfigError, GateFailed, GateInconclusive
+from embedperf.options import add_shared_option
 from embedperf.schema import open_run_folder
 from reports.ci_outputs import write_json, write_junit
 from reports.compare_build import build_comparison
-from reports.i18n import LANGS
 
 GATE_HELP = (
     "comma-separated rules METRIC:+N%% | METRIC:-N%% | METRIC:+N | METRIC:-N. '+' fails when the candidate "
@@ -28,16 +28,6 @@ GATE_HELP = (
     "the change excludes zero. The error budget is always checked, with or without --gate. Metrics: "
     + ", ".join(GATE_METRICS)
 )
-
-
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of percent (e.g. 0.1)") from exc
-    if not 0.0 <= value <= 100.0:
-        raise argparse.ArgumentTypeError(f"{text} is not a percentage between 0 and 100")
-    return value / 100.0
 
 
 def main(argv: list[str]) -> int:
@@ -53,13 +43,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("base_run", type=Path, help="baseline run folder")
     parser.add_argument("cand_runs", type=Path, nargs="+", help="candidate run folder(s)")
     parser.add_argument("--gate", default=None, help=GATE_HELP)
-    parser.add_argument(
-        "--error-budget-pct",
-        type=_budget,
-        default=None,
-        metavar="PCT",
-        help="error budget in percent for the always-on error rule (default: each candidate's slo.error_budget)",
-    )
+    add_shared_option(parser, "error_budget_pct", default_text="each candidate's slo.error_budget_pct")
     parser.add_argument(
         "--out", type=Path, default=None, help="output HTML (default CAND/compare-<base_id>.html)"
     )
@@ -73,8 +57,9 @@ def main(argv: list[str]) -> int:
         metavar="FILE",
         help="also write JUnit XML (one test case per rule and step)",
     )
-    parser.add_argument("--lang", choices=LANGS, default="en", help="report language (default en)")
+    add_shared_option(parser, "lang", "en")
     args = parser.parse_args(argv)
+    budget = None if args.error_budget_pct is None else args.error_budget_pct / 100.0
     rules = parse_gate(args.gate) if args.gate else None
     base = open_run_folder(args.base_run)
     candidates = [open_run_folder(p) for p in args.cand_runs]
@@ -82,7 +67,7 @@ def main(argv: list[str]) -> int:
         if path is not None and path.is_dir():
             raise ConfigError(f"{path} is a directory; pass a file path for --json / --junit")
     path, comparison = build_comparison(
-        base, candidates, rules, lang=args.lang, out=args.out, error_budget=args.error_budget_pct
+        base, candidates, rules, lang=args.lang, out=args.out, error_budget=budget
     )
     print(path)
     if args.json is not None:

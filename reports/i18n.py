@@ -145,8 +145,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "最多共 {devices} 张卡；按每副本可用 {usable} QPS 计算。之所以是“最多”，是因为容量只是下限（压测未触及极限）。",
     ),
     "plan_hint": (
-        "Run `embedperf capacity RUN --target-qps N --headroom 0.25` for the devices needed for a target.",
-        "运行 `embedperf capacity RUN --target-qps N --headroom 0.25` 计算目标所需设备数。",
+        "Run `embedperf capacity RUN --target-qps N --headroom-pct 25` for the devices needed for a target.",
+        "运行 `embedperf capacity RUN --target-qps N --headroom-pct 25` 计算目标所需设备数。",
     ),
     "health": ("Health checks per step", "各阶梯健康检查"),
     "health_temp_c": ("Temperature < {limit} °C", "温度 < {limit} °C"),

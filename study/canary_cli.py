@@ -15,6 +15,7 @@ from pathlib import Path
 from collectors.options import DeviceOptions, add_device_options
 from embedperf.canary_record import EXIT_CODES, CanaryRecord, read_canary_record, write_canary_record
 from embedperf.errors import ConfigError
+from embedperf.options import add_shared_option
 from loadgen.cli.local_workers import LocalWorkers
 from loadgen.cli.runner import LOCUSTFILES_DIR, run_scenario_outcome
 from loadgen.lifecycle.options import add_api_key_option, export_api_key
@@ -163,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds without success per window (2)",
     )
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder")
+    add_shared_option(parser, "runs_dir", Path("runs"), "runs")
     parser.add_argument("--label", default="canary", help="label appended to the run id (default canary)")
     parser.add_argument("--profile", choices=PROFILES, default=None, help="scenario profile")
     add_override_option(parser)

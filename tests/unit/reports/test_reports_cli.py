@@ -32,9 +32,15 @@ def test_report_on_a_missing_folder_is_one_line(tmp_path, capsys) -> None:
 def test_capacity_plan(tmp_path, capsys) -> None:
     """compare_base: P99 297 / 659 / 2208 / 5037 ms at 1 / 10 / 50 / 100 users on 2 NPUs."""
     folder = golden_copy("compare_base", tmp_path)
-    args = ["capacity", str(folder.root), "--slo-p99-ms", "1000", "--target-qps", "1000", "--headroom", "0.25"]
+    args = ["capacity", str(folder.root), "--slo-p99-ms", "1000", "--target-qps", "1000", "--headroom-pct", "25"]
     assert embedperf(args) == 0
     out = capsys.readouterr().out
+    retired = [*args[:-2], "--headroom", "0.25", "--error-budget", "0.5"]  # fractions, the old unit
+    assert embedperf(retired) == 0
+    old = capsys.readouterr()
+    assert re.search(r"for 1000 QPS with 25% headroom: \d+ replica\(s\) x 2 device\(s\)", old.out)
+    assert "--headroom (fraction) is deprecated; use --headroom-pct 25" in old.err
+    assert "--error-budget (fraction) is deprecated; use --error-budget-pct 50" in old.err
     assert "highest QPS meeting the SLO: 36.6 (load 10)" in out
     assert "no step meets the SLO" not in out
     assert "Little's law step 3: users 100" in out
