@@ -462,6 +462,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "ek_connection_error": ("connection error", "连接错误"),
     "ek_timeout": ("timeout", "超时"),
     "ek_dropped": ("never sent", "未发送"),
+    "ek_cut_off": ("cut off when the run stopped", "运行停止时被中断"),
     "ek_invalid_answer": ("invalid answer", "无效应答"),
     "ek_unknown": ("unknown", "未知"),
     "ek_http": ("HTTP {code}", "HTTP {code}"),

@@ -49,6 +49,7 @@ from loadgen.traffic.shares import share_from_options
 from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overrides
 from scenarios.models import Scenario
 
+STOP_MARGIN_S = 1.0  # beyond the request timeout: the timed-out request's row is recorded too
 log = logging.getLogger("embedperf.loadgen")
 
 
@@ -257,7 +258,20 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         state.forwarder, state.context = forwarder, ctx
         settle_heap()
         return
-    state.active()
+    run = state.active()
+    if run is not None:
+        wait_for_requests_in_flight(environment, run.scenario)
+
+
+def wait_for_requests_in_flight(environment: Environment, scenario: Scenario) -> None:
+    """Closed loop: when the run (or a ramp-down) stops users, each finishes the request it is in, up to the
+    request timeout, so the last step counts every request it started; one still unanswered then is cut
+    off and recorded as such (loadgen.traffic.exchange). Locust's --stop-timeout, when given, is kept;
+    an open loop drains its own requests (scenario.drain_s) before its shape ends."""
+    if float(getattr(environment.parsed_options, "stop_timeout", 0) or 0) > 0:
+        return
+    closed_loop = not (scenario.is_open_loop or scenario.search.enabled)
+    environment.stop_timeout = scenario.target.timeout_s + STOP_MARGIN_S if closed_loop else 0.0
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:

@@ -17,6 +17,7 @@ import httpx
 import pyarrow as pa
 import pytest
 
+from embedperf.error_kinds import error_kind
 from embedperf.parts import PART_SUFFIX
 from embedperf.schema import REQUEST_SCHEMA, RunFolder, read_manifest, read_requests_table
 from tests.fakes.stub_server import running_stub
@@ -231,3 +232,29 @@ def test_locust_statistics_count_every_failure_the_rows_record(
     with open(folder.locust / "locust_failures.csv", encoding="utf-8") as fh:
         reasons = {r["Error"]: int(r["Occurrences"]) for r in csv.DictReader(fh)}
     assert reasons == {"RequestFailed('HTTP 503')": len(failed)}
+
+
+@pytest.mark.parametrize("stop_timeout", [None, "1"])
+def test_the_last_step_counts_the_requests_in_flight_when_the_run_stops(
+    stub_server: StubServer, tmp_path: Path, stop_timeout: str | None
+) -> None:
+    """6 s answers in a 2 s step: every user's request is still in flight when the step ends; it belongs
+    to the step it started in, and the run waits for it (up to the request timeout). A shorter
+    --stop-timeout cuts it off: its row says so, it is never dropped silently."""
+    url = stub_server("--delay-ms", "6000")
+    proc = run_locust(
+        "ramp.py", "--headless", "--scenario", "smoke", "--host", url, "--runs-dir", str(tmp_path),
+        "--set", "steps=[{users: 2, duration_s: 2}]", "--no-collectors",
+        *(["--stop-timeout", stop_timeout] if stop_timeout else []),
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: smoke's P99 SLO, not what is checked here
+    folder = RunFolder(folder_from_output(proc.stdout))
+    (stage,) = read_manifest(folder).stages
+    assert stage.end_unix_s is not None
+    rows = read_requests_table(folder).to_pylist()
+    assert len(rows) == 2 and all(r["stage_index"] == 0 and r["request_id"] for r in rows), rows
+    assert all(r["t_sent_unix_s"] < stage.end_unix_s for r in rows)
+    if stop_timeout is None:
+        assert all(r["ok"] and r["t_done_unix_s"] > stage.end_unix_s for r in rows)
+    else:
+        assert all(not r["ok"] and error_kind(None, r["error"]) == "cut_off" for r in rows), rows
