@@ -227,6 +227,9 @@ def _stop_on_sigterm(environment: Environment, state: RunState) -> None:
         run = state.current_session()
         if run is not None:
             run.manifest.notes.append("stopped by SIGTERM")
+        # stop now: requests in flight are cut off (and recorded so), not waited for; Locust's main loop
+        # stops the runner a second time, which a graceful stop would not survive
+        environment.stop_timeout = 0.0
         if environment.runner is not None:
             environment.runner.quit()
 
