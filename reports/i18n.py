@@ -6,6 +6,7 @@ from typing import Any
 
 from embedperf.verdicts import VERDICT_TEXT
 from reports.i18n_canary import CANARY_CATALOGUE
+from reports.i18n_compare import COMPARE_CATALOGUE
 
 LANGS: tuple[str, ...] = ("en", "zh")
 
@@ -959,6 +960,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "rank": ("Rank", "排名"),
     **CANARY_CATALOGUE,
+    **COMPARE_CATALOGUE,
 }
 
 # Collector and agent reasons are written by the sources in English; these known phrases are
@@ -966,6 +968,13 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 REASON_PHRASES: dict[str, str] = {
     "not found on PATH": "未在 PATH 中找到",
     "pass --npu-smi PATH (or set EMBEDPERF_NPU_SMI)": "请传入 --npu-smi PATH（或设置 EMBEDPERF_NPU_SMI）",
+    "or drop the npu_smi source": "或去掉 npu_smi 数据源",
+    "NVML reports no GPUs": "NVML 未报告任何 GPU",
+    "without writing collectors.json": "且未写出 collectors.json",
+    "log tail": "日志末尾",
+    "never answered": "从未应答",
+    "without samples": "没有样本",
+    "could not start collectors": "无法启动采集进程",
     "nvidia-ml-py is not installed": "未安装 nvidia-ml-py",
     "no NVIDIA driver": "没有 NVIDIA 驱动",
     "no --prometheus-url given": "未提供 --prometheus-url",

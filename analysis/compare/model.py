@@ -8,6 +8,7 @@ here lets each of those import the others' inputs without importing the others.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
@@ -34,6 +35,7 @@ class MetricChange(BaseModel):
     ci_high: float | None
     verdict: ChangeVerdict
     warning: str | None = None
+    why: dict[str, Any] | None = None  # the warning as a reason code and its numbers (compare.reasons)
 
 
 class StepComparison(BaseModel):

@@ -9,6 +9,7 @@ import pytest
 from analysis.compare.changes import LOWER_IS_BETTER, _change
 from analysis.compare.gate import evaluate_gate, parse_gate
 from analysis.compare.model import StepComparison
+from analysis.compare.reasons import Reason, reason
 from analysis.run.summary import _slo_verdict
 from analysis.search.stats import ProbeMeasurement, judge
 from embedperf.verdicts import VERDICT_TEXT, change_verdict, verdict_text
@@ -30,8 +31,8 @@ def test_an_interval_that_excludes_zero_is_never_no_difference() -> None:
 
 
 def test_compare_change_too_short_is_no_verdict_and_noise_is_no_difference() -> None:
-    short = _change("qps", 70.7, 7.0, (-71.0, -54.2), "5 s of steady state < 10 needed")
-    assert short.verdict == "no_verdict"
+    short = _change("qps", 70.7, 7.0, (-71.0, -54.2), reason("short_steady", have=4.6, need=10))
+    assert short.verdict == "no_verdict" and short.warning == "4.6 s of steady state < 10 needed"
     noise = _change("p99_ms", 100.0, 101.0, (-2.0, 4.0))
     assert noise.verdict == "no_difference"
     no_interval = _change("p99_ms", 100.0, None, (None, None))
@@ -39,8 +40,8 @@ def test_compare_change_too_short_is_no_verdict_and_noise_is_no_difference() -> 
     assert set(LOWER_IS_BETTER) >= {"qps", "p99_ms", "error_rate"}
 
 
-def _step(change_ci: tuple[float, float], warning: str | None) -> StepComparison:
-    change = _change("p99_ms", 100.0, 200.0, change_ci, warning)
+def _step(change_ci: tuple[float, float], why: Reason | None) -> StepComparison:
+    change = _change("p99_ms", 100.0, 200.0, change_ci, why)
     return StepComparison(
         index=0, label="u10", base_load=10.0, cand_load=10.0, metrics={"p99_ms": change}, base_n_ok=500,
         cand_n_ok=500,
@@ -50,7 +51,7 @@ def _step(change_ci: tuple[float, float], warning: str | None) -> StepComparison
 def test_gate_rule_has_no_verdict_where_the_change_has_none_and_passes_on_no_difference() -> None:
     rules = parse_gate("p99_ms:+5%")
     (undecided,) = evaluate_gate(
-        rules, [_step((50.0, 150.0), "40 ok samples for P99 < 100 needed")], [], 0.01
+        rules, [_step((50.0, 150.0), reason("few_ok", have=40, need=100, q=99.0))], [], 0.01
     )
     assert undecided.status == "no_verdict"
     (noise,) = evaluate_gate(rules, [_step((-20.0, 150.0), None)], [], 0.01)
