@@ -11,10 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from analysis.compare.changes import Comparison
 from analysis.compare.gate import GATE_METRICS, parse_gate
 from embedperf.errors import ConfigError, GateFailed, GateInconclusive
 from embedperf.options import add_shared_option
 from embedperf.schema import open_run_folder
+from embedperf.verdicts import VERDICT_TEXT
 from reports.ci_outputs import write_json, write_junit
 from reports.compare_build import build_comparison
 
@@ -28,6 +30,34 @@ GATE_HELP = (
     "the change excludes zero. The error budget is always checked, with or without --gate. Metrics: "
     + ", ".join(GATE_METRICS)
 )
+
+
+def verdict_line(status: str, n_failed: int) -> str:
+    """The comparison's verdict in words, printed before any detail."""
+    words = {
+        "pass": VERDICT_TEXT["pass"][0],
+        "fail": VERDICT_TEXT["fail"][0],
+        "no_verdict": VERDICT_TEXT["no_verdict"][0],
+    }
+    return words[status] + (f" ({n_failed} failed rule(s) and step(s), below)" if n_failed else "")
+
+
+def warning_lines(comparison: Comparison) -> list[str]:
+    """Changes without a verdict, counted, each distinct reason once with the metrics and steps it hit
+    (one line per metric and step buried the verdict under dozens of warnings)."""
+    where: dict[str, list[str]] = {}
+    total = 0
+    for cand in comparison.candidates:
+        for step in cand.steps:
+            for m in step.metrics.values():
+                if m.warning:
+                    total += 1
+                    who = f"{cand.label}:" if len(comparison.candidates) > 1 else ""
+                    where.setdefault(m.warning, []).append(f"{who}{m.metric}@{step.label}")
+    if not total:
+        return []
+    lines = [f"{total} warning(s): changes without a verdict, {len(where)} distinct reason(s):"]
+    return lines + [f"  {text}: {', '.join(dict.fromkeys(hits))}" for text, hits in where.items()]
 
 
 def main(argv: list[str]) -> int:
@@ -74,17 +104,18 @@ def main(argv: list[str]) -> int:
         print(write_json(args.json, comparison, path))
     if args.junit is not None:
         print(write_junit(args.junit, comparison))
-    for cand in comparison.candidates:
-        for warning in cand.warnings:
-            print(f"embedperf compare: warning: {cand.label}: {warning}", file=sys.stderr)
+    failed = [f"{c.label}: {line}" for c in comparison.candidates for line in c.failures]
     undecided = [c for c in comparison.candidates if c.status == "no_verdict"]
+    print(f"embedperf compare: verdict: {verdict_line(comparison.status, len(failed))}", file=sys.stderr)
     for cand in undecided:
         for reason in cand.no_verdict_reasons:
             print(f"embedperf compare: no verdict: {cand.label}: {reason}", file=sys.stderr)
     if comparison.status == "fail":
-        failed = [f"{c.label}: {line}" for c in comparison.candidates for line in c.failures]
         for line in failed[1:]:
             print(f"embedperf compare: gate failed: {line}", file=sys.stderr)
+    for line in warning_lines(comparison):
+        print(f"embedperf compare: {line}", file=sys.stderr)
+    if comparison.status == "fail":
         raise GateFailed(
             f"gate failed: {failed[0]}" + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
         )

@@ -22,6 +22,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "precision": ("Precision", "精度"),
     "devices_in_run": ("{n} device(s) in the telemetry", "遥测中共 {n} 个设备"),
     "service_config": ("Service configuration", "服务配置"),
+    "show": ("show", "展开"),
     "host": ("Host", "主机"),
     "versions": ("Versions", "版本"),
     "git": ("Git", "Git"),
