@@ -719,9 +719,15 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "sn_below_min_rate": (
         "even {rate:g} req/s, the lowest rate this search probes, does not meet the SLO with confidence "
-        "(below {floor:.3g} req/s a {probe_s:g} s probe collects fewer than {samples:g} ok answers)",
+        "(below {floor:.3g} req/s a probe of {probe_s:g} s collects fewer than {samples:g} ok answers)",
         "即使本次搜索探测的最低速率 {rate:g} req/s 也不能以置信度满足 SLO"
         "（低于 {floor:.3g} req/s 时，{probe_s:g} s 的探测收集不到 {samples:g} 个成功应答）",
+    ),
+    "sn_below_min_rate_errors": (
+        "even {rate:g} req/s, the lowest rate this search probes, fails on errors: {error_rate_pct:.1f}% of "
+        "its requests failed (error budget {budget_pct:g}%); the target refuses or fails this load",
+        "即使本次搜索探测的最低速率 {rate:g} req/s 也因错误而失败：{error_rate_pct:.1f}% 的请求失败"
+        "（错误预算 {budget_pct:g}%）；目标拒绝或无法处理该负载",
     ),
     "sn_at_slo": (
         "at {rate:g} req/s the P99 is at the SLO within its {confidence_pct:g}% interval "

@@ -30,6 +30,7 @@ from analysis.search.record import (
     SearchSummary,
     devices_serving,
     headline,
+    note_key,
     plan_lines,
     read_search,
     search_summary,
@@ -216,15 +217,7 @@ class SearchState:
             # the floor as a probe rate (_at rounds to 3 places): never below the floor itself
             floor = math.ceil(self.limits.min_rate * 1000.0) / 1000.0
             if top <= floor:
-                self._finish(
-                    "below_min_rate",
-                    {
-                        "rate": top,
-                        "floor": self.limits.floor_rps,
-                        "probe_s": spec.max_probe_s,
-                        "samples": float(self.limits.samples_needed),
-                    },
-                )
+                self._finish("below_min_rate", self._below_min_rate_params(top))
                 return None
             return self._at(max(top / spec.growth, floor), "bracket")
         if (top - low) / top <= spec.precision:
@@ -317,11 +310,23 @@ class SearchState:
         """A rate that fails or is at the SLO is no longer an answer, nor is any pass at or above it."""
         self.passes = [r for r in self.passes if r < rate]
 
+    def _below_min_rate_params(self, rate: float) -> Params:
+        """Why even the lowest rate fails: its errors when its last probe failed on them, else the floor."""
+        last = next((p for p in reversed(self.record.probes) if p.rate == rate), None)
+        if last is not None and last.reason_code == "error_budget":
+            return {"rate": rate, "cause": "errors", **last.reason_params}
+        return {
+            "rate": rate,
+            "floor": self.limits.floor_rps,
+            "probe_s": self.spec.max_probe_s,
+            "samples": float(self.limits.samples_needed),
+        }
+
     def _finish(self, status: SearchStatus, note_params: Params) -> None:
         self.done = True
         rec = self.record
         rec.status = status
-        rec.note = NOTES[status].format(**note_params)
+        rec.note = NOTES[note_key(status, note_params)].format(**note_params)
         rec.note_params = note_params
         low, top = self.low, self.top
         rec.answer_rps = low
