@@ -141,7 +141,7 @@ class Feasibility:
     def floor_reason(self, spec: Search) -> str:
         """Why the floor is where it is, in one clause."""
         return (
-            f"{self.floor_rps:.3g} req/s is the lowest rate at which a {spec.max_probe_s:g} s probe "
+            f"{self.floor_rps:.3g} req/s is the lowest rate at which a probe of {spec.max_probe_s:g} s "
             f"({spec.warmup_s:g} s warm-up) collects {self.samples_needed} ok answers "
             f"(x{COUNT_MARGIN:g} for Poisson counts)"
         )

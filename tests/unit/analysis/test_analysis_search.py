@@ -306,7 +306,7 @@ def test_min_rate_below_the_floor_is_raised_to_it_and_never_probed_below() -> No
     spec = _spec(start_rate=40.0, min_rate=1.0, max_duration_s=1e6)
     limits = feasibility(spec)
     assert limits.min_rate_raised and limits.min_rate == pytest.approx(1150.0 / 59.0)
-    assert "19.5 req/s is the lowest rate at which a 60 s probe" in limits.floor_reason(spec)
+    assert "19.5 req/s is the lowest rate at which a probe of 60 s" in limits.floor_reason(spec)
     rec = _run(spec, _scripted(0.1, 0.1))
     assert rec.status == "below_min_rate" and rec.min_rate_rps == pytest.approx(limits.min_rate)
     assert min(p.rate for p in rec.probes) >= limits.min_rate
