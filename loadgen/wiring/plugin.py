@@ -49,6 +49,9 @@ from loadgen.traffic.shares import share_from_options
 from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overrides
 from scenarios.models import Scenario
 
+# The web UI labels a field "name (help)" on one line: the --set field's help says, in few words, that it
+# takes several overrides separated by commas (the full rules are in the group's description).
+SET_FIELD_HELP = "overrides KEY=VALUE, comma-separated: steps.duration_s=5,slo.p99_ms=200"
 STOP_MARGIN_S = 1.0  # beyond the request timeout: the timed-out request's row is recorded too
 log = logging.getLogger("embedperf.loadgen")
 
@@ -68,7 +71,7 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
     group = parser.add_argument_group(
         "embedperf",
         "Scenario, run folder and live export (embedperf). The scenario's steps set the users, so "
-        "-u/-r/-t are ignored; the web UI shows scenario, profile, overrides and label.",
+        "-u/-r/-t are ignored; the web UI shows scenario, profile, overrides and label. " + OVERRIDE_HELP,
     )
     choices = scenario_choices(default_scenario)
     _in_web_ui(
@@ -96,7 +99,7 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
             action="append",
             default=[""],  # not []: Locust's web UI would read an empty list as a list of ints
             metavar="KEY=VALUE",
-            help=OVERRIDE_HELP,
+            help=SET_FIELD_HELP,
         )
     )
     _in_web_ui(group.add_argument("--label", default="", help="label appended to the run id and kept in the manifest"))

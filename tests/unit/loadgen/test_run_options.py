@@ -41,6 +41,7 @@ print(json.dumps({
     "steps": [[s.duration_s, s.warmup_s] for s in scenario.steps],
     "exported": os.environ.get(scenario.target.api_key_env),
     "target": [scenario.target.protocol, scenario.target.model],
+    "set_field": parser.args_included_in_web_ui["scenario_set"].help,
 }))
 """
 
@@ -61,6 +62,8 @@ def test_locust_parses_api_key_and_the_step_shorthands_and_exports_the_key() -> 
     assert got["target"] == ["tei", "1.5"]
     assert got["steps"] == [[4.0, 1.0], [4.0, 2.0]]  # a --set of one step wins over --warmup-s
     assert got["exported"] == "k-123"  # where every request (pre-flight included) reads it
+    # the web UI labels the field "scenario_set (help)" on one line: short, and it says commas separate
+    assert "comma-separated" in got["set_field"] and len(got["set_field"]) <= 80
 
 
 @pytest.mark.slow  # a Python process that imports Locust
