@@ -640,6 +640,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "No probed rate meets P99 <= {p99} ms ({status}: {note})",
         "没有探测速率满足 P99 <= {p99} ms（{status}：{note}）",
     ),
+    "search_no_answer_errors": (
+        "No probed rate is served within the error budget ({status}: {note})",
+        "没有探测速率能在错误预算内得到服务（{status}：{note}）",
+    ),
     "search_measured": (
         "measured P99 at the answer: {p99} ms; {probes} probe(s)",
         "答案处实测 P99：{p99} ms；共 {probes} 次探测",
