@@ -36,7 +36,7 @@ help: ## show this help
 	@echo "  RUN=runs/<id>            the run for report/capacity (default: the newest under RUNS)"
 	@echo "  HOST=$(HOST) PORT=$(PORT)  where serve and bench listen"
 	@echo "  BASE=runs/<id> CAND=runs/<id> GATE=\"p99_ms:+5%,qps:-3%\" JSON=FILE JUNIT=FILE OUT=FILE   compare"
-	@echo "  SLO_P99_MS=300 TARGET_QPS=1000 HEADROOM=0.25   capacity (SLO_P99_MS also search)"
+	@echo "  SLO_P99_MS=300 TARGET_QPS=1000 HEADROOM_PCT=25   capacity (SLO_P99_MS also search)"
 	@echo "  TARGET=http://$(HOST):$(PORT) SCENARIO=query   search"
 	@echo "  TARGET=URL TARGET_QPS=N SLO_P99_MS=300 SOAK_S=3600 PROMETHEUS_URL=URL OUT=DIR   verify"
 	@echo "  ROWS=10000000            bench-report"
@@ -148,9 +148,9 @@ compare: setup ## compare BASE=runs/<id> with CAND=runs/<id> [GATE="p99_ms:+5%,q
 	@test -n "$(BASE)" -a -n "$(CAND)" || { echo "usage: make compare BASE=runs/<id> CAND=runs/<id> [GATE=...] [JSON=FILE] [JUNIT=FILE] [OUT=FILE]"; exit 2; }
 	rc=0; $(EP) compare $(BASE) $(CAND) $(if $(GATE),--gate "$(GATE)") $(if $(JSON),--json "$(JSON)") $(if $(JUNIT),--junit "$(JUNIT)") $(if $(OUT),--out "$(OUT)") || rc=$$?; test ! -d "$(CAND)" || echo $$rc > "$(CAND)/compare.exit"; exit $$rc
 
-capacity: setup ## capacity plan for RUN (SLO_P99_MS=300 TARGET_QPS=1000 HEADROOM=0.25)
+capacity: setup ## capacity plan for RUN (SLO_P99_MS=300 TARGET_QPS=1000 HEADROOM_PCT=25)
 	$(EP) capacity $(if $(RUN),$(RUN),--latest --runs-dir $(RUNS)) --slo-p99-ms $(or $(SLO_P99_MS),300) \
-	  --target-qps $(or $(TARGET_QPS),1000) --headroom $(or $(HEADROOM),0.25)
+	  --target-qps $(or $(TARGET_QPS),1000) --headroom-pct $(or $(HEADROOM_PCT),25)
 
 search: setup ## highest rate meeting the P99 SLO against TARGET (default http://$(HOST):$(PORT)); SLO_P99_MS=100 SCENARIO=query
 	$(EP) search $(or $(SCENARIO),query) --host $(or $(TARGET),http://$(HOST):$(PORT)) --runs-dir $(RUNS) \

@@ -16,11 +16,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from embedperf.errors import RunFolderError
+from embedperf.verdicts import CanaryVerdict
 
 CANARY_FILE = "canary.json"
 SIDES: tuple[str, str] = ("baseline", "candidate")
 Side = Literal["baseline", "candidate"]
-CanaryStatus = Literal["running", "promote", "rollback", "no_verdict", "incomplete"]
+CanaryStatus = CanaryVerdict | Literal["running", "incomplete"]
 TriggerName = Literal["error_rate", "p99_ms", "p99_increase", "agreement", "temperature", "unavailable"]
 EXIT_CODES: dict[str, int] = {"promote": 0, "rollback": 1, "no_verdict": 2, "incomplete": 3, "running": 3}
 

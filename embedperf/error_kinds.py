@@ -7,6 +7,9 @@ analysis of the same run never disagree on what a failure was.
 
 from __future__ import annotations
 
+# A request still in flight when the run stopped and its stop timeout ran out: recorded, never dropped.
+CUT_OFF_PREFIX = "cut off:"
+
 
 def error_kind(status_code: float | None, error: str | None) -> str:
     """One failed request's kind: connection_refused / connection_reset / timeout / http_<code> / ...
@@ -26,4 +29,6 @@ def error_kind(status_code: float | None, error: str | None) -> str:
         return "timeout"
     if text.startswith("dropped"):
         return "dropped"
+    if text.startswith(CUT_OFF_PREFIX):
+        return "cut_off"
     return "connection_error" if text else "unknown"

@@ -30,6 +30,7 @@ class CanarySection:
     analysis: CanaryAnalysis
     status: str  # in the report's language
     status_class: str
+    detail: str  # the record's line after its status word (the block shows the status once, translated)
     plan: str  # the stages and windows, in the report's language
     triggers: list[str]  # each enabled trigger with its threshold, in the report's language
     figure: str
@@ -46,6 +47,7 @@ def canary_section(folder: RunFolder, manifest: Manifest, lang: str) -> CanarySe
         analysis=analysis,
         status=t(f"cn_status_{record.status}", lang),
         status_class=STATUS_CLASS[record.status],
+        detail=line_detail(record.line, record.status),
         plan=t(
             "cn_plan",
             lang,
@@ -57,6 +59,12 @@ def canary_section(folder: RunFolder, manifest: Manifest, lang: str) -> CanarySe
         figure=timeline_figure(analysis, lang),
         live={(w.stage_index, w.window_index): w for w in record.windows},
     )
+
+
+def line_detail(line: str, status: str) -> str:
+    """The verdict line without the English status word it opens with ("PROMOTE: 2 stages…" -> ": 2 stages…")."""
+    word = t(f"cn_status_{status}", "en")
+    return line[len(word) :] if line.startswith(word) else f": {line}" if line else ""
 
 
 def trigger_texts(analysis: CanaryAnalysis, lang: str) -> list[str]:

@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from embedperf.options import add_shared_option
 from embedperf.schema import resolve_run_folder
 from reports.build import build_report
-from reports.i18n import LANGS
 from scenarios.cost_options import add_cost_options, cost_from_options
 
 
@@ -24,14 +24,9 @@ def main(argv: list[str]) -> int:
         "run_dir", nargs="?", type=Path, help="run folder (runs/<run_id>; default: the newest run under --runs-dir)"
     )
     parser.add_argument("--latest", action="store_true", help="use the newest run under --runs-dir (the default)")
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs live (default runs)")
-    parser.add_argument("--lang", choices=LANGS, default="en", help="report language (default en)")
-    parser.add_argument(
-        "--slo-p99-ms",
-        type=float,
-        default=None,
-        help="P99 latency SLO in ms (default: the manifest's slo.p99_ms)",
-    )
+    add_shared_option(parser, "runs_dir", Path("runs"), "runs")
+    add_shared_option(parser, "lang", "en")
+    add_shared_option(parser, "slo_p99_ms", default_text="the run's slo.p99_ms")
     parser.add_argument(
         "--out",
         type=Path,

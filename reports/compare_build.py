@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from analysis.run.analyse import analyse_folder
 from analysis.run.summary import RunAnalysis
 from embedperf.schema import RunFolder
 from reports.build import check_lang, write_html
+from reports.compare_text import change_warning, failure_lines, gate_reason
 from reports.config_diff import config_difference
 from reports.figures import figure_lang, log_scale, new_figure, style, to_data_uri
 from reports.i18n import t
@@ -62,6 +64,9 @@ def render_comparison(comparison: Comparison, runs: list[RunAnalysis], lang: str
         "compare.html.j2",
         lang,
         comparison=comparison,
+        gate_reason=partial(gate_reason, lang=lang),
+        change_warning=partial(change_warning, lang=lang),
+        failure_lines=partial(failure_lines, lang=lang),
         metrics=COMPARE_METRICS,
         figure=load_curves(runs, lang),
         runs=[r.summary for r in runs],

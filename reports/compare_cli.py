@@ -11,12 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from analysis.compare.changes import Comparison
 from analysis.compare.gate import GATE_METRICS, parse_gate
 from embedperf.errors import ConfigError, GateFailed, GateInconclusive
+from embedperf.options import add_shared_option
 from embedperf.schema import open_run_folder
+from embedperf.verdicts import VERDICT_TEXT
 from reports.ci_outputs import write_json, write_junit
 from reports.compare_build import build_comparison
-from reports.i18n import LANGS
 from scenarios.cost_options import add_cost_options, cost_from_options
 
 GATE_HELP = (
@@ -31,14 +33,32 @@ GATE_HELP = (
 )
 
 
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of percent (e.g. 0.1)") from exc
-    if not 0.0 <= value <= 100.0:
-        raise argparse.ArgumentTypeError(f"{text} is not a percentage between 0 and 100")
-    return value / 100.0
+def verdict_line(status: str, n_failed: int) -> str:
+    """The comparison's verdict in words, printed before any detail."""
+    words = {
+        "pass": VERDICT_TEXT["pass"][0],
+        "fail": VERDICT_TEXT["fail"][0],
+        "no_verdict": VERDICT_TEXT["no_verdict"][0],
+    }
+    return words[status] + (f" ({n_failed} failed rule(s) and step(s), below)" if n_failed else "")
+
+
+def warning_lines(comparison: Comparison) -> list[str]:
+    """Changes without a verdict, counted, each distinct reason once with the metrics and steps it hit
+    (one line per metric and step buried the verdict under dozens of warnings)."""
+    where: dict[str, list[str]] = {}
+    total = 0
+    for cand in comparison.candidates:
+        for step in cand.steps:
+            for m in step.metrics.values():
+                if m.warning:
+                    total += 1
+                    who = f"{cand.label}:" if len(comparison.candidates) > 1 else ""
+                    where.setdefault(m.warning, []).append(f"{who}{m.metric}@{step.label}")
+    if not total:
+        return []
+    lines = [f"{total} warning(s): changes without a verdict, {len(where)} distinct reason(s):"]
+    return lines + [f"  {text}: {', '.join(dict.fromkeys(hits))}" for text, hits in where.items()]
 
 
 def main(argv: list[str]) -> int:
@@ -54,13 +74,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("base_run", type=Path, help="baseline run folder")
     parser.add_argument("cand_runs", type=Path, nargs="+", help="candidate run folder(s)")
     parser.add_argument("--gate", default=None, help=GATE_HELP)
-    parser.add_argument(
-        "--error-budget-pct",
-        type=_budget,
-        default=None,
-        metavar="PCT",
-        help="error budget in percent for the always-on error rule (default: each candidate's slo.error_budget)",
-    )
+    add_shared_option(parser, "error_budget_pct", default_text="each candidate's slo.error_budget_pct")
     parser.add_argument(
         "--out", type=Path, default=None, help="output HTML (default CAND/compare-<base_id>.html)"
     )
@@ -74,9 +88,10 @@ def main(argv: list[str]) -> int:
         metavar="FILE",
         help="also write JUnit XML (one test case per rule and step)",
     )
-    parser.add_argument("--lang", choices=LANGS, default="en", help="report language (default en)")
+    add_shared_option(parser, "lang", "en")
     add_cost_options(parser, after_the_fact=True)
     args = parser.parse_args(argv)
+    budget = None if args.error_budget_pct is None else args.error_budget_pct / 100.0
     rules = parse_gate(args.gate) if args.gate else None
     base = open_run_folder(args.base_run)
     candidates = [open_run_folder(p) for p in args.cand_runs]
@@ -84,7 +99,7 @@ def main(argv: list[str]) -> int:
         if path is not None and path.is_dir():
             raise ConfigError(f"{path} is a directory; pass a file path for --json / --junit")
     path, comparison = build_comparison(
-        base, candidates, rules, lang=args.lang, out=args.out, error_budget=args.error_budget_pct,
+        base, candidates, rules, lang=args.lang, out=args.out, error_budget=budget,
         cost=cost_from_options(args),
     )
     print(path)
@@ -92,17 +107,18 @@ def main(argv: list[str]) -> int:
         print(write_json(args.json, comparison, path))
     if args.junit is not None:
         print(write_junit(args.junit, comparison))
-    for cand in comparison.candidates:
-        for warning in cand.warnings:
-            print(f"embedperf compare: warning: {cand.label}: {warning}", file=sys.stderr)
+    failed = [f"{c.label}: {line}" for c in comparison.candidates for line in c.failures]
     undecided = [c for c in comparison.candidates if c.status == "no_verdict"]
+    print(f"embedperf compare: verdict: {verdict_line(comparison.status, len(failed))}", file=sys.stderr)
     for cand in undecided:
         for reason in cand.no_verdict_reasons:
             print(f"embedperf compare: no verdict: {cand.label}: {reason}", file=sys.stderr)
     if comparison.status == "fail":
-        failed = [f"{c.label}: {line}" for c in comparison.candidates for line in c.failures]
         for line in failed[1:]:
             print(f"embedperf compare: gate failed: {line}", file=sys.stderr)
+    for line in warning_lines(comparison):
+        print(f"embedperf compare: {line}", file=sys.stderr)
+    if comparison.status == "fail":
         raise GateFailed(
             f"gate failed: {failed[0]}" + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
         )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from embedperf.verdicts import VERDICT_TEXT
 from reports.i18n_canary import CANARY_CATALOGUE
+from reports.i18n_compare import COMPARE_CATALOGUE
 from reports.i18n_plan import PLAN_CATALOGUE
 
 LANGS: tuple[str, ...] = ("en", "zh")
@@ -21,6 +23,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "precision": ("Precision", "精度"),
     "devices_in_run": ("{n} device(s) in the telemetry", "遥测中共 {n} 个设备"),
     "service_config": ("Service configuration", "服务配置"),
+    "show": ("show", "展开"),
     "host": ("Host", "主机"),
     "versions": ("Versions", "版本"),
     "git": ("Git", "Git"),
@@ -30,7 +33,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "verdict_pass": ("met at every step", "所有负载阶梯均满足"),
     "verdict_partial": ("met at some steps only", "仅部分阶梯满足"),
     "verdict_fail": ("not met at any step", "所有阶梯均不满足"),
-    "verdict_none": ("no SLO given (pass --slo-p99-ms)", "未设定 SLO（可用 --slo-p99-ms 指定）"),
+    "verdict_no_verdict": ("no verdict: no SLO given (pass --slo-p99-ms)", "无结论：未设定 SLO（可用 --slo-p99-ms 指定）"),
     "slo_text": ("P99 ≤ {p99} ms, error rate ≤ {budget}", "P99 ≤ {p99} ms，错误率 ≤ {budget}"),
     "incomplete_banner": (
         "This run is incomplete (it crashed or is still running): figures cover the rows recorded so far.",
@@ -145,8 +148,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "最多共 {devices} 张卡；按每副本可用 {usable} QPS 计算。之所以是“最多”，是因为容量只是下限（压测未触及极限）。",
     ),
     "plan_hint": (
-        "Run `embedperf capacity RUN --target-qps N --headroom 0.25` for the devices needed for a target.",
-        "运行 `embedperf capacity RUN --target-qps N --headroom 0.25` 计算目标所需设备数。",
+        "Run `embedperf capacity RUN --target-qps N --headroom-pct 25` for the devices needed for a target.",
+        "运行 `embedperf capacity RUN --target-qps N --headroom-pct 25` 计算目标所需设备数。",
     ),
     "health": ("Health checks per step", "各阶梯健康检查"),
     "health_temp_c": ("Temperature < {limit} °C", "温度 < {limit} °C"),
@@ -327,9 +330,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "change": ("Change", "变化"),
     "ci95": ("95% CI", "95% 置信区间"),
     "verdict": ("Verdict", "结论"),
-    "better": ("better", "更好"),
-    "worse": ("worse", "更差"),
-    "no_sig": ("no significant difference", "无显著差异"),
+    "better": VERDICT_TEXT["better"],
+    "worse": VERDICT_TEXT["worse"],
+    "no_difference": VERDICT_TEXT["no_difference"],
+    "no_verdict": VERDICT_TEXT["no_verdict"],
     "overall": ("Overall", "总体"),
     "summary_table": ("Optimisation | QPS gain | resource saving", "优化项 | QPS 提升 | 资源节省"),
     "qps_gain": ("Goodput change", "有效吞吐变化"),
@@ -388,8 +392,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "repeat": ("repeat", "重复"),
     "repeats_note": (
         "Each configuration ran {n} time(s) in rotated order. A change is called better or worse only when every "
-        "repeat's 95% CI agrees; otherwise it is 'no significant difference'.",
-        "每个配置以轮换顺序运行 {n} 次。只有所有重复的 95% 置信区间一致时才判定更好或更差，否则为“无显著差异”。",
+        "repeat's 95% CI agrees, and no difference only when every repeat's CI includes zero; repeats that "
+        "disagree or cannot judge give no verdict.",
+        "每个配置以轮换顺序运行 {n} 次。只有所有重复的 95% 置信区间一致时才判定更好或更差；所有重复的区间都包含零时为“无差异”；"
+        "重复之间不一致或数据不足时为“无结论”。",
     ),
     "failed_runs": ("Runs that failed", "失败的运行"),
     "fig_matrix": ("Configurations overlaid", "各配置叠加对比"),
@@ -459,6 +465,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "ek_connection_error": ("connection error", "连接错误"),
     "ek_timeout": ("timeout", "超时"),
     "ek_dropped": ("never sent", "未发送"),
+    "ek_cut_off": ("cut off when the run stopped", "运行停止时被中断"),
     "ek_invalid_answer": ("invalid answer", "无效应答"),
     "ek_unknown": ("unknown", "未知"),
     "ek_http": ("HTTP {code}", "HTTP {code}"),
@@ -581,6 +588,18 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "mismatch_tol": ("Mismatch (tolerance {tol})", "偏差（容差 {tol}）"),
     "little_within": ("within {tol}", "在 {tol} 以内"),
     "little_off": ("off by more than {tol}: generator or think time?", "偏差超过 {tol}：压测机或思考时间？"),
+    "little_off_errors": (
+        "off by more than {tol}: errors ({errors} of answers failed; refusals return at once)",
+        "偏差超过 {tol}：错误所致（{errors} 的应答失败；拒绝会立即返回）",
+    ),
+    "little_off_generator": (
+        "off by more than {tol}: generator bottleneck (its CPU at {cpu})",
+        "偏差超过 {tol}：压测机瓶颈（其 CPU {cpu}）",
+    ),
+    "little_off_unexplained": (
+        "off by more than {tol}: not errors, nor the generator (CPU {cpu}): think time?",
+        "偏差超过 {tol}：既非错误也非压测机（CPU {cpu}）：思考时间？",
+    ),
     # comparison: column names, gate status, warnings
     "m_qps": ("Goodput (req/s)", "有效吞吐 (req/s)"),
     "m_tokens_per_s": ("Input tokens/s", "输入 token/s"),
@@ -626,6 +645,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "search_no_answer": (
         "No probed rate meets P99 <= {p99} ms ({status}: {note})",
         "没有探测速率满足 P99 <= {p99} ms（{status}：{note}）",
+    ),
+    "search_no_answer_errors": (
+        "No probed rate is served within the error budget ({status}: {note})",
+        "没有探测速率能在错误预算内得到服务（{status}：{note}）",
     ),
     "search_measured": (
         "measured P99 at the answer: {p99} ms; {probes} probe(s)",
@@ -680,9 +703,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "ph_bisect": ("bisect", "二分"),
     "ph_repeat": ("repeat", "重复"),
     "ph_confirm": ("confirm", "确认"),
-    "sv_pass": ("pass", "通过"),
-    "sv_fail": ("fail", "失败"),
-    "sv_uncertain": ("uncertain", "不确定"),
+    "sv_pass": VERDICT_TEXT["pass"],
+    "sv_fail": VERDICT_TEXT["fail"],
+    "sv_uncertain": VERDICT_TEXT["uncertain"],
+    "sv_no_verdict": VERDICT_TEXT["no_verdict"],
     "sst_found": ("found", "已找到"),
     "sst_at_slo": ("at the SLO within its interval", "在置信区间内处于 SLO"),
     "sst_wide_interval": ("interval too wide for --precision", "置信区间过宽，达不到 --precision"),
@@ -705,9 +729,15 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "sn_below_min_rate": (
         "even {rate:g} req/s, the lowest rate this search probes, does not meet the SLO with confidence "
-        "(below {floor:.3g} req/s a {probe_s:g} s probe collects fewer than {samples:g} ok answers)",
+        "(below {floor:.3g} req/s a probe of {probe_s:g} s collects fewer than {samples:g} ok answers)",
         "即使本次搜索探测的最低速率 {rate:g} req/s 也不能以置信度满足 SLO"
         "（低于 {floor:.3g} req/s 时，{probe_s:g} s 的探测收集不到 {samples:g} 个成功应答）",
+    ),
+    "sn_below_min_rate_errors": (
+        "even {rate:g} req/s, the lowest rate this search probes, fails on errors: {error_rate_pct:.1f}% of "
+        "its requests failed (error budget {budget_pct:g}%); the target refuses or fails this load",
+        "即使本次搜索探测的最低速率 {rate:g} req/s 也因错误而失败：{error_rate_pct:.1f}% 的请求失败"
+        "（错误预算 {budget_pct:g}%）；目标拒绝或无法处理该负载",
     ),
     "sn_at_slo": (
         "at {rate:g} req/s the P99 is at the SLO within its {confidence_pct:g}% interval "
@@ -948,6 +978,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "rank": ("Rank", "排名"),
     **CANARY_CATALOGUE,
     **PLAN_CATALOGUE,
+    **COMPARE_CATALOGUE,
 }
 
 # Collector and agent reasons are written by the sources in English; these known phrases are
@@ -955,6 +986,13 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 REASON_PHRASES: dict[str, str] = {
     "not found on PATH": "未在 PATH 中找到",
     "pass --npu-smi PATH (or set EMBEDPERF_NPU_SMI)": "请传入 --npu-smi PATH（或设置 EMBEDPERF_NPU_SMI）",
+    "or drop the npu_smi source": "或去掉 npu_smi 数据源",
+    "NVML reports no GPUs": "NVML 未报告任何 GPU",
+    "without writing collectors.json": "且未写出 collectors.json",
+    "log tail": "日志末尾",
+    "never answered": "从未应答",
+    "without samples": "没有样本",
+    "could not start collectors": "无法启动采集进程",
     "nvidia-ml-py is not installed": "未安装 nvidia-ml-py",
     "no NVIDIA driver": "没有 NVIDIA 驱动",
     "no --prometheus-url given": "未提供 --prometheus-url",

@@ -8,11 +8,12 @@ import numpy as np
 
 from analysis.model.telemetry import TelemetryStats
 from analysis.run.summary import RunAnalysis
+from decisions.search.record import note_key
 from decisions.search.state import SearchRecord, devices_serving, read_search
 from reports.figures import log_scale, new_figure, style, to_data_uri
 from reports.i18n import t
 
-VERDICT_COLOURS = {"pass": "#55a868", "fail": "#c44e52", "uncertain": "#dd8452"}
+VERDICT_COLOURS = {"pass": "#55a868", "fail": "#c44e52", "uncertain": "#dd8452", "no_verdict": "#8c8c8c"}
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def note_text(record: SearchRecord, lang: str) -> str:
     if not record.note_params:
         return record.note
     try:
-        return t(f"sn_{record.status}", lang, **record.note_params)
+        return t(f"sn_{note_key(record.status, record.note_params)}", lang, **record.note_params)
     except (KeyError, IndexError, ValueError):
         return record.note
 

@@ -87,7 +87,7 @@ def headline(summary: RunSummary, bottlenecks: list[Bottleneck]) -> Headline:
         devices=summary.devices_in_run,
         serving=serving,
         serving_rule=str(field(summary, "serving_rule", "none")),
-        slo_verdict=summary.slo_verdict,
+        slo_verdict="no_verdict" if summary.slo_verdict == "none" else summary.slo_verdict,
         peak_qps=goodput(peak.stats) if peak else None,
         peak_p99_ms=peak.stats.latency.p99_ms if peak else None,
         generator_bound=bool(generator.saturated) or any(b.kind == "generator" for b in bottlenecks),

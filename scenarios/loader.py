@@ -114,12 +114,17 @@ def load_scenario(
             )
         raw = apply_overrides(raw, profiles[profile] or {}, path, origin=f"profile {profile!r}")
         raw["profile"] = profile
-    raw = apply_overrides(raw, env_overrides(environ), path, origin="environment")
+    from_env = env_overrides(environ)
+    raw = apply_overrides(raw, from_env, path, origin="environment")
     raw = apply_overrides(raw, dict(overrides or {}), path, origin="--set")
+    given = {
+        **{k: f"{ENV_PREFIX}{k.upper().replace('.', '__')}={v}" for k, v in from_env.items()},
+        **{k: f"--set {k}={v}" for k, v in (overrides or {}).items()},
+    }
     try:
         scenario = Scenario.model_validate(raw, context={CHECK_FILES: True})
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(path, exc)) from None
+        raise ConfigError(format_validation_error(path, exc, given)) from None
     dataset = scenario.payload.dataset
     if dataset is not None:  # fail before any load: missing file, missing field, empty dataset
         dataset.path = str(_dataset_path(dataset.path, path))
@@ -187,9 +192,27 @@ def _set_path(node: Any, keys: list[str], value: Any, full_key: str, path: Path,
     _set_path(child, rest, value, full_key, path, origin)
 
 
-def format_validation_error(path: Path, exc: ValidationError) -> str:
-    """One readable line per problem, each naming the file, the field and what is valid; a single
-    problem is a single line."""
+def _blamed(path: Path, exc: ValidationError, given: Mapping[str, str]) -> str:
+    """Who set the invalid values: the overrides (--set, environment) whose keys every error lies under,
+    else the scenario file."""
+    culprits: list[str] = []
+    for err in exc.errors():
+        loc = tuple(str(p) for p in err["loc"] if not isinstance(p, int))
+        hits = [
+            text for key, text in given.items()
+            if (parts := tuple(key.split("."))) and (loc[: len(parts)] == parts or parts[: len(loc)] == loc)
+        ]  # fmt: skip
+        if not hits or not loc:
+            return str(path)
+        culprits += [h for h in hits if h not in culprits]
+    return ", ".join(culprits) or str(path)
+
+
+def format_validation_error(path: Path, exc: ValidationError, given: Mapping[str, str] | None = None) -> str:
+    """One readable line per problem, each naming the field and what is valid, under what set the values:
+    the file, or the --set/environment overrides (given: dotted key -> how it was given) when every
+    problem lies under one of them; a single problem is a single line."""
+    source = _blamed(path, exc, given or {})
     lines: list[str] = []
     warmups = [err for err in exc.errors() if err["type"] == WARMUP_TOO_LONG]
     for err in exc.errors():
@@ -214,9 +237,10 @@ def format_validation_error(path: Path, exc: ValidationError) -> str:
             lines.append(f"  {dotted}: {err['msg']}")
     if warmups:
         lines.append("  " + _warmup_line(warmups))
+    what = "invalid scenario" if source == str(path) else "invalid value"
     if len(lines) == 1:
-        return f"{path}: invalid scenario: {lines[0].strip()}"
-    return "\n".join([f"{path}: invalid scenario", *lines])
+        return f"{source}: {what}: {lines[0].strip()}"
+    return "\n".join([f"{source}: {what}", *lines])
 
 
 def _warmup_line(errors: list[Any]) -> str:

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
+from embedperf.options import add_shared_option
 from scenarios.loader import PROFILES, add_override_option
 
 
@@ -13,7 +14,7 @@ def add_run_options(parser: argparse.ArgumentParser, label: str) -> None:
     """The run a command starts: where its folder goes, its label, the scenario profile and overrides,
     and what it records besides the rows (telemetry, report.html)."""
     group = parser.add_argument_group("run folder")
-    group.add_argument("--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder")
+    add_shared_option(group, "runs_dir", Path("runs"), "runs")
     group.add_argument("--label", default=label, help=f"label appended to the run id (default {label})")
     group.add_argument("--profile", choices=PROFILES, default=None, help="scenario profile")
     add_override_option(parser)

@@ -10,18 +10,19 @@ import argparse
 from pathlib import Path
 
 from analysis.figures.capacity import (
-    DEFAULT_ERROR_BUDGET,
+    DEFAULT_HEADROOM,
     KNEE_MAX_QPS_GAIN,
     KNEE_MIN_P99_RISE,
     LITTLE_MISMATCH,
     device_plan,
     higher_load_override,
+    little_cause_text,
     within_error_budget,
 )
 from analysis.run.analyse import analyse_folder
 from analysis.run.summary import RunSummary
 from decisions.search.state import devices_serving, headline, read_search
-from embedperf.errors import ConfigError
+from embedperf.options import add_shared_option
 from embedperf.schema import Manifest, resolve_run_folder
 from scenarios.cost_options import add_cost_options, cost_from_options
 
@@ -132,7 +133,7 @@ def format_plan(summary: RunSummary) -> str:
         f"    (rule: next step adds < {KNEE_MAX_QPS_GAIN:.0%} QPS while P99 rises > {KNEE_MIN_P99_RISE:.0%})"
     )
     for check in cap.little:
-        flag = "  <- generator bottleneck?" if check.flagged else ""
+        flag = f"  <- {little_cause_text(check)}" if check.flagged else ""
         lines.append(
             f"  Little's law step {check.index}: users {check.users:g} vs QPS x latency "
             f"{check.expected_users:.1f} ({check.mismatch:.1%}, limit {LITTLE_MISMATCH:.0%}){flag}"
@@ -217,31 +218,21 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="embedperf capacity", description=__doc__)
     parser.add_argument("run_dir", nargs="?", type=Path, help="run folder")
     parser.add_argument("--latest", action="store_true", help="use the newest run under --runs-dir")
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs live (default runs)")
-    parser.add_argument(
-        "--slo-p99-ms", type=float, default=None, help="P99 SLO in ms (default: the manifest's)"
-    )
-    parser.add_argument("--target-qps", type=float, default=None, help="QPS the deployment must serve")
-    parser.add_argument("--headroom", type=float, default=0.25, help="spare capacity fraction (default 0.25)")
-    parser.add_argument(
-        "--error-budget",
-        type=float,
-        default=None,
-        help=f"max error rate fraction (default {DEFAULT_ERROR_BUDGET})",
-    )
+    add_shared_option(parser, "runs_dir", Path("runs"), "runs")
+    add_shared_option(parser, "slo_p99_ms", default_text="the run's slo.p99_ms")
+    add_shared_option(parser, "target_qps", default_text="none: no device plan")
+    add_shared_option(parser, "headroom_pct", DEFAULT_HEADROOM * 100.0)
+    add_shared_option(parser, "error_budget_pct", default_text="the run's slo.error_budget_pct")
     add_cost_options(parser, after_the_fact=True)
     args = parser.parse_args(argv)
-    if not 0.0 <= args.headroom < 1.0:
-        raise ConfigError(f"--headroom must be in [0, 1), got {args.headroom}")
-    if args.target_qps is not None and args.target_qps <= 0:
-        raise ConfigError(f"--target-qps must be positive, got {args.target_qps}")
+    headroom = args.headroom_pct / 100.0
     folder = resolve_run_folder(args.run_dir, args.latest, args.runs_dir)
     analysis = analyse_folder(
         folder,
         slo_p99_ms=args.slo_p99_ms,
-        error_budget=args.error_budget,
+        error_budget=None if args.error_budget_pct is None else args.error_budget_pct / 100.0,
         target_qps=args.target_qps,
-        headroom=args.headroom,
+        headroom=headroom,
         n_boot=200,
         cost=cost_from_options(args),
     )
@@ -250,7 +241,7 @@ def main(argv: list[str]) -> int:
         print(f"embedperf capacity: {reason}")
         return 1
     print(format_plan(analysis.summary))
-    for line in plan_lines(analysis.manifest, args.target_qps, args.headroom):  # runs of `embedperf search`
+    for line in plan_lines(analysis.manifest, args.target_qps, headroom):  # runs of `embedperf search`
         print(line)
     failed = no_step_meets_line(analysis.summary)
     if failed is not None:

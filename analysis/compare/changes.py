@@ -28,6 +28,7 @@ from analysis.compare.gate import (
     gate_status,
 )
 from analysis.compare.model import LATENCY_METRICS, OVERALL_INDEX, MetricChange, Samples, StepComparison
+from analysis.compare.reasons import Reason, reason, render_reason, sides_reason
 from analysis.compare.samples import step_samples
 from analysis.figures.bootstrap import (
     DEFAULT_N_BOOT,
@@ -40,6 +41,7 @@ from analysis.figures.bootstrap import (
 from analysis.model.steps import PERCENTILE_METHOD
 from analysis.run.summary import RunAnalysis
 from embedperf.schema import ServiceInfo
+from embedperf.verdicts import change_verdict
 
 LOWER_IS_BETTER: dict[str, bool] = {
     "qps": False,
@@ -162,46 +164,45 @@ def _point(samples: Samples, q: float) -> float | None:
     return float(np.percentile(values, q, method=PERCENTILE_METHOD)) if len(values) else None
 
 
-def _verdict(metric: str, low: float | None, high: float | None) -> str:
-    if low is None or high is None or (low <= 0.0 <= high):
-        return "no_sig"
-    rose = low > 0.0
-    return "worse" if rose == LOWER_IS_BETTER[metric] else "better"
-
-
 def _change(
     metric: str,
     base: float | None,
     cand: float | None,
     ci: tuple[float | None, float | None],
-    warning: str | None = None,
+    why: Reason | None = None,
 ) -> MetricChange:
+    """why: the reason the data cannot support a verdict (reasons.REASONS), None when they can."""
     diff = cand - base if base is not None and cand is not None else None
     rel = diff / base if diff is not None and base else None
-    if warning is None and ci[0] is not None and ci[0] == ci[1] and diff:
-        warning = "zero-width 95% interval: the data cannot resolve this change"
+    if why is None and ci[0] is not None and ci[0] == ci[1] and diff:
+        why = reason("zero_width")
     return MetricChange(
         metric=metric, base=base, cand=cand, diff=diff, rel=rel, ci_low=ci[0], ci_high=ci[1],
-        verdict="no_sig" if warning else _verdict(metric, *ci), warning=warning,
+        verdict=change_verdict(ci[0], ci[1], LOWER_IS_BETTER[metric], unsupported=why is not None),
+        warning=render_reason(why) if why is not None else None, why=why,
     )  # fmt: skip
 
 
-def _short(what: str, have: int, need: int) -> str | None:
-    return f"{have} {what} < {need} needed" if have < need else None
+def _short(code: str, have: float, need: float, **params: float) -> Reason | None:
+    return reason(code, have=have, need=need, **params) if have < need else None
+
+
+def _steady_s(samples: Samples) -> float:
+    return float(samples.bin_widths_s.sum()) if len(samples.bin_widths_s) else 0.0
 
 
 def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dict[str, MetricChange]:
     rng = rng_for(seed)
     changes: dict[str, MetricChange] = {}
-    seconds = min(len(base.ok_counts), len(cand.ok_counts))
+    seconds = min(_steady_s(base), _steady_s(cand))  # 4.6 s stays 4.6 s: it is compared, and quoted
     # nothing was sent in a run at this step: its zero goodput is an absence, not a measurement
     unsent = [name for name, x in (("baseline", base), ("candidate", cand)) if not x.n_requests]
-    no_requests = f"no requests in the {' and the '.join(unsent)}" if unsent else None
+    no_requests = reason("no_requests_in", sides=sides_reason(unsent)) if unsent else None
     b_qps = resampled_ratios(base.ok_counts, base.bin_widths_s, n_boot, rng)
     c_qps = resampled_ratios(cand.ok_counts, cand.bin_widths_s, n_boot, rng)
     changes["qps"] = _change(
         "qps", base.qps, cand.qps, interval(c_qps - b_qps),
-        no_requests or _short("s of steady state", seconds, MIN_QPS_SECONDS),
+        no_requests or _short("short_steady", seconds, MIN_QPS_SECONDS),
     )  # fmt: skip
     for metric, q in LATENCY_METRICS.items():
         b, c = base.latency_sorted, cand.latency_sorted
@@ -209,8 +210,8 @@ def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dic
         boot = resampled_percentiles(c, q, n_boot, rng) - resampled_percentiles(b, q, n_boot, rng)
         n_b = base.n_ok if base.n_ok is not None else len(b)
         n_c = cand.n_ok if cand.n_ok is not None else len(c)
-        warning = _short(f"ok samples for P{q:g}", min(n_b, n_c), min_samples_for(q))
-        changes[metric] = _change(metric, point_b, point_c, interval(boot), warning)
+        why = _short("few_ok", min(n_b, n_c), min_samples_for(q), q=q)
+        changes[metric] = _change(metric, point_b, point_c, interval(boot), why)
     if base.token_counts is not None and cand.token_counts is not None:
         b_tok = resampled_ratios(base.token_counts, base.bin_widths_s, n_boot, rng)
         c_tok = resampled_ratios(cand.token_counts, cand.bin_widths_s, n_boot, rng)
@@ -219,7 +220,7 @@ def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dic
             float(base.token_counts.sum() / base.bin_widths_s.sum()),
             float(cand.token_counts.sum() / cand.bin_widths_s.sum()),
             interval(c_tok - b_tok),
-            no_requests or _short("s of steady state", seconds, MIN_QPS_SECONDS),
+            no_requests or _short("short_steady", seconds, MIN_QPS_SECONDS),
         )
     changes["error_rate"] = _error_rate_change(base, cand)
     if base.unavailable_s is not None and cand.unavailable_s is not None:
@@ -229,13 +230,13 @@ def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dic
         if b_vals is None or c_vals is None or not len(b_vals) or not len(c_vals):
             continue
         boot = resampled_means(c_vals, n_boot, rng) - resampled_means(b_vals, n_boot, rng)
-        warning = _short("telemetry seconds", min(len(b_vals), len(c_vals)), MIN_TELEMETRY_SAMPLES)
-        changes[metric] = _change(metric, float(b_vals.mean()), float(c_vals.mean()), interval(boot), warning)
+        why = _short("few_telemetry", min(len(b_vals), len(c_vals)), MIN_TELEMETRY_SAMPLES)
+        changes[metric] = _change(metric, float(b_vals.mean()), float(c_vals.mean()), interval(boot), why)
     return changes
 
 
 def _unavailable_change(
-    base: Samples, cand: Samples, n_boot: int, rng: np.random.Generator, seconds: int
+    base: Samples, cand: Samples, n_boot: int, rng: np.random.Generator, seconds: float
 ) -> MetricChange:
     """Seconds without a successful answer: each run's seconds resampled (which were down is the sample)."""
 
@@ -250,7 +251,7 @@ def _unavailable_change(
         float(base.unavailable_s or 0),
         float(cand.unavailable_s or 0),
         interval(boot),
-        _short("s of steady state", seconds, MIN_QPS_SECONDS),
+        _short("short_steady", seconds, MIN_QPS_SECONDS),
     )
 
 
@@ -258,7 +259,8 @@ def _error_rate_change(base: Samples, cand: Samples) -> MetricChange:
     """Agresti-Caffo interval on the difference of error rates (one failure and one success added to
     each run), so 0% vs 100% over thousands of requests is not a zero-width, verdict-less interval."""
     if not base.n_requests or not cand.n_requests:
-        return _change("error_rate", None, None, (None, None), "no requests in one of the runs")
+        unsent = [name for name, x in (("baseline", base), ("candidate", cand)) if not x.n_requests]
+        return _change("error_rate", None, None, (None, None), reason("no_requests_in", sides=sides_reason(unsent)))
     pb, pc = base.n_failed / base.n_requests, cand.n_failed / cand.n_requests
     ab, ac = (base.n_failed + 1) / (base.n_requests + 2), (cand.n_failed + 1) / (cand.n_requests + 2)
     se = float(np.sqrt(ab * (1 - ab) / (base.n_requests + 2) + ac * (1 - ac) / (cand.n_requests + 2)))
@@ -320,7 +322,7 @@ def uncertain_where_unconverged(metrics: dict[str, MetricChange], sides: list[st
         return metrics
     why = f"the {' and the '.join(sides)} step never converged (its P99 interval stayed wider than steps.until)"
     return {
-        name: m.model_copy(update={"warning": m.warning or why, "verdict": "no_sig"}) for name, m in metrics.items()
+        name: m.model_copy(update={"warning": m.warning or why, "verdict": "no_verdict"}) for name, m in metrics.items()
     }
 
 

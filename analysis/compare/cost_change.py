@@ -12,6 +12,7 @@ import numpy as np
 from analysis.compare.model import MetricChange, Samples
 from analysis.figures.bootstrap import interval, resampled_ratios, rng_for
 from analysis.run.summary import RunAnalysis
+from embedperf.verdicts import change_verdict
 from scenarios.cost_models import PER_MILLION
 
 COST_METRIC = "cost_per_1m_embeddings"
@@ -57,9 +58,7 @@ def cost_change(
     diff_boot = c[1] - b[1]
     low, high = interval(diff_boot)
     diff = c[0] - b[0]
-    verdict = "no_sig"
-    if warning is None and low is not None and high is not None and not low <= 0.0 <= high:
-        verdict = "worse" if low > 0.0 else "better"
+    verdict = change_verdict(low, high, lower_is_better=True, unsupported=warning is not None)
     return {
         COST_METRIC: MetricChange(
             metric=COST_METRIC, base=b[0], cand=c[0], diff=diff, rel=diff / b[0] if b[0] else None,

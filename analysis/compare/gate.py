@@ -24,14 +24,16 @@ verdict (too few samples, steps too short).
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any
 
 from pydantic import BaseModel
 
 from analysis.compare.model import StepComparison
+from analysis.compare.reasons import Reason, reason, render_reason, sides_reason
 from embedperf.errors import ConfigError
+from embedperf.verdicts import GateVerdict
 
-GateStatus = Literal["pass", "fail", "no_verdict"]
+GateStatus = GateVerdict
 ERROR_BUDGET_METRIC = "error_rate"
 METRIC_UNITS: dict[str, str] = {
     "qps": "req/s", "p50_ms": "ms", "p95_ms": "ms", "p99_ms": "ms", "error_rate": "%",
@@ -106,13 +108,15 @@ class BudgetScope(BaseModel):
 
 
 class GateResult(BaseModel):
-    """One rule at one step: its status and a one-line reason with the numbers."""
+    """One rule at one step: its status and a one-line reason with the numbers (English; `why` is the same
+    reason as a code and its numbers, which the reports say in their own language)."""
 
     rule: str
     scope: str
     metric: str
     status: GateStatus
     reason: str
+    why: dict[str, Any] | None = None
     change: StepChange | None = None
 
     @property
@@ -149,6 +153,24 @@ def fmt_value(metric: str, value: float | None, signed: bool = False) -> str:
     return f"{text}%" if unit == "%" else f"{text} {unit}"
 
 
+def change_reason(
+    metric: str,
+    base: float | None,
+    cand: float | None,
+    rel: float | None,
+    ci: tuple[float | None, float | None],
+) -> Reason:
+    """Like: baseline 120.0 ms, candidate 140.0 ms, change +16.7% (95% CI of the difference ...)."""
+    if metric == ERROR_BUDGET_METRIC and base is not None and cand is not None:
+        change = f"{(cand - base) * 100.0:+.3f} pp"
+    else:
+        change = f"{rel * 100.0:+.1f}%" if rel is not None else "n/a"
+    return reason(
+        "change", base=fmt_value(metric, base), cand=fmt_value(metric, cand), change=change,
+        low=fmt_value(metric, ci[0], True), high=fmt_value(metric, ci[1], True),
+    )  # fmt: skip
+
+
 def describe_change(
     metric: str,
     base: float | None,
@@ -156,16 +178,7 @@ def describe_change(
     rel: float | None,
     ci: tuple[float | None, float | None],
 ) -> str:
-    """Like: baseline 120.0 ms, candidate 140.0 ms, change +16.7% (95% CI of the difference ...)."""
-    if metric == ERROR_BUDGET_METRIC and base is not None and cand is not None:
-        change = f"{(cand - base) * 100.0:+.3f} pp"
-    else:
-        change = f"{rel * 100.0:+.1f}%" if rel is not None else "n/a"
-    interval = f"{fmt_value(metric, ci[0], True)} … {fmt_value(metric, ci[1], True)}"
-    return (
-        f"baseline {fmt_value(metric, base)}, candidate {fmt_value(metric, cand)}, change {change} "
-        f"(95% CI of the difference {interval})"
-    )
+    return render_reason(change_reason(metric, base, cand, rel, ci))
 
 
 def _speed_result(rule: GateRule, scope: StepComparison) -> GateResult:
@@ -177,31 +190,26 @@ def _speed_result(rule: GateRule, scope: StepComparison) -> GateResult:
             ci_low=change.ci_low, ci_high=change.ci_high,
         )  # fmt: skip
 
-    def result(status: GateStatus, reason: str) -> GateResult:
+    def result(status: GateStatus, why: Reason) -> GateResult:
         return GateResult(
-            rule=rule.text,
-            scope=scope.label,
-            metric=rule.metric,
-            status=status,
-            reason=reason,
-            change=figures,
-        )
+            rule=rule.text, scope=scope.label, metric=rule.metric, status=status, reason=render_reason(why),
+            why=why, change=figures,
+        )  # fmt: skip
 
     empty = empty_sides(scope.base_n_ok, scope.cand_n_ok)
     if empty:
-        return result(
-            "no_verdict", f"no verdict: no ok requests in the {empty} here; the error budget judges it"
-        )
+        sides = [name for name, n in (("baseline", scope.base_n_ok), ("candidate", scope.cand_n_ok)) if n == 0]
+        return result("no_verdict", reason("rule_empty", sides=sides_reason(sides)))
     if change is None:
-        return result("no_verdict", f"no verdict: {rule.metric} was not measured in both runs")
-    text = describe_change(rule.metric, change.base, change.cand, change.rel, (change.ci_low, change.ci_high))
-    if change.warning:
-        return result("no_verdict", f"no verdict ({change.warning}): {text}")
+        return result("no_verdict", reason("rule_unmeasured", metric=rule.metric))
+    text = change_reason(rule.metric, change.base, change.cand, change.rel, (change.ci_low, change.ci_high))
+    if change.verdict == "no_verdict":
+        return result("no_verdict", reason("rule_unsupported", why=change.why or reason("zero_width"), change=text))
     if rule.crossed(change.diff, change.rel):
-        if change.verdict != "no_sig":
-            return result("fail", f"{text}, rule {rule.text}")
-        return result("pass", f"{text}: crosses {rule.text} but the interval includes zero (noise)")
-    return result("pass", text)
+        if change.verdict != "no_difference":
+            return result("fail", reason("rule_fail", change=text, rule=rule.text))
+        return result("pass", reason("rule_noise", change=text, rule=rule.text))
+    return result("pass", reason("rule_pass", change=text))
 
 
 BUDGET_RULE_PREFIX = "error_budget:"
@@ -214,21 +222,22 @@ def budget_rule_text(budget: float) -> str:
 def _budget_result(scope: BudgetScope, budget: float) -> GateResult:
     rule = budget_rule_text(budget)
 
-    def result(status: GateStatus, reason: str) -> GateResult:
+    def result(status: GateStatus, why: Reason) -> GateResult:
         return GateResult(
-            rule=rule, scope=scope.label, metric=ERROR_BUDGET_METRIC, status=status, reason=reason
-        )
+            rule=rule, scope=scope.label, metric=ERROR_BUDGET_METRIC, status=status, reason=render_reason(why),
+            why=why,
+        )  # fmt: skip
 
     if scope.n_requests == 0:
-        return result("no_verdict", "no verdict: the candidate has no requests here")
+        return result("no_verdict", reason("budget_none"))
     rate = scope.n_failed / scope.n_requests
-    text = (
-        f"candidate error rate {fmt_value(ERROR_BUDGET_METRIC, rate)} "
-        f"({scope.n_failed:,} of {scope.n_requests:,} requests failed)"
+    numbers = {
+        "rate": fmt_value(ERROR_BUDGET_METRIC, rate), "failed": f"{scope.n_failed:,}",
+        "requests": f"{scope.n_requests:,}", "budget": fmt_value(ERROR_BUDGET_METRIC, budget),
+    }  # fmt: skip
+    return result("fail", reason("budget_fail", **numbers)) if rate > budget else result(
+        "pass", reason("budget_pass", **numbers)
     )
-    if rate > budget:
-        return result("fail", f"{text} > budget {fmt_value(ERROR_BUDGET_METRIC, budget)}, whatever its speed")
-    return result("pass", f"{text} <= budget {fmt_value(ERROR_BUDGET_METRIC, budget)}")
 
 
 def empty_sides(base_n_ok: int, cand_n_ok: int) -> str | None:

@@ -8,9 +8,12 @@ here lets each of those import the others' inputs without importing the others.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
+
+from embedperf.verdicts import ChangeVerdict
 
 LATENCY_METRICS: dict[str, float] = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0}
 OVERALL_INDEX = -1  # the key of the whole run's Samples beside the steps' stage indexes
@@ -19,7 +22,8 @@ OVERALL_INDEX = -1  # the key of the whole run's Samples beside the steps' stage
 class MetricChange(BaseModel):
     """Candidate − baseline. `ci_*` bound the absolute difference; `rel` is diff / baseline.
 
-    `warning` says why the data cannot support a verdict (then `verdict` is "no_sig").
+    `warning` says why the data cannot support a verdict (then `verdict` is "no_verdict"; see
+    embedperf.verdicts for "no_difference", the judged absence of a change).
     """
 
     metric: str
@@ -29,8 +33,9 @@ class MetricChange(BaseModel):
     rel: float | None
     ci_low: float | None
     ci_high: float | None
-    verdict: str  # "better" | "worse" | "no_sig"
+    verdict: ChangeVerdict
     warning: str | None = None
+    why: dict[str, Any] | None = None  # the warning as a reason code and its numbers (compare.reasons)
 
 
 class StepComparison(BaseModel):

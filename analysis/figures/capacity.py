@@ -19,10 +19,12 @@ the limit lies inside the tested range and the figure is the answer.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from analysis.figures.bottleneck import GENERATOR_BUSY_PCT
 from analysis.model.steps import StepStats
 
 KNEE_MAX_QPS_GAIN = 0.10
@@ -37,14 +39,34 @@ NEXT_LOAD_FACTOR = 2.0
 BACKOFF_ERROR_KINDS = frozenset({"connection_refused", "connection_reset", "connection_error", "timeout"})
 
 
+LittleCause = Literal["errors", "generator", "unexplained"]
+
+
 class LittleCheck(BaseModel):
-    """Closed loop: users ≈ QPS × (mean latency + think time). A big mismatch means the generator lagged."""
+    """Closed loop: users ≈ QPS × (mean latency + think time), and what a mismatch is put down to.
+
+    `cause` (flagged checks only): "errors" when failed answers are over the tolerance (refusals come
+    back at once and are not the load the law counts on), else "generator" when the generator's CPU
+    was busy (bottleneck.GENERATOR_BUSY_PCT), else "unexplained" (think time, or a generator whose
+    CPU was not measured). The generator is never blamed on a step where it was idle.
+    """
 
     index: int
     users: float
     expected_users: float
     mismatch: float
     flagged: bool
+    cause: LittleCause | None = None
+    error_rate: float | None = None
+    generator_cpu_pct: float | None = None
+
+
+def _little_cause(step: StepStats, generator_cpu_pct: float | None) -> LittleCause:
+    if (step.error_rate or 0.0) > LITTLE_MISMATCH:
+        return "errors"
+    if generator_cpu_pct is not None and generator_cpu_pct >= GENERATOR_BUSY_PCT:
+        return "generator"
+    return "unexplained"
 
 
 class DevicePlan(BaseModel):
@@ -132,7 +154,21 @@ def think_time_s(scenario: dict[str, Any]) -> float:
     return 0.0
 
 
-def little_checks(steps: list[StepStats], think_s: float) -> list[LittleCheck]:
+def little_cause_text(check: LittleCheck) -> str:
+    """What a flagged check is put down to, in one English phrase (the report has its own strings)."""
+    if check.cause == "errors":
+        return f"errors: {check.error_rate or 0.0:.0%} of answers failed (refusals return at once)"
+    if check.cause == "generator":
+        return f"generator bottleneck: its CPU at {check.generator_cpu_pct or 0.0:.0f}%"
+    if check.generator_cpu_pct is not None:
+        return f"not errors, nor the generator (CPU {check.generator_cpu_pct:.0f}%): think time?"
+    return "generator or think time? (the generator's CPU was not measured)"
+
+
+def little_checks(
+    steps: list[StepStats], think_s: float, generator_cpu_pct: Mapping[int, float | None] | None = None
+) -> list[LittleCheck]:
+    """generator_cpu_pct: step index -> the generator's mean CPU over the step (absent: not measured)."""
     checks = []
     for step in steps:
         if not step.users or step.n_requests == 0:
@@ -148,13 +184,18 @@ def little_checks(steps: list[StepStats], think_s: float) -> list[LittleCheck]:
         ) / max(step.n_ok + step.error_latency.n, 1)
         expected = step.offered_qps * (mean_ms / 1000.0 + think_s)  # every answer, failed ones too
         mismatch = abs(expected - step.users) / step.users
+        cpu = (generator_cpu_pct or {}).get(step.index)
+        flagged = mismatch > LITTLE_MISMATCH
         checks.append(
             LittleCheck(
                 index=step.index,
                 users=float(step.users),
                 expected_users=expected,
                 mismatch=mismatch,
-                flagged=mismatch > LITTLE_MISMATCH,
+                flagged=flagged,
+                cause=_little_cause(step, cpu) if flagged else None,
+                error_rate=step.error_rate,
+                generator_cpu_pct=cpu,
             )
         )
     return checks
@@ -213,6 +254,7 @@ def capacity(
     devices_in_run: int = 1,
     target_qps: float | None = None,
     headroom: float = DEFAULT_HEADROOM,
+    generator_cpu_pct: Mapping[int, float | None] | None = None,
 ) -> CapacityResult:
     meeting = [s for s in steps if meets_slo(s, slo_p99_ms, error_budget)]
     best = max(meeting, key=lambda s: s.qps) if meeting else None
@@ -229,7 +271,7 @@ def capacity(
         knee_index=knee,
         knee_qps=knee_step.qps if knee_step else None,
         peak_qps=max((s.qps for s in steps), default=None),
-        little=little_checks(steps, think_s),
+        little=little_checks(steps, think_s, generator_cpu_pct),
         lower_bound=never_reached_limit(steps, knee, slo_p99_ms, error_budget),
         highest_step_index=top.index if top else None,
     )

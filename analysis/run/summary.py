@@ -36,6 +36,7 @@ from embedperf.schema import (
     ServiceInfo,
     StepEnding,
 )
+from embedperf.verdicts import CapacityVerdict
 from scenarios.cost_models import Cost, device_kind
 from scenarios.models import Scenario, Slo
 
@@ -76,7 +77,7 @@ class RunSummary(BaseModel):
     collectors: list[CollectorStatus]
     slo_p99_ms: float | None
     error_budget: float
-    slo_verdict: str  # "pass" | "partial" | "fail" | "none"
+    slo_verdict: str  # a CapacityVerdict; "none" in summaries written before the vocabulary
     percentile_method: str
     devices_in_run: int
     steps: list[StepReport]
@@ -137,9 +138,10 @@ def _backoffs(manifest: Manifest) -> dict[str, int] | None:
     return {str(k): int(v) for k, v in raw.items() if isinstance(v, int | float)}
 
 
-def _slo_verdict(meeting: list[bool], slo_p99_ms: float | None) -> str:
+def _slo_verdict(meeting: list[bool], slo_p99_ms: float | None) -> CapacityVerdict:
+    """No SLO given or no step to judge: no verdict, which is not a pass."""
     if slo_p99_ms is None or not meeting:
-        return "none"
+        return "no_verdict"
     if all(meeting):
         return "pass"
     return "partial" if any(meeting) else "fail"
@@ -218,6 +220,7 @@ def summarise(
         devices_in_run=devices,
         target_qps=settings.target_qps,
         headroom=settings.headroom,
+        generator_cpu_pct={s.stats.index: s.telemetry.generator_cpu_mean_pct for s in steps},
     )
     run_t0, run_t1 = run_window(manifest, rows.t_done_max_unix_s)
     run_seconds = (run_t1 - run_t0) if run_t0 is not None and run_t1 is not None else 0.0

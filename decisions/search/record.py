@@ -7,6 +7,7 @@ so manifests written before them still load.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -59,10 +60,21 @@ NOTES: dict[str, str] = {
     "above_max_rate": "every probe up to max_rate {rate:g} req/s passed",
     "below_min_rate": (
         "even {rate:g} req/s, the lowest rate this search probes, does not meet the SLO with confidence "
-        "(below {floor:.3g} req/s a {probe_s:g} s probe collects fewer than {samples:g} ok answers)"
+        "(below {floor:.3g} req/s a probe of {probe_s:g} s collects fewer than {samples:g} ok answers)"
+    ),
+    # the lowest rate failed on errors: the cause is the errors, not the P99's confidence
+    "below_min_rate_errors": (
+        "even {rate:g} req/s, the lowest rate this search probes, fails on errors: {error_rate_pct:.1f}% of "
+        "its requests failed (error budget {budget_pct:g}%); the target refuses or fails this load"
     ),
     "max_duration": "stopped at --max-duration {seconds:g} s",
 }
+
+
+def note_key(status: str, params: Mapping[str, object]) -> str:
+    """The NOTES (and report sn_<key>) entry of a status: a `cause` parameter names a variant of it."""
+    cause = params.get("cause")
+    return f"{status}_{cause}" if cause else status
 
 
 class ProbeRecord(BaseModel):
@@ -165,6 +177,8 @@ def devices_serving(manifest: Manifest) -> int:
 
 def headline(record: SearchRecord, devices: int) -> str:
     """'N req/s per device at P99 <= X ms' with its bracket and P99 interval (or why there is no such N)."""
+    if record.answer_rps is None and record.note_params.get("cause") == "errors":
+        return f"no probed rate is served within the error budget ({record.status}: {record.note})"
     if record.answer_rps is None:
         return f"no probed rate meets P99 <= {record.slo_p99_ms:g} ms ({record.status}: {record.note})"
     per_device = record.answer_rps / max(devices, 1)

@@ -30,6 +30,7 @@ from decisions.search.record import (
     SearchSummary,
     devices_serving,
     headline,
+    note_key,
     read_search,
     search_summary,
 )
@@ -193,7 +194,7 @@ class SearchState:
         spec, last = self.spec, self._last
         if last is None or self._last_plan is None:
             return self._at(spec.start_rate, "bracket")
-        if last.verdict == "uncertain" and last.phase != "repeat":
+        if last.verdict in ("uncertain", "no_verdict") and last.phase != "repeat":
             return ProbePlan(rate=last.rate, duration_s=self._last_plan.duration_s, phase="repeat")
         if self._confirming is not None:
             rate, self._confirming = self._confirming, None
@@ -214,15 +215,7 @@ class SearchState:
             # the floor as a probe rate (_at rounds to 3 places): never below the floor itself
             floor = math.ceil(self.limits.min_rate * 1000.0) / 1000.0
             if top <= floor:
-                self._finish(
-                    "below_min_rate",
-                    {
-                        "rate": top,
-                        "floor": self.limits.floor_rps,
-                        "probe_s": spec.max_probe_s,
-                        "samples": float(self.limits.samples_needed),
-                    },
-                )
+                self._finish("below_min_rate", self._below_min_rate_params(top))
                 return None
             return self._at(max(top / spec.growth, floor), "bracket")
         if (top - low) / top <= spec.precision:
@@ -298,7 +291,8 @@ class SearchState:
             self.passes.append(plan.rate)
             if plan.phase == "confirm" or (plan.phase == "repeat" and self._confirming is not None):
                 self.record.confirm_stage_index = stage_index
-        elif verdict == "fail":
+        elif verdict == "fail" or (verdict == "no_verdict" and plan.phase == "repeat"):
+            # no ok answer even on the pooled sample: nothing shows the rate can be served
             self.fails.append(plan.rate)
             self._contradicted(plan.rate)
         elif plan.phase == "repeat":  # still uncertain on the pooled sample: at the SLO
@@ -314,11 +308,23 @@ class SearchState:
         """A rate that fails or is at the SLO is no longer an answer, nor is any pass at or above it."""
         self.passes = [r for r in self.passes if r < rate]
 
+    def _below_min_rate_params(self, rate: float) -> Params:
+        """Why even the lowest rate fails: its errors when its last probe failed on them, else the floor."""
+        last = next((p for p in reversed(self.record.probes) if p.rate == rate), None)
+        if last is not None and last.reason_code == "error_budget":
+            return {"rate": rate, "cause": "errors", **last.reason_params}
+        return {
+            "rate": rate,
+            "floor": self.limits.floor_rps,
+            "probe_s": self.spec.max_probe_s,
+            "samples": float(self.limits.samples_needed),
+        }
+
     def _finish(self, status: SearchStatus, note_params: Params) -> None:
         self.done = True
         rec = self.record
         rec.status = status
-        rec.note = NOTES[status].format(**note_params)
+        rec.note = NOTES[note_key(status, note_params)].format(**note_params)
         rec.note_params = note_params
         low, top = self.low, self.top
         rec.answer_rps = low

@@ -2,7 +2,7 @@
 
 A probe passes only when the upper end of its P99 interval is within the SLO and fails only when
 the lower end is above it (or errors or a goodput shortfall fail it outright); in between it is
-uncertain. The same binomial arithmetic says, before any probe, how many ok samples can bound a
+uncertain (at the SLO within its interval), and a probe without one ok answer has no verdict. The same binomial arithmetic says, before any probe, how many ok samples can bound a
 P99 at all and so the lowest rate a probe of `max_probe_s` can judge (`feasibility`).
 """
 
@@ -11,15 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from embedperf.errors import ConfigError
+from embedperf.verdicts import ProbeVerdict
 from scenarios.models import Search, Slo
 
-Verdict = Literal["pass", "fail", "uncertain"]
+Verdict = ProbeVerdict
 Params = dict[str, float | str]
 QUANTILE = 0.99
 COUNT_MARGIN = 1.15  # a probe aims 15% above its sample target: a Poisson count falls short of its mean
@@ -141,7 +141,7 @@ class Feasibility:
     def floor_reason(self, spec: Search) -> str:
         """Why the floor is where it is, in one clause."""
         return (
-            f"{self.floor_rps:.3g} req/s is the lowest rate at which a {spec.max_probe_s:g} s probe "
+            f"{self.floor_rps:.3g} req/s is the lowest rate at which a probe of {spec.max_probe_s:g} s "
             f"({spec.warmup_s:g} s warm-up) collects {self.samples_needed} ok answers "
             f"(x{COUNT_MARGIN:g} for Poisson counts)"
         )
@@ -201,7 +201,7 @@ def judge(
         return "fail", "goodput_short", {"goodput_rps": goodput, "offered_rps": offered}, ci
     point, lower, upper = ci
     if point is None:
-        return "uncertain", "no_ok", {}, ci
+        return "no_verdict", "no_ok", {}, ci
     if upper <= slo.p99_ms:
         return "pass", "p99_within", {"p99_ms": point, "upper_ms": upper, "slo_ms": slo.p99_ms}, ci
     if lower > slo.p99_ms:

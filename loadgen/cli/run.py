@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from collectors.options import DeviceOptions, add_device_options
+from embedperf.options import add_shared_option
 from loadgen.cli.local_workers import LocalWorkers
 from loadgen.cli.runner import run_scenario_outcome
 from loadgen.lifecycle.options import (
@@ -49,9 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--host", default=None, help="target base URL (default: the scenario's target.base_url)"
     )
-    parser.add_argument(
-        "--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder (default runs/)"
-    )
+    add_shared_option(parser, "runs_dir", Path("runs"), "runs")
     parser.add_argument("--label", default="", help="label appended to the run id")
     parser.add_argument(
         "--profile",

@@ -27,6 +27,7 @@ from loadgen.lifecycle.options import export_api_key
 from loadgen.lifecycle.preflight import check_target
 from loadgen.lifecycle.verdict import EXIT_INCOMPLETE, EXIT_USAGE
 from scenarios.loader import load_scenario, scenario_path
+from scenarios.models import Scenario
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILES_DIR = REPO_ROOT / "locustfiles"
@@ -55,6 +56,7 @@ def locust_command(
     locustfile: another entry point than the scenario kind's (a canary's).
     """
     resolved = load_scenario(scenario, profile=profile, overrides=overrides)
+    overrides = {**(overrides or {}), **_absolute_paths(resolved)}
     path = scenario_path(scenario)
     scenario_arg = (
         scenario if path.parent == REPO_ROOT / "scenarios" and path.stem == scenario else str(path.resolve())
@@ -83,6 +85,18 @@ def locust_command(
     if not collectors:
         cmd.append("--no-collectors")
     return cmd + list(extra_args or [])
+
+
+def _absolute_paths(resolved: Scenario) -> dict[str, str]:
+    """The scenario's files as this process found them (absolute): Locust starts in REPO_ROOT, where a
+    path relative to the user's directory would name another file or none."""
+    out: dict[str, str] = {}
+    payload = resolved.payload
+    if payload.dataset is not None:
+        out["payload.dataset.path"] = json.dumps(payload.dataset.path)
+    if payload.quality_probes is not None:
+        out["payload.quality_probes.reference"] = json.dumps(payload.quality_probes.reference)
+    return out
 
 
 @dataclass(frozen=True)

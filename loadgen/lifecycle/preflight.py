@@ -167,6 +167,8 @@ def _status_message(
 ) -> str:
     env = scenario.target.api_key_env
     protocol, model = resolved.protocol, resolved.target.model
+    if status in (401, 403) and "Authorization" not in request_headers(scenario):
+        return f"the target needs an API key (HTTP {status} from {url}) and none was sent: pass --api-key KEY or set {env}"
     if status in (401, 403):
         return f"the target refused the API key (HTTP {status} from {url}); pass --api-key KEY or set {env}"
     if protocol.model_not_found(status, body):

@@ -55,7 +55,7 @@ class Prober:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, ConnectionRefusedError):
                 raise TargetError(
-                    f"cannot reach the target at {url}: connection refused; is the service running and "
+                    f"cannot reach the target at {self.base_url}: connection refused; is the service running and "
                     "listening there? (start the reference service with `embedperf serve`, or pass --host)"
                 ) from None
             return Probe(0)
@@ -125,6 +125,11 @@ def resolve_target(scenario: Scenario, prober: Fetch) -> ResolvedTarget:
     if not target.model and not served:
         served = tuple(protocol.served_models(prober, prefix))
     model = target.model or (served[0] if served else protocol.default_model)
+    if not model and not target.path and protocol.model_in_path:
+        raise TargetError(
+            f"{protocol.name} needs a model: its requests go to {protocol.path(task, '{model}', prefix)} and "
+            "the target lists none; pass --model NAME (or --set target.model=NAME)"
+        )
     path = target.path or protocol.path(task, model, prefix)
     name = target.protocol or protocol.name  # an import path stays one: other processes import it by it
     resolved = target.model_copy(update={"protocol": name, "path": path, "model": model})

@@ -60,7 +60,7 @@ class CollectorsProcess:
             "-m",
             "collectors",
             "--out",
-            str(folder.root),
+            str(folder.root.resolve()),  # the child starts in REPO_ROOT, not in this process's directory
             "--interval",
             str(interval_s),
             "--sources",

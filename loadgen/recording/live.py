@@ -148,6 +148,19 @@ class StepFigures:
         span_s = self.last_done_unix_s - self.first_sent_unix_s
         return self.ok / span_s if span_s > 0 else 0.0
 
+    def latency_bound_ms(self, q: float) -> float | None:
+        """The bucket bound at or below which a fraction q of the recorded latencies lie (inf: above the
+        last bound; None: no latency yet): the live view's P50/P99, exact ones come with the report."""
+        total = sum(self.latency_bucket_counts)
+        if not total:
+            return None
+        seen = 0
+        for bound, count in zip((*LATENCY_BUCKETS_MS, math.inf), self.latency_bucket_counts, strict=True):
+            seen += count
+            if seen >= q * total:
+                return bound
+        return math.inf
+
     def server_mean_ms(self) -> dict[str, float]:
         """Mean of each Server-Timing stage; stages the target does not report are absent."""
         return {s: self.server_sum_ms[s] / n for s, n in self.server_count.items() if n}

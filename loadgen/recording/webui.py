@@ -12,6 +12,7 @@ to `loadgen.wiring.plugin.install`, which keeps it on the run state and passes i
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from flask import Response, request
 
 from embedperf.errors import EmbedperfError
 from embedperf.schema import RunFolder
-from loadgen.recording.live import RunFollower
+from loadgen.recording.live import LATENCY_BUCKETS_MS, RunFollower
 
 ReportBuilder = Callable[[RunFolder], Path]  # run folder -> its report.html, built from the folder alone
 
@@ -71,6 +72,8 @@ class WebUiFront:
             rows.append(LiveRow("step", f"{step.index} {step.label} ({load})", "recorded requests"))
             rows.append(LiveRow("requests", str(step.requests), "this step"))
             rows.append(LiveRow("goodput req/s", f"{step.goodput_rps:.1f}", "this step"))
+            p50, p99 = step.latency_bound_ms(0.50), step.latency_bound_ms(0.99)
+            rows.append(LiveRow("P50 / P99 ms", f"{_bound(p50)} / {_bound(p99)}", "this step, histogram bucket"))
             kinds = ", ".join(f"{k} {n}" for k, n in step.errors_by_kind.most_common()) or "none"
             rows.append(LiveRow("errors", f"{step.errors} ({kinds})", "this step"))
             for stage, mean_ms in step.server_mean_ms().items():
@@ -98,6 +101,8 @@ class WebUiFront:
                 "requests": step.requests,
                 "ok": step.ok,
                 "goodput_rps": step.goodput_rps,
+                "p50_ms_at_most": _finite(step.latency_bound_ms(0.50)),
+                "p99_ms_at_most": _finite(step.latency_bound_ms(0.99)),
                 "errors_by_kind": dict(step.errors_by_kind),
                 "server_mean_ms": step.server_mean_ms(),
             },
@@ -106,6 +111,17 @@ class WebUiFront:
                 for (d, m), s in (live.device_figures().items() if live is not None else [])
             ],
         }
+
+
+def _bound(value: float | None) -> str:
+    """A histogram bound as the live tab shows it: "<= 250", "> 10000", or n/a before any answer."""
+    if value is None:
+        return "n/a"
+    return f"> {LATENCY_BUCKETS_MS[-1]:g}" if math.isinf(value) else f"<= {value:g}"
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isinf(value) else value
 
 
 def install(

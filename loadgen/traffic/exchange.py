@@ -10,8 +10,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gevent import GreenletExit
 from gevent import Timeout as GeventTimeout
 
+from embedperf.error_kinds import CUT_OFF_PREFIX
 from embedperf.schema import REQUEST_ID_HEADER, SERVED_MODEL_HEADER, RequestRow
 from loadgen.traffic.context import RunContext
 from loadgen.traffic.headers import TIMING_VALUE_COLUMNS
@@ -115,12 +117,19 @@ def send_embeddings(
     headers = {**_request_headers(client, ctx), REQUEST_ID_HEADER: request_id}  # a copy: requests overlap
     t_sent = time.time()
     p_sent = time.perf_counter()
-    resp = post(client, url, data, headers)
     read_error: BaseException | None = None
     try:
-        content = resp.content or b""
-    except (Exception, GeventTimeout) as exc:  # a broken answer fails this request only, as Locust counts it
-        read_error, content = exc, b""
+        resp = post(client, url, data, headers)
+        try:
+            content = resp.content or b""
+        except (Exception, GeventTimeout) as exc:  # a broken answer fails this request only, as Locust counts it
+            read_error, content = exc, b""
+    except GreenletExit:  # the run stopped this user mid-request (after its stop timeout): say so in a row
+        in_flight_s = time.perf_counter() - p_sent
+        reason = f"{CUT_OFF_PREFIX} the run stopped {in_flight_s:.1f} s into the request"
+        t_intended = t_sent if t_intended_unix_s is None else t_intended_unix_s
+        dropped_row(ctx, payload, t_intended, reason, stage, t_sent_unix_s=t_sent, request_id=request_id)
+        raise
     latency_ms = (time.perf_counter() - p_sent) * 1000.0
     status = int(resp.status_code or 0)
     error, tokens = judge(resp, status, content, read_error, payload, ctx)
@@ -189,11 +198,16 @@ def dropped_row(
     t_intended_unix_s: float,
     reason: str,
     stage: tuple[int, str, int | None, float | None] | None,
+    t_sent_unix_s: float | None = None,
+    request_id: str | None = None,
 ) -> RequestRow:
-    """A request the open-loop scheduler could not start: recorded, never silently skipped."""
+    """A request without an answer that is recorded, never silently skipped: one the open-loop scheduler
+    could not start, or one sent but cut off when the run stopped (then t_sent and request_id are set)."""
     row = RequestRow(
         worker=ctx.worker,
         t_intended_unix_s=t_intended_unix_s,
+        t_sent_unix_s=t_sent_unix_s,
+        request_id=request_id,
         endpoint=payload.endpoint,
         ok=False,
         error=reason,

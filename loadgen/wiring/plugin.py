@@ -50,6 +50,10 @@ from loadgen.traffic.shares import share_from_options
 from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overrides
 from scenarios.models import Scenario
 
+# The web UI labels a field "name (help)" on one line: the --set field's help says, in few words, that it
+# takes several overrides separated by commas (the full rules are in the group's description).
+SET_FIELD_HELP = "overrides KEY=VALUE, comma-separated: steps.duration_s=5,slo.p99_ms=200"
+STOP_MARGIN_S = 1.0  # beyond the request timeout: the timed-out request's row is recorded too
 log = logging.getLogger("embedperf.loadgen")
 
 
@@ -68,7 +72,7 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
     group = parser.add_argument_group(
         "embedperf",
         "Scenario, run folder and live export (embedperf). The scenario's steps set the users, so "
-        "-u/-r/-t are ignored; the web UI shows scenario, profile, overrides and label.",
+        "-u/-r/-t are ignored; the web UI shows scenario, profile, overrides and label. " + OVERRIDE_HELP,
     )
     choices = scenario_choices(default_scenario)
     _in_web_ui(
@@ -96,7 +100,7 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
             action="append",
             default=[""],  # not []: Locust's web UI would read an empty list as a list of ints
             metavar="KEY=VALUE",
-            help=OVERRIDE_HELP,
+            help=SET_FIELD_HELP,
         )
     )
     _in_web_ui(group.add_argument("--label", default="", help="label appended to the run id and kept in the manifest"))
@@ -240,6 +244,9 @@ def _stop_on_sigterm(environment: Environment, state: RunState) -> None:
         run = state.current_session()
         if run is not None:
             run.manifest.notes.append("stopped by SIGTERM")
+        # stop now: requests in flight are cut off (and recorded so), not waited for; Locust's main loop
+        # stops the runner a second time, which a graceful stop would not survive
+        environment.stop_timeout = 0.0
         if environment.runner is not None:
             environment.runner.quit()
 
@@ -271,7 +278,20 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         state.forwarder, state.context = forwarder, ctx
         settle_heap()
         return
-    state.active()
+    run = state.active()
+    if run is not None:
+        wait_for_requests_in_flight(environment, run.scenario)
+
+
+def wait_for_requests_in_flight(environment: Environment, scenario: Scenario) -> None:
+    """Closed loop: when the run (or a ramp-down) stops users, each finishes the request it is in, up to the
+    request timeout, so the last step counts every request it started; one still unanswered then is cut
+    off and recorded as such (loadgen.traffic.exchange). Locust's --stop-timeout, when given, is kept;
+    an open loop drains its own requests (scenario.drain_s) before its shape ends."""
+    if float(getattr(environment.parsed_options, "stop_timeout", 0) or 0) > 0:
+        return
+    closed_loop = not (scenario.is_open_loop or scenario.search.enabled)
+    environment.stop_timeout = scenario.target.timeout_s + STOP_MARGIN_S if closed_loop else 0.0
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from collectors.options import DeviceOptions, add_device_options
+from embedperf.options import add_shared_option
 from loadgen.cli.runner import run_scenario_outcome
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 from reports.build import build_report
@@ -22,9 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile", choices=PROFILES, default="quick", help="quick (~1 min) or full (4 x 60 s)"
     )
-    parser.add_argument(
-        "--runs-dir", type=Path, default=Path("runs"), help="parent of the run folder (default runs/)"
-    )
+    add_shared_option(parser, "runs_dir", Path("runs"), "runs")
     parser.add_argument("--host", default="127.0.0.1", help="address the service listens on")
     parser.add_argument("--port", type=int, default=8086, help="port the service listens on (default 8086)")
     parser.add_argument("--scenario", default="ramp", help="scenario to run (default ramp)")

@@ -20,6 +20,7 @@ from decisions.search.state import (
     read_search,
     samples_to_bound,
 )
+from embedperf.options import add_shared_option
 from embedperf.schema import read_manifest
 from loadgen.cli.runner import run_scenario
 from reports.build import build_report
@@ -68,10 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"open-loop scenario (default {DEFAULT_SCENARIO})",
     )
     parser.add_argument("--host", default=None, help="target base URL (default: the scenario's)")
-    parser.add_argument(
-        "--slo-p99-ms", type=float, default=None, help="P99 objective (default: the scenario's)"
-    )
-    parser.add_argument("--error-budget-pct", type=float, default=None, help="error budget in percent")
+    add_shared_option(parser, "slo_p99_ms", default_text="the scenario's slo.p99_ms")
+    add_shared_option(parser, "error_budget_pct", default_text="the scenario's slo.error_budget_pct")
     parser.add_argument("--arrival", choices=("constant", "poisson"), default=None, help="arrival process")
     parser.add_argument(
         "--precision", type=float, default=None, help="stop when the bracket is within this (0.05)"

@@ -34,6 +34,7 @@ EXIT_HELP = (
     "(the run stopped before every window was judged). "
 )
 OFF = ("off", "none", "null")
+OPENAI_EMBEDDINGS_PATH = "/v1/embeddings"
 # flag -> scenario field it sets
 FLAG_FIELDS: dict[str, str] = {
     "window_s": "canary.window_s",
@@ -79,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="embedperf canary",
         description="One run, one load (the scenario's step --load-step, closed or open loop) split per request "
         "between a baseline and a candidate; the candidate's share rises stage by stage (default 5, 20, 50, "
-        "100%%), each stage held for --windows-per-stage windows of --window-s. Every window is judged while "
+        "100%), each stage held for --windows-per-stage windows of --window-s. Every window is judged while "
         "the load runs; the first rollback trigger stops the canary at once. Writes one run folder (rows carry "
         "`side`), canary.json (windows and verdict) and report.html.",
         epilog=EXIT_HELP + OVERRIDE_HELP,
@@ -90,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", required=True, metavar="URL", help="the version in service now")
     parser.add_argument(
         "--candidate", required=True, metavar="URL", help="the version to promote or roll back"
+    )
+    parser.add_argument(
+        "--allow-same-target",
+        action="store_true",
+        help="accept one URL on both sides: an A/A check of the canary itself (otherwise refused, exit 2)",
     )
     stages = parser.add_argument_group("stages and windows (the scenario's canary: section)")
     stages.add_argument(
@@ -207,6 +213,13 @@ def main(argv: list[str]) -> int:
     planned = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
     baseline = normalise_base_url(args.baseline, planned.target.path)
     candidate = normalise_base_url(args.candidate, planned.target.path)
+    same_path = planned.target.path or OPENAI_EMBEDDINGS_PATH  # not yet detected: the default protocol's
+    same = normalise_base_url(args.baseline, same_path) == normalise_base_url(args.candidate, same_path)
+    if same and not args.allow_same_target:
+        raise ConfigError(
+            f"--baseline and --candidate are the same target ({baseline}): a canary compares two versions; "
+            "pass the candidate's own URL (or --allow-same-target for an A/A check of the canary itself)"
+        )
     overrides["canary.baseline_url"] = baseline
     overrides["canary.candidate_url"] = candidate
     overrides = canary_overrides(planned, overrides)

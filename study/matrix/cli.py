@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from embedperf.errors import ConfigError
+from embedperf.options import add_shared_option
 from scenarios.loader import add_override_option
 from study.matrix.report import build_matrix_report
 from study.matrix.run import MatrixRecord, run_matrix
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path("scenarios/optimizations.yaml"),
         help="matrix file (default %(default)s)",
     )
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the matrix folder goes")
+    add_shared_option(parser, "runs_dir", Path("runs"), "runs")
     parser.add_argument(
         "--repeat", type=int, default=1, help="run every configuration N times, order rotated"
     )
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="steps: the scenario's load steps; search: a capacity search per configuration (default: the file's)",
     )
     parser.add_argument("--no-precision", action="store_true", help="skip the precision checks")
-    parser.add_argument("--lang", choices=["en", "zh"], default="en", help="report language")
+    add_shared_option(parser, "lang", "en")
     parser.add_argument(
         "--report-only",
         type=Path,

@@ -14,6 +14,7 @@ from analysis.run.summary import RunAnalysis
 from decisions.search.state import SearchSummary
 from embedperf.errors import RunFolderError
 from embedperf.schema import RunFolder
+from embedperf.verdicts import ChangeVerdict
 from reports.build import check_lang, write_html
 from reports.compare_build import load_curves
 from reports.render import render
@@ -33,7 +34,7 @@ class MergedChange:
 
     metric: str
     repeats: list[MetricChange]
-    verdict: str
+    verdict: ChangeVerdict
 
     @property
     def first(self) -> MetricChange:
@@ -131,10 +132,10 @@ class ConfigRow:
         return float(np.median(values)) if values else None
 
 
-def merge_verdicts(changes: list[MetricChange]) -> str:
-    """Better/worse only when every repeat agrees; drift between repeats must not pass for an effect."""
+def merge_verdicts(changes: list[MetricChange]) -> ChangeVerdict:
+    """A verdict only when every repeat agrees; repeats that disagree (drift) or could not judge give none."""
     verdicts = {c.verdict for c in changes}
-    return verdicts.pop() if len(verdicts) == 1 else "no_sig"
+    return verdicts.pop() if len(verdicts) == 1 else "no_verdict"
 
 
 def _merge(per_repeat: list[dict[str, MetricChange]]) -> dict[str, MergedChange]:

@@ -12,6 +12,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from embedperf.errors import ConfigError, GateFailed
+from embedperf.options import add_shared_option
 from embedperf.schema import open_run_folder
 from loadgen.traffic.quality import write_reference_set
 from service.model import EmbeddingModel, load_model
@@ -132,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--threads", type=int, default=None, help="torch threads for local models")
     out.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     out.add_argument("--report", type=Path, default=None, help="also write the precision report (HTML) here")
-    out.add_argument("--lang", choices=["en", "zh"], default="en", help="language of --report (default en)")
+    add_shared_option(out, "lang", "en")
     out.add_argument(
         "--write-reference",
         type=Path,

@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from embedperf.errors import TargetError
+from loadgen.lifecycle.preflight import normalise_base_url
 from study.corpus import EvalText
 from study.precision.advice_plan import Advice
 from study.precision.domains import DomainAgreement, WorstInput, domain_breakdown, worst_inputs
@@ -24,6 +25,7 @@ from study.precision.retrieval import RetrievalAgreement, retrieval_agreement
 from study.vectors import cosine_per_text
 
 WORST_OVERALL = 10
+EMBEDDINGS_PATH = "/v1/embeddings"
 
 
 class PrecisionResult(BaseModel):
@@ -114,7 +116,7 @@ class EndpointEncoder:
     def __init__(
         self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0
     ) -> None:
-        self.url = base_url.rstrip("/") + "/v1/embeddings"
+        self.url = normalise_base_url(base_url, EMBEDDINGS_PATH) + EMBEDDINGS_PATH
         self.model = model
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout_s = timeout_s

@@ -19,6 +19,7 @@ import yaml
 
 from collectors.options import DeviceOptions, add_device_options
 from embedperf.errors import ConfigError
+from embedperf.options import add_shared_option
 from loadgen.lifecycle.options import add_api_key_option, export_api_key
 from loadgen.lifecycle.preflight import check_target, normalise_base_url
 from scenarios.loader import load_scenario, parse_overrides
@@ -101,10 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="any field (repeatable)",
     )
-    judged_by.add_argument("--slo-p99-ms", type=float, default=None, help="P99 objective of the search (300)")
-    judged_by.add_argument("--error-budget-pct", type=float, default=None, help="error budget, %% (0.1)")
-    judged_by.add_argument("--target-qps", type=float, default=None, help="rate the deployment must carry")
-    judged_by.add_argument("--headroom-pct", type=float, default=None, help="capacity above the target (25)")
+    add_shared_option(judged_by, "slo_p99_ms", default_text="300")
+    add_shared_option(judged_by, "error_budget_pct", default_text="0.1")
+    add_shared_option(judged_by, "target_qps", default_text="none: capacity is shown, not judged")
+    add_shared_option(judged_by, "headroom_pct", default_text="25")
     judged_by.add_argument("--soak-s", type=float, default=None, help="soak length in seconds (3600)")
     judged_by.add_argument("--soak-windows", type=int, default=None, help="windows the soak is judged in (6)")
     judged_by.add_argument("--soak-users", type=int, default=None, help="users of the soak (the scenario's)")
@@ -139,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out.add_argument("--json", type=Path, default=None, help="also write the JSON verdict here")
     out.add_argument("--junit", type=Path, default=None, help="also write JUnit XML here")
-    out.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the report")
+    add_shared_option(out, "lang", "en")
     out.add_argument("--no-collectors", action="store_true", help="do not sample telemetry during the runs")
     add_device_options(parser)
     return parser

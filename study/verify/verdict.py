@@ -18,9 +18,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from embedperf.errors import EmbedperfError
+from embedperf.verdicts import CheckVerdict
 from study.verify.thresholds import VerifyThresholds
 
-CheckStatus = Literal["pass", "warn", "fail"]
+CheckStatus = CheckVerdict
 LayerStatus = Literal["pass", "warn", "fail", "incomplete", "not_run", "skipped"]
 Verdict = Literal["pass", "fail", "incomplete"]
 EXIT_CODES: dict[Verdict, int] = {"pass": 0, "fail": 1, "incomplete": 3}

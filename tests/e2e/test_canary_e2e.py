@@ -131,8 +131,9 @@ def test_the_reference_service_against_itself_promotes_with_agreement_at_every_s
 ) -> None:
     # the same service on both sides: only a P99 three times the baseline's is taken for a slow candidate
     code, record, folder, output = run_canary(
-        tmp_path, reference_service, reference_service, "--max-p99-increase-pct", "200", report=True
-    )
+        tmp_path, reference_service, reference_service, "--max-p99-increase-pct", "200", "--allow-same-target",
+        report=True,
+    )  # fmt: skip
     assert code == 0, output
     assert record.status == "promote" and record.line.startswith("PROMOTE"), record.line
     assert f"canary: {record.line}" in output
@@ -153,6 +154,8 @@ def test_the_reference_service_against_itself_promotes_with_agreement_at_every_s
     assert verdict["status"] == "promote" and verdict["exit_code"] == 0
     html = (folder / "report.html").read_text(encoding="utf-8")
     assert 'id="canary-verdict"' in html and "PROMOTE" in html and 'id="canary-windows"' in html
+    assert "PROMOTE: PROMOTE" not in html and html.count("PROMOTE") >= 1
+    assert html.index('id="canary"') < html.index('id="headline"')  # the canary's verdict opens the report
 
 
 def test_a_distributed_canary_sends_each_stage_weight_from_every_worker_and_promotes(
@@ -161,7 +164,7 @@ def test_a_distributed_canary_sends_each_stage_weight_from_every_worker_and_prom
     # a master and 2 local workers: the workers learn each stage's weight by message, the master judges
     # the windows from the rows they forward (the stub on both sides: what is checked is the traffic split)
     code, record, folder, output = run_canary(
-        tmp_path, stub_service, stub_service, "--max-p99-increase-pct", "200",
+        tmp_path, stub_service, stub_service, "--max-p99-increase-pct", "200", "--allow-same-target",
         "--workers", "2", "--stages", "5,100", *STUB_USERS,
     )  # fmt: skip
     assert code == 0, output

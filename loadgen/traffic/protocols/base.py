@@ -79,6 +79,7 @@ class TargetProtocol:
     # the server's own Prometheus name; the collectors' service source reads these from its /metrics
     metric_names: Mapping[str, str] = {}
     default_model: str = ""  # sent when neither the user nor the target names one
+    model_in_path: bool = False  # the request path names the model: without one there is no path at all
 
     def path(self, task: Task, model: str, prefix: str = "") -> str:
         """The request path of a task, below the base URL (prefix: where detection found the API)."""

@@ -38,6 +38,7 @@ class KServeV2Protocol(TargetProtocol):
     label = "KServe v2 / Triton (Open Inference Protocol)"
     tasks = ("embed",)
     health_path = "/v2/health/ready"
+    model_in_path = True
     metric_names = {
         "busy_frac": "request_predict_seconds_sum",
         "request_rate_qps": "request_predict_seconds_count",

@@ -17,6 +17,7 @@ import httpx
 import pyarrow as pa
 import pytest
 
+from embedperf.error_kinds import error_kind
 from embedperf.parts import PART_SUFFIX
 from embedperf.schema import REQUEST_SCHEMA, RunFolder, read_manifest, read_requests_table
 from loadgen.processes.stub_target import running_stub
@@ -37,10 +38,12 @@ def locust_cmd(locustfile: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "locust", "-f", str(REPO_ROOT / "locustfiles" / locustfile), *args]
 
 
-def run_locust(locustfile: str, *args: str, timeout_s: float = 90) -> subprocess.CompletedProcess[str]:
+def run_locust(
+    locustfile: str, *args: str, timeout_s: float = 90, cwd: Path = REPO_ROOT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         locust_cmd(locustfile, *args),
-        cwd=REPO_ROOT,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -61,14 +64,18 @@ def _locust_request_count(folder: RunFolder) -> int:
 
 
 def test_smoke_ramp_writes_complete_run_folder(stub_server: StubServer, tmp_path: Path) -> None:
+    """Started outside the repository with a relative --runs-dir, as a user in their own directory does:
+    every file of the run, the collectors' included, lands in the one run folder under that directory."""
     url = stub_server("--delay-ms", str(STUB_DELAY_MS))
     proc = run_locust(
-        "ramp.py", "--headless", "--scenario", "smoke", "--host", url, "--runs-dir", str(tmp_path),
-        "--step-duration-s", "2", "--warmup-s", "0.5",
+        "ramp.py", "--headless", "--scenario", "smoke", "--host", url, "--runs-dir", "runs",
+        "--step-duration-s", "2", "--warmup-s", "0.5", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     folder = RunFolder(folder_from_output(proc.stdout))
-    assert folder.root.parent == tmp_path
+    assert folder.root.parent == tmp_path / "runs"
+    assert folder.telemetry.is_file() and folder.collectors_status.is_file()
+    assert not (REPO_ROOT / "runs" / folder.root.name).exists()
     assert folder.requests.is_file() and not folder.requests_parts.exists()
     table = read_requests_table(folder)
     assert table.schema.equals(REQUEST_SCHEMA)
@@ -225,3 +232,29 @@ def test_locust_statistics_count_every_failure_the_rows_record(
     with open(folder.locust / "locust_failures.csv", encoding="utf-8") as fh:
         reasons = {r["Error"]: int(r["Occurrences"]) for r in csv.DictReader(fh)}
     assert reasons == {"RequestFailed('HTTP 503')": len(failed)}
+
+
+@pytest.mark.parametrize("stop_timeout", [None, "1"])
+def test_the_last_step_counts_the_requests_in_flight_when_the_run_stops(
+    stub_server: StubServer, tmp_path: Path, stop_timeout: str | None
+) -> None:
+    """6 s answers in a 2 s step: every user's request is still in flight when the step ends; it belongs
+    to the step it started in, and the run waits for it (up to the request timeout). A shorter
+    --stop-timeout cuts it off: its row says so, it is never dropped silently."""
+    url = stub_server("--delay-ms", "6000")
+    proc = run_locust(
+        "ramp.py", "--headless", "--scenario", "smoke", "--host", url, "--runs-dir", str(tmp_path),
+        "--set", "steps=[{users: 2, duration_s: 2}]", "--no-collectors",
+        *(["--stop-timeout", stop_timeout] if stop_timeout else []),
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: smoke's P99 SLO, not what is checked here
+    folder = RunFolder(folder_from_output(proc.stdout))
+    (stage,) = read_manifest(folder).stages
+    assert stage.end_unix_s is not None
+    rows = read_requests_table(folder).to_pylist()
+    assert len(rows) == 2 and all(r["stage_index"] == 0 and r["request_id"] for r in rows), rows
+    assert all(r["t_sent_unix_s"] < stage.end_unix_s for r in rows)
+    if stop_timeout is None:
+        assert all(r["ok"] and r["t_done_unix_s"] > stage.end_unix_s for r in rows)
+    else:
+        assert all(not r["ok"] and error_kind(None, r["error"]) == "cut_off" for r in rows), rows

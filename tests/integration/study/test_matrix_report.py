@@ -81,8 +81,8 @@ def _change(verdict: str) -> MetricChange:
 
 def test_repeats_must_agree_for_a_verdict() -> None:
     assert merge_verdicts([_change("better"), _change("better")]) == "better"
-    assert merge_verdicts([_change("better"), _change("no_sig")]) == "no_sig"
-    assert merge_verdicts([_change("worse"), _change("better")]) == "no_sig"
+    assert merge_verdicts([_change("better"), _change("no_difference")]) == "no_verdict"
+    assert merge_verdicts([_change("worse"), _change("better")]) == "no_verdict"
 
 
 def test_run_report_shows_a_stored_precision_check(tmp_path: Path) -> None:

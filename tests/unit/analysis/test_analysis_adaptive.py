@@ -52,7 +52,7 @@ def test_compare_gives_no_verdict_at_a_step_that_never_converged(tmp_path: Path)
     cand = analyse_folder(adaptive_run(tmp_path / "cand", unconverged={1}, seed=1))
     steps = {s.label: s for s in compare_runs(base, [cand], n_boot=50).candidates[0].steps}
     assert all(
-        m.verdict == "no_sig" and "never converged" in (m.warning or "")
+        m.verdict == "no_verdict" and "never converged" in (m.warning or "")
         for m in steps["users=2"].metrics.values()
     )
     assert not any("never converged" in (m.warning or "") for m in steps["users=1"].metrics.values())

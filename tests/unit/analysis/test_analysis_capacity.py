@@ -12,6 +12,7 @@ from analysis.figures.capacity import (
     device_plan,
     find_knee,
     higher_load_override,
+    little_cause_text,
     little_checks,
     think_time_s,
 )
@@ -58,6 +59,19 @@ def test_little_law_flags_a_generator_bottleneck() -> None:
     checks = little_checks([RAMP[1], step(5, 100, 250.0, 100.0, 40.0)], think_s=0.0)
     assert checks[0].flagged is False and checks[0].expected_users == pytest.approx(10.0)
     assert checks[1].flagged is True  # 100 users but QPS x latency = 10
+
+
+def test_little_law_names_errors_not_an_idle_generator() -> None:
+    """u50 answered 80% refusals while the generator used 3% CPU: errors are the cause, not the generator."""
+    refused = step(2, 50, 100.0, 20.0, 5.0, error_rate=0.8)  # 500 answers/s x 5 ms = 2.5 "users"
+    short = step(3, 100, 250.0, 100.0, 40.0)
+    checks = little_checks([refused, short, step(4, 100, 250.0, 100.0, 40.0)], 0.0, {2: 3.0, 3: 97.0, 4: 3.0})
+    assert [c.flagged for c in checks] == [True, True, True]
+    assert [c.cause for c in checks] == ["errors", "generator", "unexplained"]
+    assert "errors: 80% of answers failed" in little_cause_text(checks[0])
+    assert "generator" not in little_cause_text(checks[0])
+    assert "generator bottleneck" in little_cause_text(checks[1])
+    assert "think time" in little_cause_text(checks[2]) and "bottleneck" not in little_cause_text(checks[2])
 
 
 def test_think_time_counts_in_little_law() -> None:

@@ -39,7 +39,7 @@ def test_known_effect_is_significant(analyses) -> None:
     assert cand.mismatches == []
 
 
-def test_no_effect_gives_no_significant_difference(analyses) -> None:
+def test_no_effect_gives_no_difference(analyses) -> None:
     result = compare_runs(
         analyses["compare_base"],
         [analyses["compare_same"]],
@@ -47,8 +47,8 @@ def test_no_effect_gives_no_significant_difference(analyses) -> None:
         error_budget=0.01,
     )
     overall = result.candidates[0].overall.metrics
-    assert overall["qps"].verdict == "no_sig"
-    assert overall["p50_ms"].verdict == "no_sig"
+    assert overall["qps"].verdict == "no_difference"
+    assert overall["p50_ms"].verdict == "no_difference"
     assert abs(overall["qps"].rel) < 0.03
     assert not result.gate_failed
 

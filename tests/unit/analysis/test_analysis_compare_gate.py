@@ -78,7 +78,7 @@ def test_short_steps_give_no_verdict(runs) -> None:
     cand = result.candidates[0]
     assert cand.status == "no_verdict"
     qps = cand.overall.metrics["qps"]
-    assert qps.verdict == "no_sig" and qps.warning and f"< {MIN_QPS_SECONDS} needed" in qps.warning
+    assert qps.verdict == "no_verdict" and qps.warning and f"< {MIN_QPS_SECONDS} needed" in qps.warning
     p99_u1 = cand.steps[0].metrics["p99_ms"]
     assert p99_u1.warning and "ok samples for P99" in p99_u1.warning
     assert any("no verdict" in g.reason for g in cand.gate if g.status == "no_verdict")

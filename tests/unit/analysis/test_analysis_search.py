@@ -13,6 +13,7 @@ from decisions.search.state import (
     SearchRecord,
     SearchState,
     feasibility,
+    headline,
     judge,
     quantile_ci,
     reason_text,
@@ -222,9 +223,28 @@ def test_search_reports_when_nothing_or_everything_passes() -> None:
     rec = _run(spec, _scripted(0.1, 0.1))
     assert rec.status == "below_min_rate" and rec.answer_rps is None and rec.outcome == "no_rate"
     assert min(p.rate for p in rec.probes) == math.ceil(floor * 1000) / 1000  # the floor, never below
-    assert f"below {floor:.3g} req/s a 3000 s probe collects fewer than 1000 ok answers" in rec.note
+    assert f"below {floor:.3g} req/s a probe of 3000 s collects fewer than 1000 ok answers" in rec.note
     rec = _run(_spec(start_rate=100.0, max_rate=400.0), _scripted(1e9, 1e9))
     assert rec.status == "above_max_rate" and rec.answer_rps == 400.0 and rec.outcome == "answer"
+
+
+def test_a_search_failing_on_errors_says_so_not_the_slo_confidence() -> None:
+    """A target refusing 99% of the load: the note names the errors, in English and in the report's zh."""
+    from reports.search_section import note_text
+
+    spec = _spec(start_rate=1.0, max_probe_s=3000.0, max_duration_s=1e6)
+    state = SearchState(spec, SLO, "poisson")
+    elapsed, stage = 0.0, 0
+    while (plan := state.next_probe(elapsed)) is not None:
+        n = int(plan.rate * (plan.duration_s - spec.warmup_s))
+        ok = max(n // 100, 1)
+        state.add(plan, stage, f"p{stage}", _measure(plan.rate, [20.0] * ok, errors=n - ok))
+        elapsed, stage = elapsed + plan.duration_s, stage + 1
+    rec = state.record
+    assert rec.status == "below_min_rate" and rec.note_params["cause"] == "errors"
+    assert "fails on errors: 99." in rec.note and "with confidence" not in rec.note
+    assert "因错误而失败" in note_text(rec, "zh") and note_text(rec, "en") == rec.note
+    assert headline(rec, 1).startswith("no probed rate is served within the error budget (below_min_rate: ")
 
 
 def test_max_duration_stops_with_the_current_answer() -> None:
@@ -286,7 +306,7 @@ def test_min_rate_below_the_floor_is_raised_to_it_and_never_probed_below() -> No
     spec = _spec(start_rate=40.0, min_rate=1.0, max_duration_s=1e6)
     limits = feasibility(spec)
     assert limits.min_rate_raised and limits.min_rate == pytest.approx(1150.0 / 59.0)
-    assert "19.5 req/s is the lowest rate at which a 60 s probe" in limits.floor_reason(spec)
+    assert "19.5 req/s is the lowest rate at which a probe of 60 s" in limits.floor_reason(spec)
     rec = _run(spec, _scripted(0.1, 0.1))
     assert rec.status == "below_min_rate" and rec.min_rate_rps == pytest.approx(limits.min_rate)
     assert min(p.rate for p in rec.probes) >= limits.min_rate

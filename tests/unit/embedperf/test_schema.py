@@ -27,6 +27,13 @@ def test_run_id_format_and_uniqueness(tmp_path: Path) -> None:
     assert first.root != second.root and first.root.is_dir() and second.root.is_dir()
 
 
+def test_new_run_folder_is_absolute_whatever_the_working_directory(tmp_path: Path, monkeypatch) -> None:
+    """Child processes start elsewhere; a relative runs dir must not move their files out of the folder."""
+    monkeypatch.chdir(tmp_path)
+    folder = schema.new_run_folder(Path("runs"), "smoke")
+    assert folder.root.is_absolute() and folder.root.parent == tmp_path / "runs"
+
+
 def _scenario(**fields: object) -> Scenario:
     return load_scenario("smoke", overrides={k: str(v) for k, v in fields.items()})
 

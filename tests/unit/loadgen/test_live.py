@@ -63,6 +63,28 @@ def test_live_run_counts_steps_buckets_errors_and_server_means(tmp_path: Path) -
     writer.close()
 
 
+def test_the_live_tab_shows_p50_and_p99(tmp_path: Path) -> None:
+    """From the bounded histogram: the bucket bound at or below which half (99%) of the latencies lie."""
+    from types import SimpleNamespace
+
+    from loadgen.recording.webui import WebUiFront
+
+    folder = RunFolder(tmp_path)
+    writer = PartsWriter(folder.requests_parts, REQUEST_SCHEMA, "requests", flush_interval_s=3600)
+    for latency_ms in (4.0, 20.0, 30.0, 600.0):
+        writer.write(request_row(0, latency_ms))
+    writer.flush()
+    front = WebUiFront(RunFollower(lambda: SimpleNamespace(folder=folder)))
+    rows = {r.figure: r.value for r in front.rows()}
+    assert rows["P50 / P99 ms"] == "<= 25 / <= 1000"
+    step = front.live_json()["step"]
+    assert (step["p50_ms_at_most"], step["p99_ms_at_most"]) == (25, 1000)
+    writer.write(request_row(0, 60_000.0))
+    writer.flush()
+    assert {r.figure: r.value for r in front.rows()}["P50 / P99 ms"] == "<= 50 / > 10000"
+    writer.close()
+
+
 def test_device_figures_prefer_accelerators_else_host_and_service(tmp_path: Path) -> None:
     folder = RunFolder(tmp_path)
     telemetry = PartsWriter(folder.telemetry_parts, TELEMETRY_SCHEMA, "telemetry", flush_interval_s=3600)

@@ -104,7 +104,7 @@ def test_good_target_returns_normalised_base_and_sends_the_key(serve, monkeypatc
 @pytest.mark.parametrize(
     ("status", "body", "says"),
     [
-        (401, b'{"error":"bad key"}', "the target refused the API key (HTTP 401"),
+        (401, b'{"error":"bad key"}', "the target needs an API key (HTTP 401"),
         (403, b"{}", "pass --api-key KEY or set EMBEDPERF_TARGET_API_KEY"),
         (404, b'{"detail":"Not Found"}', "404 Not Found: wrong path"),
         (500, b"boom", "answered HTTP 500 to one request (application/json: boom)"),
@@ -118,6 +118,17 @@ def test_each_wrong_answer_is_one_clear_line(serve, status: int, body: bytes, sa
         check_target(scenario(), url)
     message = str(info.value)
     assert says in message and "\n" not in message
+
+
+def test_a_refused_key_is_told_apart_from_no_key(serve, monkeypatch) -> None:
+    url, _ = serve(401, b'{"error":"bad key"}')
+    monkeypatch.delenv("EMBEDPERF_TARGET_API_KEY", raising=False)
+    with pytest.raises(TargetError, match="needs an API key .* none was sent: pass --api-key KEY") as info:
+        check_target(scenario(), url)
+    assert "refused" not in str(info.value)
+    monkeypatch.setenv("EMBEDPERF_TARGET_API_KEY", "wrong")
+    with pytest.raises(TargetError, match=r"the target refused the API key \(HTTP 401"):
+        check_target(scenario(), url)
 
 
 def test_unreachable_target(serve) -> None:

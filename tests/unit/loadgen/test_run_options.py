@@ -41,6 +41,7 @@ print(json.dumps({
     "steps": [[s.duration_s, s.warmup_s] for s in scenario.steps],
     "exported": os.environ.get(scenario.target.api_key_env),
     "target": [scenario.target.protocol, scenario.target.model],
+    "set_field": parser.args_included_in_web_ui["scenario_set"].help,
 }))
 """
 
@@ -61,6 +62,8 @@ def test_locust_parses_api_key_and_the_step_shorthands_and_exports_the_key() -> 
     assert got["target"] == ["tei", "1.5"]
     assert got["steps"] == [[4.0, 1.0], [4.0, 2.0]]  # a --set of one step wins over --warmup-s
     assert got["exported"] == "k-123"  # where every request (pre-flight included) reads it
+    # the web UI labels the field "scenario_set (help)" on one line: short, and it says commas separate
+    assert "comma-separated" in got["set_field"] and len(got["set_field"]) <= 80
 
 
 @pytest.mark.slow  # a Python process that imports Locust
@@ -95,3 +98,18 @@ def test_other_answers_are_cut_to_one_short_line() -> None:
     assert len(excerpt) == len("text/plain: ") + BODY_EXCERPT_CHARS + 1 and excerpt.endswith("…")
     assert answer_excerpt(b"", "") == "no content type, empty body"
     assert answer_excerpt(b'{"error": "bad"}', "application/json") == 'application/json: {"error": "bad"}'
+
+
+def test_a_dataset_relative_to_the_users_directory_reaches_locust_absolute(tmp_path: Path, monkeypatch) -> None:
+    """`embedperf run` started elsewhere: Locust runs in the repository, so relative paths go absolute."""
+    from loadgen.cli.runner import locust_command
+    from scenarios.loader import parse_overrides
+
+    (tmp_path / "texts.jsonl").write_text('{"text": "a"}\n{"text": "b"}\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    cmd = locust_command("smoke", "http://127.0.0.1:1", Path("runs"), overrides={"payload.dataset": "{path: texts.jsonl, field: text}"})
+    assert cmd[cmd.index("--runs-dir") + 1] == str(tmp_path / "runs")
+    sets = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--set"]
+    monkeypatch.chdir(REPO_ROOT)  # where the Locust child starts
+    scenario = load_scenario("smoke", overrides=parse_overrides(sets), environ={})
+    assert scenario.payload.dataset is not None and scenario.payload.dataset.path == str(tmp_path / "texts.jsonl")

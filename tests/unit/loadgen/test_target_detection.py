@@ -232,3 +232,23 @@ def test_a_model_not_found_without_a_model_list_says_so(vllm_like: Callable[...,
         check_target(scenario(model="nope"), vllm_like(models=None))
     assert str(info.value).startswith("model nope is not served here (HTTP 404 from")
     assert "pass --model with a model the target serves" in str(info.value)
+
+
+def test_kserve_without_a_model_says_one_is_needed() -> None:
+    """A Triton server lists no models over GET: without --model there is no request path to send to."""
+    with pytest.raises(TargetError, match=r"kserve-v2 needs a model: .*/v2/models/\{model\}/infer.*--model NAME"):
+        resolve_target(scenario(protocol="kserve-v2"), canned({"/v2": {"name": "triton", "version": "2.4"}}))
+    given = resolve_target(scenario(protocol="kserve-v2", model="minilm"), canned({}))
+    assert given.target.path == "/v2/models/minilm/infer"
+
+
+def test_connection_refused_names_the_target_not_the_probe() -> None:
+    import socket
+
+    with socket.socket() as sock:  # bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        with pytest.raises(TargetError) as info:
+            Prober(base, {})("/v1/models")
+    assert f"cannot reach the target at {base}: connection refused" in str(info.value)
+    assert "/v1/models" not in str(info.value)

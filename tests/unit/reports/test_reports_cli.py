@@ -32,9 +32,15 @@ def test_report_on_a_missing_folder_is_one_line(tmp_path, capsys) -> None:
 def test_capacity_plan(tmp_path, capsys) -> None:
     """compare_base: P99 297 / 659 / 2208 / 5037 ms at 1 / 10 / 50 / 100 users on 2 NPUs."""
     folder = golden_copy("compare_base", tmp_path)
-    args = ["capacity", str(folder.root), "--slo-p99-ms", "1000", "--target-qps", "1000", "--headroom", "0.25"]
+    args = ["capacity", str(folder.root), "--slo-p99-ms", "1000", "--target-qps", "1000", "--headroom-pct", "25"]
     assert embedperf(args) == 0
     out = capsys.readouterr().out
+    retired = [*args[:-2], "--headroom", "0.25", "--error-budget", "0.5"]  # fractions, the old unit
+    assert embedperf(retired) == 0
+    old = capsys.readouterr()
+    assert re.search(r"for 1000 QPS with 25% headroom: \d+ replica\(s\) x 2 device\(s\)", old.out)
+    assert "--headroom (fraction) is deprecated; use --headroom-pct 25" in old.err
+    assert "--error-budget (fraction) is deprecated; use --error-budget-pct 50" in old.err
     assert "highest QPS meeting the SLO: 36.6 (load 10)" in out
     assert "no step meets the SLO" not in out
     assert "Little's law step 3: users 100" in out
@@ -72,3 +78,36 @@ def test_compare_rejects_a_bad_gate(tmp_path, capsys, gate: str) -> None:
     base = golden_copy("compare_base", tmp_path)
     assert embedperf(["compare", str(base.root), str(base.root), "--gate", gate]) == 2
     assert "gate" in capsys.readouterr().err
+
+
+def test_compare_prints_its_verdict_first(tmp_path, capsys) -> None:
+    """The verdict is the first line; the last is still its first reason (CI logs read it)."""
+    base = golden_copy("compare_base", tmp_path)
+    same = golden_copy("compare_same", tmp_path)
+    out = str(tmp_path / "c.html")
+    assert embedperf(["compare", str(base.root), str(same.root), "--gate", "p99_ms:+5%", "--out", out]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == "embedperf compare: verdict: fail (1 failed rule(s) and step(s), below)"
+    assert err[-1].startswith("embedperf compare: error: gate failed: compare_same: error_budget:0.1%")
+
+
+def test_compare_warnings_are_counted_and_each_reason_said_once() -> None:
+    from analysis.compare.changes import CandidateComparison, Comparison, StepComparison, _change
+    from analysis.compare.reasons import reason
+    from reports.compare_cli import warning_lines
+
+    short = reason("short_steady", have=4.6, need=10)
+    steps = [
+        StepComparison(
+            index=i, label=f"u{u}", base_load=u, cand_load=u, base_n_ok=9, cand_n_ok=9,
+            metrics={m: _change(m, 1.0, 2.0, (0.5, 1.5), short) for m in ("qps", "unavailable_s")},
+        )  # fmt: skip
+        for i, u in enumerate((1, 10, 50, 100))
+    ]
+    cand = CandidateComparison(run_id="c", label="c", steps=steps, overall=steps[-1], mismatches=[])
+    lines = warning_lines(Comparison(base_run_id="b", base_label="b", candidates=[cand], rules=[]))
+    assert lines[0] == "8 warning(s): changes without a verdict, 1 distinct reason(s):"
+    assert lines[1:] == [
+        "  4.6 s of steady state < 10 needed: qps@u1, unavailable_s@u1, qps@u10, unavailable_s@u10, qps@u50, "
+        "unavailable_s@u50, qps@u100, unavailable_s@u100"
+    ]

@@ -73,3 +73,13 @@ def test_summary_json_round_trips(tmp_path) -> None:
     assert summary["slo_p99_ms"] == 500.0
     assert summary["slo_verdict"] == "fail"
     assert summary["steps"][0]["stats"]["latency"]["p99_ms"] == pytest.approx(990.01)
+
+
+def test_the_step_table_comes_before_run_details_and_numbers_read_one_way(reports) -> None:
+    """A planner sees the answer and the per-step table first; run details and the config dump follow."""
+    html = reports["en"]
+    assert html.index('id="headline"') < html.index('id="steps-table"') < html.index('id="run-details"')
+    assert re.search(r'<details id="service-config"><summary>show</summary>', html)
+    table = html[html.index('id="steps-table"') : html.index("</table>", html.index('id="steps-table"'))]
+    cells = re.findall(r"<td[^>]*>(?:<b>)?([0-9][0-9,.]*)(?:</b>)?</td>", table)
+    assert cells and all(not re.fullmatch(r"\d{4,}(\.\d+)?", c) for c in cells), cells  # 1,468, never 1468

@@ -97,3 +97,21 @@ def test_env_override_keys() -> None:
 def test_unknown_profile_lists_profiles() -> None:
     with pytest.raises(ConfigError, match="quick"):
         load_scenario("ramp", profile="quik", environ={})
+
+
+def test_an_invalid_override_names_the_override_not_the_file() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_scenario("smoke", overrides={"steps.duration_s": "abc"}, environ={})
+    first = str(info.value).splitlines()[0]
+    assert first == "--set steps.duration_s=abc: invalid value" and "smoke.yaml" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"^EMBEDPERF_SCENARIO__SLO__P99_MS=-1: invalid value: slo\.p99_ms"):
+        load_scenario("smoke", environ={"EMBEDPERF_SCENARIO__SLO__P99_MS": "-1"})
+    with pytest.raises(ConfigError, match=r"^--set nosuch\.field=1: invalid value: unknown field 'nosuch'"):
+        load_scenario("smoke", overrides={"nosuch.field": "1"}, environ={})
+
+
+def test_an_invalid_file_still_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: ramp\nsteps: [{users: x, duration_s: 5}]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"^{bad}: invalid scenario: steps\.0\.users"):
+        load_scenario(str(bad), overrides={"slo.p99_ms": "100"}, environ={})

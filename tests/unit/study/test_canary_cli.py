@@ -72,3 +72,25 @@ def test_a_run_that_ended_while_running_is_recorded_incomplete(tmp_path: Path) -
     assert stored is not None and stored.status == "incomplete"
     promoted = record.model_copy(update={"status": "promote"})
     assert settle_incomplete(tmp_path, promoted) is promoted
+
+
+def test_baseline_and_candidate_at_the_same_url_are_refused() -> None:
+    from study.canary_cli import main
+
+    with pytest.raises(ConfigError, match="same target"):
+        main(["smoke", "--baseline", "http://127.0.0.1:9/v1", "--candidate", "http://127.0.0.1:9/"])
+
+
+def test_help_prints_percent_signs_once(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert "100%)" in out and "%%" not in out
+
+
+def test_the_report_shows_the_verdict_word_once() -> None:
+    from reports.canary_section import line_detail
+
+    assert line_detail("PROMOTE: 2 stages x 3 windows", "promote") == ": 2 stages x 3 windows"
+    assert line_detail("ROLL BACK at stage 2 (20%), window 3: x", "rollback") == " at stage 2 (20%), window 3: x"
+    assert line_detail("something else", "no_verdict") == ": something else"
