@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from reports.i18n import LANGS
+from embedperf.options import add_shared_option
 from study.history.report import HISTORY_REPORT, write_history
 from study.history.trend import WINDOW, history
 
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
         metavar="PATH",
         help=f"the HTML page (default RUNS_DIR/{HISTORY_REPORT}; the JSON beside it)",
     )
-    parser.add_argument("--lang", choices=LANGS, default="en", help="page language (default en)")
+    add_shared_option(parser, "lang", "en")
     args = parser.parse_args(argv)
     if args.window < 1:
         parser.error(f"--window must be at least 1, got {args.window}")

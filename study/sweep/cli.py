@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from embedperf.errors import ConfigError
+from embedperf.options import add_shared_option
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
-from reports.i18n import LANGS
 from scenarios.loader import add_override_option, load_scenario, parse_overrides
 from scenarios.until_models import Until
 from study.sweep.grid import SweepTable
@@ -91,13 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="W",
         help="a cell stops once its P99 interval is this narrow (default 0.25)",
     )
-    parser.add_argument(
-        "--slo-p99-ms", type=float, default=None, help="P99 SLO for the best cell (default: the scenario's)"
-    )
-    parser.add_argument(
-        "--runs-dir", type=Path, default=Path("runs"), help="where the sweep folder goes (default runs/)"
-    )
-    parser.add_argument("--lang", choices=LANGS, default="en", help="report language (default en)")
+    add_shared_option(parser, "slo_p99_ms", default_text="the scenario's slo.p99_ms")
+    add_shared_option(parser, "runs_dir", Path("runs"), "runs")
+    add_shared_option(parser, "lang", "en")
     add_override_option(parser, "scenario override for every run, e.g. target.protocol=tei (repeatable)")
     return parser
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from analysis.search.stats import ProbeMeasurement, judge
-from loadgen.lifecycle.canary_verdict import final_verdict
-from study.matrix_report import merge_verdicts
 
 from analysis.compare.changes import LOWER_IS_BETTER, _change
 from analysis.compare.gate import evaluate_gate, parse_gate
 from analysis.compare.model import StepComparison
 from analysis.compare.reasons import Reason, reason
 from analysis.run.summary import _slo_verdict
+from decisions.canary_verdict import final_verdict
+from decisions.search.stats import ProbeMeasurement, judge
 from embedperf.verdicts import VERDICT_TEXT, change_verdict, verdict_text
 from reports.i18n import CATALOGUE
 from scenarios.canary_models import Canary
 from scenarios.models import Search, Slo
+from study.matrix.report import merge_verdicts
 
 
 def test_an_interval_that_excludes_zero_is_never_no_difference() -> None:

@@ -75,7 +75,7 @@ def test_a_run_that_ended_while_running_is_recorded_incomplete(tmp_path: Path) -
 
 
 def test_baseline_and_candidate_at_the_same_url_are_refused() -> None:
-    from study.canary_cli import main
+    from study.canary.cli import main
 
     with pytest.raises(ConfigError, match="same target"):
         main(["smoke", "--baseline", "http://127.0.0.1:9/v1", "--candidate", "http://127.0.0.1:9/"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from embedperf.errors import TargetError
-from study.precision import EndpointEncoder
+from study.precision.compare import EndpointEncoder
 
 
 @pytest.mark.parametrize(
