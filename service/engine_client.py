@@ -42,7 +42,6 @@ log = logging.getLogger("service.frontend")
 WATCH_INTERVAL_S = 0.02  # how soon requests waiting on an engine that ended are answered
 READY_POLL_S = 0.05
 TOKENIZE_OFF_LOOP_INPUTS = 64  # larger requests are tokenised on a thread, so the event loop stays free
-REPLY_MARGIN_S = 0.5  # past its deadline, a request waits this long for the engine's own deadline answer
 
 
 @dataclass(frozen=True)
@@ -193,7 +192,7 @@ class RemoteBatcher:
             await self.socket.send_multipart(
                 submit_frames(request_id, remaining_ms, model, token_ids), copy=False
             )
-            frames = await asyncio.wait_for(future, timeout=remaining_ms / 1000 + REPLY_MARGIN_S)
+            frames = await asyncio.wait_for(future, timeout=remaining_ms / 1000)  # the deadline holds here too
         except TimeoutError:
             await self._cancel(request_id, "deadline")
             raise DeadlineExceeded(deadline_ms) from None

@@ -146,7 +146,7 @@ def refusing_target() -> Iterator[str]:
         ("missing_scheme", "has no scheme; use http://127.0.0.1:"),
         ("dead_port", "cannot reach the target at http://127.0.0.1:"),
         ("wrong_path", "404 Not Found: wrong path"),
-        ("wrong_key", "the target refused the API key (HTTP 401"),
+        ("wrong_key", "the target needs an API key (HTTP 401"),
         ("misspelt_corpus", "unknown corpus 'en_shrt' (did you mean 'en_short'?)"),
     ],
 )

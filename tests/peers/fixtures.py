@@ -16,7 +16,7 @@ from benchmarks.peer_launch import (
     infinity_command,
 )
 from service.model_folder import default_model_path
-from tests.peers.kserve import kserve_command
+from tests.peers.kserve_launch import kserve_command
 from tests.peers.shared import SharedPeer, shared_peer
 
 PEER_FIXTURES = frozenset({"infinity_server", "infinity_vllm_style_server", "kserve_server"})

@@ -16,7 +16,7 @@ from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols import registry
 from scenarios.models import Target
 from tests.fakes.tei_stub import TeiStubConfig, running_tei_stub
-from tests.peers.kserve import KSERVE_MODEL_NAME
+from tests.peers.kserve_launch import KSERVE_MODEL_NAME
 from tests.peers.shared import SharedPeer
 
 
