@@ -109,7 +109,10 @@ def run_wrk(url: str, script: Path, connections: int, duration_s: int) -> WrkRes
 
 def check_answer(target: Target) -> None:
     """One request before any load: a 200 with one 384-dim vector, so no table is built from error pages."""
-    answer = httpx.post(target.url, json=target.body, timeout=60)
+    try:
+        answer = httpx.post(target.url, json=target.body, timeout=60)
+    except httpx.HTTPError as exc:
+        raise TargetError(f"{target.name} at {target.url} did not answer: {exc!r}") from exc
     data = answer.json().get("data") if answer.status_code == 200 else None
     if not data or len(data[0]["embedding"]) != DIM:
         raise TargetError(f"{target.name} at {target.url} answered {answer.status_code}: {answer.text[:300]}")
@@ -129,7 +132,12 @@ def reference_target(threads: int, log_path: Path) -> Iterator[Target]:
 def peer_target(peer: PeerProcess, path: str) -> Iterator[Target]:
     """A started peer as a Target: `path` under its API prefix, the model under the first id it lists."""
     with peer:
-        model_id = httpx.get(f"{peer.api_url}/models", timeout=30).json()["data"][0]["id"]
+        try:
+            model_id = httpx.get(f"{peer.api_url}/models", timeout=30).json()["data"][0]["id"]
+        except (httpx.HTTPError, ValueError, LookupError) as exc:
+            raise TargetError(
+                f"{peer.command.name} listed no model at {peer.api_url}/models: {exc!r}"
+            ) from exc
         yield Target(peer.command.name, f"{peer.api_url}{path}", {"model": model_id, "input": TEXT})
 
 
