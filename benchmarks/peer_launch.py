@@ -1,6 +1,7 @@
-"""Start and stop real third-party embedding servers (Infinity; the tests add a KServe v2 model server) by PID.
+"""Start and stop real third-party embedding servers (Infinity, vLLM's CPU server; the tests add a KServe v2
+model server) by PID.
 
-Each runs from its own virtual environment under `.peers/` (`make peers-setup`), on a free 127.0.0.1
+Each runs from its own virtual environment under `.peers/` (`make peers-setup`, `make peers-setup-vllm`), on a free 127.0.0.1
 port, serving a local model folder with the hubs switched off, so a test or `make peers` drives the same
 servers users run, not a stand-in written here. Start-up waits for the server's own health endpoint;
 a server that exits or never answers raises TargetError with the tail of its log, which is where the
@@ -9,11 +10,14 @@ reason (a wrong model folder, a missing package) is.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+
+import psutil
 
 from embedperf.errors import TargetError
 from loadgen.processes.child import stop_child, wait_until_answering
@@ -24,6 +28,7 @@ PEERS_DIR = Path(os.environ.get("EMBEDPERF_PEERS_DIR") or Path.home() / ".cache"
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 300.0  # a model load on a busy 2-core host; a server that dies is reported at once
 STOP_GRACE_S = 20.0
+KILL_WAIT_S = 5.0
 LOG_TAIL_CHARS = 3000
 # Names a vLLM-style server is given and embedperf is not told. Infinity answers any model name when it
 # serves one model, so the model is served under two: an unknown name then gets 400 with the list.
@@ -37,11 +42,16 @@ PEER_ENV = {
 }
 
 
+# The make target that creates an environment, where it is not `peers-setup` (too heavy for make test).
+SETUP_TARGETS = {"vllm": "peers-setup-vllm"}
+
+
 def peer_bin(venv: str, program: str) -> Path:
     """`<PEERS_DIR>/<venv>/bin/<program>`, or a TargetError that says how to create it."""
     path = PEERS_DIR / venv / "bin" / program
     if not path.is_file():
-        raise TargetError(f"{path} is missing; create the peer servers' environments with `make peers-setup`")
+        target = SETUP_TARGETS.get(venv, "peers-setup")
+        raise TargetError(f"{path} is missing; create the peer servers' environments with `make {target}`")
     return path
 
 
@@ -104,6 +114,36 @@ def infinity_command(
     return PeerCommand("infinity", argv, port, "/health", api_prefix=url_prefix, env=env)
 
 
+def vllm_command(model_dir: Path, port: int | None = None) -> PeerCommand:
+    """`vllm serve` on `model_dir` as a pooling model, fp32, inputs up to 256 tokens, OpenAI API under /v1.
+
+    vLLM compiles the model (torch inductor) during start-up and runs it in an engine process apart from
+    its API server; on CPU it binds its compute threads to the host's cores itself and keeps one for the
+    API server (VLLM_CPU_OMP_THREADS_BIND=auto). VLLM_CPU_KVCACHE_SPACE=1 (GiB) sizes the cache an
+    encoder does not use; the default would reserve 4 GiB."""
+    port = free_port(HOST) if port is None else port
+    argv = [
+        str(peer_bin("vllm", "vllm")),
+        "serve",
+        str(model_dir),
+        "--runner",
+        "pooling",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "256",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--uvicorn-log-level",
+        "warning",
+        "--disable-uvicorn-access-log",
+    ]
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1"}
+    return PeerCommand("vllm", argv, port, "/health", api_prefix="/v1", env=env)
+
+
 class PeerProcess:
     """`with PeerProcess(command, log_path) as peer:` -- the server answers its health path inside."""
 
@@ -159,9 +199,22 @@ class PeerProcess:
         return f"; its output ({self.log_path}) ends:\n{self.log_path.read_text(errors='replace')[-LOG_TAIL_CHARS:]}"
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """SIGTERM by PID, SIGKILL after grace_s."""
-        if self.proc is not None:
-            stop_child(self.proc, grace_s)
+        """SIGTERM by PID, SIGKILL after grace_s; then the same for any of its own child processes (vLLM's
+        engine) still running, so a server killed before it could stop them leaves nothing behind."""
+        if self.proc is None:
+            return
+        try:
+            children = (
+                psutil.Process(self.proc.pid).children(recursive=True) if self.proc.poll() is None else []
+            )
+        except psutil.NoSuchProcess:
+            children = []
+        stop_child(self.proc, grace_s)
+        _, alive = psutil.wait_procs(children, timeout=grace_s if children else 0)
+        for child in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+        psutil.wait_procs(alive, timeout=KILL_WAIT_S)
 
     def __enter__(self) -> PeerProcess:
         return self.start()
