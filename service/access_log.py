@@ -1,6 +1,6 @@
 """Request IDs, the JSON access log and request counts: the outermost layer of the service's ASGI stack.
 
-Every HTTP response carries `X-Request-ID` (the client's, else a new uuid4 hex) and every request writes one
+Every HTTP response carries `X-Request-ID` (the client's, else a new one: RequestIds) and every request writes one
 JSON line (request_id, status, path, inputs, tokens, queue/tokenise/compute ms, the model that served it),
 so a slow request found in a load test's report can be looked up in the service's log. The embeddings route
 fills in what only it knows on the request's `RequestRecord`. An exception nothing else handled is answered
@@ -10,6 +10,7 @@ here as a JSON 500 that carries the ID too, and logged with its traceback.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import sys
 import time
@@ -29,8 +30,20 @@ FLUSH_S = 0.2  # the longest a line waits to be written
 MAX_REQUEST_ID_CHARS = 200  # a longer client ID (or one with spaces or non-ASCII) is replaced by a new one
 
 
-def request_id_from(scope: Scope) -> str:
-    """The client's X-Request-ID when it sent a usable one, else a new uuid4 hex."""
+class RequestIds:
+    """New request IDs: 32 hex digits, a random prefix drawn once per process and a counter (unique across the
+    service's processes and restarts, without drawing randomness for every request as uuid4 does)."""
+
+    def __init__(self) -> None:
+        self.prefix = uuid.uuid4().hex[:16]
+        self.counter = itertools.count()
+
+    def new(self) -> str:
+        return f"{self.prefix}{next(self.counter):016x}"
+
+
+def request_id_from(scope: Scope, ids: RequestIds) -> str:
+    """The client's X-Request-ID when it sent a usable one, else a new one of `ids`."""
     for name, value in scope["headers"]:
         if name == REQUEST_ID_HEADER:
             text = value.decode("latin-1")
@@ -42,7 +55,7 @@ def request_id_from(scope: Scope) -> str:
             ):
                 return text
             break
-    return uuid.uuid4().hex
+    return ids.new()
 
 
 class AccessLog:
@@ -89,12 +102,13 @@ class RequestContextMiddleware:
         self.app = app
         self.access_log = access_log
         self.on_done = on_done  # counts finished requests (the service's request metrics)
+        self.ids = RequestIds()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        record = RequestRecord(request_id_from(scope), scope["method"], scope["path"], time.perf_counter())
+        record = RequestRecord(request_id_from(scope, self.ids), scope["method"], scope["path"], time.perf_counter())
         scope.setdefault("state", {})[RECORD_KEY] = record
         header = (REQUEST_ID_HEADER, record.request_id.encode())
 

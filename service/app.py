@@ -4,7 +4,8 @@ behind it: every front-end process of `embedperf serve` builds it over its link 
 (service/local_app.py). Nothing here imports torch.
 
 Stack, outermost first: request ID + access log (service/access_log.py) -> API keys (service/auth.py) ->
-admission, for POST /v1/embeddings and /rerank only (service/admission.py) -> FastAPI's routes.
+admission, for POST /v1/embeddings and /rerank only (service/admission.py) -> those two routes' handlers
+(service/serving_path.py) -> FastAPI's routes.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from service.model_folder import weights_sha256
 from service.openai_api import error_body, request_body_schema
 from service.rerank_api import RERANK_KIND, RERANK_SCORE, rerank_body_schema
 from service.rerank_route import rerank
+from service.serving_path import ServingPathMiddleware
 from service.state import ServiceState
 
 log = logging.getLogger("service.app")
@@ -61,6 +63,13 @@ def build_app(state: ServiceState) -> FastAPI:
         title="embedperf reference embedding service", lifespan=lifespan, docs_url=None, redoc_url=None
     )
     app.state.service = state
+    app.add_middleware(
+        ServingPathMiddleware,
+        handlers={
+            EMBEDDINGS_PATH: lambda request: embeddings(state, request),
+            RERANK_PATH: lambda request: rerank(state, request),
+        },
+    )
     app.add_middleware(AdmissionMiddleware, batcher=state.serving_batcher, deadline_ms=settings.deadline_ms)
     if settings.api_key_list():
         app.add_middleware(ApiKeyMiddleware, keys=settings.api_key_list())

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import zmq
-import zmq.asyncio
 
 from service.admission_rule import QueueFigures, judge
 from service.admission_rule import estimated_wait_s as wait_for
@@ -39,6 +38,7 @@ from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 
 log = logging.getLogger("service.frontend")
+SEND_QUEUE_MESSAGES = 100_000  # messages a front end queues for an engine that is not reading (restarting)
 WATCH_INTERVAL_S = 0.02  # how soon requests waiting on an engine that ended are answered
 READY_POLL_S = 0.05
 TOKENIZE_OFF_LOOP_INPUTS = 64  # larger requests are tokenised on a thread, so the event loop stays free
@@ -92,7 +92,7 @@ class RemoteBatcher:
         self,
         settings: ServiceSettings,
         status: StatusBlock,
-        socket: zmq.asyncio.Socket,
+        socket: zmq.Socket[bytes],
         tokenizers: dict[str, FrontTokenizer],
         main_id: str,
         fallback_id: str | None,
@@ -189,32 +189,42 @@ class RemoteBatcher:
         future: asyncio.Future[Frames] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
         try:
-            await self.socket.send_multipart(
-                submit_frames(request_id, remaining_ms, model, token_ids), copy=False
-            )
-            frames = await asyncio.wait_for(future, timeout=remaining_ms / 1000)  # the deadline holds here too
+            self._send(submit_frames(request_id, remaining_ms, model, token_ids))
+            frames = await asyncio.wait_for(
+                future, timeout=remaining_ms / 1000
+            )  # the deadline holds here too
         except TimeoutError:
-            await self._cancel(request_id, "deadline")
+            self._cancel(request_id, "deadline")
             raise DeadlineExceeded(deadline_ms) from None
         except ShuttingDown:
-            await self._cancel(request_id, "cancelled")
+            self._cancel(request_id, "cancelled")
             raise
         except asyncio.CancelledError as exc:
             reason = CLIENT_DISCONNECTED if CLIENT_DISCONNECTED in exc.args else "cancelled"
-            await self._cancel(request_id, reason)
+            self._cancel(request_id, reason)
             raise
         finally:
             self._waiting.pop(request_id, None)
         return read_reply(frames, [len(row) for row in token_ids], tokenize_s * 1000)
 
-    async def _cancel(self, request_id: int, reason: str) -> None:
-        with contextlib.suppress(zmq.ZMQError):
-            await self.socket.send_multipart(cancel_frames(request_id, reason))
+    def _send(self, frames: Frames) -> None:
+        """Queue a message for the engine without waiting (a DEALER socket queues up to SEND_QUEUE_MESSAGES)."""
+        try:
+            self.socket.send_multipart(frames, flags=zmq.NOBLOCK)
+        except zmq.Again:
+            raise EngineUnavailable("its queue of messages is full: the engine does not read them") from None
+        finally:  # any operation may consume the socket's readiness signal: read what has arrived
+            self.read_replies()
 
-    async def receive_replies(self) -> None:
-        """Hand each reply to the request waiting for it (one that gave up meanwhile is dropped)."""
-        while True:
-            frames = await self.socket.recv_multipart(copy=False)
+    def _cancel(self, request_id: int, reason: str) -> None:
+        with contextlib.suppress(zmq.ZMQError, EngineUnavailable):
+            self._send(cancel_frames(request_id, reason))
+
+    def read_replies(self) -> None:
+        """Hand each reply that has arrived to the request waiting for it (one that gave up is dropped). Called
+        when the socket's descriptor is readable, and after every send (ZeroMQ signals edges, not levels)."""
+        while int(self.socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+            frames = self.socket.recv_multipart(flags=zmq.NOBLOCK, copy=False)
             future = self._waiting.get(reply_id(frames))
             if future is not None and not future.done():
                 future.set_result(frames)
@@ -266,7 +276,8 @@ class RemoteEngine:
         self.metrics = metrics
         self.model: ModelCard | None = None
         self.batcher: RemoteBatcher | None = None
-        self._context = zmq.asyncio.Context()
+        self._context = zmq.Context()
+        self._reader_fd: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._document: dict[str, Any] = {}
 
@@ -294,6 +305,7 @@ class RemoteEngine:
         }
         socket = self._context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.SNDHWM, SEND_QUEUE_MESSAGES)
         socket.connect(self.endpoint)
         self.batcher = RemoteBatcher(
             self.settings,
@@ -304,14 +316,18 @@ class RemoteEngine:
             document.get("fallback_id"),
             self.metrics,
         )
-        self._tasks = [
-            asyncio.create_task(self.batcher.receive_replies()),
-            asyncio.create_task(self.batcher.watch_engine()),
-        ]
+        # Plain (not asyncio) ZeroMQ: a send never waits, and replies are read when the socket's descriptor
+        # says so, without a future per operation.
+        reader_fd = int(socket.getsockopt(zmq.FD))
+        asyncio.get_running_loop().add_reader(reader_fd, self.batcher.read_replies)
+        self._reader_fd = reader_fd
+        self._tasks = [asyncio.create_task(self.batcher.watch_engine())]
 
     async def stop(self, grace_s: float) -> None:
         for task in self._tasks:
             task.cancel()
+        if self._reader_fd is not None:
+            asyncio.get_running_loop().remove_reader(self._reader_fd)
         self._context.destroy(linger=0)
 
     def device_busy_fractions(self) -> dict[str, float]:

@@ -31,6 +31,7 @@ from service.engine_wire import (
     Frames,
     error_frames,
     read_cancel,
+    read_message,
     read_submission,
     result_frames,
 )
@@ -121,14 +122,14 @@ class EngineServer:
 
     async def _receive(self, socket: zmq.asyncio.Socket) -> None:
         while True:
-            frames = await socket.recv_multipart(copy=False)
-            identity, kind = frames[0].bytes, frames[1].bytes
-            if kind == SUBMIT:
-                submission = read_submission(frames[1:])
+            identity, frame = await socket.recv_multipart()
+            message = read_message(frame)
+            if message["kind"] == SUBMIT:
+                submission = read_submission(message)
                 key = (identity, submission.request_id)
                 self.tasks[key] = asyncio.create_task(self._compute(socket, identity, submission))
-            elif kind == CANCEL:
-                request_id, reason = read_cancel(frames[1:])
+            elif message["kind"] == CANCEL:
+                request_id, reason = read_cancel(message)
                 running = self.tasks.get((identity, request_id))
                 if running is not None:
                     running.cancel(CLIENT_DISCONNECTED if reason == CLIENT_DISCONNECTED else "cancelled")

@@ -1,8 +1,8 @@
 """The messages between front ends and the engine process: a msgpack header and raw numpy buffers as frames
 of one ZeroMQ message, so token ids and vectors cross without pickling or copying into Python objects.
 
-front end -> engine  SUBMIT: [b"S", header{id, deadline_ms, model}, token ids (int32), lengths (int32)]
-                     CANCEL: [b"C", header{id, reason}]
+front end -> engine  SUBMIT: [{kind: S, id, deadline_ms, model, lengths, ids: int32 bytes}] (one frame, one send)
+                     CANCEL: [{kind: C, id, reason}]
 engine -> front end  REPLY:  [header{id, result or error}, vectors (float32, rows x dimension)]
 """
 
@@ -27,8 +27,8 @@ from service.batch_errors import (
 )
 from service.batch_job import BatchResult
 
-SUBMIT = b"S"
-CANCEL = b"C"
+SUBMIT = "S"
+CANCEL = "C"
 Frames = list[Any]  # bytes or zmq.Frame (anything with the buffer protocol)
 
 
@@ -41,28 +41,34 @@ class Submission:
 
 
 def submit_frames(request_id: int, deadline_ms: float, model: str, token_ids: list[list[int]]) -> Frames:
-    lengths = np.fromiter((len(row) for row in token_ids), dtype=np.int32, count=len(token_ids))
-    flat = np.fromiter((t for row in token_ids for t in row), dtype=np.int32, count=int(lengths.sum()))
-    header = msgpack.packb({"id": request_id, "deadline_ms": deadline_ms, "model": model})
-    return [SUBMIT, header, flat, lengths]
+    lengths = [len(row) for row in token_ids]
+    flat = np.fromiter((t for row in token_ids for t in row), dtype=np.int32, count=sum(lengths))
+    message = {"kind": SUBMIT, "id": request_id, "deadline_ms": deadline_ms, "model": model, "lengths": lengths}
+    message["ids"] = flat.tobytes()
+    return [msgpack.packb(message)]
 
 
 def cancel_frames(request_id: int, reason: str) -> Frames:
-    return [CANCEL, msgpack.packb({"id": request_id, "reason": reason})]
+    return [msgpack.packb({"kind": CANCEL, "id": request_id, "reason": reason})]
 
 
-def read_submission(frames: Frames) -> Submission:
-    header = msgpack.unpackb(frames[1])
-    flat = np.frombuffer(frames[2], dtype=np.int32)
-    lengths = np.frombuffer(frames[3], dtype=np.int32)
-    ends = np.cumsum(lengths)
-    rows = [flat[end - n : end].tolist() for end, n in zip(ends.tolist(), lengths.tolist(), strict=True)]
-    return Submission(int(header["id"]), float(header["deadline_ms"]), str(header["model"]), rows)
+def read_message(frame: Any) -> dict[str, Any]:
+    """A front end's message: its `kind` says which (SUBMIT or CANCEL)."""
+    message: dict[str, Any] = msgpack.unpackb(frame)
+    return message
 
 
-def read_cancel(frames: Frames) -> tuple[int, str]:
-    header = msgpack.unpackb(frames[1])
-    return int(header["id"]), str(header["reason"])
+def read_submission(message: dict[str, Any]) -> Submission:
+    flat = np.frombuffer(message["ids"], dtype=np.int32).tolist()
+    rows, start = [], 0
+    for n in message["lengths"]:
+        rows.append(flat[start : start + n])
+        start += n
+    return Submission(int(message["id"]), float(message["deadline_ms"]), str(message["model"]), rows)
+
+
+def read_cancel(message: dict[str, Any]) -> tuple[int, str]:
+    return int(message["id"]), str(message["reason"])
 
 
 def result_frames(request_id: int, result: BatchResult) -> Frames:

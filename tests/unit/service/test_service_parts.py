@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from embedperf.errors import ConfigError
-from service.access_log import request_id_from
+from service.access_log import RequestIds, request_id_from
 from service.auth import key_is_valid
 from service.cache import EmbeddingCache
 from service.cli import build_parser, settings_from_args
@@ -211,9 +211,12 @@ def test_a_usable_client_request_id_is_kept_and_any_other_replaced() -> None:
     def scope(value: bytes | None) -> dict[str, object]:
         return {"headers": [] if value is None else [(b"x-request-id", value)]}
 
-    assert request_id_from(scope(b"run-7/42")) == "run-7/42"
+    ids = RequestIds()
+    assert request_id_from(scope(b"run-7/42"), ids) == "run-7/42"
     for unusable in (None, b"", b"has space", b"x" * 201, "caf\u00e9".encode("latin-1")):
-        assert re.fullmatch(r"[0-9a-f]{32}", request_id_from(scope(unusable))), unusable
+        assert re.fullmatch(r"[0-9a-f]{32}", request_id_from(scope(unusable), ids)), unusable
+    new = {request_id_from(scope(None), ids) for _ in range(1000)} | {request_id_from(scope(None), RequestIds())}
+    assert len(new) == 1001  # never repeated, within a process or across two
 
 
 def test_only_a_bearer_key_from_the_list_is_valid() -> None:
