@@ -188,6 +188,33 @@ class Batcher:
 
         token_ids: the request came tokenised (by a front end, with the model's own tokeniser and limit): its
         inputs go straight to the queue, and `texts` may be empty."""
+        job = self.enqueue(texts, deadline_ms, judged, model, token_ids)
+        outcome: BatchResult | BatcherError | None = None
+        try:
+            outcome = await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
+            if isinstance(outcome, BatcherError):
+                raise outcome
+            return outcome
+        except TimeoutError:
+            self.abandon(job, "deadline")
+            raise DeadlineExceeded(deadline_ms) from None
+        except asyncio.CancelledError as exc:
+            self.abandon(job, CLIENT_DISCONNECTED if CLIENT_DISCONNECTED in exc.args else "cancelled")
+            raise
+        finally:  # a raised error's traceback holds this frame: it must not hold the error (or the job) too
+            del job, outcome
+
+    def enqueue(
+        self,
+        texts: list[str],
+        deadline_ms: float,
+        judged: bool = False,
+        model: str | None = None,
+        token_ids: list[list[int]] | None = None,
+    ) -> BatchJob:
+        """Queue a request without waiting for it (on the event loop's thread): its job's future resolves to
+        the BatchResult or the BatcherError. Raises what refuses it at once (admission, limits, stopping). The
+        caller abandons it (`abandon`) when it gives up; work past its deadline is dropped before compute."""
         loop = asyncio.get_running_loop()
         model = model or self.model_for_new_request()
         size = len(token_ids) if token_ids is not None else len(texts)
@@ -219,20 +246,7 @@ class Batcher:
                 self._queue.add(items)
             self._cond.notify_all()
         self.metrics.queue_depth.set(self._waiting)
-        outcome: BatchResult | BatcherError | None = None
-        try:
-            outcome = await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
-            if isinstance(outcome, BatcherError):
-                raise outcome
-            return outcome
-        except TimeoutError:
-            self._abandon(job, "deadline")
-            raise DeadlineExceeded(deadline_ms) from None
-        except asyncio.CancelledError as exc:
-            self._abandon(job, CLIENT_DISCONNECTED if CLIENT_DISCONNECTED in exc.args else "cancelled")
-            raise
-        finally:  # a raised error's traceback holds this frame: it must not hold the error (or the job) too
-            del job, outcome
+        return job
 
     def _tokenized_items(self, job: BatchJob, token_ids: list[list[int]]) -> list[Item[BatchJob]]:
         """Queue items of a request that came tokenised, after the checks tokenising would have made."""
@@ -249,7 +263,7 @@ class Batcher:
         now_s = time.perf_counter()
         return [Item(job, i, row, now_s) for i, row in enumerate(token_ids)]
 
-    def _abandon(self, job: BatchJob, reason: str) -> None:
+    def abandon(self, job: BatchJob, reason: str) -> None:
         """The caller gave up: its inputs stop counting and leave the queue now; any of them in a running batch
         are skipped (and the batch stopped when few of its callers are left)."""
         with self._cond:

@@ -9,20 +9,22 @@ and /ready without asking. It stops when the supervisor asks (SIGTERM) or when t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import uvloop
 import zmq
-import zmq.asyncio
 
 from embedperf.errors import EmbedperfError
 from service.batch_errors import BatcherError
-from service.batch_job import CLIENT_DISCONNECTED
+from service.batch_job import CLIENT_DISCONNECTED, BatchJob, BatchResult
 from service.batcher import Batcher
 from service.engine_status import EngineState, Slot, StatusBlock
 from service.engine_wire import (
@@ -40,6 +42,7 @@ from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 
 log = logging.getLogger("service.engine")
+SEND_QUEUE_MESSAGES = 100_000  # replies queued for a front end that is slow to read them
 ZERO_COPY_BYTES = 64 * 1024  # replies at least this large are sent without copying their vectors
 PUBLISH_INTERVAL_S = 0.02  # how stale the queue figures front ends admit on may be
 DOCUMENT_EVERY = 25  # publications between two rewrites of the status document (0.5 s)
@@ -53,7 +56,7 @@ def run_engine(settings: ServiceSettings, endpoint: str, status_path: str, gener
         format=f"%(asctime)s %(levelname)s engine[{os.getpid()}] %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    asyncio.run(EngineServer(settings, endpoint, Path(status_path), generation).serve())
+    uvloop.run(EngineServer(settings, endpoint, Path(status_path), generation).serve())
     # Everything is answered and released; tearing down torch's thread pools and allocators at interpreter
     # exit would only make the supervisor (and an orchestrator's grace period) wait longer.
     logging.shutdown()
@@ -69,7 +72,8 @@ class EngineServer:
         self.generation = generation
         self.metrics = ServiceMetrics()
         self.engine = LocalEngine(settings, None, self.metrics, own_process=True)
-        self.tasks: dict[tuple[bytes, int], asyncio.Task[None]] = {}
+        self.jobs: dict[tuple[bytes, int], BatchJob] = {}  # (front end, request id) -> its job in the batcher
+        self.socket: zmq.Socket[bytes]
         self.stop = asyncio.Event()
         self.parent_pid = os.getppid()
         self.counted_hits = self.counted_misses = 0
@@ -77,83 +81,92 @@ class EngineServer:
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stop.set)
-        context = zmq.asyncio.Context()
+        context = zmq.Context()
         socket = context.socket(zmq.ROUTER)
-        socket.setsockopt(zmq.LINGER, 1000)
+        socket.setsockopt(zmq.LINGER, 0)  # at the end, replies still unsent are for front ends that have gone
+        socket.setsockopt(zmq.SNDHWM, SEND_QUEUE_MESSAGES)
         socket.bind(self.endpoint)
+        self.socket = socket
         self.status.set(Slot.GENERATION, self.generation)
         self.status.set(Slot.STATE, EngineState.STARTING)
         publisher = asyncio.create_task(self._publish_loop())
         try:
             await self.engine.start()
-        except EmbedperfError as exc:  # a missing model or device runtime: the message says what to fix
-            self.status.write_document({"failure": str(exc), "exit_code": exc.exit_code})
+        except Exception as exc:  # an EmbedperfError (missing model, device runtime) says what to fix itself
+            if not isinstance(exc, EmbedperfError):
+                log.exception("the engine could not get ready")
+            failure = str(exc) if isinstance(exc, EmbedperfError) else f"{type(exc).__name__}: {exc}"
+            self.status.write_document({"failure": failure, "exit_code": getattr(exc, "exit_code", 3)})
             self.status.set(Slot.STATE, EngineState.FAILED)
             publisher.cancel()
-            socket.close()
-            context.term()
-            return
-        except Exception as exc:
-            log.exception("the engine could not get ready")
-            self.status.write_document({"failure": f"{type(exc).__name__}: {exc}", "exit_code": 3})
-            self.status.set(Slot.STATE, EngineState.FAILED)
-            publisher.cancel()
-            socket.close()
-            context.term()
+            context.destroy(linger=0)
             return
         self._publish(document=True)
         self.status.set(Slot.STATE, EngineState.READY)
         log.info("engine ready: %s on %s", self.settings.model_name, self.settings.device)
-        receiver = asyncio.create_task(self._receive(socket))
+        reader_fd = int(socket.getsockopt(zmq.FD))
+        loop.add_reader(reader_fd, self._receive)
+        self._receive()  # what arrived before the reader was registered
         await self.stop.wait()
-        receiver.cancel()
-        log.info("engine stopping: %d request(s) left", len(self.tasks))
-        # The front ends have drained (and answered what could not finish): nobody waits for what is left.
-        left = list(self.tasks.values())
-        for task in left:
-            task.cancel("cancelled")
-        await asyncio.gather(*left, return_exceptions=True)
+        loop.remove_reader(reader_fd)
+        log.info("engine stopping: %d request(s) left", len(self.jobs))
+        batcher = self.engine.batcher
+        assert batcher is not None
+        for job in list(self.jobs.values()):  # the front ends have drained: nobody waits for what is left
+            batcher.abandon(job, "cancelled")
         await self.engine.stop(self.settings.shutdown_grace_s)
         self.status.set(Slot.STATE, EngineState.STOPPED)
         publisher.cancel()
-        socket.close(linger=0)  # replies still unsent are for front ends that have gone
-        context.term()
+        context.destroy(linger=0)
         log.info("engine stopped")
 
-    async def _receive(self, socket: zmq.asyncio.Socket) -> None:
-        while True:
-            identity, frame = await socket.recv_multipart()
+    def _receive(self) -> None:
+        """Queue every request that has arrived and drop every cancelled one; no task per request: a job's
+        future answers its front end by callback (ZeroMQ signals readiness by edges: read until empty)."""
+        socket, batcher = self.socket, self.engine.batcher
+        assert batcher is not None
+        while int(socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+            identity, frame = socket.recv_multipart(flags=zmq.NOBLOCK)
             message = read_message(frame)
             if message["kind"] == SUBMIT:
                 submission = read_submission(message)
+                try:
+                    job = batcher.enqueue(
+                        [], submission.deadline_ms, True, submission.model, submission.token_ids
+                    )
+                except BatcherError as exc:
+                    self._reply(identity, error_frames(submission.request_id, exc))
+                    continue
                 key = (identity, submission.request_id)
-                self.tasks[key] = asyncio.create_task(self._compute(socket, identity, submission))
+                self.jobs[key] = job
+                job.future.add_done_callback(partial(self._answer, key))
             elif message["kind"] == CANCEL:
                 request_id, reason = read_cancel(message)
-                running = self.tasks.get((identity, request_id))
-                if running is not None:
-                    running.cancel(CLIENT_DISCONNECTED if reason == CLIENT_DISCONNECTED else "cancelled")
+                abandoned = self.jobs.pop((identity, request_id), None)
+                if abandoned is not None:
+                    batcher.abandon(
+                        abandoned, CLIENT_DISCONNECTED if reason == CLIENT_DISCONNECTED else "cancelled"
+                    )
 
-    async def _compute(self, socket: zmq.asyncio.Socket, identity: bytes, submission: Any) -> None:
-        batcher = self.engine.batcher
-        assert batcher is not None
-        reply: Frames
-        key = (identity, submission.request_id)
-        try:
-            result = await batcher.submit(
-                [],
-                submission.deadline_ms,
-                judged=True,
-                model=submission.model,
-                token_ids=submission.token_ids,
-            )
-            reply = result_frames(submission.request_id, result)
-        except BatcherError as exc:
-            reply = error_frames(submission.request_id, exc)
-        finally:
-            self.tasks.pop(key, None)
+    def _answer(self, key: tuple[bytes, int], future: asyncio.Future[BatchResult | BatcherError]) -> None:
+        if self.jobs.pop(key, None) is None or future.cancelled():  # abandoned: its front end gave up
+            return
+        identity, request_id = key
+        outcome = future.result()
+        if isinstance(outcome, BatcherError):
+            self._reply(identity, error_frames(request_id, outcome))
+        else:
+            self._reply(identity, result_frames(request_id, outcome))
+
+    def _reply(self, identity: bytes, reply: Frames) -> None:
         # Copied sends: below tens of kilobytes a copy is cheaper than a zero-copy frame's bookkeeping.
-        await socket.send_multipart([identity, *reply], copy=reply_bytes(reply) >= ZERO_COPY_BYTES)
+        with contextlib.suppress(
+            zmq.Again
+        ):  # a front end that stopped reading: its requests are lost with it
+            self.socket.send_multipart(
+                [identity, *reply], flags=zmq.NOBLOCK, copy=reply_bytes(reply) >= ZERO_COPY_BYTES
+            )
+        self._receive()  # any operation may consume the socket's readiness signal
 
     async def _publish_loop(self) -> None:
         count = 0
