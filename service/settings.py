@@ -178,12 +178,13 @@ class ServiceSettings(BaseSettings):
         description="Where the JSON access log goes, one line per request: '-' (stderr), a file path, "
         "or 'off'.",
     )
-    workers: int = Field(
-        1,
+    workers: int | None = Field(
+        None,
         ge=1,
         le=64,
         description="Inference worker threads on CPU, each computing whole batches from the one queue "
-        "(on cuda/npu list devices in --device instead: one worker per device).",
+        "(default: one per usable core, each on one torch thread, behind front ends; one with --http-workers 0; "
+        "on cuda/npu list devices in --device instead: one worker per device).",
     )
     cpu_worker_replicas: bool = Field(
         False,
@@ -243,7 +244,15 @@ class ServiceSettings(BaseSettings):
 
     def device_specs(self) -> list[DeviceSpec]:
         """One spec per inference worker (see service.device_list)."""
-        return serving_devices(self.device, self.workers)
+        return serving_devices(self.device, self.workers or 1)
+
+    def engine_workers(self) -> int | None:
+        """CPU workers of an engine process of its own: --workers, else one per usable core (independent
+        batches on one thread each: no thread waits at another's barrier, so a busy neighbour slows one
+        batch instead of all). None on an accelerator (one worker per listed device)."""
+        if self.workers is not None or self.device_specs()[0].kind != "cpu":
+            return self.workers
+        return usable_cores()
 
     @model_validator(mode="after")
     def _graphs_where_they_run(self) -> ServiceSettings:
@@ -301,6 +310,8 @@ class ServiceSettings(BaseSettings):
         by OMP_NUM_THREADS when the environment sets it."""
         if self.threads:
             return self.threads
+        if (self.workers or 1) > 1:  # several CPU workers: one thread each
+            return 1
         threads = max(1, usable_cores() - self.front_end_count())
         cap = os.environ.get("OMP_NUM_THREADS", "")
         return min(threads, int(cap)) if cap.isdigit() and int(cap) > 0 else threads

@@ -42,8 +42,10 @@ LISTEN_BACKLOG = 4096
 
 class Supervisor:
     def __init__(self, settings: ServiceSettings) -> None:
-        resolved = {"threads": settings.engine_threads(), "http_workers": settings.front_end_count()}
-        self.settings = settings.model_copy(update=resolved)  # /info shows what runs, not "auto"
+        workers = settings.engine_workers()
+        with_workers = settings.model_copy(update={"workers": workers})
+        resolved = {"threads": with_workers.engine_threads(), "http_workers": settings.front_end_count()}
+        self.settings = with_workers.model_copy(update=resolved)  # /info shows what runs, not "auto"
         self.runtime = Path(tempfile.mkdtemp(prefix="embedperf-serve-"))
         self.endpoint = f"ipc://{self.runtime / 'engine.sock'}"
         self.status_path = self.runtime / "status"
