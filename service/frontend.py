@@ -3,6 +3,7 @@ the supervisor shares among all of them, linked to the engine process (service/e
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -21,6 +22,7 @@ from service.settings import ServiceSettings
 from service.state import ServiceState
 
 PARENT_CHECK_S = 0.5
+FRONT_END_NICE = 5  # relative to the engine process, which keeps the niceness it was started with
 
 
 def frontend_main(
@@ -28,6 +30,10 @@ def frontend_main(
 ) -> None:
     """Entry point of front end `index` (multiprocessing, spawn). uvicorn handles SIGTERM/SIGINT: it stops
     accepting, lets requests in flight finish within the grace, then ends."""
+    # Under overload the front ends answer thousands of refusals a second: they yield the CPU to the engine,
+    # whose compute is the goodput, rather than taking it from it.
+    with contextlib.suppress(OSError):
+        os.nice(FRONT_END_NICE)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format=f"%(asctime)s %(levelname)s http[{index}] %(name)s: %(message)s",
