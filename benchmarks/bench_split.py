@@ -99,6 +99,12 @@ def metric(text: str, name: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
+def device_seconds(text: str) -> float:
+    return sum(
+        float(v) for v in re.findall(r"^embedperf_device_compute_seconds_total\{[^}]*\} (\S+)$", text, re.M)
+    )
+
+
 def inflation_and_spread(tmp: Path, duration_s: int) -> None:
     script = tmp / "minilm.lua"
     script.write_text(SCRIPT % {"model": "all-MiniLM-L6-v2", "text": TEXT, "fmt": "float"})
@@ -120,9 +126,7 @@ def inflation_and_spread(tmp: Path, duration_s: int) -> None:
         after = httpx.get(f"{service.url}/metrics", timeout=10).text
     batches = metric(after, "embedperf_batch_size_count") - metric(before, "embedperf_batch_size_count")
     inputs = metric(after, "embedperf_batch_size_sum") - metric(before, "embedperf_batch_size_sum")
-    compute_s = metric(after, "embedperf_compute_seconds_total") - metric(
-        before, "embedperf_compute_seconds_total"
-    )
+    compute_s = device_seconds(after) - device_seconds(before)  # every worker's compute time, summed
     mean_batch = round(inputs / max(1, batches))
     in_service_ms = compute_s / max(1, batches) * 1000
     model = load_model(threads=threads)
