@@ -2,8 +2,8 @@
 
 Answers "is the reference service a fair baseline?" with one table. Per round each server in turn (the
 order reverses between rounds) is started on the packaged all-MiniLM-L6-v2, fp32 on CPU, no embedding
-cache: the reference and Infinity with torch on the same number of threads and batches of at most 32,
-vLLM as it ships (its own core binding and batching, the model compiled at start-up); warmed by a short
+cache: the reference with its defaults (batches of at most 32; on cpu one worker per core, one torch thread
+each), Infinity with torch on `--threads` threads and batches of at most 32, vLLM as it ships (its own core binding and batching, the model compiled at start-up); warmed by a short
 wrk run; loaded by wrk at each connection count with the same single-text request in its own shape and
 path (the reference and vLLM: POST /v1/embeddings; Infinity: POST /embeddings; each under the model id
 it lists); and stopped by PID. wrk's Lua `done()` reports exact counts and its latency percentiles.
@@ -120,8 +120,9 @@ def check_answer(target: Target) -> None:
 
 @contextmanager
 def reference_target(threads: int, log_path: Path) -> Iterator[Target]:
-    """The reference service as `make bench` starts it, with torch on `threads` threads."""
-    args = [*RAMP_SERVICE_ARGS, "--threads", str(threads), "--log-level", "warning"]
+    """The reference service as `make bench` starts it, with its own defaults for workers and threads (on cpu
+    one worker per usable core on one torch thread each), so `threads` is unused."""
+    args = [*RAMP_SERVICE_ARGS, "--log-level", "warning"]
     with ServiceProcess(args, log_path=log_path, ready_timeout_s=READY_TIMEOUT_S) as service:
         yield Target(
             "reference", f"{service.url}/v1/embeddings", {"model": REFERENCE_MODEL_NAME, "input": TEXT}
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, nargs="+", default=[1, 10, 50, 100])
     parser.add_argument("--duration-s", type=int, default=10, help="wrk's duration per measurement")
     parser.add_argument(
-        "--threads", type=int, default=2, help="torch intra-op threads of the reference and Infinity"
+        "--threads", type=int, default=2, help="torch intra-op threads of Infinity (the reference runs its own defaults, vLLM binds its own)"
     )
     parser.add_argument(
         "--peers", nargs="+", choices=PEERS, default=list(PEERS), help="the peers to compare against"
