@@ -17,7 +17,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: help setup system-deps serve test test-quick lint bench bench-service bench-recorder bench-collectors \
-        bench-report bench-overload bench-ab bench-split bench-abuse device-check fuzz report compare capacity matrix precision clean \
+        bench-report bench-overload bench-ab bench-split bench-abuse bench-history device-check fuzz report compare capacity matrix precision clean \
         search bench-distributed bench-adaptive history sweep peers-setup peers-setup-vllm peers canary verify house
 
 help: ## show this help
@@ -224,6 +224,9 @@ bench-split: setup system-deps ## the service's own cost per request (front ends
 
 bench-abuse: setup system-deps ## the service's defaults against a busy neighbour, slow bodies, a 1 MB header, 50 x 16 inputs, SIGTERM with 50 in flight
 	$(PY) -m benchmarks.bench_abuse
+
+bench-history: setup ## embedperf history over real runs: five smoke runs, an unchanged sixth (exit 0), one against a slowed service (exit 1)
+	$(PY) -m benchmarks.bench_history
 
 device-check: setup ## on a GPU/NPU host: a BGE-M3-shaped random model, its own ceiling, the ramp at fp16/fp32 with graphs on/off, one table (DEVICE=cuda)
 	$(PY) -m benchmarks.device_check --device $(or $(DEVICE),cuda)

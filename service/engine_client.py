@@ -205,6 +205,8 @@ class RemoteBatcher:
             raise
         finally:
             self._waiting.pop(request_id, None)
+        if time.perf_counter() - t_start_s > deadline_ms / 1000:  # answered, but after its deadline had passed
+            raise DeadlineExceeded(deadline_ms)
         return read_reply(frames, [len(row) for row in token_ids], tokenize_s * 1000)
 
     def _send(self, frames: Frames) -> None:
