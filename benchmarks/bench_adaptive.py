@@ -104,12 +104,11 @@ def main(argv: list[str]) -> int:
         help="recompute the figures from two run folders of an earlier benchmark (no service, no load)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-
-
     if args.from_runs is not None:
         full, adaptive = (analyse_folder(RunFolder(p)) for p in args.from_runs)
     else:
         runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="bench-adaptive-"))
+        runs_dir.mkdir(parents=True, exist_ok=True)
         with ServiceProcess(list(RAMP_SERVICE_ARGS), log_path=runs_dir / "service.log") as service:
             print(f"service ready at {service.url}; full ramp (4 x 60 s) ...", flush=True)
             started = time.monotonic()

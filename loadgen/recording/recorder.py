@@ -131,7 +131,10 @@ class Recorder:
             if tag is not None:
                 row.stage_index, row.stage_label, row.target_users, row.target_rate = tag
         self.rows_received += 1
-        self._append(row.values())
+        values = row.values()
+        if self._watch is not None:
+            self._watch(values)
+        self._append(values)
 
     def write_values(self, values: list[Any]) -> None:
         """Write a row given as values in REQUEST_COLUMNS order (the forwarded form); runs once per request."""

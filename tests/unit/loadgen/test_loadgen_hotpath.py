@@ -165,7 +165,8 @@ def test_send_embeddings_row_is_in_schema_order(tmp_path: Path) -> None:
     folder = RunFolder(tmp_path / "run").create()
     timeline = StageTimeline()
     timeline.begin(0, "u8", 0.0, users=8)
-    recorder = Recorder(folder, timeline)
+    watched: list[list[Any]] = []
+    recorder = Recorder(folder, timeline, watch=watched.append)
     headers = {"Server-Timing": "queue;dur=1, total;dur=2", "X-Batch-Size": "3", "X-Batch-Tokens": "40"}
     client = _Client(_Response(_answer(4, 4, tokens=9), headers))
     ctx = _ctx(4, recorder.write)
@@ -193,6 +194,7 @@ def test_send_embeddings_row_is_in_schema_order(tmp_path: Path) -> None:
         50.0,
     )
     assert recorder.close() == 2
+    assert [values[REQUEST_COLUMNS.index("n_inputs")] for values in watched] == [2, 2]  # the adaptive-step watch
     table = read_requests_table(folder).to_pydict()
     assert table["input_chars"] == [5, 2] and table["batch_tokens"] == [40, 40]
     assert table["srv_queue_ms"] == [1.0, 1.0] and table["srv_total_ms"] == [2.0, 2.0]
