@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from service.batch_errors import Overloaded, QueueFull
+from service.metrics import ServiceMetrics
 
 
 @dataclass(frozen=True)
@@ -54,3 +55,23 @@ def judge(
     limit_s = deadline_ms / 1000 * admit_wait_share
     if wait_s > limit_s:
         raise Overloaded(wait_s, limit_s)
+
+
+def judge_counted(
+    queue: QueueFigures,
+    n_inputs: int,
+    deadline_ms: float,
+    admit_wait_share: float,
+    metrics: ServiceMetrics,
+    ahead_requests: int = 0,
+    judged: bool = False,
+) -> None:
+    """`judge`, with every refusal counted in embedperf_shed_total by its reason."""
+    try:
+        judge(queue, n_inputs, deadline_ms, admit_wait_share, ahead_requests, judged)
+    except QueueFull:
+        metrics.shed.labels(reason="queue_full").inc()
+        raise
+    except Overloaded:
+        metrics.shed.labels(reason="estimated_wait").inc()
+        raise

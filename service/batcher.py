@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from service.admission_rule import QueueFigures, judge
+from service.admission_rule import QueueFigures, judge, judge_counted
 from service.admission_rule import estimated_wait_s as wait_for
 from service.batch_errors import (
     BatcherError,
@@ -153,21 +153,9 @@ class Batcher:
         """Raise QueueFull or Overloaded when a request of n_inputs should be shed now (admission_rule.judge).
         The routes call it once the request's body is in; submit() calls it again under the lock with
         judged=True, which keeps only the queue bound: a request let in is never turned into a late 429."""
-        try:
-            judge(
-                self.queue_figures(),
-                n_inputs,
-                deadline_ms,
-                self.config.admit_wait_share,
-                ahead_requests,
-                judged,
-            )
-        except QueueFull:
-            self.metrics.shed.labels(reason="queue_full").inc()
-            raise
-        except Overloaded:
-            self.metrics.shed.labels(reason="estimated_wait").inc()
-            raise
+        judge_counted(
+            self.queue_figures(), n_inputs, deadline_ms, self.config.admit_wait_share, self.metrics, ahead_requests, judged
+        )
 
     def model_for_new_request(self) -> str:
         """The id of the model that would compute a request submitted now (the fallback while busy)."""

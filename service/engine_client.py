@@ -20,14 +20,12 @@ from typing import Any
 
 import zmq
 
-from service.admission_rule import QueueFigures, judge
+from service.admission_rule import QueueFigures, judge_counted
 from service.admission_rule import estimated_wait_s as wait_for
 from service.batch_errors import (
     BatcherError,
     DeadlineExceeded,
     EngineUnavailable,
-    Overloaded,
-    QueueFull,
     ShuttingDown,
 )
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
@@ -141,21 +139,9 @@ class RemoteBatcher:
     def check_admission(
         self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
     ) -> None:
-        try:
-            judge(
-                self.queue_figures(),
-                n_inputs,
-                deadline_ms,
-                self.settings.admit_wait_share,
-                ahead_requests,
-                judged,
-            )
-        except QueueFull:
-            self.metrics.shed.labels(reason="queue_full").inc()
-            raise
-        except Overloaded:
-            self.metrics.shed.labels(reason="estimated_wait").inc()
-            raise
+        judge_counted(
+            self.queue_figures(), n_inputs, deadline_ms, self.settings.admit_wait_share, self.metrics, ahead_requests, judged
+        )
 
     def model_for_new_request(self) -> str:
         if self.fallback_id and self.status.get(Slot.FALLBACK_ON):
