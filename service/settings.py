@@ -120,11 +120,8 @@ class ServiceSettings(BaseSettings):
     max_header_bytes: int = Field(
         64 * 1024,
         ge=1024,
-        description="Largest request head (request line and headers); larger ones get 431 and their "
+        description="Largest request head (request line and headers); larger ones get 400 and their "
         "connection is closed as soon as that much has arrived.",
-    )
-    header_timeout_s: float = Field(
-        10.0, gt=0, description="Longest time to receive a request's head; slower clients get 408."
     )
     http_workers: int | None = Field(
         None,
