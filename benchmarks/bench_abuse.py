@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.wrk_run import run_wrk
+from benchmarks.wrk_run import run_wrk, wrk_found
 from loadgen.processes.service_proc import ServiceProcess
 
 MODEL = "all-MiniLM-L6-v2"
@@ -205,10 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--duration-s", type=int, default=10)
     args = parser.parse_args(argv)
-    if subprocess.run(["which", "wrk"], capture_output=True).returncode != 0:
-        print(
-            "wrk not found on PATH; install it with `make system-deps` (Debian package wrk)", file=sys.stderr
-        )
+    if not wrk_found():
         return 2
     with tempfile.TemporaryDirectory(prefix="embedperf-bench-abuse-") as tmp_dir:
         tmp = Path(tmp_dir)

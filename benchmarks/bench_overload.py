@@ -20,9 +20,7 @@ import argparse
 import concurrent.futures
 import contextlib
 import json
-import shutil
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -33,7 +31,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from benchmarks.wrk_run import run_wrk
+from benchmarks.wrk_run import run_wrk, wrk_found
 from loadgen.processes.service_proc import ServiceProcess
 
 MODEL = "all-MiniLM-L6-v2"
@@ -343,16 +341,6 @@ def overload(service: ServiceProcess, script: Path, args: argparse.Namespace) ->
             flush=True,
         )
         time.sleep(2)
-
-
-def wrk_found() -> bool:
-    """Whether wrk is on PATH; says how to install it when not."""
-    if shutil.which("wrk") is None:
-        print(
-            "wrk not found on PATH; install it with `make system-deps` (Debian package wrk)", file=sys.stderr
-        )
-        return False
-    return True
 
 
 def wrk_script(directory: Path, honour_retry_after: bool) -> Path:

@@ -20,10 +20,8 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -37,6 +35,7 @@ from benchmarks.peer_launch import PeerProcess, infinity_command, peer_bin, vllm
 
 # The repository root, for tests.peers (the launcher the tests use too), which is no installed package.
 from benchmarks.wrk_run import run_wrk as wrk
+from benchmarks.wrk_run import wrk_found
 from embedperf.errors import TargetError
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 from service.model_folder import default_model_path
@@ -264,10 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1 or min(args.connections) < 1 or args.duration_s < 1 or args.threads < 1:
         parser.error("--rounds, --connections, --duration-s and --threads must be at least 1")
-    if shutil.which("wrk") is None:
-        print(
-            "wrk not found on PATH; install it with `make system-deps` (Debian package wrk)", file=sys.stderr
-        )
+    if not wrk_found():
         return 2
     setup = (
         f"all-MiniLM-L6-v2 ({default_model_path()}), fp32 on CPU, batches <= 32, no cache; the reference with its "

@@ -16,13 +16,12 @@ import argparse
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.wrk_run import run_wrk
+from benchmarks.wrk_run import run_wrk, wrk_found
 from loadgen.processes.service_proc import ServiceProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -78,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-s", type=int, default=10, help="wrk's duration per measurement")
     parser.add_argument("--service-arg", action="append", default=[], help="extra flag for both services")
     args = parser.parse_args(argv)
-    if subprocess.run(["which", "wrk"], capture_output=True).returncode != 0:
-        print(
-            "wrk not found on PATH; install it with `make system-deps` (Debian package wrk)", file=sys.stderr
-        )
+    if not wrk_found():
         return 2
     # The same admission settings for both (the previous defaults), so neither sheds in a closed loop: what is
     # compared is how fast each serves, not where each draws its shedding line.

@@ -16,7 +16,6 @@ import argparse
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ import httpx
 import psutil
 
 from benchmarks.device_check import build_model
-from benchmarks.wrk_run import run_wrk
+from benchmarks.wrk_run import run_wrk, wrk_found
 from loadgen.processes.service_proc import ServiceProcess
 from service.model import load_model
 
@@ -153,10 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--duration-s", type=int, default=10, help="wrk's duration per measurement")
     args = parser.parse_args(argv)
-    if subprocess.run(["which", "wrk"], capture_output=True).returncode != 0:
-        print(
-            "wrk not found on PATH; install it with `make system-deps` (Debian package wrk)", file=sys.stderr
-        )
+    if not wrk_found():
         return 2
     with tempfile.TemporaryDirectory(prefix="embedperf-bench-split-") as tmp:
         front_end_cost(Path(tmp), args.duration_s)

@@ -6,7 +6,9 @@ Python client at many connections would not. Each benchmark reads what its scrip
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 REQUEST_TIMEOUT_S = 10
@@ -28,3 +30,13 @@ def run_wrk(
         url,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 60)
+
+
+def wrk_found() -> bool:
+    """Whether wrk is on PATH; says how to install it when not."""
+    if shutil.which("wrk") is None:
+        print(
+            "wrk not found on PATH; install it with `make system-deps` (Debian package wrk)", file=sys.stderr
+        )
+        return False
+    return True

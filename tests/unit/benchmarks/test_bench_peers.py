@@ -51,7 +51,7 @@ def fake_run(monkeypatch: pytest.MonkeyPatch, failing: set[str]) -> list[tuple[i
 
     monkeypatch.setattr(bench_peers, "measure", measure)
     monkeypatch.setattr(bench_peers, "peer_version", lambda name: "1.0")
-    monkeypatch.setattr(bench_peers.shutil, "which", lambda program: f"/usr/bin/{program}")
+    monkeypatch.setattr(bench_peers, "wrk_found", lambda: True)
     return calls
 
 
