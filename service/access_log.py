@@ -108,7 +108,9 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        record = RequestRecord(request_id_from(scope, self.ids), scope["method"], scope["path"], time.perf_counter())
+        record = RequestRecord(
+            request_id_from(scope, self.ids), scope["method"], scope["path"], time.perf_counter()
+        )
         scope.setdefault("state", {})[RECORD_KEY] = record
         header = (REQUEST_ID_HEADER, record.request_id.encode())
 

@@ -154,7 +154,13 @@ class Batcher:
         The routes call it once the request's body is in; submit() calls it again under the lock with
         judged=True, which keeps only the queue bound: a request let in is never turned into a late 429."""
         judge_counted(
-            self.queue_figures(), n_inputs, deadline_ms, self.config.admit_wait_share, self.metrics, ahead_requests, judged
+            self.queue_figures(),
+            n_inputs,
+            deadline_ms,
+            self.config.admit_wait_share,
+            self.metrics,
+            ahead_requests,
+            judged,
         )
 
     def model_for_new_request(self) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from embedperf.errors import ConfigError, EmbedperfError
-from service.server_config import uvicorn_config
+from service import http_server
 from service.settings import ServiceSettings, redact_url
 from service.supervisor import Supervisor
 
@@ -71,12 +71,12 @@ def settings_from_args(argv: list[str]) -> ServiceSettings:
 
 
 def check_port_free(host: str, port: int) -> None:
-    """Refuse a busy port in a second, before the model loads (uvicorn would fail only after loading)."""
+    """Refuse a busy port in a second, before the model loads (the server would fail only after loading)."""
     if port == 0:
         return
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is free
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is free
         try:
             probe.bind((host, port))
         except OSError as exc:
@@ -101,7 +101,7 @@ def serve(settings: ServiceSettings) -> int:
 
 def serve_in_one_process(settings: ServiceSettings) -> int:
     """--http-workers 0: HTTP and compute in this process (for debugging; the engine shares the GIL)."""
-    import uvicorn
+    import uvloop
 
     # torch and transformers load after the port check: a taken port is reported at once, not after ~5 s
     from service.local_app import create_app
@@ -117,8 +117,9 @@ def serve_in_one_process(settings: ServiceSettings) -> int:
         settings.engine_threads(),
         int8_exclude=settings.int8_exclude,
     )
-    app = create_app(settings, model, freeze_heap=True)
-    uvicorn.Server(uvicorn_config(settings, app)).run()
+    with http_server.reserve_port(settings.host, settings.port) as holder:
+        settings = settings.model_copy(update={"port": holder.getsockname()[1]})
+        uvloop.run(http_server.serve(settings, create_app(settings, model, freeze_heap=True)))
     return 0
 
 

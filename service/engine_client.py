@@ -140,7 +140,13 @@ class RemoteBatcher:
         self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
     ) -> None:
         judge_counted(
-            self.queue_figures(), n_inputs, deadline_ms, self.settings.admit_wait_share, self.metrics, ahead_requests, judged
+            self.queue_figures(),
+            n_inputs,
+            deadline_ms,
+            self.settings.admit_wait_share,
+            self.metrics,
+            ahead_requests,
+            judged,
         )
 
     def model_for_new_request(self) -> str:
@@ -191,7 +197,9 @@ class RemoteBatcher:
             raise
         finally:
             self._waiting.pop(request_id, None)
-        if time.perf_counter() - t_start_s > deadline_ms / 1000:  # answered, but after its deadline had passed
+        if (
+            time.perf_counter() - t_start_s > deadline_ms / 1000
+        ):  # answered, but after its deadline had passed
             raise DeadlineExceeded(deadline_ms)
         return read_reply(frames, [len(row) for row in token_ids], tokenize_s * 1000)
 

@@ -43,7 +43,13 @@ class Submission:
 def submit_frames(request_id: int, deadline_ms: float, model: str, token_ids: list[list[int]]) -> Frames:
     lengths = [len(row) for row in token_ids]
     flat = np.fromiter((t for row in token_ids for t in row), dtype=np.int32, count=sum(lengths))
-    message = {"kind": SUBMIT, "id": request_id, "deadline_ms": deadline_ms, "model": model, "lengths": lengths}
+    message = {
+        "kind": SUBMIT,
+        "id": request_id,
+        "deadline_ms": deadline_ms,
+        "model": model,
+        "lengths": lengths,
+    }
     message["ids"] = flat.tobytes()
     return [msgpack.packb(message)]
 

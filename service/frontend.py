@@ -1,5 +1,5 @@
-"""A front-end process: the service's app (HTTP, auth, admission, tokenising, JSON) on the listening socket
-the supervisor shares among all of them, linked to the engine process (service/engine_client.py)."""
+"""A front-end process: the service's app (HTTP, auth, admission, tokenising, JSON) on the port every front
+end binds (service/http_server.py), linked to the engine process (service/engine_client.py)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,16 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 from pathlib import Path
 
-import uvicorn
+import uvloop
 
 from service.app import build_app
 from service.engine_client import RemoteEngine
+from service.http_server import serve
 from service.metrics import ServiceMetrics
-from service.server_config import uvicorn_config
 from service.settings import ServiceSettings
 from service.state import ServiceState
 
@@ -25,11 +24,9 @@ PARENT_CHECK_S = 0.5
 FRONT_END_NICE = 5  # relative to the engine process, which keeps the niceness it was started with
 
 
-def frontend_main(
-    settings: ServiceSettings, listener: socket.socket, endpoint: str, status_path: str, index: int
-) -> None:
-    """Entry point of front end `index` (multiprocessing, spawn). uvicorn handles SIGTERM/SIGINT: it stops
-    accepting, lets requests in flight finish within the grace, then ends."""
+def frontend_main(settings: ServiceSettings, endpoint: str, status_path: str, index: int) -> None:
+    """Entry point of front end `index` (multiprocessing, spawn). On SIGTERM/SIGINT the requests in flight
+    finish (those the grace cuts off are answered 503 by the engine link), then the process ends."""
     # Under overload the front ends answer thousands of refusals a second: they yield the CPU to the engine,
     # whose compute is the goodput, rather than taking it from it.
     with contextlib.suppress(OSError):
@@ -43,7 +40,9 @@ def frontend_main(
     engine = RemoteEngine(settings, endpoint, Path(status_path), metrics)
     app = build_app(ServiceState(settings=settings, engine=engine, metrics=metrics, freeze_heap=True))
     watch_parent(os.getppid())
-    uvicorn.Server(uvicorn_config(settings, app)).run(sockets=[listener])
+    uvloop.run(serve(settings, app))
+    logging.shutdown()
+    os._exit(0)  # the server's runtime threads need no teardown
 
 
 def watch_parent(parent_pid: int) -> None:

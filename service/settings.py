@@ -101,7 +101,7 @@ class ServiceSettings(BaseSettings):
         10.0,
         gt=0,
         description="On SIGTERM, how long requests in flight may take to finish before they are cut off "
-        "(independent of deadline_ms); new connections are refused at once.",
+        "(independent of deadline_ms); requests that arrive meanwhile get 503 shutting_down at once.",
     )
     max_body_bytes: int = Field(
         4 * 1024 * 1024,
@@ -119,9 +119,10 @@ class ServiceSettings(BaseSettings):
     )
     max_header_bytes: int = Field(
         64 * 1024,
-        ge=1024,
-        description="Largest request head (request line and headers); larger ones get 400 and their "
-        "connection is closed as soon as that much has arrived.",
+        ge=16 * 1024,
+        description="Largest request head (request line and headers); larger ones get 431 and their "
+        "connection is closed as soon as that much has arrived (the head is read in blocks: one over half "
+        "of this may be refused too).",
     )
     http_workers: int | None = Field(
         None,
@@ -138,7 +139,8 @@ class ServiceSettings(BaseSettings):
         "503 and /ready says so meanwhile); once they are spent the service exits with status 3.",
     )
     keep_alive_timeout_s: float = Field(
-        5.0, gt=0, description="Idle keep-alive connections are closed after this many seconds."
+        5.0, gt=0, description="Idle keep-alive connections, and clients slower than this to send a request's "
+        "head, are closed after this many seconds."
     )
     max_concurrency: int = Field(
         0, ge=0, description="Most embedding requests in flight (0 = no limit); else 429."
@@ -159,7 +161,7 @@ class ServiceSettings(BaseSettings):
         "too_many_tokens, found while tokenising and before the request is computed.",
     )
     warmup: bool = Field(True, description="Run a warm-up batch before reporting ready.")
-    log_level: LogLevel = Field("info", description="Log level of the service and uvicorn.")
+    log_level: LogLevel = Field("info", description="Log level of the service.")
     api_keys: str = Field(
         "",
         description="Comma-separated API keys; when set, every endpoint but /health and /ready needs "
@@ -268,7 +270,9 @@ class ServiceSettings(BaseSettings):
                 "could never be admitted; raise --queue-size or lower --max-inputs"
             )
         if self.api_keys_file and not Path(self.api_keys_file).is_file():
-            raise ValueError(f"api_keys_file {self.api_keys_file} is not a readable file; pass the path to one")
+            raise ValueError(
+                f"api_keys_file {self.api_keys_file} is not a readable file; pass the path to one"
+            )
         if (self.api_keys.strip() or self.api_keys_file) and not self.api_key_list():
             raise ValueError(
                 "api_keys holds only commas or whitespace, which would switch authentication off; "

@@ -1,5 +1,6 @@
 """`embedperf serve`'s process layout: one engine process (the model and its batcher) and N HTTP front ends
-sharing one listening socket, started, watched and stopped here.
+on one port (each binds it with SO_REUSEPORT; the kernel spreads the connections), started, watched and
+stopped here.
 
 A front end that ends unasked is started again (the others serve meanwhile, on the same socket). An engine that
 ends unasked is marked down in the status block, so every front end answers its waiting requests 503 and /ready
@@ -17,7 +18,6 @@ import multiprocessing.connection
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -29,6 +29,7 @@ from prometheus_client import multiprocess
 from service.engine_entry import engine_main
 from service.engine_status import EngineState, Slot, StatusBlock
 from service.frontend import frontend_main
+from service.http_server import reserve_port
 from service.metrics import MULTIPROC_ENV
 from service.settings import ServiceSettings
 
@@ -37,7 +38,6 @@ WATCH_INTERVAL_S = 0.2
 ENGINE_STOP_S = 5.0  # the engine's queue is empty once the front ends have drained: it ends within this
 DRAIN_MARGIN_S = 0.5  # requests still running this long before the grace ends are answered 503
 EXIT_INCOMPLETE = 3
-LISTEN_BACKLOG = 4096
 
 
 class Supervisor:
@@ -45,6 +45,8 @@ class Supervisor:
         workers = settings.engine_workers()
         with_workers = settings.model_copy(update={"workers": workers})
         resolved = {"threads": with_workers.engine_threads(), "http_workers": settings.front_end_count()}
+        self.port_holder = reserve_port(settings.host, settings.port)  # port 0: the one the kernel chose
+        resolved["port"] = self.port_holder.getsockname()[1]
         self.settings = with_workers.model_copy(update=resolved)  # /info shows what runs, not "auto"
         self.runtime = Path(tempfile.mkdtemp(prefix="embedperf-serve-"))
         self.endpoint = f"ipc://{self.runtime / 'engine.sock'}"
@@ -56,11 +58,10 @@ class Supervisor:
         self.restarts_left = settings.engine_restarts
         self.fronts: dict[int, BaseProcess] = {}
         self.stopping = False
-        self.listener = listening_socket(settings.host, settings.port)
 
     @property
     def port(self) -> int:
-        return int(self.listener.getsockname()[1])
+        return self.settings.port
 
     def run(self) -> int:
         metrics_dir = self.runtime / "metrics"
@@ -87,7 +88,7 @@ class Supervisor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             os.environ.pop(MULTIPROC_ENV, None)
-            self.listener.close()
+            self.port_holder.close()
             self.status.close()
             shutil.rmtree(self.runtime, ignore_errors=True)
 
@@ -106,7 +107,7 @@ class Supervisor:
     def _start_front(self, index: int) -> None:
         front = self.context.Process(
             target=frontend_main,
-            args=(self.settings, self.listener, self.endpoint, str(self.status_path), index),
+            args=(self.settings, self.endpoint, str(self.status_path), index),
             name=f"embedperf-http-{index}",
         )
         front.start()
@@ -192,13 +193,3 @@ def mark_process_dead(pid: int | None) -> None:
     if pid is None or MULTIPROC_ENV not in os.environ:
         return
     multiprocess.mark_process_dead(pid)  # reads the folder from the environment, set by run()
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, port))
-    listener.listen(LISTEN_BACKLOG)
-    listener.set_inheritable(True)
-    return listener

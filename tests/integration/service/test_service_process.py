@@ -105,10 +105,9 @@ def sigterm_with_requests_in_flight(
             t_sigterm_s = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             outcomes = [f.result(timeout=120) for f in futures]
-        # uvicorn re-raises the captured SIGTERM after its graceful shutdown
-        assert proc.wait(timeout=120) in (0, -signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0
         t_exit_s = time.monotonic()
-        assert "Application shutdown complete" in (tmp_path / "svc.log").read_text()
+        assert "HTTP server stopped" in (tmp_path / "svc.log").read_text()
         return outcomes, t_sigterm_s, t_exit_s
     finally:
         stop_process(proc)
@@ -124,7 +123,7 @@ def test_graceful_shutdown_finishes_requests_in_flight(tmp_path: Path) -> None:
 def test_the_shutdown_grace_cuts_off_work_that_would_outlast_it(tmp_path: Path) -> None:
     """Twelve requests of 8,192 tokens each take far longer than a 1 s grace on any CPU: the process exits
     once the grace has passed, long before their 120 s deadline, instead of waiting for them, and the requests
-    it could not finish are answered a JSON 503 `shutting_down` (never uvicorn's plain-text 500)."""
+    it could not finish are answered a JSON 503 `shutting_down` (never a plain-text 500)."""
     outcomes, t_sigterm_s, t_exit_s = sigterm_with_requests_in_flight(
         tmp_path, grace_s=1, requests=12, inputs=32
     )
