@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from service.encoder import StopCheck
+from service.http_server import http_server, reserve_port
 from service.local_app import create_app
 from service.model import EmbeddingModel, load_model
-from service.http_server import http_server, reserve_port
 from service.settings import ServiceSettings
 from tests.integration.service.test_service_api import MODEL, GatedModel
 
