@@ -17,9 +17,9 @@ import httpx
 import numpy as np
 import pytest
 
-from service.encoder import StopCheck
+from modelcore.encoder import StopCheck
+from modelcore.model import EmbeddingModel, load_model
 from service.local_app import create_app
-from service.model import EmbeddingModel, load_model
 from service.server_config import uvicorn_config
 from service.settings import ServiceSettings
 from tests.conftest import uvicorn_in_thread
