@@ -38,7 +38,7 @@ from benchmarks.wrk_run import run_wrk as wrk
 from benchmarks.wrk_run import wrk_found
 from embedperf.errors import TargetError
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
-from service.model_folder import default_model_path
+from modelcore.model_folder import default_model_path
 
 TEXT = "Capacity planning needs the P99 latency at every load step."
 REFERENCE_MODEL_NAME = "all-MiniLM-L6-v2"

@@ -64,7 +64,7 @@ def offline_ceiling(texts: list[str], duration_s: float, threads: int | None) ->
     """(best inputs/s, best batch size, single-input median latency ms) of the model in this process."""
     import torch
 
-    from service.model import load_model
+    from modelcore.model import load_model
 
     model = load_model(threads=threads)
     best = (0.0, 1)

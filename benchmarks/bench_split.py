@@ -26,7 +26,7 @@ import psutil
 from benchmarks.device_check import build_model
 from benchmarks.wrk_run import run_wrk, wrk_found
 from loadgen.processes.service_proc import ServiceProcess
-from service.model import load_model
+from modelcore.model import load_model
 
 TEXT = "Capacity planning needs the P99 latency at every load step."
 SCRIPT = """wrk.method = "POST"

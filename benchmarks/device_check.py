@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from loadgen.processes.service_proc import ServiceProcess
-from service.model import load_model
-from service.model_folder import default_model_path
+from modelcore.model import load_model
+from modelcore.model_folder import default_model_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RAMP_CORPORA = [

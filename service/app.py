@@ -25,11 +25,11 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from modelcore.model_folder import weights_sha256
 from service.access_log import RequestContextMiddleware
 from service.admission import EMBEDDINGS_PATH, RERANK_PATH, AdmissionMiddleware
 from service.auth import ApiKeyMiddleware, key_is_valid
 from service.embed_route import embeddings
-from service.model_folder import weights_sha256
 from service.openai_api import error_body, request_body_schema
 from service.rerank_api import RERANK_KIND, RERANK_SCORE, rerank_body_schema
 from service.rerank_route import rerank

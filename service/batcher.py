@@ -4,7 +4,7 @@ The event loop only enqueues and awaits; tokenisation runs on a tokeniser thread
 worker between batches) and compute on the worker threads, which resolve the asyncio futures with
 loop.call_soon_threadsafe. Large requests are tokenised a slice at a time and their inputs interleaved with
 other requests' (service/fair_queue.py), so no request waits for the whole of another. Anything with
-`tokenize` and `embed_token_ids` can stand in for the model in tests (service/encoder.py).
+`tokenize` and `embed_token_ids` can stand in for the model in tests (modelcore/encoder.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from modelcore.encoder import ComputeStopped, Encoder
 from service.admission_rule import QueueFigures, judge, judge_counted
 from service.admission_rule import estimated_wait_s as wait_for
 from service.batch_errors import (
@@ -47,7 +48,6 @@ from service.batch_job import (
 )
 from service.busy_window import BUSY_WINDOW_S, BusyWindow
 from service.degrade import DeviceHealth, is_out_of_memory
-from service.encoder import ComputeStopped, Encoder
 from service.fair_queue import BatchLimits, FairQueue, Item
 from service.fallback import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics

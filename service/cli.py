@@ -104,8 +104,8 @@ def serve_in_one_process(settings: ServiceSettings) -> int:
     import uvloop
 
     # torch and transformers load after the port check: a taken port is reported at once, not after ~5 s
+    from modelcore.model import load_model
     from service.local_app import create_app
-    from service.model import load_model
     from service.workers import primary_device
 
     # Load before listening so a missing device runtime or model exits at once with its message;

@@ -1,7 +1,7 @@
 """The serving-device list (`--device npu:0,npu:1`, `--workers N` on CPU), parsed and checked once.
 
-Kept free of torch so that settings validation and `--help` stay fast; devices.py turns a spec into a
-torch.device. Indices are the ones npu-smi and NVML print, so a load generator can match /info's
+Kept free of torch so that settings validation and `--help` stay fast; modelcore/devices.py turns a spec
+into a torch.device. Indices are the ones npu-smi and NVML print, so a load generator can match /info's
 `devices` against its telemetry. On CPU there is no device numbering: index is the worker number.
 """
 

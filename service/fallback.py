@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from service.encoder import Encoder
+from modelcore.encoder import Encoder
 
 
 @dataclass(frozen=True)

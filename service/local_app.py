@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from modelcore.model import EmbeddingModel
 from service.app import build_app
 from service.local_engine import LocalEngine
 from service.metrics import ServiceMetrics
-from service.model import EmbeddingModel
 from service.settings import ServiceSettings
 from service.state import ServiceState
 

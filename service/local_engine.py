@@ -12,13 +12,13 @@ import os
 from pathlib import Path
 
 from embedperf.errors import ConfigError
+from modelcore.devices import version_matrix
+from modelcore.graphs import BucketRunner, bucket_shapes
+from modelcore.model import EmbeddingModel, load_model
 from service.batch_job import BatcherConfig
 from service.batcher import Batcher
-from service.devices import version_matrix
 from service.fallback import Fallback
-from service.graphs import BucketRunner, bucket_shapes
 from service.metrics import ServiceMetrics
-from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 from service.workers import WorkerPool, bind_device, build_pool, primary_device
 

@@ -9,9 +9,9 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from modelcore.model_folder import DEFAULT_MODEL_NAME
 from service.device_list import DeviceSpec, parse_device_list, serving_devices
 
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 Precision = Literal["fp32", "fp16", "bf16", "int8"]
 LongInput = Literal["truncate", "reject"]
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from modelcore.model_folder import DEFAULT_MODEL_NAME
 from service.access_log import AccessLog
 from service.admission import SERVING_PATHS
 from service.batch_errors import BatcherError
@@ -22,7 +23,7 @@ from service.engine_view import BatcherView, Engine, ModelView
 from service.limits import ConcurrencyLimit, RateLimit
 from service.metrics import ServiceMetrics
 from service.request_record import RequestRecord
-from service.settings import DEFAULT_MODEL_NAME, ServiceSettings
+from service.settings import ServiceSettings
 
 log = logging.getLogger("service.app")
 DEFAULT_MODEL_ALIASES = ("sentence-transformers/all-MiniLM-L6-v2",)  # the Hugging Face id of the default

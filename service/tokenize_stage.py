@@ -10,9 +10,9 @@ import logging
 import time
 from dataclasses import dataclass
 
+from modelcore.encoder import Encoder
 from service.batch_errors import BatcherError, InputTooLong, InvalidInput, TooManyTokens
 from service.batch_job import BatchJob, Claim
-from service.encoder import Encoder
 from service.fair_queue import Item
 
 log = logging.getLogger("service.batcher")

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from modelcore.encoder import Encoder, StopCheck
 from service.busy_window import BUSY_WINDOW_S, BusyWindow
 from service.device_list import DeviceSpec
-from service.encoder import Encoder, StopCheck
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 
 if TYPE_CHECKING:  # the model's module imports torch; the pool only passes models along
-    from service.model import EmbeddingModel
+    from modelcore.model import EmbeddingModel
 
 log = logging.getLogger("service.workers")
 

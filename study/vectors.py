@@ -10,7 +10,7 @@ from embedperf.errors import ConfigError
 
 
 class Encoder(Protocol):
-    """Anything that embeds texts: a loaded model (service.model.EmbeddingModel) or a remote endpoint."""
+    """Anything that embeds texts: a loaded model (modelcore.model.EmbeddingModel) or a remote endpoint."""
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray: ...
 

@@ -20,8 +20,8 @@ from embedperf.schema import RunFolder, make_run_id, read_manifest
 from loadgen.cli.runner import run_scenario
 from loadgen.processes.redis_proc import RedisServer
 from loadgen.processes.service_proc import ServiceProcess
+from modelcore.model_folder import model_dir
 from scenarios.loader import load_scenario
-from service.model_folder import model_dir
 from study.corpus import shipped_eval_set
 from study.matrix.spec import Configuration, MatrixSpec, service_args
 from study.precision.compare import compare_embeddings
@@ -87,8 +87,8 @@ def changes_numerics(settings: dict[str, Any]) -> bool:
 
 def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     """Precision figures for every configuration that changes numerics (fp16, bf16, int8)."""
-    # torch (service.model) loads only when a configuration changes numerics
-    from service.model import load_model
+    # torch (modelcore.model) loads only when a configuration changes numerics
+    from modelcore.model import load_model
 
     corpus = shipped_eval_set()
     texts = [t.text for t in corpus.texts]

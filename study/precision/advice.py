@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from service.model import EmbeddingModel, int8_targets
+from modelcore.model import EmbeddingModel, int8_targets
 from study.precision.advice_plan import (
     ATTENTION_ONLY_EXCLUDE,
     Advice,

@@ -15,8 +15,8 @@ from embedperf.errors import ConfigError, GateFailed
 from embedperf.options import add_shared_option
 from embedperf.schema import open_run_folder
 from loadgen.traffic.quality import write_reference_set
-from service.model import EmbeddingModel, load_model
-from service.model_folder import model_dir
+from modelcore.model import EmbeddingModel, load_model
+from modelcore.model_folder import model_dir
 from study.corpus import EvalSet, load_dataset, shipped_eval_set
 from study.precision.advice import advise
 from study.precision.advice_plan import Advice, VariantCheck, probe_indexes

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from embedperf.errors import ConfigError
-from service.model import EmbeddingModel, repeated_blocks
+from modelcore.model import EmbeddingModel, repeated_blocks
 from study.precision.layer_report import LayerAgreement, LayerReport, PointKind
 
 LAYER_BATCH_SIZE = 16

@@ -15,7 +15,7 @@ import numpy as np
 from embedperf.errors import TargetError
 from loadgen.traffic.payloads import validation_cases
 from loadgen.traffic.quality import load_reference_set, write_reference_set
-from service.model_folder import model_dir
+from modelcore.model_folder import model_dir
 from study.corpus import shipped_eval_set
 from study.reference_vectors import fp32_reference_vectors
 from study.vectors import cosine_per_text
@@ -34,7 +34,7 @@ def write_default_reference(path: Path, model_path: Path | None = None) -> Path:
 
     def compute() -> np.ndarray:
         # torch loads only when the vectors are not cached yet: verify against a remote target needs none
-        from service.model import load_model
+        from modelcore.model import load_model
 
         return load_model(model_path, device="cpu", precision="fp32").encode(texts)
 

@@ -15,7 +15,7 @@ from benchmarks.peer_launch import (
     PeerCommand,
     infinity_command,
 )
-from service.model_folder import default_model_path
+from modelcore.model_folder import default_model_path
 from tests.peers.kserve_launch import kserve_command
 from tests.peers.shared import SharedPeer, shared_peer
 

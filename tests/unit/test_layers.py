@@ -40,7 +40,7 @@ def test_lint_imports_keeps_every_contract() -> None:
 def test_the_contracts_declare_the_design() -> None:
     contracts = _contracts()
     packages = set(_config()["root_packages"])
-    assert packages == {"embedperf", "scenarios", "service", "collectors", *STAGES_TOP_FIRST}
+    assert packages == {"embedperf", "modelcore", "scenarios", "service", "collectors", *STAGES_TOP_FIRST}
 
     assert contracts["stages"]["type"] == "layers"
     assert contracts["stages"]["layers"] == STAGES_TOP_FIRST
@@ -60,7 +60,8 @@ def test_the_contracts_declare_the_design() -> None:
     collectors = contracts["collectors"]
     assert (collectors["type"], collectors["source_modules"]) == ("forbidden", ["collectors"])
     assert set(collectors["forbidden_modules"]) == load_side - {"scenarios"} | scenario_code - SCENARIO_MODEL | {
-        "service"
+        "service",
+        "modelcore",
     }
     direct = contracts["collectors-direct"]
     assert (direct["source_modules"], direct["forbidden_modules"]) == (["collectors"], ["scenarios"])
@@ -75,8 +76,15 @@ def test_the_contracts_declare_the_design() -> None:
 
     over_http = contracts["service-over-http"]
     assert (over_http["type"], over_http["forbidden_modules"]) == ("forbidden", ["service"])
-    # study and the benchmarks measure service.model itself
-    assert set(over_http["source_modules"]) == load_side - {"study", "benchmarks"}
+    assert set(over_http["source_modules"]) == load_side
+
+    # the model code: shared by the service's engine, study and the benchmarks; it imports only the ground
+    modelcore = contracts["modelcore"]
+    assert (modelcore["type"], modelcore["source_modules"]) == ("forbidden", ["modelcore"])
+    assert set(modelcore["forbidden_modules"]) == packages - {"modelcore", "embedperf"}
+    users = contracts["model-users"]
+    assert (users["type"], users["forbidden_modules"]) == ("forbidden", ["modelcore"])
+    assert set(users["source_modules"]) == load_side - {"study", "benchmarks"}
 
     acyclic = contracts["acyclic"]
     assert acyclic["type"] == "acyclic_siblings" and set(acyclic["ancestors"]) == packages

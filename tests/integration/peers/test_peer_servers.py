@@ -19,7 +19,7 @@ import pytest
 from benchmarks import peer_launch
 from benchmarks.peer_launch import VLLM_STYLE_MODEL_NAMES, PeerProcess, infinity_command
 from embedperf.errors import TargetError
-from service.model_folder import default_model_path
+from modelcore.model_folder import default_model_path
 from tests.peers.kserve_launch import KSERVE_MODEL_NAME, kserve_command
 from tests.peers.shared import SharedPeer
 

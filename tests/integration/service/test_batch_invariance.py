@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.graphs import bucket_shapes
-from service.model import load_model
+from modelcore.graphs import bucket_shapes
+from modelcore.model import load_model
 
 TEXTS = [
     "short",

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from loadgen.processes.redis_proc import RedisServer
+from modelcore.model import EmbeddingModel, load_model
 from service.local_app import create_app
-from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 from tests.conftest import REPO_ROOT
 

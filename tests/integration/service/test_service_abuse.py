@@ -17,9 +17,9 @@ import httpx
 import numpy as np
 import pytest
 
-from service.encoder import ComputeStopped, StopCheck
+from modelcore.encoder import ComputeStopped, StopCheck
+from modelcore.model import EmbeddingModel, load_model
 from service.local_app import create_app
-from service.model import EmbeddingModel, load_model
 from service.request_io import TRUNCATE_CHARS_PER_TOKEN
 from service.settings import ServiceSettings
 from tests.integration.service.test_service_api import MODEL, GatedModel, run, serving

@@ -16,9 +16,9 @@ import httpx
 import numpy as np
 import pytest
 
-from service.encoder import StopCheck
+from modelcore.encoder import StopCheck
+from modelcore.model import EmbeddingModel, load_model
 from service.local_app import create_app
-from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 
 SERVER_TIMING = re.compile(

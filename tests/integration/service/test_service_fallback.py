@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from service.encoder import StopCheck
-from service.model import EmbeddingModel, load_model
+from modelcore.encoder import StopCheck
+from modelcore.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 from tests.integration.service.test_service_api import MODEL, GatedModel, run, serving
 

@@ -18,10 +18,10 @@ import httpx
 import numpy as np
 import pytest
 
-from service.encoder import StopCheck
+from modelcore.encoder import StopCheck
+from modelcore.model import EmbeddingModel, load_model
 from service.http_server import http_server, reserve_port
 from service.local_app import create_app
-from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 from tests.integration.service.test_service_api import MODEL, GatedModel
 

@@ -17,8 +17,8 @@ import numpy as np
 import openai
 import pytest
 
-from service.model import EmbeddingModel, load_model
-from service.model_folder import default_model_path
+from modelcore.model import EmbeddingModel, load_model
+from modelcore.model_folder import default_model_path
 from tests.conftest import REPO_ROOT, start_service, stop_process
 
 POLL_S = 0.02

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service.encoder import StopCheck
-from service.model import EmbeddingModel, load_model
+from modelcore.encoder import StopCheck
+from modelcore.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 from tests.integration.service.test_service_api import MODEL, SERVER_TIMING, GatedModel, run, serving
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from modelcore.model import EmbeddingModel, load_model
 from service.cli import main, warn_secrets_on_command_line
-from service.model import EmbeddingModel, load_model
 from service.settings import ServiceSettings
 from tests.integration.service.test_service_api import MODEL, run, serving
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx
 
+from modelcore.model import load_model
+from modelcore.model_folder import default_model_path
 from service.front_tokenizer import FrontTokenizer
-from service.model import load_model
-from service.model_folder import default_model_path
 from tests.conftest import start_service, stop_process
 
 MODEL = "all-MiniLM-L6-v2"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from embedperf import cli
-from service.model import load_model
+from modelcore.model import load_model
 from study.corpus import load_eval_corpus
 from study.precision.advice import quantised_linears, swapped
 from study.precision.advice_plan import ATTENTION_ONLY_EXCLUDE

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from embedperf import cli
-from service.model_folder import default_model_path
+from modelcore.model_folder import default_model_path
 from study.corpus import load_eval_corpus
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from embedperf import cli
-from service.model import load_model
+from modelcore.model import load_model
 from study.corpus import load_eval_corpus
 from study.precision.report import rebuild_precision_report
 from tests.fakes.perturbing_endpoint import perturbing_endpoint

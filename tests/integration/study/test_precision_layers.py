@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.model import EmbeddingModel, load_model
+from modelcore.model import EmbeddingModel, load_model
 from study.corpus import load_eval_corpus
 from study.precision.layers import compare_layers
 

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
+from modelcore.encoder import ComputeStopped, StopCheck
 from service.batch_errors import DeadlineExceeded, InputTooLong, QueueFull
 from service.batch_job import BatcherConfig
 from service.batcher import Batcher
-from service.encoder import ComputeStopped, StopCheck
 from service.metrics import ServiceMetrics
 
 LAYERS = 4  # a fake model with compute_s spends it in this many steps, asking should_stop before each

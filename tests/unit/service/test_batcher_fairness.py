@@ -11,10 +11,10 @@ import time
 import numpy as np
 import pytest
 
+from modelcore.encoder import StopCheck
 from service.batch_errors import Overloaded, TooManyTokens
 from service.batch_job import TOKENIZE_SLICE, BatcherConfig
 from service.batcher import Batcher
-from service.encoder import StopCheck
 from service.fallback import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics
 from tests.unit.service.test_batcher import FakeEncoder, _running, run

@@ -9,11 +9,11 @@ import threading
 import numpy as np
 import pytest
 
+from modelcore.encoder import StopCheck
 from service.batch_errors import ComputeFailed, InvalidInput, Overloaded, QueueFull
 from service.batch_job import CLIENT_DISCONNECTED, COMPUTE_NICE, BatcherConfig, BatchResult
 from service.batcher import Batcher
 from service.degrade import DeviceHealth, is_out_of_memory
-from service.encoder import StopCheck
 from service.metrics import ServiceMetrics
 from tests.unit.service.test_batcher import FakeEncoder, _running, run
 

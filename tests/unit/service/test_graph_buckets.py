@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from embedperf.errors import DeviceError
-from service.graphs import BucketRunner, batch_buckets, bucket_shapes, graph_api
+from modelcore.graphs import BucketRunner, batch_buckets, bucket_shapes, graph_api
 
 
 def test_batch_buckets_double_up_to_the_cap() -> None:

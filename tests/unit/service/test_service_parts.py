@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from embedperf.errors import ConfigError
+from modelcore.model_folder import read_pooling
 from service.access_log import RequestIds, request_id_from
 from service.auth import key_is_valid
 from service.cache import EmbeddingCache
 from service.cli import build_parser, settings_from_args
 from service.limits import ConcurrencyLimit, RateLimit
-from service.model_folder import read_pooling
 from service.openai_api import (
     ApiError,
     encode_vector,

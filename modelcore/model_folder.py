@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from embedperf.errors import ModelLoadError
 
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"  # the name the packaged default model is served under
 Pooling = Literal["mean", "cls", "lasttoken", "max"]
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx")
 POOLING_KEYS: dict[str, Pooling] = {

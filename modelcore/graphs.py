@@ -22,7 +22,7 @@ import torch
 
 from embedperf.errors import DeviceError
 
-log = logging.getLogger("service.graphs")
+log = logging.getLogger("modelcore.graphs")
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 512)
 WARMUP_REPLAYS = 3  # eager runs on the capture stream before capturing (allocator and kernel selection)
 

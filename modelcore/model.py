@@ -14,13 +14,12 @@ import numpy as np
 import torch
 
 from embedperf.errors import ConfigError, ModelLoadError
-from service.devices import resolve_device, synchronize
-from service.encoder import ComputeStopped, StopCheck
-from service.graphs import BucketRunner
-from service.model_folder import Pooling, model_dir, read_max_tokens, read_pooling
-from service.settings import DEFAULT_MODEL_NAME
+from modelcore.devices import resolve_device, synchronize
+from modelcore.encoder import ComputeStopped, StopCheck
+from modelcore.graphs import BucketRunner
+from modelcore.model_folder import DEFAULT_MODEL_NAME, Pooling, model_dir, read_max_tokens, read_pooling
 
-log = logging.getLogger("service.model")
+log = logging.getLogger("modelcore.model")
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
