@@ -267,7 +267,9 @@ def large_request(service: ServiceProcess) -> None:
 
 def fairness(service: ServiceProcess, script: Path, args: argparse.Namespace) -> None:
     """wrk at 100 connections, one text for all: P99/P50 says how close to arrival order requests are served."""
-    wrk_result(service.url, script, args.fairness_connections, 3, args.wrk_threads)  # warm batches and estimate
+    wrk_result(
+        service.url, script, args.fairness_connections, 3, args.wrk_threads
+    )  # warm batches and estimate
     result = wrk_result(
         service.url, script, args.fairness_connections, args.fairness_duration_s, args.wrk_threads
     )

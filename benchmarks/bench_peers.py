@@ -252,7 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, nargs="+", default=[1, 10, 50, 100])
     parser.add_argument("--duration-s", type=int, default=10, help="wrk's duration per measurement")
     parser.add_argument(
-        "--threads", type=int, default=2, help="torch intra-op threads of Infinity (the reference runs its own defaults, vLLM binds its own)"
+        "--threads",
+        type=int,
+        default=2,
+        help="torch intra-op threads of Infinity (the reference runs its own defaults, vLLM binds its own)",
     )
     parser.add_argument(
         "--peers", nargs="+", choices=PEERS, default=list(PEERS), help="the peers to compare against"
