@@ -75,7 +75,7 @@ async def serve_route(state: ServiceState, request: Request, handler: RouteHandl
         return await _limited(state, request, handler, t_start_s, record)
     except asyncio.CancelledError:  # the server cut the request off (the end of the shutdown grace)
         if record is not None:
-            record.status, record.error = 500, "cancelled"  # uvicorn answers a cancelled request 500
+            record.status, record.error = 500, "cancelled"  # the server answers a cancelled request 500
         raise
     except ApiError as exc:
         if record is not None:

@@ -251,3 +251,18 @@ def test_a_request_head_over_the_limit_is_refused_before_it_is_all_read(minilm: 
             assert reader.closed()
         health = httpx.get(f"http://{address[0]}:{address[1]}/health", headers={"X-Big": "a" * 6000})
         assert health.status_code == 200
+
+
+def test_a_client_trickling_its_head_is_disconnected_after_the_head_timeout(minilm: EmbeddingModel) -> None:
+    """--keep-alive-timeout-s bounds the time to send a request head: a client that sent half of one is cut
+    off by the server, and a request on another connection meanwhile is answered at once."""
+    with serving(ServiceSettings(keep_alive_timeout_s=1.0), minilm) as address:
+        with socket.create_connection(address) as sock:
+            sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\n")
+            t_start_s = time.monotonic()
+            health = httpx.get(f"http://{address[0]}:{address[1]}/health", timeout=WAIT_S)
+            assert health.status_code == 200 and time.monotonic() - t_start_s < 0.5
+            sock.settimeout(WAIT_S)
+            assert sock.recv(1) in (b"", b"H")  # closed, or a refusal before closing
+            cut_after_s = time.monotonic() - t_start_s
+        assert 0.9 <= cut_after_s < 5.0, cut_after_s
