@@ -31,8 +31,6 @@ from service.settings import ServiceSettings
 log = logging.getLogger("service.http")
 LISTEN_BACKLOG = 4096
 DRAIN_POLL_S = 0.02
-HEAD_TIMEOUT_MS_MAX = 60_000  # granian's bound
-HEAD_BUFFER_MIN_BYTES = 8192  # granian's bound
 
 AsgiApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
@@ -68,9 +66,9 @@ class InFlight:
 
 def http_server(settings: ServiceSettings, app: AsgiApp) -> Server:
     head = HTTP1Settings(
-        header_read_timeout=min(HEAD_TIMEOUT_MS_MAX, max(1, round(settings.keep_alive_timeout_s * 1000))),
+        header_read_timeout=round(settings.keep_alive_timeout_s * 1000),  # settings keep it in granian's 1..60,000
         keep_alive=True,
-        max_buffer_size=max(HEAD_BUFFER_MIN_BYTES, settings.max_header_bytes // 2),
+        max_buffer_size=settings.max_header_bytes // 2,  # settings keep it at granian's 8 KiB or more
     )
     return Server(
         app,

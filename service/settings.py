@@ -139,7 +139,7 @@ class ServiceSettings(BaseSettings):
         "503 and /ready says so meanwhile); once they are spent the service exits with status 3.",
     )
     keep_alive_timeout_s: float = Field(
-        5.0, gt=0, description="Idle keep-alive connections, and clients slower than this to send a request's "
+        5.0, ge=0.001, le=60, description="Idle keep-alive connections, and clients slower than this to send a request's "
         "head, are closed after this many seconds."
     )
     max_concurrency: int = Field(

@@ -124,6 +124,11 @@ def test_api_keys_are_not_shown_and_bad_values_are_config_errors(monkeypatch: py
         settings_from_args(["--device", "tpu"])
     with pytest.raises(ConfigError, match="max_batch_size"):
         settings_from_args(["--max-batch-size", "0"])
+    # the HTTP server's own bounds: a head timeout of at most 60 s, a head buffer (half the limit) of 8 KiB up
+    with pytest.raises(ConfigError, match="keep_alive_timeout_s"):
+        settings_from_args(["--keep-alive-timeout-s", "61"])
+    with pytest.raises(ConfigError, match="max_header_bytes"):
+        settings_from_args(["--max-header-bytes", "16383"])
 
 
 def test_every_flag_has_help() -> None:
