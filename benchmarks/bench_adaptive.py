@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
@@ -64,7 +63,8 @@ def run_ramp(url: str, runs_dir: Path, label: str, overrides: dict[str, str]) ->
 
 
 def own_first_p99_ms(full: Any, stage_index: int, steady_s: float) -> float | None:
-    """The P99 (nearest rank) of the ok answers sent in the first steady_s seconds after the full step's warm-up."""
+    """The P99 (numpy's linear method, as the report's) of the ok answers sent in the first steady_s seconds
+    after the full step's warm-up."""
     stage = next(s for s in full.manifest.stages if s.index == stage_index)
     rows = pd.read_parquet(full.folder.requests, columns=["stage_index", "ok", "t_sent_unix_s", "latency_ms"])
     start_s = stage.start_unix_s + stage.warmup_s
@@ -74,10 +74,7 @@ def own_first_p99_ms(full: Any, stage_index: int, steady_s: float) -> float | No
         & (rows.t_sent_unix_s >= start_s)
         & (rows.t_sent_unix_s < start_s + steady_s)
     ].latency_ms.to_numpy(dtype=float)
-    if not len(piece):
-        return None
-    ordered = np.sort(piece)
-    return float(ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)])
+    return float(np.percentile(piece, 99.0)) if len(piece) else None
 
 
 def compare(full: Any, adaptive: Any) -> dict[str, Any]:
