@@ -42,22 +42,22 @@ def exact_percentiles(n: int, pcts: Sequence[float], order_stats: OrderStats) ->
     return [lerp(values[lo], values[hi], t) for lo, hi, t in ranks]
 
 
-def bootstrap_ranks(n: int, q_pct: float, n_boot: int, seed: int) -> list[int]:
+def bootstrap_ranks(n: int, q_pct: float, n_boot: int, seed: int, dependence: float = 1.0) -> list[int]:
     """The order statistics bootstrap_percentile_ci will ask for (to fetch them with others in one pass)."""
     if n == 0:
         return []
-    lo, hi, _ = resampled_ranks(n, q_pct, n_boot, rng_for(seed))
+    lo, hi, _ = resampled_ranks(n, q_pct, n_boot, rng_for(seed), dependence)
     return sorted(set(lo.tolist()) | set(hi.tolist()))
 
 
 def bootstrap_percentile_ci(
-    n: int, q_pct: float, order_stats: OrderStats, n_boot: int, seed: int
+    n: int, q_pct: float, order_stats: OrderStats, n_boot: int, seed: int, dependence: float = 1.0
 ) -> tuple[float | None, float | None]:
     """analysis.figures.bootstrap.percentile_ci without the sample: the same draws, only the order statistics drawn."""
     if n == 0:
         return None, None
-    lo, hi, weight = resampled_ranks(n, q_pct, n_boot, rng_for(seed))
-    values = order_stats(bootstrap_ranks(n, q_pct, n_boot, seed))
+    lo, hi, weight = resampled_ranks(n, q_pct, n_boot, rng_for(seed), dependence)
+    values = order_stats(bootstrap_ranks(n, q_pct, n_boot, seed, dependence))
     low = np.array([values[int(i)] for i in lo], dtype=np.float64)
     high = np.array([values[int(i)] for i in hi], dtype=np.float64)
     return interval(bootstrap_lerp(low, high, weight))

@@ -36,6 +36,7 @@ from analysis.model.steps import (
     ServerStats,
     StepStats,
 )
+from decisions.search.stats import DEPENDENCE_BATCHES, dependence_factor
 from embedperf.error_kinds import error_kind
 from embedperf.schema import StageRecord
 from scenarios.models import OpenLoop
@@ -212,6 +213,20 @@ def _latency_stats(
     return LatencyStats(n=n, mean_ms=float(agg[f"{sample}_avg"]), max_ms=float(agg[f"{sample}_max"]), **named)
 
 
+def ok_dependence(con: duckdb.DuckDBPyConnection, stage: int, p99_ms: float | None) -> float:
+    """The dependence factor of the step's ok latencies in send order, at their P99 (1 without one)."""
+    if p99_ms is None:
+        return 1.0
+    expr, where = SAMPLES["ok"]
+    rows = con.execute(
+        f"SELECT count(*), count(*) FILTER (above) FROM (SELECT {expr} > ? AS above, "
+        f"ntile({DEPENDENCE_BATCHES}) OVER (ORDER BY t_sent_unix_s, {expr}) AS batch FROM prepared "
+        f"WHERE {where} AND stage = ? AND (stage_index = ? OR stage_index IS NULL)) GROUP BY batch",
+        [p99_ms, stage, stage],
+    ).fetchall()
+    return dependence_factor([r[1] for r in rows], [r[0] for r in rows])
+
+
 def _server_stats(agg: dict[str, Any], order: dict[str, OrderStats]) -> ServerStats:
     if not agg["srv_n"]:
         return ServerStats()
@@ -335,6 +350,7 @@ def _step_stats(
         warnings.append("few_samples_p999")
     n_error, n_timeout = int(agg["n_error"]), int(agg["n_timeout"])
     goodput_qps = latency.n / duration_s
+    dependence = ok_dependence(con, stage.index, latency.p99_ms)
     cdf_ms = exact_percentiles(latency.n, list(CDF_LEVELS_PCT), ok_stats) if latency.n else []
     stats = StepStats(
         index=stage.index,
@@ -361,7 +377,8 @@ def _step_stats(
         **served,
         errors_by_kind=_errors_by_kind(con, stage.index) if n_error + n_timeout else {},
         latency=latency,
-        p99_ci_ms=bootstrap_percentile_ci(latency.n, 99.0, ok_stats, n_boot, seed=stage.index),
+        p99_ci_ms=bootstrap_percentile_ci(latency.n, 99.0, ok_stats, n_boot, stage.index, dependence),
+        p99_dependence=round(dependence, 3),
         error_latency=_latency_stats(con, stage.index, "error", agg, order["error"]),
         server=_server_stats(agg, order),
         open_loop=_open_loop_stats(con, stage.index, agg, lateness_tolerance_ms, order)

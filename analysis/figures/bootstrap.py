@@ -22,15 +22,22 @@ def rng_for(seed: int = DEFAULT_SEED) -> np.random.Generator:
 
 
 def resampled_ranks(
-    n: int, q_pct: float, n_boot: int, rng: np.random.Generator
+    n: int, q_pct: float, n_boot: int, rng: np.random.Generator, dependence: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Per replicate, the two ranks (into the sorted sample) its linear q-th percentile interpolates
-    between, and the weight of the upper one (numpy's linear method on a resample of size n)."""
+    between, and the weight of the upper one (numpy's linear method on a resample of size n).
+
+    With `dependence` > 1 (decisions.search.stats.dependence_factor: latencies that move together) the
+    resampled order statistic is drawn as from n / dependence independent answers and its rank scaled
+    back to n, which widens the interval as the send-order batch means say it should.
+    """
     virtual = (n - 1) * (q_pct / 100.0)
     lower = min(int(np.floor(virtual)), n - 1)
     weight = virtual - lower if lower < n - 1 else 0.0
     k = lower + 1  # 1-based order statistic
-    u = rng.beta(k, n - k + 1, size=n_boot)
+    n_eff = min(n, max(1, round(n / max(1.0, dependence))))
+    k_eff = min(n_eff, max(1, round(k * n_eff / n)))
+    u = rng.beta(k_eff, n_eff - k_eff + 1, size=n_boot)
     lo = np.minimum((u * n).astype(np.int64), n - 1)
     if weight == 0.0:
         return lo, lo, 0.0
@@ -46,13 +53,13 @@ def lerp(low: np.ndarray, high: np.ndarray, weight: float) -> np.ndarray:
 
 
 def resampled_percentiles(
-    sorted_values: np.ndarray, q_pct: float, n_boot: int, rng: np.random.Generator
+    sorted_values: np.ndarray, q_pct: float, n_boot: int, rng: np.random.Generator, dependence: float = 1.0
 ) -> np.ndarray:
     """B bootstrap replicates of the (linear) q-th percentile of an ascending sample (empty -> NaNs)."""
     n = len(sorted_values)
     if n == 0:
         return np.full(n_boot, np.nan)
-    lo, hi, weight = resampled_ranks(n, q_pct, n_boot, rng)
+    lo, hi, weight = resampled_ranks(n, q_pct, n_boot, rng, dependence)
     values = np.asarray(sorted_values, dtype=np.float64)
     return lerp(values[lo], values[hi], weight)
 
@@ -73,9 +80,13 @@ def interval(replicates: np.ndarray, level: float = CI_LEVEL) -> tuple[float | N
 
 
 def percentile_ci(
-    sorted_values: np.ndarray, q_pct: float, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+    sorted_values: np.ndarray,
+    q_pct: float,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
+    dependence: float = 1.0,
 ) -> tuple[float | None, float | None]:
-    return interval(resampled_percentiles(sorted_values, q_pct, n_boot, rng_for(seed)))
+    return interval(resampled_percentiles(sorted_values, q_pct, n_boot, rng_for(seed), dependence))
 
 
 def resampled_ratios(

@@ -80,6 +80,11 @@ class StepStats(BaseModel):
     )
     latency: LatencyStats
     p99_ci_ms: tuple[float | None, float | None] = (None, None)
+    p99_dependence: float = Field(
+        1.0,
+        description="How many ok answers counted as one independent answer in the P99 interval (send-order "
+        "batch means, decisions.search.stats.dependence_factor): answers that slow down together widen it.",
+    )
     error_latency: LatencyStats = LatencyStats()
     server: ServerStats = ServerStats()
     open_loop: OpenLoopStats | None = None

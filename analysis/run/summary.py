@@ -333,7 +333,7 @@ def _generator_cpu(steps: list[StepReport]) -> float | None:
 STEP_COLUMNS: tuple[str, ...] = (
     "index", "label", "users", "rate", "duration_s", "n_requests", "n_ok", "n_error", "n_timeout",
     "qps", "error_rate", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_ci_low_ms",
-    "p99_ci_high_ms", "p999_ms", "max_ms", "device_util_mean_pct", "mem_bw_util_mean_pct",
+    "p99_ci_high_ms", "p99_dependence", "p999_ms", "max_ms", "device_util_mean_pct", "mem_bw_util_mean_pct",
     "temp_max_c", "power_mean_w", "generator_cpu_mean_pct", "meets_slo",
     "goodput_qps", "offered_qps", "errors_by_kind", "fallback_share", "unavailable_s", "tokens_per_s",
     "documents_per_s",
@@ -350,7 +350,7 @@ def step_row(step: StepReport) -> dict[str, Any]:
         "n_requests": s.n_requests, "n_ok": s.n_ok, "n_error": s.n_error, "n_timeout": s.n_timeout,
         "qps": s.qps, "error_rate": s.error_rate, "mean_ms": lat.mean_ms, "p50_ms": lat.p50_ms,
         "p90_ms": lat.p90_ms, "p95_ms": lat.p95_ms, "p99_ms": lat.p99_ms, "p99_ci_low_ms": s.p99_ci_ms[0],
-        "p99_ci_high_ms": s.p99_ci_ms[1], "p999_ms": lat.p999_ms, "max_ms": lat.max_ms,
+        "p99_ci_high_ms": s.p99_ci_ms[1], "p99_dependence": s.p99_dependence, "p999_ms": lat.p999_ms, "max_ms": lat.max_ms,
         "device_util_mean_pct": tel.device_util_mean_pct, "mem_bw_util_mean_pct": tel.mem_bw_util_mean_pct,
         "temp_max_c": tel.temp_max_c, "power_mean_w": tel.power_mean_w,
         "generator_cpu_mean_pct": tel.generator_cpu_mean_pct, "meets_slo": step.meets_slo,

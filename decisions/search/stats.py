@@ -23,6 +23,7 @@ Verdict = ProbeVerdict
 Params = dict[str, float | str]
 QUANTILE = 0.99
 COUNT_MARGIN = 1.15  # a probe aims 15% above its sample target: a Poisson count falls short of its mean
+DEPENDENCE_BATCHES = 20  # contiguous batches (send order) that measure how much latencies move together
 
 # Why a probe got its verdict: code -> English text (str.format params).
 # The report renders the same codes in its own language (reports/i18n.py keys sr_<code>).
@@ -79,12 +80,17 @@ class ProbeMeasurement(BaseModel):
         return self.ok_latency_ms + [max(bound, above) for bound in self.unfinished_ms]
 
 
-def quantile_ci(values_ms: Sequence[float], q: float, confidence: float) -> tuple[float | None, float, float]:
+def quantile_ci(
+    values_ms: Sequence[float], q: float, confidence: float, dependence: float = 1.0
+) -> tuple[float | None, float, float]:
     """Point estimate and distribution-free interval for the q-quantile from order statistics.
 
     The number of samples below the true quantile is Binomial(n, q); the interval runs between the
     order statistics at that distribution's two tail quantiles. With too few samples an end is
-    unbounded (-inf / +inf), which makes the verdict uncertain instead of optimistic.
+    unbounded (-inf / +inf), which makes the verdict uncertain instead of optimistic. `dependence`
+    (see dependence_factor) counts the n samples as n / dependence independent ones: the binomial is
+    taken over that many and its ranks scaled back to the n samples, so correlated latencies widen
+    the interval by about the square root of the factor.
     """
     n = len(values_ms)
     if n == 0:
@@ -92,11 +98,51 @@ def quantile_ci(values_ms: Sequence[float], q: float, confidence: float) -> tupl
     x = np.sort(np.asarray(values_ms, dtype=float))
     point = float(np.quantile(x, q, method="inverted_cdf"))
     alpha = 1.0 - confidence
-    lo_k = _binom_ppf(alpha / 2.0, n, q)  # number of samples below the lower bound
-    hi_k = _binom_ppf(1.0 - alpha / 2.0, n, q) + 1  # 1-based order statistic for the upper bound
+    n_eff = min(n, max(1, round(n / max(1.0, dependence))))
+    lo_k = _binom_ppf(alpha / 2.0, n_eff, q)  # number of samples below the lower bound
+    hi_k = _binom_ppf(1.0 - alpha / 2.0, n_eff, q) + 1  # 1-based order statistic for the upper bound
+    if n_eff < n:
+        lo_k, hi_k = math.floor(lo_k * n / n_eff), math.ceil(hi_k * n / n_eff)
     lower = float(x[lo_k - 1]) if lo_k >= 1 else -math.inf
     upper = float(x[hi_k - 1]) if hi_k <= n else math.inf
     return point, lower, upper
+
+
+def dependence_factor(above: Sequence[float], counts: Sequence[float]) -> float:
+    """How much consecutive latencies move together, as the factor (>= 1) by which they shrink the sample.
+
+    The answers of a step, in send order, cut into contiguous batches (`counts` answers each, `above` of
+    them above the quantile's point estimate): the batch-means estimate of the long-run variance of the
+    share above, over the variance p(1 - p) that independent answers would give. Under load a slow
+    moment slows many answers at once, so the answers above a P99 come in bursts and the factor is
+    well above 1 (about 5 on a batching service); for independent answers it stays near 1.
+    """
+    a, c = np.asarray(above, dtype=float), np.asarray(counts, dtype=float)
+    a, c = a[c > 0], c[c > 0]
+    n = float(c.sum())
+    p = float(a.sum()) / n if n else 0.0
+    if len(c) < 2 or not 0.0 < p < 1.0:
+        return 1.0
+    long_run_variance = float((c * (a / c - p) ** 2).sum()) / (len(c) - 1)
+    return max(1.0, long_run_variance / (p * (1.0 - p)))
+
+
+def batch_sizes(n: int, batches: int = DEPENDENCE_BATCHES) -> list[int]:
+    """Sizes of `batches` contiguous batches of n answers, as SQL's ntile cuts them (the first ones one larger)."""
+    whole, extra = divmod(n, batches)
+    return [whole + (1 if i < extra else 0) for i in range(min(n, batches))]
+
+
+def ordered_dependence_factor(values_in_send_order_ms: Sequence[float], q: float) -> float:
+    """dependence_factor of latencies given in the order their requests were sent, at their q-quantile."""
+    x = np.asarray(values_in_send_order_ms, dtype=float)
+    if len(x) < 2:
+        return 1.0
+    point = float(np.quantile(x, q, method="inverted_cdf"))
+    sizes = batch_sizes(len(x))
+    ends = np.cumsum(sizes)
+    above = np.add.reduceat((x > point).astype(float), ends - np.asarray(sizes))
+    return dependence_factor(above, sizes)
 
 
 def _binom_ppf(p: float, n: int, q: float) -> int:

@@ -27,6 +27,9 @@ class StepEnding(BaseModel):
     p99_ci_low_ms: float | None = Field(default=None, description="None: too few answers to bound it.")
     p99_ci_high_ms: float | None = Field(default=None, description="None: too few answers to bound it.")
     rel_width: float | None = Field(default=None, description="(high - low) / P99; None while an end is unbounded.")
+    dependence: float = Field(
+        default=1.0, description="How many answers counted as one independent answer (send-order batch means)."
+    )
 
     @property
     def converged(self) -> bool:

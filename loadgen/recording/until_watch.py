@@ -4,8 +4,11 @@ The process that owns the run folder sees every row, its own users' or forwarded
 (loadgen.distributed.rows), so a distributed run decides on the master from what it has received. Each ok
 answer of the current step sent after its warm-up adds its latency; the load shape asks `decide` at every
 tick, which takes the distribution-free P99 interval of those latencies (the capacity search's statistic,
-decisions.search.stats.quantile_ci) and ends the step once it is narrow enough. Only the current step's
-latencies are held, and only while it has `until`.
+decisions.search.stats.quantile_ci) and ends the step once it is narrow enough. Latencies under load are
+not independent (one slow batch slows every request in it), so the interval counts the answers as
+fewer independent ones by their dependence factor, measured in send order (decisions.search.stats.
+ordered_dependence_factor): the report's interval does the same. Only the current step's latencies are
+held, and only while it has `until`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import math
 import threading
 from typing import Any
 
-from decisions.search.stats import QUANTILE, quantile_ci
+from decisions.search.stats import QUANTILE, ordered_dependence_factor, quantile_ci
 from embedperf.schema import REQUEST_COLUMNS, StepEnding
 from scenarios.until_models import Until
 
@@ -36,7 +39,7 @@ class UntilWatch:
         self._index: int | None = None
         self._until: Until | None = None
         self._steady_from_unix_s = math.inf
-        self._latencies_ms: list[float] = []
+        self._answers: list[tuple[float, float]] = []  # (sent unix s, latency ms)
         self._last_decided_unix_s = -math.inf
         self.last: StepEnding | None = None
         self.last_reason: str | None = None  # the current step's ending once decided: converged | max_time
@@ -46,7 +49,7 @@ class UntilWatch:
         with self._lock:
             self._index, self._until = index, until
             self._steady_from_unix_s = start_unix_s + warmup_s
-            self._latencies_ms = []
+            self._answers = []
             self._last_decided_unix_s = -math.inf
             self.last = None
             self.last_reason = None
@@ -61,7 +64,7 @@ class UntilWatch:
         if str(values[ENDPOINT_POS] or "").startswith(VALIDATION_PREFIX):
             return
         with self._lock:
-            self._latencies_ms.append(float(latency))
+            self._answers.append((float(sent), float(latency)))
 
     def measure(self, reason: str = "converged") -> StepEnding | None:
         """The step's P99 and its interval now (None for a step without `until`)."""
@@ -69,8 +72,10 @@ class UntilWatch:
         if until is None:
             return None
         with self._lock:
-            latencies = list(self._latencies_ms)
-        point, low, high = quantile_ci(latencies, QUANTILE, until.confidence)
+            answers = sorted(self._answers, key=lambda answer: answer[0])  # stable: ties keep arrival order
+        latencies = [latency for _, latency in answers]
+        dependence = ordered_dependence_factor(latencies, QUANTILE)
+        point, low, high = quantile_ci(latencies, QUANTILE, until.confidence, dependence)
         bounded = point is not None and math.isfinite(low) and math.isfinite(high) and point > 0
         return StepEnding(
             reason="converged" if reason == "converged" else "max_time",
@@ -80,6 +85,7 @@ class UntilWatch:
             p99_ci_low_ms=low if math.isfinite(low) else None,
             p99_ci_high_ms=high if math.isfinite(high) else None,
             rel_width=(high - low) / point if bounded and point else None,
+            dependence=round(dependence, 3),
         )
 
     def converged(self, now_unix_s: float) -> StepEnding | None:
@@ -88,7 +94,7 @@ class UntilWatch:
         if until is None or now_unix_s < self._steady_from_unix_s + until.min_s:
             return None
         if (
-            len(self._latencies_ms) < until.min_requests
+            len(self._answers) < until.min_requests
             or now_unix_s - self._last_decided_unix_s < DECIDE_INTERVAL_S
         ):
             return None

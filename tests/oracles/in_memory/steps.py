@@ -25,6 +25,7 @@ from analysis.model.steps import (
     ServerStats,
     StepStats,
 )
+from decisions.search.stats import batch_sizes, dependence_factor
 from embedperf.availability import bin_count, spanned_bins, unavailable_seconds
 from embedperf.error_kinds import error_kind
 from embedperf.schema import StageRecord
@@ -41,6 +42,18 @@ class PreparedRequests:
     warmup_trimmed: dict[int, int]
     dropped: dict[str, int] = field(default_factory=dict)
     ended: pd.DataFrame | None = None  # every row's send, end and outcome (availability counts them all)
+
+
+def send_order_dependence(ok_rows: pd.DataFrame, p99_ms: float | None) -> float:
+    """The dependence factor at the P99 of the ok latencies in send order (ties by latency), in batches cut as ntile."""
+    if p99_ms is None:
+        return 1.0
+    finite = ok_rows[np.isfinite(ok_rows["latency_ms"].to_numpy(dtype=np.float64))]
+    ordered = finite.sort_values(["t_sent_unix_s", "latency_ms"], kind="mergesort", na_position="last")
+    above = (ordered["latency_ms"].to_numpy(dtype=np.float64) > p99_ms).astype(float)
+    sizes = batch_sizes(len(above))
+    starts = np.cumsum(sizes) - np.asarray(sizes)
+    return dependence_factor(np.add.reduceat(above, starts) if len(above) else [], sizes)
 
 
 def classify_outcomes(requests: pd.DataFrame) -> np.ndarray:
@@ -218,6 +231,7 @@ def step_stats(
     ok_rows = counted[outcome == OUTCOME_OK]
     ok_latency = np.sort(ok_rows["latency_ms"].to_numpy(dtype=np.float64))
     latency = latency_stats(ok_latency)
+    dependence = send_order_dependence(ok_rows, latency.p99_ms)
     warnings: list[str] = []
     if n_requests == 0:
         warnings.append("no_samples")
@@ -250,7 +264,8 @@ def step_stats(
         offered_qps=n_requests / duration_s,
         errors_by_kind=errors_by_kind(not_ok),
         latency=latency,
-        p99_ci_ms=percentile_ci(ok_latency, 99.0, n_boot=n_boot, seed=stage.index),
+        p99_ci_ms=percentile_ci(ok_latency, 99.0, n_boot=n_boot, seed=stage.index, dependence=dependence),
+        p99_dependence=round(dependence, 3),
         error_latency=latency_stats(not_ok["latency_ms"].to_numpy(dtype=np.float64)),
         server=server_stats(ok_rows),
         open_loop=open_loop_stats(counted, lateness_tolerance_ms) if open_loop else None,

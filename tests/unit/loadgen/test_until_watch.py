@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from decisions.search.stats import QUANTILE, quantile_ci
+from decisions.search.stats import QUANTILE, ordered_dependence_factor, quantile_ci
 from embedperf.errors import ConfigError
 from embedperf.schema import REQUEST_COLUMNS
 from loadgen.lifecycle.options import until_overrides
@@ -53,8 +53,10 @@ def test_a_step_converges_once_enough_answers_bound_its_p99_narrowly() -> None:
     assert watch.converged(102.5) is None  # before min_s after the warm-up
     ending = watch.converged(110.0)
     assert ending is not None and ending.reason == "converged" and ending.n_ok == 5000
-    point, low, high = quantile_ci(latencies.tolist(), QUANTILE, 0.95)  # the search's statistic, as is
+    dependence = ordered_dependence_factor(latencies.tolist(), QUANTILE)  # in arrival order: same sent time
+    point, low, high = quantile_ci(latencies.tolist(), QUANTILE, 0.95, dependence)  # the search's statistic
     assert (ending.p99_ms, ending.p99_ci_low_ms, ending.p99_ci_high_ms) == (point, low, high)
+    assert ending.dependence == round(dependence, 3)
     assert ending.rel_width is not None and ending.rel_width <= UNTIL.p99_rel_width
 
 
@@ -69,6 +71,30 @@ def test_a_wide_interval_keeps_the_step_going_and_max_time_says_so() -> None:
     ending = watch.timed_out()
     assert ending is not None and ending.reason == "max_time" and not ending.converged
     assert ending.rel_width is not None and ending.rel_width > 0.01
+
+
+def test_answers_slow_together_keep_the_step_going_where_independent_ones_would_stop_it() -> None:
+    """The same 5,000 latencies, once shuffled and once with the slow ones in bursts of 50 (as a slow
+    batch on a batching server gives): the burst run is worth far fewer answers and does not converge."""
+    rng = np.random.default_rng(5)
+    latencies = np.sort(rng.lognormal(3.0, 0.2, 5000))
+    bursts = latencies[:-100].copy()
+    rng.shuffle(bursts)
+    slow = latencies[-100:]
+    bursty = np.concatenate([bursts[:2000], slow[:50], bursts[2000:], slow[50:]])  # two bursts of 50
+    independent = latencies.copy()
+    rng.shuffle(independent)
+    endings = []
+    for order in (independent, bursty):
+        watch = UntilWatch()
+        watch.begin(0, start_unix_s=0.0, warmup_s=0.0, until=UNTIL)
+        for i, latency in enumerate(order):
+            watch.observe(row(0, 1.0 + i * 0.001, float(latency)))
+        endings.append((watch.converged(100.0), watch.measure()))
+    (converged, independent_ending), (not_converged, bursty_ending) = endings
+    assert converged is not None and not_converged is None
+    assert independent_ending is not None and bursty_ending is not None
+    assert independent_ending.dependence < 2.0 < 20.0 < bursty_ending.dependence
 
 
 def test_a_fixed_step_is_never_watched() -> None:
