@@ -108,7 +108,7 @@ def quantile_ci(
     return point, lower, upper
 
 
-def dependence_factor(above: Sequence[float], counts: Sequence[float]) -> float:
+def dependence_factor(above: Sequence[float] | np.ndarray, counts: Sequence[float] | np.ndarray) -> float:
     """How much consecutive latencies move together, as the factor (>= 1) by which they shrink the sample.
 
     The answers of a step, in send order, cut into contiguous batches (`counts` answers each, `above` of
