@@ -12,7 +12,6 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
 
 from embedperf.errors import ConfigError, TargetError
 from loadgen.processes.service_proc import free_port
@@ -86,7 +85,5 @@ class RedisServer:
     def __enter__(self) -> RedisServer:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

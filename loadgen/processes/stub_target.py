@@ -21,11 +21,9 @@ import asyncio
 import contextlib
 import json
 import random
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -34,7 +32,8 @@ from urllib.parse import parse_qs
 
 import uvicorn
 
-from loadgen.processes.child import stop_child
+from loadgen.processes.child import stop_child, wait_until_answering
+from loadgen.processes.service_proc import free_port
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -236,9 +235,7 @@ if __name__ == "__main__":
 @contextlib.contextmanager
 def running_stub(*flags: str, ready_timeout_s: float = 20.0) -> Iterator[str]:
     """Run the stub in a subprocess on a free loopback port; yields its base URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "loadgen.processes.stub_target", "--port", str(port), *flags],
         cwd=Path(__file__).resolve().parents[2],  # the repository root
@@ -247,19 +244,7 @@ def running_stub(*flags: str, ready_timeout_s: float = 20.0) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + ready_timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"stub server exited with {proc.returncode}")
-            try:
-                with urllib.request.urlopen(f"{url}/ready", timeout=0.5) as resp:  # noqa: S310
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"stub server not ready after {ready_timeout_s} s")
-            time.sleep(0.1)
+        wait_until_answering(proc, f"{url}/ready", "the stub server", ready_timeout_s)
         yield url
     finally:
         stop_child(proc, 10.0)

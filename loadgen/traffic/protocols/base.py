@@ -52,6 +52,11 @@ class Probe:
     def ok(self) -> bool:
         return self.status == 200 and self.body is not None
 
+    @property
+    def doc(self) -> dict[str, Any]:
+        """The JSON object of a good answer; {} for anything else."""
+        return self.body if self.ok and isinstance(self.body, dict) else {}
+
 
 Fetch = Callable[[str], Probe]  # path below the base URL -> its answer (the caller caches and bounds them)
 
@@ -92,7 +97,15 @@ class TargetProtocol:
     def check_answer(
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
     ) -> tuple[str, int | None]:
-        """('' or why the 200 answer is wrong, the input tokens it reports)."""
+        """('' or why the 200 answer is wrong, the input tokens it reports): by default check_doc's verdict
+        on the answer's JSON."""
+        doc, error = parse_json(body)
+        return (error, None) if error else self.check_doc(doc, payload, task, expect)
+
+    def check_doc(
+        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
+    ) -> tuple[str, int | None]:
+        """check_answer of an answer that is JSON."""
         raise NotImplementedError
 
     def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
@@ -120,6 +133,11 @@ class TargetProtocol:
     def detect(self, fetch: Fetch) -> Detection | None:
         """This protocol, if the target's answers show it (GET requests only, through `fetch`)."""
         return None
+
+    def detected_at(self, fetch: Fetch, path: str, fits: Callable[[dict[str, Any]], bool]) -> Detection | None:
+        """This protocol at the base URL when GET path answers a JSON object that `fits`."""
+        doc = fetch(path).doc
+        return Detection(self, "", tuple(self.served_models(fetch, "")), f"GET {path}") if fits(doc) else None
 
     def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
         """The model ids the target serves, from its model list or description ([] when it has none)."""
@@ -153,10 +171,20 @@ def parse_json(body: bytes) -> tuple[Any, str]:
 
 def model_ids(doc: Any, key: str = "data", field: str = "id") -> list[str]:
     """The ids of a model list: {"data": [{"id": ...}]} (OpenAI) or {"models": [{"name": ...}]} (Ollama)."""
+    return [str(item[field]) for item in _items(doc, key) if isinstance(item.get(field), str)]
+
+
+def listed_model(doc: Any, model: str, key: str = "data", field: str = "id") -> dict[str, Any] | None:
+    """The entry of `model` in a model list (as model_ids reads it) with its id as `model`."""
+    for item in _items(doc, key):
+        if item.get(field) == model:
+            return {**item, "model": model}
+    return None
+
+
+def _items(doc: Any, key: str) -> list[dict[str, Any]]:
     items = doc.get(key) if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        return []
-    return [str(item[field]) for item in items if isinstance(item, dict) and isinstance(item.get(field), str)]
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
 
 def vector_rows(rows: Any) -> list[np.ndarray] | None:

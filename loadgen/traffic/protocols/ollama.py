@@ -17,6 +17,7 @@ from loadgen.traffic.protocols.base import (
     Fetch,
     TargetProtocol,
     json_text,
+    listed_model,
     model_ids,
     parse_json,
     vector_rows,
@@ -37,16 +38,13 @@ class OllamaProtocol(TargetProtocol):
     def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
         return json_text({"model": target.model, "input": payload.inputs})
 
-    def check_answer(
-        self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
+    def check_doc(
+        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
     ) -> tuple[str, int | None]:
-        doc, error = parse_json(body)
-        if error:
-            return error, None
-        tokens = doc.get("prompt_eval_count") if isinstance(doc, dict) else None
+        doc = doc if isinstance(doc, dict) else {}
+        tokens = doc.get("prompt_eval_count")
         tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
-        vectors = doc.get("embeddings") if isinstance(doc, dict) else None
-        return check_vectors(vectors, len(payload.inputs), expect), tokens
+        return check_vectors(doc.get("embeddings"), len(payload.inputs), expect), tokens
 
     def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
         doc, error = parse_json(body)
@@ -56,22 +54,13 @@ class OllamaProtocol(TargetProtocol):
         return "/api/tags"
 
     def service_info(self, raw: Any, model: str) -> dict[str, Any] | None:
-        for item in (
-            raw.get("models", []) if isinstance(raw, dict) and isinstance(raw.get("models"), list) else []
-        ):
-            if isinstance(item, dict) and item.get("name") == model:
-                return {**item, "model": model}
-        return None
+        return listed_model(raw, model, key="models", field="name")
 
     def detect(self, fetch: Fetch) -> Detection | None:
-        tags = fetch("/api/tags")
-        if tags.ok and isinstance(tags.body, dict) and isinstance(tags.body.get("models"), list):
-            return Detection(self, "", tuple(self.served_models(fetch, "")), "GET /api/tags")
-        return None
+        return self.detected_at(fetch, "/api/tags", lambda doc: isinstance(doc.get("models"), list))
 
     def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
-        tags = fetch(f"{prefix}/api/tags")
-        return model_ids(tags.body, key="models", field="name") if tags.ok else []
+        return model_ids(fetch(f"{prefix}/api/tags").doc, key="models", field="name")
 
 
 PROTOCOL = OllamaProtocol()

@@ -29,7 +29,7 @@ from loadgen.traffic.protocols.base import (
     vector_rows,
 )
 from loadgen.traffic.protocols.checks import check_sparse, check_vectors
-from loadgen.traffic.protocols.openai import check_tei_rerank
+from loadgen.traffic.protocols.openai import check_tei_ranks
 from scenarios.models import Target, Task
 
 # TEI header -> the Server-Timing metric of the reference service that means the same
@@ -72,14 +72,11 @@ class TeiProtocol(TargetProtocol):
             return json_text({"query": payload.query, "texts": payload.inputs})
         return json_text({"inputs": payload.inputs})
 
-    def check_answer(
-        self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
+    def check_doc(
+        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
     ) -> tuple[str, int | None]:
         if task == "rerank":
-            return check_tei_rerank(body, len(payload.inputs)), None
-        doc, error = parse_json(body)
-        if error:
-            return error, None
+            return check_tei_ranks(doc, len(payload.inputs)), None
         if task == "embed_sparse":
             return check_sparse(doc, len(payload.inputs)), None
         return check_vectors(doc, len(payload.inputs), expect), None
@@ -100,15 +97,11 @@ class TeiProtocol(TargetProtocol):
 
     def detect(self, fetch: Fetch) -> Detection | None:
         """TEI's /info: a model_id and a model_type (embedding, reranker, classifier)."""
-        info = fetch("/info")
-        if info.ok and isinstance(info.body, dict) and {"model_id", "model_type"} <= info.body.keys():
-            return Detection(self, "", tuple(self.served_models(fetch, "")), "GET /info")
-        return None
+        return self.detected_at(fetch, "/info", lambda doc: {"model_id", "model_type"} <= doc.keys())
 
     def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
-        info = fetch("/info")
-        body = info.body if info.ok and isinstance(info.body, dict) else {}
-        model = body.get("served_model_name") or body.get("model_id")
+        info = fetch("/info").doc
+        model = info.get("served_model_name") or info.get("model_id")
         return [model] if isinstance(model, str) else []
 
     def service_info(self, raw: Any, model: str) -> dict[str, Any] | None:
