@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from embedperf.errors import TargetError
 from embedperf.schema import RunFolder
@@ -40,14 +40,8 @@ def locustfile_for(kind: str) -> Path:
 
 
 def locust_command(
-    scenario: str,
-    host: str,
-    runs_dir: Path,
-    label: str = "",
-    profile: str | None = None,
-    overrides: Mapping[str, str] | None = None,
-    collectors: bool = True,
-    extra_args: list[str] | None = None,
+    scenario: str, host: str, runs_dir: Path, label: str = "", profile: str | None = None,
+    overrides: Mapping[str, str] | None = None, collectors: bool = True, extra_args: list[str] | None = None,
     locustfile: Path | None = None,
 ) -> list[str]:
     """The `locust` command line for a scenario (validated here first, so errors come early).
@@ -62,19 +56,8 @@ def locust_command(
         scenario if path.parent == REPO_ROOT / "scenarios" and path.stem == scenario else str(path.resolve())
     )
     cmd = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(locustfile or locustfile_for(resolved.kind)),
-        "--headless",
-        "--only-summary",
-        "--scenario",
-        scenario_arg,
-        "--host",
-        host,
-        "--runs-dir",
-        str(runs_dir.resolve()),
+        sys.executable, "-m", "locust", "-f", str(locustfile or locustfile_for(resolved.kind)), "--headless",
+        "--only-summary", "--scenario", scenario_arg, "--host", host, "--runs-dir", str(runs_dir.resolve()),
     ]
     if label:
         cmd += ["--label", label]
@@ -107,25 +90,10 @@ class RunOutcome:
     exit_code: int
 
 
-def run_scenario(
-    scenario: str,
-    host: str,
-    runs_dir: Path,
-    label: str = "",
-    profile: str | None = None,
-    overrides: dict[str, str] | None = None,
-    collectors: bool = True,
-    timeout_s: float | None = None,
-    echo: IO[str] | None = None,
-) -> RunFolder:
-    """Run one scenario against host; Locust's output goes to `echo` (stderr by default).
-
-    A run longer than timeout_s is stopped with SIGTERM; its folder is still returned (the
-    manifest then notes the early stop). Raises TargetError when no run folder was written.
-    """
-    outcome = run_scenario_outcome(
-        scenario, host, runs_dir, label, profile, overrides, collectors, timeout_s, echo
-    )
+def run_scenario(scenario: str, host: str, runs_dir: Path, **options: Any) -> RunFolder:
+    """run_scenario_outcome's folder; a TargetError when Locust wrote none. A run longer than timeout_s is
+    stopped with SIGTERM and its folder still returned (the manifest then notes the early stop)."""
+    outcome = run_scenario_outcome(scenario, host, runs_dir, **options)
     if outcome.folder is None:
         raise TargetError(
             f"locust exited with {outcome.exit_code} without writing a run folder; see its output above"
@@ -134,20 +102,13 @@ def run_scenario(
 
 
 def run_scenario_outcome(
-    scenario: str,
-    host: str,
-    runs_dir: Path,
-    label: str = "",
-    profile: str | None = None,
-    overrides: dict[str, str] | None = None,
-    collectors: bool = True,
-    timeout_s: float | None = None,
-    echo: IO[str] | None = None,
-    api_key: str | None = None,
-    extra_args: list[str] | None = None,
+    scenario: str, host: str, runs_dir: Path, label: str = "", profile: str | None = None,
+    overrides: dict[str, str] | None = None, collectors: bool = True, timeout_s: float | None = None,
+    echo: IO[str] | None = None, api_key: str | None = None, extra_args: list[str] | None = None,
     locustfile: Path | None = None,
 ) -> RunOutcome:
-    """Check the target, run Locust, and return the folder with the exit code (see the module doc)."""
+    """Check the target, run Locust (its output to `echo`, stderr by default), and return the folder with
+    the exit code (see the module doc)."""
     runs_dir = Path(runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -164,12 +125,7 @@ def run_scenario_outcome(
     )
     before = {p.name for p in runs_dir.iterdir()}
     proc = subprocess.Popen(
-        cmd,
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
+        cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     folder_line: list[str] = []
     reader = threading.Thread(target=_pump, args=(proc, out, folder_line), daemon=True)

@@ -78,10 +78,8 @@ class CanaryMonitor:
         self._judged: set[tuple[int, int]] = set()
         self.verdict = CanaryVerdict("running", "")
         self.record = CanaryRecord(
-            baseline_url=self.canary.baseline_url or run.host,
-            candidate_url=self.canary.candidate_url,
-            stages_pct=list(self.canary.stages_pct),
-            window_s=self.canary.window_s,
+            baseline_url=self.canary.baseline_url or run.host, candidate_url=self.canary.candidate_url,
+            stages_pct=list(self.canary.stages_pct), window_s=self.canary.window_s,
             windows_per_stage=self.canary.windows_per_stage,
             candidate_info=fetch_service_info(self.canary.candidate_url.rstrip("/"), run.scenario),
             updated_unix_s=time.time(),
@@ -153,12 +151,8 @@ class CanaryMonitor:
         latencies = np.asarray(rows.ok_latencies_ms, dtype=np.float64)
         pcts = [float(v) for v in np.percentile(latencies, PERCENTILES_PCT)] if len(latencies) else [None] * 3
         return SideWindow(
-            requests=rows.requests,
-            ok=len(latencies),
-            errors_by_kind=dict(rows.errors_by_kind.most_common()),
-            p50_ms=pcts[0],
-            p95_ms=pcts[1],
-            p99_ms=pcts[2],
+            requests=rows.requests, ok=len(latencies), errors_by_kind=dict(rows.errors_by_kind.most_common()),
+            p50_ms=pcts[0], p95_ms=pcts[1], p99_ms=pcts[2],
             goodput_rps=len(latencies) / (end - start) if end > start else 0.0,
             unavailable_s=unavailable_seconds(n_bins, ok_bins, failed_bins, spans),
         )
@@ -176,15 +170,12 @@ class CanaryMonitor:
         agreement = sides["baseline"].agreement + sides["candidate"].agreement
         temps = [value for ts, value in self._temps if start <= ts < end]
         return WindowJudgement(
-            stage_index=stage.index,
-            window_index=k,
+            stage_index=stage.index, window_index=k,
             weight_pct=self.canary.stages_pct[min(stage.index, len(self.canary.stages_pct) - 1)],
-            start_unix_s=start,
-            end_unix_s=end,
+            start_unix_s=start, end_unix_s=end,
             baseline=self._side_window("baseline", sides["baseline"], start, end),
             candidate=self._side_window("candidate", sides["candidate"], start, end),
-            agreement_n=len(agreement),
-            agreement_mean=float(np.mean(agreement)) if agreement else None,
+            agreement_n=len(agreement), agreement_mean=float(np.mean(agreement)) if agreement else None,
             agreement_min=float(min(agreement)) if agreement else None,
             temp_c_max=max(temps) if temps else None,
         )

@@ -34,10 +34,7 @@ MODEL_HELP = (
 def add_step_options(parser: argparse._ActionsContainer) -> None:
     """--step-duration-s and --warmup-s: every step's length and its trimmed warm-up."""
     parser.add_argument(
-        "--step-duration-s",
-        type=float,
-        default=None,
-        metavar="S",
+        "--step-duration-s", type=float, default=None, metavar="S",
         help="every step's duration in seconds (shorthand for --set steps.duration_s=S)",
     )
     parser.add_argument(

@@ -26,9 +26,7 @@ from scenarios.models import Scenario, Task
 PREFLIGHT_TEXT = "embedperf pre-flight check"
 PREFLIGHT_DOCUMENTS = ["a pre-flight document", "another pre-flight document"]
 ANSWER_OF: dict[str, str] = {
-    "embed": "embeddings",
-    "embed_sparse": "sparse embeddings",
-    "rerank": "a ranking",
+    "embed": "embeddings", "embed_sparse": "sparse embeddings", "rerank": "a ranking"
 }
 RETRY_STATUSES = frozenset({429, 502, 503, 504})  # busy, not wrong: worth a second try
 RETRIES = 3

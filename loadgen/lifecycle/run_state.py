@@ -67,9 +67,7 @@ class RunState:
     canary_stage: int = 0  # worker: the last canary stage the master announced, for users that start later
 
     def bind(
-        self,
-        scenario: Scenario,
-        options: RunOptions,
+        self, scenario: Scenario, options: RunOptions,
         resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None,
     ) -> None:
         """At init on the local or master process. `resolve` re-reads the scenario and options before

@@ -85,17 +85,10 @@ class RunSession:
         service_info = context.fetch_service_info(self.host, self.scenario)
         info = _typed_info(service_info)
         self.manifest = new_manifest(
-            self.folder.run_id,
-            self.scenario,
-            self.host,
-            service_info=info,
-            host=host_info(),
+            self.folder.run_id, self.scenario, self.host, service_info=info, host=host_info(),
             serving_devices=serving_devices(self.options.devices or self.scenario.target.devices, info),
-            label=self.options.label,
-            versions=package_versions(),
-            git=git_info(REPO_ROOT),
-            start_unix_s=time.time(),
-            complete=False,
+            label=self.options.label, versions=package_versions(), git=git_info(REPO_ROOT),
+            start_unix_s=time.time(), complete=False,
         )
         self.manifest.locust_command = sys.argv  # type: ignore[attr-defined]  # kept as an extra key
         self.manifest.generator_pid = os.getpid()  # type: ignore[attr-defined]  # finds the folder after a crash
@@ -106,10 +99,7 @@ class RunSession:
         self.cpu.start()
         if self.options.collectors and collectors_available():
             self.collectors = CollectorsProcess(
-                self.folder,
-                self.host,
-                os.getpid(),
-                extra_args=self.options.collector_args,
+                self.folder, self.host, os.getpid(), extra_args=self.options.collector_args,
                 agents=self.options.agents or self.scenario.target.agents,
                 service_metrics=registry.get(self.scenario.target.protocol).metric_names,
             )

@@ -42,13 +42,8 @@ class CollectorsProcess:
     """The telemetry collectors as a subprocess writing into the run folder."""
 
     def __init__(
-        self,
-        folder: RunFolder,
-        service_url: str,
-        generator_pid: int,
-        interval_s: float = 1.0,
-        extra_args: list[str] | None = None,
-        agents: list[str] | None = None,
+        self, folder: RunFolder, service_url: str, generator_pid: int, interval_s: float = 1.0,
+        extra_args: list[str] | None = None, agents: list[str] | None = None,
         service_metrics: Mapping[str, str] | None = None,
     ) -> None:
         """service_metrics: canonical metric -> the target's own Prometheus name (its protocol's)."""
@@ -74,10 +69,7 @@ class CollectorsProcess:
         try:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    child_command(self.cmd, os.getpid()),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=REPO_ROOT,
+                    child_command(self.cmd, os.getpid()), stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
                     env=dict(os.environ),
                 )
         except OSError as exc:

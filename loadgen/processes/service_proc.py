@@ -39,13 +39,8 @@ class ServiceProcess:
     """`with ServiceProcess([...]) as svc:` -- the service is ready (GET /ready == 200) inside."""
 
     def __init__(
-        self,
-        args: list[str],
-        host: str = "127.0.0.1",
-        port: int | None = None,
-        log_path: Path | None = None,
-        ready_timeout_s: float = 180,
-        cwd: Path | None = None,
+        self, args: list[str], host: str = "127.0.0.1", port: int | None = None, log_path: Path | None = None,
+        ready_timeout_s: float = 180, cwd: Path | None = None,
     ) -> None:
         self.args = list(args)
         # where `python -m service` starts: its modules come first on sys.path (bench-ab runs an older tree)

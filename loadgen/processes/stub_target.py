@@ -44,15 +44,8 @@ class StubApp:
     """ASGI app; kept free of frameworks so it answers thousands of requests per second."""
 
     def __init__(
-        self,
-        delay_ms: float = 0.0,
-        dim: int = 8,
-        timing_headers: bool = True,
-        info: bool = True,
-        workers: int = 0,
-        fail_every: int = 0,
-        info_devices: tuple[int, ...] = (),
-        corrupt_above: int = 0,
+        self, delay_ms: float = 0.0, dim: int = 8, timing_headers: bool = True, info: bool = True,
+        workers: int = 0, fail_every: int = 0, info_devices: tuple[int, ...] = (), corrupt_above: int = 0,
         served_model: str = "stub",
     ) -> None:
         self.corrupt_above = corrupt_above
@@ -147,10 +140,8 @@ class StubApp:
             total_ms = (time.perf_counter() - t0) * 1000.0
             timing = f"queue;dur=0.1, tokenize;dur=0.2, compute;dur={total_ms:.3f}, post;dur=0.1, total;dur={total_ms:.3f}"
             headers = [
-                (b"server-timing", timing.encode()),
-                (b"x-batch-size", str(len(inputs)).encode()),
-                (b"x-batch-tokens", str(len(inputs) * 7).encode()),
-                (b"x-served-model", self.served_model),
+                (b"server-timing", timing.encode()), (b"x-batch-size", str(len(inputs)).encode()),
+                (b"x-batch-tokens", str(len(inputs) * 7).encode()), (b"x-served-model", self.served_model),
             ]
             if request_id is not None:
                 headers.append((b"x-request-id", request_id))
@@ -214,15 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     devices = tuple(int(v) for v in args.info_devices.split(",") if v.strip())
     app = StubApp(
-        args.delay_ms,
-        args.dim,
-        not args.no_timing_headers,
-        not args.no_info,
-        args.workers,
-        args.fail_every,
-        devices,
-        args.corrupt_above,
-        args.served_model,
+        args.delay_ms, args.dim, not args.no_timing_headers, not args.no_info, args.workers, args.fail_every,
+        devices, args.corrupt_above, args.served_model,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

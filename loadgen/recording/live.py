@@ -212,8 +212,7 @@ class LiveRun:
         if step is None:
             users = cell_float(row.get("target_users"))
             step = self.steps[index] = StepFigures(
-                index=index,
-                label=str(row.get("stage_label") or ""),
+                index=index, label=str(row.get("stage_label") or ""),
                 target_users=int(users) if users is not None else None,
                 target_rate=cell_float(row.get("target_rate")),
             )

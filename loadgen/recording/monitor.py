@@ -85,11 +85,8 @@ def summarise(
         else ""
     )
     return GeneratorCpu(
-        mean_pct=round(sum(values) / len(values), 2),
-        max_pct=round(max(values), 2),
-        p95_pct=round(_p95(values), 2),
-        saturated=bool(saturated_workers),
-        threshold_pct=threshold_pct,
+        mean_pct=round(sum(values) / len(values), 2), max_pct=round(max(values), 2),
+        p95_pct=round(_p95(values), 2), saturated=bool(saturated_workers), threshold_pct=threshold_pct,
         note=note,
     )
 

@@ -44,12 +44,7 @@ class StageTimeline:
         self._lock = threading.Lock()
 
     def begin(
-        self,
-        index: int,
-        label: str,
-        t_unix_s: float,
-        users: int | None = None,
-        rate: float | None = None,
+        self, index: int, label: str, t_unix_s: float, users: int | None = None, rate: float | None = None,
         warmup_s: float = 0.0,
     ) -> None:
         with self._lock:
@@ -106,10 +101,7 @@ class Recorder:
     """Owns requests.parts/<worker>.arrows for one run; thread- and greenlet-safe."""
 
     def __init__(
-        self,
-        folder: RunFolder,
-        timeline: StageTimeline,
-        part_name: str = "requests",
+        self, folder: RunFolder, timeline: StageTimeline, part_name: str = "requests",
         watch: Callable[[list[Any]], None] | None = None,
     ) -> None:
         self.folder = folder
@@ -167,8 +159,5 @@ class Recorder:
 
 
 assert REQUEST_COLUMNS[STAGE_INDEX_POS : STAGE_INDEX_POS + 4] == (
-    "stage_index",
-    "stage_label",
-    "target_users",
-    "target_rate",
+    "stage_index", "stage_label", "target_users", "target_rate"
 ), "recorder assumes the stage columns are adjacent in REQUEST_SCHEMA"

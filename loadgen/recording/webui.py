@@ -32,8 +32,7 @@ TAB_TITLE = "embedperf live"
 LIVE_ROUTE = "/embedperf/live"
 REPORT_ROUTE = "/embedperf/report"
 TABLE_STRUCTURE = [
-    {"key": "figure", "title": "Figure"},
-    {"key": "value", "title": "Value"},
+    {"key": "figure", "title": "Figure"}, {"key": "value", "title": "Value"},
     {"key": "source", "title": "Source"},
 ]
 
@@ -125,9 +124,7 @@ def _finite(value: float | None) -> float | None:
 
 
 def install(
-    environment: Any,
-    follower: RunFollower,
-    check: Callable[[], object],
+    environment: Any, follower: RunFollower, check: Callable[[], object],
     build_report: ReportBuilder | None = None,
 ) -> WebUiFront:
     """Add the live tab, its data and the report route to the running web UI.
@@ -197,8 +194,7 @@ def report_response(folder: RunFolder | None, finished: bool, build_report: Repo
         return Response("no run has been started from this Locust yet", status=404, mimetype="text/plain")
     if not finished:
         return Response(
-            f"the run is still going; its report is built when it ends ({folder.root})",
-            status=409,
+            f"the run is still going; its report is built when it ends ({folder.root})", status=409,
             mimetype="text/plain",
         )
     report: Path = folder.report

@@ -34,10 +34,7 @@ Send = Callable[[FastHttpSession, RunContext, RequestPayload, float, Stage], Any
 
 
 def run_schedule(
-    client: FastHttpSession,
-    ctx: RunContext,
-    sampler: PayloadSampler,
-    environment: Environment,
+    client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment,
     send: Send = send_embeddings,
 ) -> dict[str, float]:
     """Dispatch the scenario's whole arrival schedule; returns counters (scheduled, sent, late, dropped).
@@ -53,16 +50,10 @@ def run_schedule(
     pool = gevent.pool.Pool(scenario.open_loop.max_in_flight)
     steps = scenario.steps
     dispatch(
-        client,
-        ctx,
-        sampler,
-        environment,
+        client, ctx, sampler, environment,
         _adaptive(ctx, share_arrivals(steps, scenario.open_loop.arrival, scenario.payload.seed, share)),
-        lambda index: (index, steps[index].label, None, steps[index].rate),
-        pool,
-        stats,
-        origin_unix_s=share.origin_unix_s,
-        send=send,
+        lambda index: (index, steps[index].label, None, steps[index].rate), pool, stats,
+        origin_unix_s=share.origin_unix_s, send=send,
     )
     pool.join(timeout=scenario.drain_s + scenario.target.timeout_s)
     return stats
@@ -78,16 +69,9 @@ def new_stats() -> dict[str, float]:
 
 
 def dispatch(
-    client: FastHttpSession,
-    ctx: RunContext,
-    sampler: PayloadSampler,
-    environment: Environment,
-    schedule: Iterable[Arrival],
-    stage_of: Callable[[int], Stage],
-    pool: gevent.pool.Pool,
-    stats: dict[str, float],
-    origin_unix_s: float | None = None,
-    send: Send = send_embeddings,
+    client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment,
+    schedule: Iterable[Arrival], stage_of: Callable[[int], Stage], pool: gevent.pool.Pool,
+    stats: dict[str, float], origin_unix_s: float | None = None, send: Send = send_embeddings,
 ) -> None:
     """Start each arrival at its instant (offsets from now + START_LEAD_S); returns when all are started.
 
@@ -127,13 +111,8 @@ def dispatch(
             stats["dropped"] += 1
             dropped_row(ctx, payload, t_intended, reason, stage)
             environment.events.request.fire(
-                request_type="POST",
-                name=payload.endpoint,
-                response_time=0,
-                response_length=0,
-                response=None,
-                context={},
-                exception=RuntimeError(reason),
+                request_type="POST", name=payload.endpoint, response_time=0, response_length=0, response=None,
+                context={}, exception=RuntimeError(reason),
             )
             continue
         stats["sent"] += 1

@@ -34,13 +34,8 @@ class ProbeTap:
         self.rows = []
 
     def measurement(
-        self,
-        rate: float,
-        t_origin_unix_s: float,
-        duration_s: float,
-        warmup_s: float,
-        started_unix_s: Iterable[float] = (),
-        cutoff_unix_s: float | None = None,
+        self, rate: float, t_origin_unix_s: float, duration_s: float, warmup_s: float,
+        started_unix_s: Iterable[float] = (), cutoff_unix_s: float | None = None,
     ) -> ProbeMeasurement:
         """The probe's figures in its steady window (after the warm-up, to its scheduled end).
 

@@ -78,15 +78,8 @@ def run_search(
 
 
 def _probe(
-    client: FastHttpSession,
-    ctx: RunContext,
-    sampler: PayloadSampler,
-    environment: Environment,
-    pool: gevent.pool.Pool,
-    stats: dict[str, float],
-    tap: ProbeTap,
-    plan: ProbePlan,
-    index: int,
+    client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment,
+    pool: gevent.pool.Pool, stats: dict[str, float], tap: ProbeTap, plan: ProbePlan, index: int,
 ) -> ProbeMeasurement:
     """One probe: its arrivals within its window, then at most drain_s for the answers in flight."""
     scenario, spec = ctx.scenario, ctx.scenario.search
@@ -105,8 +98,7 @@ def _probe(
     t_origin = time.time() + START_LEAD_S
     run.timeline.begin(index, label, t_origin, rate=plan.rate, warmup_s=spec.warmup_s)
     window = ProbeWindow(
-        arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index),
-        t_origin,
+        arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index), t_origin,
         plan.duration_s,
     )
     dispatch(client, ctx, sampler, environment, window, stage_of, pool, stats, origin_unix_s=t_origin)

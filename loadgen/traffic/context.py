@@ -106,13 +106,8 @@ def build_context(
     if target is not scenario.target:
         scenario = scenario.model_copy(update={"target": target})
     ctx = RunContext(
-        scenario=scenario,
-        host=host,
-        sink=sink,
-        worker=worker,
-        service_info=service_info,
-        headers=request_headers(scenario),
-        protocol=registry.get(scenario.target.protocol),
+        scenario=scenario, host=host, sink=sink, worker=worker, service_info=service_info,
+        headers=request_headers(scenario), protocol=registry.get(scenario.target.protocol),
     )
     if scenario.is_open_loop and any(step.until is not None for step in scenario.steps):
         ctx.stage_cuts = StageCuts(scenario.steps)

@@ -32,10 +32,8 @@ def _request_headers(client: FastHttpSession, ctx: RunContext) -> dict[str, str]
     headers = getattr(client, _HEADERS_ATTR, None)
     if headers is None:
         headers = {
-            "Accept-Encoding": "gzip, deflate, br",
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            **ctx.headers,
+            "Accept-Encoding": "gzip, deflate, br", "Content-Type": "application/json",
+            "Accept": "application/json", **ctx.headers,
         }
         if client.auth_header and "Authorization" not in headers:
             headers["Authorization"] = client.auth_header
@@ -88,10 +86,7 @@ def judge(
 
 
 def send_embeddings(
-    client: FastHttpSession,
-    ctx: RunContext,
-    payload: RequestPayload,
-    t_intended_unix_s: float | None = None,
+    client: FastHttpSession, ctx: RunContext, payload: RequestPayload, t_intended_unix_s: float | None = None,
     stage: tuple[int, str, int | None, float | None] | None = None,
     on_answer: Callable[[bytes], object] | None = None,
 ) -> RequestRow:
@@ -136,15 +131,9 @@ def send_embeddings(
     if on_answer is not None and not error:
         on_answer(content)
     client.request_event.fire(
-        request_type="POST",
-        name=payload.endpoint,
-        context={},
-        response=resp,
-        exception=RequestFailed(error) if error else None,
-        start_time=t_sent,
-        url=url,
-        response_length=len(content),
-        response_time=latency_ms,
+        request_type="POST", name=payload.endpoint, context={}, response=resp,
+        exception=RequestFailed(error) if error else None, start_time=t_sent, url=url,
+        response_length=len(content), response_time=latency_ms,
     )
     headers_in = resp.headers
     t_intended = t_sent if t_intended_unix_s is None else t_intended_unix_s
@@ -193,27 +182,16 @@ def send_embeddings(
 
 
 def dropped_row(
-    ctx: RunContext,
-    payload: RequestPayload,
-    t_intended_unix_s: float,
-    reason: str,
-    stage: tuple[int, str, int | None, float | None] | None,
-    t_sent_unix_s: float | None = None,
+    ctx: RunContext, payload: RequestPayload, t_intended_unix_s: float, reason: str,
+    stage: tuple[int, str, int | None, float | None] | None, t_sent_unix_s: float | None = None,
     request_id: str | None = None,
 ) -> RequestRow:
     """A request without an answer that is recorded, never silently skipped: one the open-loop scheduler
     could not start, or one sent but cut off when the run stopped (then t_sent and request_id are set)."""
     row = RequestRow(
-        worker=ctx.worker,
-        t_intended_unix_s=t_intended_unix_s,
-        t_sent_unix_s=t_sent_unix_s,
-        request_id=request_id,
-        endpoint=payload.endpoint,
-        ok=False,
-        error=reason,
-        n_inputs=payload.texts,
-        input_chars=payload.input_chars,
-        documents=payload.documents,
+        worker=ctx.worker, t_intended_unix_s=t_intended_unix_s, t_sent_unix_s=t_sent_unix_s,
+        request_id=request_id, endpoint=payload.endpoint, ok=False, error=reason, n_inputs=payload.texts,
+        input_chars=payload.input_chars, documents=payload.documents,
     )
     if stage is not None:
         row.stage_index, row.stage_label, row.target_users, row.target_rate = stage

@@ -230,11 +230,7 @@ class PayloadSampler:
     """Draws payloads for one user; deterministic per seed so runs send comparable texts."""
 
     def __init__(
-        self,
-        spec: Payload,
-        endpoint: str,
-        seed_offset: int = 0,
-        corpora_dir: Path = CORPORA_DIR,
+        self, spec: Payload, endpoint: str, seed_offset: int = 0, corpora_dir: Path = CORPORA_DIR,
         service_info: dict[str, Any] | None = None,
     ):
         corpus_texts = [t for name in spec.corpora for t in load_corpus(name, corpora_dir)]

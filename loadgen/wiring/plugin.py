@@ -109,9 +109,7 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
     add_api_key_option(group)
     add_target_options(group)
     group.add_argument(
-        "--no-collectors",
-        action="store_true",
-        default=False,
+        "--no-collectors", action="store_true", default=False,
         help="do not start `python -m collectors` beside the load",
     )
     group.add_argument(
@@ -147,11 +145,8 @@ def check_locustfile(environment: Environment, scenario: Scenario) -> None:
 def run_options(options: Any) -> session.RunOptions:
     devices = DeviceOptions.from_namespace(options)
     return session.RunOptions(
-        runs_dir=Path(options.runs_dir if options else "runs"),
-        label=options.label if options else "",
-        collectors=not (options and options.no_collectors),
-        devices=devices.devices,
-        agents=devices.agents,
+        runs_dir=Path(options.runs_dir if options else "runs"), label=options.label if options else "",
+        collectors=not (options and options.no_collectors), devices=devices.devices, agents=devices.agents,
         collector_args=devices.collector_args(),
     )
 

@@ -17,12 +17,7 @@ from loadgen.traffic.protocols.base import Detection, Fetch, TargetProtocol
 from scenarios.models import Target, Task
 
 BUILTIN: tuple[TargetProtocol, ...] = (
-    kserve_v2.PROTOCOL,
-    tei.PROTOCOL,
-    ollama.PROTOCOL,
-    vllm.PROTOCOL,
-    infinity.PROTOCOL,
-    openai.PROTOCOL,
+    kserve_v2.PROTOCOL, tei.PROTOCOL, ollama.PROTOCOL, vllm.PROTOCOL, infinity.PROTOCOL, openai.PROTOCOL
 )
 DEFAULT: TargetProtocol = openai.PROTOCOL  # what a target that shows nothing else is spoken to in
 

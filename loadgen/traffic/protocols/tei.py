@@ -34,9 +34,7 @@ from scenarios.models import Target, Task
 
 # TEI header -> the Server-Timing metric of the reference service that means the same
 TIMING_HEADERS: dict[str, str] = {
-    "x-queue-time": "queue",
-    "x-tokenization-time": "tokenize",
-    "x-inference-time": "compute",
+    "x-queue-time": "queue", "x-tokenization-time": "tokenize", "x-inference-time": "compute",
     "x-total-time": "total",
 }
 TOKENS_HEADER = "x-compute-tokens"
@@ -59,8 +57,7 @@ class TeiProtocol(TargetProtocol):
     label = "text-embeddings-inference (TEI)"
     tasks = ("embed", "embed_sparse", "rerank")
     metric_names = {
-        "queue_depth": "te_queue_size",
-        "batch_size_mean": "te_batch_next_size",
+        "queue_depth": "te_queue_size", "batch_size_mean": "te_batch_next_size",
         "request_rate_qps": "te_request_success",
     }
 
