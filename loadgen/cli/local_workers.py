@@ -1,9 +1,8 @@
 """`embedperf run --workers N`: N Locust worker processes on this host beside the master, stopped by PID.
 
-One gevent process drives about one core; on a multi-core generator the workers spread the load
-over the cores while the master writes the one run folder. Each worker is told to die with its
-parent (Linux parent-death signal), so even a killed `embedperf run` leaves no worker behind.
-"""
+One gevent process drives about one core; on a multi-core generator the workers spread the load over the cores
+while the master writes the one run folder. Each worker is told to die with its parent (Linux parent-death
+signal), so even a killed `embedperf run` leaves no worker behind."""
 
 from __future__ import annotations
 

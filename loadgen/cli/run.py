@@ -1,8 +1,7 @@
 """`embedperf run SCENARIO`: run a load scenario with Locust and print the run folder.
 
-Exit codes: 0 ok; 1 the run is complete but its error rate exceeds the scenario's error budget;
-2 usage or pre-flight error (nothing measured); 3 the run is incomplete (stopped or killed).
-"""
+Exit codes: 0 ok; 1 the run is complete but its error rate exceeds the scenario's error budget; 2 usage or
+pre-flight error (nothing measured); 3 the run is incomplete (stopped or killed)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
 """Run a scenario as `locust --headless` in a subprocess and return its run folder and exit code.
 
-The target is checked first (loadgen.lifecycle.preflight, exit 2 with nothing measured). Locust's exit code
-is passed on (loadgen.lifecycle.verdict decides it: 0 ok, 1 error budget exceeded, 3 incomplete); a Locust
-killed outright never prints its folder, so the folder it left is found by the generator pid the
-manifest records, and the run counts as incomplete (3).
-"""
+The target is checked first (loadgen.lifecycle.preflight, exit 2 with nothing measured). Locust's exit code is
+passed on (loadgen.lifecycle.verdict decides it: 0 ok, 1 error budget exceeded, 3 incomplete); a Locust killed
+outright never prints its folder, so the folder it left is found by the generator pid the manifest records,
+and the run counts as incomplete (3)."""
 
 from __future__ import annotations
 
@@ -44,11 +43,9 @@ def locust_command(
     overrides: Mapping[str, str] | None = None, collectors: bool = True, extra_args: list[str] | None = None,
     locustfile: Path | None = None,
 ) -> list[str]:
-    """The `locust` command line for a scenario (validated here first, so errors come early).
-
-    extra_args: plugin options passed through unchanged (collectors.options.DeviceOptions.command_args).
-    locustfile: another entry point than the scenario kind's (a canary's).
-    """
+    """The `locust` command line for a scenario (validated here first, so errors come early). extra_args:
+    plugin options passed through unchanged (collectors.options.DeviceOptions.command_args). locustfile:
+    another entry point than the scenario kind's (a canary's)."""
     resolved = load_scenario(scenario, profile=profile, overrides=overrides)
     overrides = {**(overrides or {}), **_absolute_paths(resolved)}
     path = scenario_path(scenario)
@@ -171,11 +168,9 @@ def _forward_stop_signals(proc: subprocess.Popen[str]) -> Iterator[None]:
 
 
 def folder_left_by(runs_dir: Path, before: set[str], pid: int) -> RunFolder | None:
-    """The run folder created under runs_dir by the generator process `pid` (new since `before`).
-
-    The manifest records the generator's pid from the first write; a new folder without a
-    readable manifest still counts when it is the only new one.
-    """
+    """The run folder created under runs_dir by the generator process `pid` (new since `before`). The manifest
+    records the generator's pid from the first write; a new folder without a readable manifest still counts
+    when it is the only new one."""
     new = sorted(p for p in runs_dir.iterdir() if p.is_dir() and p.name not in before)
     for path in new:
         try:

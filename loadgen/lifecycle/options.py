@@ -1,8 +1,7 @@
 """Options that `locust -f locustfiles/...` and `embedperf run` share, and how the web UI shows them.
 
-Both commands take the same spelling for the same thing (--step-duration-s, --warmup-s,
---api-key, --protocol, --model); each is defined here once so their help texts and meaning cannot drift apart.
-"""
+Both commands take the same spelling for the same thing (--step-duration-s, --warmup-s, --api-key, --protocol,
+--model); each is defined here once so their help texts and meaning cannot drift apart."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """One load run's run folder, from the first stage to the final manifest (local or master process).
 
-Started at the shape's first tick (or test start), finalised at test stop or when Locust quits (the
-run's state, loadgen.lifecycle.run_state, decides when):
-the manifest is written with complete=False at the start and complete=True at the end, so a
-crash leaves a readable folder whose manifest says it is incomplete.
-"""
+Started at the shape's first tick (or test start), finalised at test stop or when Locust quits (the run's
+state, loadgen.lifecycle.run_state, decides when): the manifest is written with complete=False at the start
+and complete=True at the end, so a crash leaves a readable folder whose manifest says it is incomplete."""
 
 from __future__ import annotations
 
@@ -189,10 +187,8 @@ def _typed_info(raw: dict[str, Any] | None) -> ServiceInfo | None:
 
 
 def serving_devices(explicit: list[int], info: ServiceInfo | None) -> ServingDevices:
-    """Rules 1 and 2: explicit indices, else the accelerators the target's /info lists.
-
-    Rule 3 (devices busy under load) needs the telemetry and is applied by the analysis.
-    """
+    """Rules 1 and 2: explicit indices, else the accelerators the target's /info lists. Rule 3 (devices busy
+    under load) needs the telemetry and is applied by the analysis."""
     if explicit:
         return ServingDevices(rule="explicit", indices=sorted(set(explicit)))
     if info is not None and info.accelerator_indices():

@@ -1,8 +1,7 @@
 """A private, throw-away redis-server on a free loopback port (the shared-cache configuration and its tests).
 
 Nothing is persisted (`--save '' --appendonly no`, working directory in a folder the caller owns); it is
-stopped by PID.
-"""
+stopped by PID."""
 
 from __future__ import annotations
 

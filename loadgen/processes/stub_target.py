@@ -1,18 +1,16 @@
 """The dry-run target: a tiny OpenAI-shaped embeddings server with a fixed delay and an injectable stall.
 
-It measures the load generator itself, with no model behind it (the generator's own ceiling, the
-recorder's cost, distributed forwarding; the benchmarks and the tests use it):
-`python -m loadgen.processes.stub_target --port P --delay-ms 50`, then point a run at it.
-`POST /_stall?ms=1000` makes every request that is in flight or arrives during the next second wait until the stall ends, like a service pausing for garbage collection.
-`GET /_count` answers how many embeddings requests arrived so far (benchmarks read it to find
-the steady state of a generator from outside it). `--workers K` serves at most K requests at a
-time, each taking the fixed delay, so its capacity is exactly K / delay (a known limit for the
-capacity search to find). `--corrupt-above N` answers each text with its own vector (seeded by
-the text) and scrambles it when it arrives with more than N requests in flight, like a batching bug that
-only shows under load (quality probes must catch it). Like the reference service, it echoes a request's
-`X-Request-ID` and names the model of each answer (`X-Served-Model`, `--served-model`);
-`--no-timing-headers` leaves out every header a plain embeddings target would not send.
-"""
+It measures the load generator itself, with no model behind it (the generator's own ceiling, the recorder's
+cost, distributed forwarding; the benchmarks and the tests use it): `python -m loadgen.processes.stub_target
+--port P --delay-ms 50`, then point a run at it. `POST /_stall?ms=1000` makes every request that is in flight
+or arrives during the next second wait until the stall ends, like a service pausing for garbage collection.
+`GET /_count` answers how many embeddings requests arrived so far (benchmarks read it to find the steady state
+of a generator from outside it). `--workers K` serves at most K requests at a time, each taking the fixed
+delay, so its capacity is exactly K / delay (a known limit for the capacity search to find). `--corrupt-above
+N` answers each text with its own vector (seeded by the text) and scrambles it when it arrives with more than
+N requests in flight, like a batching bug that only shows under load (quality probes must catch it). Like the
+reference service, it echoes a request's `X-Request-ID` and names the model of each answer (`X-Served-Model`,
+`--served-model`); `--no-timing-headers` leaves out every header a plain embeddings target would not send."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Live figures of the run in progress, read back from the run folder's row parts as they are flushed.
 
-The web UI's live tab and the Prometheus endpoint both show these. They read what the recorder
-and the collectors have already written (requests.parts/, telemetry.parts/), so local and
-distributed runs look the same and nothing is added to the request hot path; figures lag the
-writers' flush interval (a few seconds).
-"""
+The web UI's live tab and the Prometheus endpoint both show these. They read what the recorder and the
+collectors have already written (requests.parts/, telemetry.parts/), so local and distributed runs look the
+same and nothing is added to the request hot path; figures lag the writers' flush interval (a few seconds)."""
 
 from __future__ import annotations
 
@@ -35,11 +33,9 @@ LIVE_COLUMNS = ("endpoint", "ok", "error", "status_code", "latency_ms", "n_input
 
 
 class PartsTail:
-    """Record batches appended to the Arrow stream parts of one folder since the previous read.
-
-    Each part is read from the byte offset where the last complete message ended, so a refresh
-    costs what was appended, not the file; a batch still being written is read next time.
-    """
+    """Record batches appended to the Arrow stream parts of one folder since the previous read. Each part is
+    read from the byte offset where the last complete message ended, so a refresh costs what was appended, not
+    the file; a batch still being written is read next time."""
 
     def __init__(self, parts_dir: Path) -> None:
         self.parts_dir = parts_dir
@@ -246,9 +242,7 @@ def _is_accelerator(device: str) -> bool:
 
 class RunFollower:
     """The live view of whichever run this process is writing; keeps the last one after it ends.
-
-    `current_run()` returns the run session being written (anything with a `.folder`), or None.
-    """
+    `current_run()` returns the run session being written (anything with a `.folder`), or None."""
 
     def __init__(self, current_run: Callable[[], Any]) -> None:
         self.current_run = current_run

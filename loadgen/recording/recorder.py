@@ -1,11 +1,9 @@
 """The recorder: one row per request (REQUEST_SCHEMA), tagged with its stage, written incrementally.
 
-Rows reach the recorder from local users or, in distributed mode, in batches forwarded by
-workers; either way the process that owns the run folder tags each row with the stage whose
-real boundaries contain its intended start, then appends it to an Arrow stream part (PartsWriter,
-written off the request path; the raw response headers are parsed there, a batch at a time).
-`close()` streams the parts into requests.parquet.
-"""
+Rows reach the recorder from local users or, in distributed mode, in batches forwarded by workers; either way
+the process that owns the run folder tags each row with the stage whose real boundaries contain its intended
+start, then appends it to an Arrow stream part (PartsWriter, written off the request path; the raw response
+headers are parsed there, a batch at a time). `close()` streams the parts into requests.parquet."""
 
 from __future__ import annotations
 

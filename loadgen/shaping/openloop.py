@@ -1,10 +1,9 @@
 """Open-loop dispatch: requests start at their scheduled instants, whatever the responses do.
 
-Latency is also measured from the intended start (`latency_from_intended_ms`), so a stalled
-service cannot hide its queueing by slowing the generator down (coordinated omission), as in
-wrk2 and MLPerf LoadGen. A request that cannot start -- too many in flight, or later than the
-tolerance under `late_policy: drop` -- is recorded as a failed row, never silently skipped.
-"""
+Latency is also measured from the intended start (`latency_from_intended_ms`), so a stalled service cannot
+hide its queueing by slowing the generator down (coordinated omission), as in wrk2 and MLPerf LoadGen. A
+request that cannot start -- too many in flight, or later than the tolerance under `late_policy: drop` -- is
+recorded as a failed row, never silently skipped."""
 
 from __future__ import annotations
 
@@ -37,10 +36,8 @@ def run_schedule(
     client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment,
     send: Send = send_embeddings,
 ) -> dict[str, float]:
-    """Dispatch the scenario's whole arrival schedule; returns counters (scheduled, sent, late, dropped).
-
-    A capacity search (`search.enabled`) decides its schedule probe by probe instead: loadgen.shaping.search.
-    """
+    """Dispatch the scenario's whole arrival schedule; returns counters (scheduled, sent, late, dropped). A
+    capacity search (`search.enabled`) decides its schedule probe by probe instead: loadgen.shaping.search."""
     scenario = ctx.scenario
     share = ctx.claim_share()  # this process's part of the arrivals (loadgen.traffic.shares), once per run
     stats = ctx.open_loop_stats
@@ -74,11 +71,9 @@ def dispatch(
     stats: dict[str, float], origin_unix_s: float | None = None, send: Send = send_embeddings,
 ) -> None:
     """Start each arrival at its instant (offsets from now + START_LEAD_S); returns when all are started.
-
-    `overflow: queue` lets an arrival wait for a free slot when max_in_flight are out (the wait
-    blocks the schedule, so later arrivals start late and their latency from intended shows it);
-    `overflow: drop` records it as dropped.
-    """
+    `overflow: queue` lets an arrival wait for a free slot when max_in_flight are out (the wait blocks the
+    schedule, so later arrivals start late and their latency from intended shows it); `overflow: drop` records
+    it as dropped."""
     policy = ctx.scenario.open_loop
     tolerance_s = policy.lateness_tolerance_ms / 1000.0
     queue_overflow = policy.overflow == "queue"

@@ -1,8 +1,7 @@
 """One timed request of the run's task: send it, validate the answer, report to Locust and record one row.
 
 The target's protocol (loadgen.traffic.protocols, on the run context) builds the body and judges the answer;
-this module times it, reports it and lays out the row.
-"""
+this module times it, reports it and lays out the row."""
 
 from __future__ import annotations
 
@@ -90,19 +89,15 @@ def send_embeddings(
     stage: tuple[int, str, int | None, float | None] | None = None,
     on_answer: Callable[[bytes], object] | None = None,
 ) -> RequestRow:
-    """Post one request, report it to Locust as ok/failed, record its row and return it.
-
-    on_answer: called with the body of a good answer before the row is recorded (a canary compares the
-    two sides' vectors for the same texts: loadgen.traffic.canary_split).
-
-    Reported through Locust's documented request event (`environment.events.request`, which the session
-    holds as `request_event`), not `client.request(catch_response=True)`: that builds a context-manager copy
-    of every response, and this runs once per request on the generator's CPU budget.
-    The row holds the raw `Server-Timing` and batch headers in the timing columns; the recorder
-    parses them a batch at a time (headers.parse_raw_timing), off the request path. Every request
-    carries its own `X-Request-ID` (ctx.request_ids); the row keeps it and the answer's
-    `X-Served-Model` as sent, the body is never read for the model.
-    """
+    """Post one request, report it to Locust as ok/failed, record its row and return it. on_answer: called
+    with the body of a good answer before the row is recorded (a canary compares the two sides' vectors for
+    the same texts: loadgen.traffic.canary_split). Reported through Locust's documented request event
+    (`environment.events.request`, which the session holds as `request_event`), not
+    `client.request(catch_response=True)`: that builds a context-manager copy of every response, and this runs
+    once per request on the generator's CPU budget. The row holds the raw `Server-Timing` and batch headers in
+    the timing columns; the recorder parses them a batch at a time (headers.parse_raw_timing), off the request
+    path. Every request carries its own `X-Request-ID` (ctx.request_ids); the row keeps it and the answer's
+    `X-Served-Model` as sent, the body is never read for the model."""
     target = ctx.scenario.target
     task = ctx.scenario.payload.task
     protocol = ctx.protocol

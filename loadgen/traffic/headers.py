@@ -50,11 +50,9 @@ assert TIMING_VALUE_COLUMNS[5:] == ("batch_size", "batch_tokens"), "timing_value
 
 
 def timing_values(get_header: Callable[[str], str | None]) -> list[Any]:
-    """The TIMING_VALUE_COLUMNS in that order (None where absent): the tail of a request row.
-
-    Runs once per request, hence written flat: the service's own layout is read with one regex match,
-    anything else (other order, parameters, unknown metrics, several header lines) by parse_server_timing.
-    """
+    """The TIMING_VALUE_COLUMNS in that order (None where absent): the tail of a request row. Runs once per
+    request, hence written flat: the service's own layout is read with one regex match, anything else (other
+    order, parameters, unknown metrics, several header lines) by parse_server_timing."""
     header = get_header("Server-Timing")
     values: list[Any] | None = None
     if header and isinstance(header, str) and (layout := _SERVICE_LAYOUT.fullmatch(header)) is not None:
@@ -90,10 +88,8 @@ _BULK_INT = r"^\s*-?[0-9]+\s*$"
 
 def raw_timing_values(get_header: Callable[[str], str | list[str] | None]) -> list[Any]:
     """The row tail as the request path stores it: the three raw header values, parsed later.
-
-    `parse_raw_timing` turns them into TIMING_VALUE_COLUMNS per batch; a header value in the
-    srv_queue_ms slot is how it tells a raw row from one that already holds parsed values.
-    """
+    `parse_raw_timing` turns them into TIMING_VALUE_COLUMNS per batch; a header value in the srv_queue_ms slot
+    is how it tells a raw row from one that already holds parsed values."""
     return [
         get_header("Server-Timing"), None, None, None, None, get_header(BATCH_SIZE_HEADER),
         get_header(BATCH_TOKENS_HEADER),
@@ -102,11 +98,9 @@ def raw_timing_values(get_header: Callable[[str], str | list[str] | None]) -> li
 
 def parse_raw_timing(columns: list[Any], start: int) -> None:
     """Replace the raw header columns at columns[start : start + 7] with the parsed TIMING_VALUE_COLUMNS.
-
-    Columns are per-batch sequences (or Arrow arrays on return). Rows that already hold parsed
-    values (forwarded, synthetic) pass through unchanged; a batch of raw rows in the service's
-    layout is parsed by Arrow in a few C calls, everything else row by row with timing_values.
-    """
+    Columns are per-batch sequences (or Arrow arrays on return). Rows that already hold parsed values
+    (forwarded, synthetic) pass through unchanged; a batch of raw rows in the service's layout is parsed by
+    Arrow in a few C calls, everything else row by row with timing_values."""
     timing = columns[start]
     sizes, tokens = columns[start + 5], columns[start + 6]
     if any(columns[start + i].count(None) != len(timing) for i in range(1, 5)):
@@ -148,11 +142,9 @@ def _parse_rows(columns: list[Any], start: int) -> None:
 
 
 def header_text_column(values: Sequence[Any]) -> pa.Array:
-    """A batch of raw single-value header values (X-Served-Model) as one string column.
-
-    The request path stores what the header getter returned; a header sent on several lines comes
-    back as a list, joined here as HTTP joins repeated fields (", "), so it matches no one model.
-    """
+    """A batch of raw single-value header values (X-Served-Model) as one string column. The request path
+    stores what the header getter returned; a header sent on several lines comes back as a list, joined here
+    as HTTP joins repeated fields (", "), so it matches no one model."""
     try:
         return pa.array(values, type=pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):

@@ -1,9 +1,8 @@
 """Locust users of a canary run: the scenario's load, each request sent to the baseline or the candidate.
 
-Each user holds one HTTP client per side (the baseline's is Locust's own `client`, built for --host)
-and its own seeded side draws; loadgen.traffic.canary_split decides where each request goes and
-sends agreement samples to both sides.
-"""
+Each user holds one HTTP client per side (the baseline's is Locust's own `client`, built for --host) and its
+own seeded side draws; loadgen.traffic.canary_split decides where each request goes and sends agreement
+samples to both sides."""
 
 from __future__ import annotations
 

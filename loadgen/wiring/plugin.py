@@ -1,10 +1,9 @@
 """Wire embedperf into Locust: command-line options and the event listeners behind every locustfile.
 
-A locustfile calls `install("ramp")` and exposes the user and shape classes; everything else
-(scenario loading, the run folder, distributed forwarding) hangs off Locust's events here. The init
-listener gives each Environment its run state (loadgen.lifecycle.run_state); the other listeners find
-it there, through the environment Locust passes them.
-"""
+A locustfile calls `install("ramp")` and exposes the user and shape classes; everything else (scenario
+loading, the run folder, distributed forwarding) hangs off Locust's events here. The init listener gives each
+Environment its run state (loadgen.lifecycle.run_state); the other listeners find it there, through the
+environment Locust passes them."""
 
 from __future__ import annotations
 
@@ -319,15 +318,12 @@ class _CommandLine:
 
 
 def install(default_scenario: str, report_builder: webui.ReportBuilder | None = None) -> None:
-    """Register embedperf's options and listeners with Locust's events.
-
-    `report_builder` builds a finished run's report.html for the web UI's report link; the locustfile
-    passes it (reports.live.build_run_report), since the load side imports nothing of reports/.
-
-    Idempotent without a flag of its own: each listener is removed (where present) before it is added,
-    through the events' public remove_listener/add_listener, and add_arguments adds the options only to
-    a parser that lacks them (the first locustfile's default scenario wins).
-    """
+    """Register embedperf's options and listeners with Locust's events. `report_builder` builds a finished
+    run's report.html for the web UI's report link; the locustfile passes it (reports.live.build_run_report),
+    since the load side imports nothing of reports/. Idempotent without a flag of its own: each listener is
+    removed (where present) before it is added, through the events' public remove_listener/add_listener, and
+    add_arguments adds the options only to a parser that lacks them (the first locustfile's default scenario
+    wins)."""
     for hook, listener in (
         (events.init_command_line_parser, _CommandLine(default_scenario)),
         (events.init, _Init(report_builder)),

@@ -1,8 +1,7 @@
 """Ollama: `POST /api/embed` {"model", "input": [...]} -> {"embeddings": [[...]], "prompt_eval_count"}.
 
 Its models are listed at GET /api/tags ({"models": [{"name": "nomic-embed-text:latest"}]}); it has no
-Prometheus endpoint and no per-request timing headers (its answer's durations cover the whole call).
-"""
+Prometheus endpoint and no per-request timing headers (its answer's durations cover the whole call)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,8 @@
 
 Its rerank is the reference service's TEI-shaped `POST /rerank` (OpenAI has none). Float answers are checked
 by a byte scan (count and length of the embedding lists) that costs a few microseconds where parsing every
-float costs ~100 us at 384 dimensions; any answer the scan does not accept outright is parsed with `json`
-for the exact reason.
-"""
+float costs ~100 us at 384 dimensions; any answer the scan does not accept outright is parsed with `json` for
+the exact reason."""
 
 from __future__ import annotations
 
@@ -32,12 +31,10 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)\s*[,}]')
 
 
 def count_float_lists(body: bytes, dim: int) -> int:
-    """How many `"embedding": [...]` lists the body holds, when every one has `dim` items; else -1.
-
-    A byte scan instead of parsing every float: -1 also when the body does not look like a plain JSON object
-    of flat lists of numbers (then the caller parses it properly). Runs once per request, so it stays in C
-    calls: one regex search and a few byte searches per list, no copies of the body.
-    """
+    """How many `"embedding": [...]` lists the body holds, when every one has `dim` items; else -1. A byte
+    scan instead of parsing every float: -1 also when the body does not look like a plain JSON object of flat
+    lists of numbers (then the caller parses it properly). Runs once per request, so it stays in C calls: one
+    regex search and a few byte searches per list, no copies of the body."""
     if body[:1] != b"{" or body[-1:] != b"}":
         stripped = body.strip()
         if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
