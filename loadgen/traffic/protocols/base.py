@@ -84,6 +84,10 @@ class TargetProtocol:
     metric_names: Mapping[str, str] = {}
     default_model: str = ""  # sent when neither the user nor the target names one
     model_in_path: bool = False  # the request path names the model: without one there is no path at all
+    detect_path: str = ""  # where detect() looks: the JSON object there `shows` this protocol
+    models_path: str = ""  # the model list below the API prefix, read as model_ids(doc, models_key, models_field)
+    models_key: str = "data"
+    models_field: str = "id"
 
     def path(self, task: Task, model: str, prefix: str = "") -> str:
         """The request path of a task, below the base URL (prefix: where detection found the API)."""
@@ -130,17 +134,21 @@ class TargetProtocol:
         return raw if isinstance(raw, dict) else None
 
     def detect(self, fetch: Fetch) -> Detection | None:
-        """This protocol, if the target's answers show it (GET requests only, through `fetch`)."""
-        return None
+        """This protocol, if the target's answers show it (GET requests only, through `fetch`): by default at
+        the base URL, when the JSON object at detect_path shows it."""
+        if not self.detect_path or not self.shows(fetch(self.detect_path).doc):
+            return None
+        return Detection(self, "", tuple(self.served_models(fetch, "")), f"GET {self.detect_path}")
 
-    def detected_at(self, fetch: Fetch, path: str, fits: Callable[[dict[str, Any]], bool]) -> Detection | None:
-        """This protocol at the base URL when GET path answers a JSON object that `fits`."""
-        doc = fetch(path).doc
-        return Detection(self, "", tuple(self.served_models(fetch, "")), f"GET {path}") if fits(doc) else None
+    def shows(self, doc: dict[str, Any]) -> bool:
+        """Whether the JSON object at detect_path ({} for any other answer) is this protocol's."""
+        return False
 
     def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
         """The model ids the target serves, from its model list or description ([] when it has none)."""
-        return []
+        if not self.models_path:
+            return []
+        return model_ids(fetch(prefix + self.models_path).doc, self.models_key, self.models_field)
 
     def model_not_found(self, status: int, body: bytes) -> bool:
         """Whether an error answer means "no such model" rather than "no such path"."""

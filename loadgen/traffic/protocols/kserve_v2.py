@@ -20,7 +20,6 @@ import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
-    Detection,
     Expectations,
     Fetch,
     TargetProtocol,
@@ -38,6 +37,7 @@ class KServeV2Protocol(TargetProtocol):
     label = "KServe v2 / Triton (Open Inference Protocol)"
     tasks = ("embed",)
     health_path = "/v2/health/ready"
+    detect_path = "/v2"
     model_in_path = True
     metric_names = {
         "busy_frac": "request_predict_seconds_sum", "request_rate_qps": "request_predict_seconds_count"
@@ -88,9 +88,9 @@ class KServeV2Protocol(TargetProtocol):
             info["dimension"] = shape[-1]
         return info
 
-    def detect(self, fetch: Fetch) -> Detection | None:
+    def shows(self, doc: dict[str, Any]) -> bool:
         """The server metadata at GET /v2 (name, version, extensions)."""
-        return self.detected_at(fetch, "/v2", lambda doc: {"name", "version"} <= doc.keys())
+        return {"name", "version"} <= doc.keys()
 
     def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
         names = fetch(f"{prefix}/v1/models").doc.get("models")

@@ -11,13 +11,10 @@ import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
-    Detection,
     Expectations,
-    Fetch,
     TargetProtocol,
     json_text,
     listed_model,
-    model_ids,
     parse_json,
     vector_rows,
 )
@@ -30,6 +27,8 @@ class OllamaProtocol(TargetProtocol):
     label = "Ollama"
     tasks = ("embed",)
     health_path = "/api/version"
+    detect_path = models_path = "/api/tags"
+    models_key, models_field = "models", "name"
 
     def path(self, task: Task, model: str, prefix: str = "") -> str:
         return f"{prefix}/api/embed"
@@ -55,11 +54,8 @@ class OllamaProtocol(TargetProtocol):
     def service_info(self, raw: Any, model: str) -> dict[str, Any] | None:
         return listed_model(raw, model, key="models", field="name")
 
-    def detect(self, fetch: Fetch) -> Detection | None:
-        return self.detected_at(fetch, "/api/tags", lambda doc: isinstance(doc.get("models"), list))
-
-    def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
-        return model_ids(fetch(f"{prefix}/api/tags").doc, key="models", field="name")
+    def shows(self, doc: dict[str, Any]) -> bool:
+        return isinstance(doc.get("models"), list)
 
 
 PROTOCOL = OllamaProtocol()

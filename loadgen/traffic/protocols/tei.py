@@ -19,7 +19,6 @@ import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
-    Detection,
     Expectations,
     Fetch,
     HeaderGetter,
@@ -56,6 +55,7 @@ class TeiProtocol(TargetProtocol):
     name = "tei"
     label = "text-embeddings-inference (TEI)"
     tasks = ("embed", "embed_sparse", "rerank")
+    detect_path = "/info"
     metric_names = {
         "queue_depth": "te_queue_size", "batch_size_mean": "te_batch_next_size",
         "request_rate_qps": "te_request_success",
@@ -92,9 +92,9 @@ class TeiProtocol(TargetProtocol):
         except ValueError:
             return None
 
-    def detect(self, fetch: Fetch) -> Detection | None:
+    def shows(self, doc: dict[str, Any]) -> bool:
         """TEI's /info: a model_id and a model_type (embedding, reranker, classifier)."""
-        return self.detected_at(fetch, "/info", lambda doc: {"model_id", "model_type"} <= doc.keys())
+        return {"model_id", "model_type"} <= doc.keys()
 
     def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
         info = fetch("/info").doc
