@@ -77,7 +77,6 @@ class LiveRunCollector(Collector):
             device.add_metric([run_id, name, metric, sample.source], sample.value)
         yield device
 
-
     def _cost(self, live: LiveRun, labels: list[str]) -> Iterator[Metric]:
         """Cost per million embeddings and per hour of each step, only when the run's scenario has prices."""
         prices = live_prices(live)

@@ -72,15 +72,9 @@ class StageTimeline:
     def current(self) -> StageRecord | None:
         return self.stages[-1] if self.stages else None
 
-    def lookup(self, t_unix_s: float) -> StageRecord | None:
-        """The stage containing t (a request sent just before the first stage belongs to it)."""
-        if not self.stages:
-            return None
-        i = bisect.bisect_right(self._starts, t_unix_s) - 1
-        return self.stages[max(i, 0)]
-
     def tag(self, t_unix_s: float | None) -> StageTag | None:
-        """Stage columns for a row intended at t (None: the current stage); once per row, so kept flat."""
+        """Stage columns for a row intended at t (None: the current stage; a row sent just before the first stage
+        belongs to it); once per row, so kept flat."""
         tags = self._tags
         if not tags:
             return None
