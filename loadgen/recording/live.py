@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,6 +30,12 @@ DEVICE_METRICS: tuple[str, ...] = ("device_util_pct", "aicore_util_pct", "power_
 HOST_METRICS: dict[str, tuple[str, ...]] = {"cpu": ("cpu_util_pct",), "proc:service": ("busy_frac", "cpu_util_pct")}
 VALIDATION_PREFIX = "validation"
 LIVE_COLUMNS = ("endpoint", "ok", "error", "status_code", "latency_ms", "n_inputs")
+
+
+class TelemetrySample(NamedTuple):
+    ts_unix_s: float
+    source: str
+    value: float
 
 
 class PartsTail:
@@ -160,13 +166,6 @@ class StepFigures:
     def server_mean_ms(self) -> dict[str, float]:
         """Mean of each Server-Timing stage; stages the target does not report are absent."""
         return {s: self.server_sum_ms[s] / n for s, n in self.server_count.items() if n}
-
-
-@dataclass
-class TelemetrySample:
-    ts_unix_s: float
-    source: str
-    value: float
 
 
 class LiveRun:
