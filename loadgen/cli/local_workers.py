@@ -72,9 +72,9 @@ class LocalWorkers:
         """Workers may start before the master: they keep trying to connect."""
         cwd = Path(__file__).resolve().parents[2]
         for _ in range(self.count):  # each asks, between fork and exec, to die with this process
-            command = self.worker_command()
+            guard = sigterm_on_parent_death
             self.procs.append(
-                subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, preexec_fn=sigterm_on_parent_death)
+                subprocess.Popen(self.worker_command(), cwd=cwd, stdout=subprocess.DEVNULL, preexec_fn=guard)
             )
         return self
 

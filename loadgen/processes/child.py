@@ -22,7 +22,8 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def wait_until_answering(
-    proc: subprocess.Popen[Any], url: str, name: str, timeout_s: float, log_tail: Callable[[], str] = lambda: ""
+    proc: subprocess.Popen[Any], url: str, name: str, timeout_s: float,
+    log_tail: Callable[[], str] = lambda: "",
 ) -> None:
     """Poll GET url until it answers 200; a child that exits first, or a timeout, is a TargetError naming
     `name` and ending with `log_tail()` (the child's last output)."""
@@ -31,7 +32,9 @@ def wait_until_answering(
     with httpx.Client(timeout=1.0, limits=httpx.Limits(max_keepalive_connections=0)) as client:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise TargetError(f"{name} exited with {proc.returncode} before {url} answered 200{log_tail()}")
+                raise TargetError(
+                    f"{name} exited with {proc.returncode} before {url} answered 200{log_tail()}"
+                )
             with contextlib.suppress(httpx.HTTPError):
                 if client.get(url).status_code == 200:
                     return

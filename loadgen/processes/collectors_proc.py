@@ -49,7 +49,7 @@ class CollectorsProcess:
         self.folder = folder
         self.cmd = [
             sys.executable, "-m", "collectors",
-            "--out", str(folder.root.resolve()),  # the child starts in REPO_ROOT, not in this process's directory
+            "--out", str(folder.root.resolve()),  # absolute: the child starts in REPO_ROOT, not here
             "--interval", str(interval_s),
             "--sources", "auto",
             "--service-url", service_url,
@@ -83,7 +83,8 @@ class CollectorsProcess:
         if statuses:
             return statuses
         tail = self.log_path.read_text(errors="replace")[-500:] if self.log_path.is_file() else ""
-        return [_failed(f"exited with {returncode} without writing collectors.json; log tail: {tail.strip()}")]
+        why = f"exited with {returncode} without writing collectors.json; log tail: {tail.strip()}"
+        return [_failed(why)]
 
 
 def _failed(reason: str, name: str = "collectors") -> CollectorStatus:

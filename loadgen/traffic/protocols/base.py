@@ -85,7 +85,7 @@ class TargetProtocol:
     default_model: str = ""  # sent when neither the user nor the target names one
     model_in_path: bool = False  # the request path names the model: without one there is no path at all
     detect_path: str = ""  # where detect() looks: the JSON object there `shows` this protocol
-    models_path: str = ""  # the model list below the API prefix, read as model_ids(doc, models_key, models_field)
+    models_path: str = ""  # the model list below the API prefix: model_ids(doc, models_key, models_field)
     models_key: str = "data"
     models_field: str = "id"
 

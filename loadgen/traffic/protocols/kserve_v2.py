@@ -47,7 +47,8 @@ class KServeV2Protocol(TargetProtocol):
         return f"{prefix}/v2/models/{model}/infer"
 
     def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
-        tensor = {"name": INPUT_NAME, "shape": [len(payload.inputs)], "datatype": "BYTES", "data": payload.inputs}
+        inputs = payload.inputs
+        tensor = {"name": INPUT_NAME, "shape": [len(inputs)], "datatype": "BYTES", "data": inputs}
         return json_text({"inputs": [tensor]})
 
     def check_doc(
