@@ -1,15 +1,11 @@
 """`embedperf run --workers N`: N Locust worker processes on this host beside the master, stopped by PID.
 
-One gevent process drives about one core; on a multi-core generator the workers spread the load
-over the cores while the master writes the one run folder. Each worker is told to die with its
-parent (Linux parent-death signal), so even a killed `embedperf run` leaves no worker behind.
-"""
+One gevent process drives about one core; on a multi-core generator the workers spread the load over the cores
+while the master writes the one run folder. Each worker is told to die with its parent (Linux parent-death
+signal), so even a killed `embedperf run` leaves no worker behind."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import signal
 import subprocess
 import sys
 import time
@@ -19,19 +15,13 @@ from types import TracebackType
 
 from embedperf.errors import ConfigError
 from loadgen.cli.runner import locustfile_for
+from loadgen.processes.child import sigterm_on_parent_death
 from loadgen.processes.service_proc import free_port
 from scenarios.loader import load_scenario
 
 MASTER_HOST = "127.0.0.1"
 EXPECT_WORKERS_MAX_WAIT_S = 60
 STOP_GRACE_S = 10.0
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 class LocalWorkers:
@@ -81,11 +71,10 @@ class LocalWorkers:
     def start(self) -> LocalWorkers:
         """Workers may start before the master: they keep trying to connect."""
         cwd = Path(__file__).resolve().parents[2]
-        for _ in range(self.count):
+        for _ in range(self.count):  # each asks, between fork and exec, to die with this process
+            guard = sigterm_on_parent_death
             self.procs.append(
-                subprocess.Popen(
-                    self.worker_command(), cwd=cwd, stdout=subprocess.DEVNULL, preexec_fn=_die_with_parent
-                )
+                subprocess.Popen(self.worker_command(), cwd=cwd, stdout=subprocess.DEVNULL, preexec_fn=guard)
             )
         return self
 

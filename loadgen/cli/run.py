@@ -1,8 +1,7 @@
 """`embedperf run SCENARIO`: run a load scenario with Locust and print the run folder.
 
-Exit codes: 0 ok; 1 the run is complete but its error rate exceeds the scenario's error budget;
-2 usage or pre-flight error (nothing measured); 3 the run is incomplete (stopped or killed).
-"""
+Exit codes: 0 ok; 1 the run is complete but its error rate exceeds the scenario's error budget; 2 usage or
+pre-flight error (nothing measured); 3 the run is incomplete (stopped or killed)."""
 
 from __future__ import annotations
 
@@ -41,10 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     names = ", ".join(shipped_scenarios())
     parser.add_argument("scenario", nargs="?", help=f"shipped scenario ({names}) or a YAML path")
     parser.add_argument(
-        "--scenario",
-        dest="scenario_option",
-        default=None,
-        metavar="NAME|PATH",
+        "--scenario", dest="scenario_option", default=None, metavar="NAME|PATH",
         help="the same as the positional SCENARIO, spelt as Locust's option",
     )
     parser.add_argument(
@@ -53,10 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_shared_option(parser, "runs_dir", Path("runs"), "runs")
     parser.add_argument("--label", default="", help="label appended to the run id")
     parser.add_argument(
-        "--profile",
-        "--scenario-profile",
-        choices=PROFILES,
-        default=None,
+        "--profile", "--scenario-profile", choices=PROFILES, default=None,
         help="scenario profile (quick or full); --scenario-profile is Locust's spelling",
     )
     add_override_option(parser)
@@ -101,14 +94,8 @@ def main(argv: list[str]) -> int:
     host = args.host or scenario.target.base_url
     with LocalWorkers.for_scenario(args.workers, args.scenario, args.profile, overrides) as workers:
         outcome = run_scenario_outcome(
-            args.scenario,
-            host=host,
-            runs_dir=args.runs_dir,
-            label=args.label,
-            profile=args.profile,
-            overrides=overrides,
-            collectors=not args.no_collectors,
-            timeout_s=args.timeout_s,
+            args.scenario, host=host, runs_dir=args.runs_dir, label=args.label, profile=args.profile,
+            overrides=overrides, collectors=not args.no_collectors, timeout_s=args.timeout_s,
             api_key=args.api_key,
             extra_args=DeviceOptions.from_namespace(args).command_args() + workers.master_args(),
         )

@@ -1,10 +1,9 @@
 """Run a scenario as `locust --headless` in a subprocess and return its run folder and exit code.
 
-The target is checked first (loadgen.lifecycle.preflight, exit 2 with nothing measured). Locust's exit code
-is passed on (loadgen.lifecycle.verdict decides it: 0 ok, 1 error budget exceeded, 3 incomplete); a Locust
-killed outright never prints its folder, so the folder it left is found by the generator pid the
-manifest records, and the run counts as incomplete (3).
-"""
+The target is checked first (loadgen.lifecycle.preflight, exit 2 with nothing measured). Locust's exit code is
+passed on (loadgen.lifecycle.verdict decides it: 0 ok, 1 error budget exceeded, 3 incomplete); a Locust killed
+outright never prints its folder, so the folder it left is found by the generator pid the manifest records,
+and the run counts as incomplete (3)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from embedperf.errors import TargetError
 from embedperf.schema import RunFolder
@@ -40,21 +39,13 @@ def locustfile_for(kind: str) -> Path:
 
 
 def locust_command(
-    scenario: str,
-    host: str,
-    runs_dir: Path,
-    label: str = "",
-    profile: str | None = None,
-    overrides: Mapping[str, str] | None = None,
-    collectors: bool = True,
-    extra_args: list[str] | None = None,
+    scenario: str, host: str, runs_dir: Path, label: str = "", profile: str | None = None,
+    overrides: Mapping[str, str] | None = None, collectors: bool = True, extra_args: list[str] | None = None,
     locustfile: Path | None = None,
 ) -> list[str]:
-    """The `locust` command line for a scenario (validated here first, so errors come early).
-
-    extra_args: plugin options passed through unchanged (collectors.options.DeviceOptions.command_args).
-    locustfile: another entry point than the scenario kind's (a canary's).
-    """
+    """The `locust` command line for a scenario (validated here first, so errors come early). extra_args:
+    plugin options passed through unchanged (collectors.options.DeviceOptions.command_args). locustfile:
+    another entry point than the scenario kind's (a canary's)."""
     resolved = load_scenario(scenario, profile=profile, overrides=overrides)
     overrides = {**(overrides or {}), **_absolute_paths(resolved)}
     path = scenario_path(scenario)
@@ -62,19 +53,8 @@ def locust_command(
         scenario if path.parent == REPO_ROOT / "scenarios" and path.stem == scenario else str(path.resolve())
     )
     cmd = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(locustfile or locustfile_for(resolved.kind)),
-        "--headless",
-        "--only-summary",
-        "--scenario",
-        scenario_arg,
-        "--host",
-        host,
-        "--runs-dir",
-        str(runs_dir.resolve()),
+        sys.executable, "-m", "locust", "-f", str(locustfile or locustfile_for(resolved.kind)), "--headless",
+        "--only-summary", "--scenario", scenario_arg, "--host", host, "--runs-dir", str(runs_dir.resolve()),
     ]
     if label:
         cmd += ["--label", label]
@@ -107,25 +87,10 @@ class RunOutcome:
     exit_code: int
 
 
-def run_scenario(
-    scenario: str,
-    host: str,
-    runs_dir: Path,
-    label: str = "",
-    profile: str | None = None,
-    overrides: dict[str, str] | None = None,
-    collectors: bool = True,
-    timeout_s: float | None = None,
-    echo: IO[str] | None = None,
-) -> RunFolder:
-    """Run one scenario against host; Locust's output goes to `echo` (stderr by default).
-
-    A run longer than timeout_s is stopped with SIGTERM; its folder is still returned (the
-    manifest then notes the early stop). Raises TargetError when no run folder was written.
-    """
-    outcome = run_scenario_outcome(
-        scenario, host, runs_dir, label, profile, overrides, collectors, timeout_s, echo
-    )
+def run_scenario(scenario: str, host: str, runs_dir: Path, **options: Any) -> RunFolder:
+    """run_scenario_outcome's folder; a TargetError when Locust wrote none. A run longer than timeout_s is
+    stopped with SIGTERM and its folder still returned (the manifest then notes the early stop)."""
+    outcome = run_scenario_outcome(scenario, host, runs_dir, **options)
     if outcome.folder is None:
         raise TargetError(
             f"locust exited with {outcome.exit_code} without writing a run folder; see its output above"
@@ -134,20 +99,13 @@ def run_scenario(
 
 
 def run_scenario_outcome(
-    scenario: str,
-    host: str,
-    runs_dir: Path,
-    label: str = "",
-    profile: str | None = None,
-    overrides: dict[str, str] | None = None,
-    collectors: bool = True,
-    timeout_s: float | None = None,
-    echo: IO[str] | None = None,
-    api_key: str | None = None,
-    extra_args: list[str] | None = None,
+    scenario: str, host: str, runs_dir: Path, label: str = "", profile: str | None = None,
+    overrides: dict[str, str] | None = None, collectors: bool = True, timeout_s: float | None = None,
+    echo: IO[str] | None = None, api_key: str | None = None, extra_args: list[str] | None = None,
     locustfile: Path | None = None,
 ) -> RunOutcome:
-    """Check the target, run Locust, and return the folder with the exit code (see the module doc)."""
+    """Check the target, run Locust (its output to `echo`, stderr by default), and return the folder with
+    the exit code (see the module doc)."""
     runs_dir = Path(runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -164,12 +122,7 @@ def run_scenario_outcome(
     )
     before = {p.name for p in runs_dir.iterdir()}
     proc = subprocess.Popen(
-        cmd,
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
+        cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     folder_line: list[str] = []
     reader = threading.Thread(target=_pump, args=(proc, out, folder_line), daemon=True)
@@ -215,11 +168,9 @@ def _forward_stop_signals(proc: subprocess.Popen[str]) -> Iterator[None]:
 
 
 def folder_left_by(runs_dir: Path, before: set[str], pid: int) -> RunFolder | None:
-    """The run folder created under runs_dir by the generator process `pid` (new since `before`).
-
-    The manifest records the generator's pid from the first write; a new folder without a
-    readable manifest still counts when it is the only new one.
-    """
+    """The run folder created under runs_dir by the generator process `pid` (new since `before`). The manifest
+    records the generator's pid from the first write; a new folder without a readable manifest still counts
+    when it is the only new one."""
     new = sorted(p for p in runs_dir.iterdir() if p.is_dir() and p.name not in before)
     for path in new:
         try:

@@ -1,9 +1,8 @@
 """Adaptive open-loop steps in distributed mode: the master tells every worker where a step ended.
 
 The master decides from the rows its workers forward (loadgen.recording.until_watch) and places the cut
-CUT_LEAD_S ahead of now, longer than a message takes to reach a worker, so each worker's dispatcher applies
-it before its schedule gets there (loadgen.traffic.schedule.StageCuts).
-"""
+CUT_LEAD_S ahead of now, longer than a message takes to reach a worker, so each worker's dispatcher applies it
+before its schedule gets there (loadgen.traffic.schedule.StageCuts)."""
 
 from __future__ import annotations
 

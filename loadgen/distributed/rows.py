@@ -1,14 +1,12 @@
 """Distributed mode: workers forward row batches to the master, which writes the one run folder.
 
-Workers send `embedperf_rows` every FORWARD_INTERVAL_S (empty batches too: they double as a
-heartbeat the master's WorkerBook reads). At the end of the schedule the master stops every user,
-asks each live worker for its final batch and waits for them (bounded) before closing the folder.
-A worker's final batch rides in its next Locust statistics report (the public `report_to_master`
-event on the worker, `worker_report` on the master, one every WORKER_REPORT_INTERVAL): the last rows
-and the last request counts are taken at the same instant and travel in one message, so the rows in
-the folder and the requests Locust counted agree. An open-loop schedule is split between the
-workers (loadgen.traffic.shares).
-"""
+Workers send `embedperf_rows` every FORWARD_INTERVAL_S (empty batches too: they double as a heartbeat the
+master's WorkerBook reads). At the end of the schedule the master stops every user, asks each live worker for
+its final batch and waits for them (bounded) before closing the folder. A worker's final batch rides in its
+next Locust statistics report (the public `report_to_master` event on the worker, `worker_report` on the
+master, one every WORKER_REPORT_INTERVAL): the last rows and the last request counts are taken at the same
+instant and travel in one message, so the rows in the folder and the requests Locust counted agree. An
+open-loop schedule is split between the workers (loadgen.traffic.shares)."""
 
 from __future__ import annotations
 
@@ -64,10 +62,7 @@ class RowForwarder:
         """The rows buffered so far (taken: each row leaves once) with the CPU samples since the last batch."""
         rows, self._rows = self._rows, []
         data: dict[str, Any] = {
-            "worker": self.worker,
-            "rows": rows,
-            "cpu": self.cpu.take_new(),
-            "final": final,
+            "worker": self.worker, "rows": rows, "cpu": self.cpu.take_new(), "final": final
         }
         if final and self.open_loop_stats:
             data["open_loop"] = dict(self.open_loop_stats)
@@ -176,10 +171,8 @@ def live_client_ids(runner: MasterRunner) -> list[str]:
 
 
 def publish_shares(runner: MasterRunner, origin_unix_s: float) -> int:
-    """Give every connected worker its share of the open-loop schedule; returns the number of shares.
-
-    The assignment rides on Locust's parsed options, which the master sends with every spawn message.
-    """
+    """Give every connected worker its share of the open-loop schedule; returns the number of shares. The
+    assignment rides on Locust's parsed options, which the master sends with every spawn message."""
     clients = live_client_ids(runner)
     options = runner.environment.parsed_options
     if options is not None:

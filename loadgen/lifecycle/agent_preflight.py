@@ -1,9 +1,8 @@
 """Pre-flight for `--agent`: an agent that refuses the run's token stops the run before any load (exit 2).
 
-A refused token is a wrong secret, not an outage: the run would otherwise measure for its whole length,
-pull nothing and record "agent never answered". An agent that does not answer at all is left to the run,
-which retries and lists the seconds without samples (collectors.agent_pull), since it may still come up.
-"""
+A refused token is a wrong secret, not an outage: the run would otherwise measure for its whole length, pull
+nothing and record "agent never answered". An agent that does not answer at all is left to the run, which
+retries and lists the seconds without samples (collectors.agent_pull), since it may still come up."""
 
 from __future__ import annotations
 

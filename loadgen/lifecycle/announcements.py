@@ -1,8 +1,7 @@
 """Lines a load process writes for whoever drives it (`embedperf run`, a test), each marking an event.
 
-A driver waits for the line instead of sleeping for long enough. This module imports nothing (Locust
-least of all: importing it monkey-patches the reader's process), so any driver can share the text.
-"""
+A driver waits for the line instead of sleeping for long enough. This module imports nothing (Locust least of
+all: importing it monkey-patches the reader's process), so any driver can share the text."""
 
 from __future__ import annotations
 

@@ -1,17 +1,14 @@
 """A canary judged live: the rows on disk cut into windows, each judged as soon as its rows are in.
 
-Runs in the process that owns the run folder (local or master), driven by the load shape's tick. It
-reads what the recorder (and the collectors) have flushed, as the live view does
-(loadgen.recording.live.PartsTail), so a distributed canary is judged like a local one and nothing is
-added to the request path. A window is judged `settle_s` after it ends: the writers' flush delay, or
-in a local run, where the monitor flushes the recorder itself when a window is due, just the requests in
-flight at its end. Rows that land later are in the report, not in the verdict. After each judged
-window canary.json is rewritten: the live status, and at the end the verdict the run acted on.
-
-Windows: stage s's window k spans [start_s + k * window_s, start_s + (k + 1) * window_s), cut at the
-stage's end; a request belongs to the window it was sent in (latency, errors, agreement); the
-availability seconds count completions in the window, whenever they were sent.
-"""
+Runs in the process that owns the run folder (local or master), driven by the load shape's tick. It reads what
+the recorder (and the collectors) have flushed, as the live view does (loadgen.recording.live.PartsTail), so a
+distributed canary is judged like a local one and nothing is added to the request path. A window is judged
+`settle_s` after it ends: the writers' flush delay, or in a local run, where the monitor flushes the recorder
+itself when a window is due, just the requests in flight at its end. Rows that land later are in the report,
+not in the verdict. After each judged window canary.json is rewritten: the live status, and at the end the
+verdict the run acted on. Windows: stage s's window k spans [start_s + k * window_s, start_s + (k + 1) *
+window_s), cut at the stage's end; a request belongs to the window it was sent in (latency, errors,
+agreement); the availability seconds count completions in the window, whenever they were sent."""
 
 from __future__ import annotations
 
@@ -78,10 +75,8 @@ class CanaryMonitor:
         self._judged: set[tuple[int, int]] = set()
         self.verdict = CanaryVerdict("running", "")
         self.record = CanaryRecord(
-            baseline_url=self.canary.baseline_url or run.host,
-            candidate_url=self.canary.candidate_url,
-            stages_pct=list(self.canary.stages_pct),
-            window_s=self.canary.window_s,
+            baseline_url=self.canary.baseline_url or run.host, candidate_url=self.canary.candidate_url,
+            stages_pct=list(self.canary.stages_pct), window_s=self.canary.window_s,
             windows_per_stage=self.canary.windows_per_stage,
             candidate_info=fetch_service_info(self.canary.candidate_url.rstrip("/"), run.scenario),
             updated_unix_s=time.time(),
@@ -153,12 +148,8 @@ class CanaryMonitor:
         latencies = np.asarray(rows.ok_latencies_ms, dtype=np.float64)
         pcts = [float(v) for v in np.percentile(latencies, PERCENTILES_PCT)] if len(latencies) else [None] * 3
         return SideWindow(
-            requests=rows.requests,
-            ok=len(latencies),
-            errors_by_kind=dict(rows.errors_by_kind.most_common()),
-            p50_ms=pcts[0],
-            p95_ms=pcts[1],
-            p99_ms=pcts[2],
+            requests=rows.requests, ok=len(latencies), errors_by_kind=dict(rows.errors_by_kind.most_common()),
+            p50_ms=pcts[0], p95_ms=pcts[1], p99_ms=pcts[2],
             goodput_rps=len(latencies) / (end - start) if end > start else 0.0,
             unavailable_s=unavailable_seconds(n_bins, ok_bins, failed_bins, spans),
         )
@@ -176,15 +167,12 @@ class CanaryMonitor:
         agreement = sides["baseline"].agreement + sides["candidate"].agreement
         temps = [value for ts, value in self._temps if start <= ts < end]
         return WindowJudgement(
-            stage_index=stage.index,
-            window_index=k,
+            stage_index=stage.index, window_index=k,
             weight_pct=self.canary.stages_pct[min(stage.index, len(self.canary.stages_pct) - 1)],
-            start_unix_s=start,
-            end_unix_s=end,
+            start_unix_s=start, end_unix_s=end,
             baseline=self._side_window("baseline", sides["baseline"], start, end),
             candidate=self._side_window("candidate", sides["candidate"], start, end),
-            agreement_n=len(agreement),
-            agreement_mean=float(np.mean(agreement)) if agreement else None,
+            agreement_n=len(agreement), agreement_mean=float(np.mean(agreement)) if agreement else None,
             agreement_min=float(min(agreement)) if agreement else None,
             temp_c_max=max(temps) if temps else None,
         )

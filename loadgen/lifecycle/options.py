@@ -1,8 +1,7 @@
 """Options that `locust -f locustfiles/...` and `embedperf run` share, and how the web UI shows them.
 
-Both commands take the same spelling for the same thing (--step-duration-s, --warmup-s,
---api-key, --protocol, --model); each is defined here once so their help texts and meaning cannot drift apart.
-"""
+Both commands take the same spelling for the same thing (--step-duration-s, --warmup-s, --api-key, --protocol,
+--model); each is defined here once so their help texts and meaning cannot drift apart."""
 
 from __future__ import annotations
 
@@ -34,10 +33,7 @@ MODEL_HELP = (
 def add_step_options(parser: argparse._ActionsContainer) -> None:
     """--step-duration-s and --warmup-s: every step's length and its trimmed warm-up."""
     parser.add_argument(
-        "--step-duration-s",
-        type=float,
-        default=None,
-        metavar="S",
+        "--step-duration-s", type=float, default=None, metavar="S",
         help="every step's duration in seconds (shorthand for --set steps.duration_s=S)",
     )
     parser.add_argument(

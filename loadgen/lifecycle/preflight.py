@@ -1,11 +1,10 @@
 """Pre-flight: normalise the target URL, resolve its protocol, path and model, and send one real request
 before any load.
 
-A run against a wrong URL, a dead port or a refused key used to spend its whole duration recording
-failures (and a trailing slash produced `//v1/embeddings`); one request first turns each of those into one
-line and exit code 2, with nothing measured. What the user left unset is detected first
-(loadgen.lifecycle.target_detection), and a 404 that names the model is told apart from a wrong path.
-"""
+A run against a wrong URL, a dead port or a refused key used to spend its whole duration recording failures
+(and a trailing slash produced `//v1/embeddings`); one request first turns each of those into one line and
+exit code 2, with nothing measured. What the user left unset is detected first
+(loadgen.lifecycle.target_detection), and a 404 that names the model is told apart from a wrong path."""
 
 from __future__ import annotations
 
@@ -26,9 +25,7 @@ from scenarios.models import Scenario, Task
 PREFLIGHT_TEXT = "embedperf pre-flight check"
 PREFLIGHT_DOCUMENTS = ["a pre-flight document", "another pre-flight document"]
 ANSWER_OF: dict[str, str] = {
-    "embed": "embeddings",
-    "embed_sparse": "sparse embeddings",
-    "rerank": "a ranking",
+    "embed": "embeddings", "embed_sparse": "sparse embeddings", "rerank": "a ranking"
 }
 RETRY_STATUSES = frozenset({429, 502, 503, 504})  # busy, not wrong: worth a second try
 RETRIES = 3
@@ -38,11 +35,9 @@ _HTML_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTAL
 
 
 def normalise_base_url(url: str, path: str = "/v1/embeddings") -> str:
-    """The base URL the load uses: no trailing slash, and an OpenAI-style `/v1` base accepted.
-
-    The openai client posts to base_url + "/embeddings" with base_url ending in /v1; the scenario's
-    path already starts with /v1, so that suffix is dropped from the base instead of doubled.
-    """
+    """The base URL the load uses: no trailing slash, and an OpenAI-style `/v1` base accepted. The openai
+    client posts to base_url + "/embeddings" with base_url ending in /v1; the scenario's path already starts
+    with /v1, so that suffix is dropped from the base instead of doubled."""
     text = url.strip()
     if "://" not in text:
         raise TargetError(f"target URL {text!r} has no scheme; use http://{text} (or https://{text})")
@@ -67,11 +62,9 @@ def normalise_base_url(url: str, path: str = "/v1/embeddings") -> str:
 
 
 def check_target(scenario: Scenario, host: str) -> ResolvedTarget:
-    """Normalise host, resolve what the scenario left unset, send one request; the target to load.
-
-    Raises TargetError (exit 2) with one line when the target is unreachable, refuses the API key, has no
-    such path or model, or answers something that is not the task's answer.
-    """
+    """Normalise host, resolve what the scenario left unset, send one request; the target to load. Raises
+    TargetError (exit 2) with one line when the target is unreachable, refuses the API key, has no such path
+    or model, or answers something that is not the task's answer."""
     base = normalise_base_url(host, scenario.target.path)
     prober = Prober(base, request_headers(scenario))
     resolved = resolve_target(scenario, prober)

@@ -1,15 +1,13 @@
 """The one object that holds a load run's state in a Locust process, kept on Locust's Environment.
 
-Users reach it through `self.environment`, the load shape through `self.runner.environment`, event
-listeners and message handlers through the `environment` Locust passes them: `state_of(environment)`.
-Nothing of a run lives in a module global, so two Environments in one process (a test, a benchmark
-with a master and a worker runner) never see each other's run.
-
-Where it is kept: Locust's Environment has no documented slot for plugins, and the object's lifetime
-is the Environment's, so it is set as one new attribute on the instance (`ATTRIBUTE`) by the init
-listener. A registry module keyed by the Environment would be the module-level state this replaces;
-a new attribute of our own overrides nothing of Locust's (no private member is read or written).
-"""
+Users reach it through `self.environment`, the load shape through `self.runner.environment`, event listeners
+and message handlers through the `environment` Locust passes them: `state_of(environment)`. Nothing of a run
+lives in a module global, so two Environments in one process (a test, a benchmark with a master and a worker
+runner) never see each other's run. Where it is kept: Locust's Environment has no documented slot for plugins,
+and the object's lifetime is the Environment's, so it is set as one new attribute on the instance
+(`ATTRIBUTE`) by the init listener. A registry module keyed by the Environment would be the module-level state
+this replaces; a new attribute of our own overrides nothing of Locust's (no private member is read or
+written)."""
 
 from __future__ import annotations
 
@@ -45,12 +43,10 @@ class RowOutlet(Protocol):
 
 @dataclass
 class RunState:
-    """Everything of a run that outlives one call: set up at Locust's init, read until it quits.
-
-    Local or master process: the scenario and options bound at init, and the run session they start.
-    Worker process: the users' context, the worker's CPU monitor and its row forwarder, set at test start.
-    A canary run (any process that sends requests): its traffic split and, on a worker, the stage announced.
-    """
+    """Everything of a run that outlives one call: set up at Locust's init, read until it quits. Local or
+    master process: the scenario and options bound at init, and the run session they start. Worker process:
+    the users' context, the worker's CPU monitor and its row forwarder, set at test start. A canary run (any
+    process that sends requests): its traffic split and, on a worker, the stage announced."""
 
     environment: Environment
     scenario: Scenario | None = None
@@ -67,9 +63,7 @@ class RunState:
     canary_stage: int = 0  # worker: the last canary stage the master announced, for users that start later
 
     def bind(
-        self,
-        scenario: Scenario,
-        options: RunOptions,
+        self, scenario: Scenario, options: RunOptions,
         resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None,
     ) -> None:
         """At init on the local or master process. `resolve` re-reads the scenario and options before

@@ -1,10 +1,8 @@
 """One load run's run folder, from the first stage to the final manifest (local or master process).
 
-Started at the shape's first tick (or test start), finalised at test stop or when Locust quits (the
-run's state, loadgen.lifecycle.run_state, decides when):
-the manifest is written with complete=False at the start and complete=True at the end, so a
-crash leaves a readable folder whose manifest says it is incomplete.
-"""
+Started at the shape's first tick (or test start), finalised at test stop or when Locust quits (the run's
+state, loadgen.lifecycle.run_state, decides when): the manifest is written with complete=False at the start
+and complete=True at the end, so a crash leaves a readable folder whose manifest says it is incomplete."""
 
 from __future__ import annotations
 
@@ -85,17 +83,10 @@ class RunSession:
         service_info = context.fetch_service_info(self.host, self.scenario)
         info = _typed_info(service_info)
         self.manifest = new_manifest(
-            self.folder.run_id,
-            self.scenario,
-            self.host,
-            service_info=info,
-            host=host_info(),
+            self.folder.run_id, self.scenario, self.host, service_info=info, host=host_info(),
             serving_devices=serving_devices(self.options.devices or self.scenario.target.devices, info),
-            label=self.options.label,
-            versions=package_versions(),
-            git=git_info(REPO_ROOT),
-            start_unix_s=time.time(),
-            complete=False,
+            label=self.options.label, versions=package_versions(), git=git_info(REPO_ROOT),
+            start_unix_s=time.time(), complete=False,
         )
         self.manifest.locust_command = sys.argv  # type: ignore[attr-defined]  # kept as an extra key
         self.manifest.generator_pid = os.getpid()  # type: ignore[attr-defined]  # finds the folder after a crash
@@ -106,10 +97,7 @@ class RunSession:
         self.cpu.start()
         if self.options.collectors and collectors_available():
             self.collectors = CollectorsProcess(
-                self.folder,
-                self.host,
-                os.getpid(),
-                extra_args=self.options.collector_args,
+                self.folder, self.host, os.getpid(), extra_args=self.options.collector_args,
                 agents=self.options.agents or self.scenario.target.agents,
                 service_metrics=registry.get(self.scenario.target.protocol).metric_names,
             )
@@ -199,10 +187,8 @@ def _typed_info(raw: dict[str, Any] | None) -> ServiceInfo | None:
 
 
 def serving_devices(explicit: list[int], info: ServiceInfo | None) -> ServingDevices:
-    """Rules 1 and 2: explicit indices, else the accelerators the target's /info lists.
-
-    Rule 3 (devices busy under load) needs the telemetry and is applied by the analysis.
-    """
+    """Rules 1 and 2: explicit indices, else the accelerators the target's /info lists. Rule 3 (devices busy
+    under load) needs the telemetry and is applied by the analysis."""
     if explicit:
         return ServingDevices(rule="explicit", indices=sorted(set(explicit)))
     if info is not None and info.accelerator_indices():

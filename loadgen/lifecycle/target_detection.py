@@ -1,10 +1,9 @@
 """Which protocol, path and model a target speaks, from what the user gave and what the target shows.
 
 Unset parts are found by GET requests to the registered protocols' info and model-list paths, in a fixed
-order, each bounded by PROBE_TIMEOUT_S and all of them by DETECT_BUDGET_S: a vLLM server answers
-/v1/models, Infinity /models, TEI /info with a model_id, KServe /v2 and Ollama /api/tags. The outcome is a
-fully set Target and, when anything was detected, one line that says what and how to set it instead.
-"""
+order, each bounded by PROBE_TIMEOUT_S and all of them by DETECT_BUDGET_S: a vLLM server answers /v1/models,
+Infinity /models, TEI /info with a model_id, KServe /v2 and Ollama /api/tags. The outcome is a fully set
+Target and, when anything was detected, one line that says what and how to set it instead."""
 
 from __future__ import annotations
 
@@ -96,11 +95,9 @@ class ResolvedTarget:
 
 
 def resolve_target(scenario: Scenario, prober: Fetch) -> ResolvedTarget:
-    """Fill target.protocol, path and model: the user's first, then what detection shows, then the defaults.
-
-    A given protocol is still asked where its API is (an OpenAI-shaped server at / or /v1) and which models
-    it serves, unless path and model are given too: then nothing is probed.
-    """
+    """Fill target.protocol, path and model: the user's first, then what detection shows, then the defaults. A
+    given protocol is still asked where its API is (an OpenAI-shaped server at / or /v1) and which models it
+    serves, unless path and model are given too: then nothing is probed."""
     target, task = scenario.target, scenario.payload.task
     given = registry.get(target.protocol) if target.protocol else None
     if given is not None and target.path and target.model:

@@ -1,10 +1,9 @@
 """The exit code of a load run, from what Locust counted: the one place a run's outcome becomes 0/1/3.
 
-Exit codes (the same for every embedperf command): 0 ok; 1 the run is complete but its error rate
-exceeds the scenario's error budget (or nothing succeeded); 2 usage or pre-flight error, nothing
-measured (raised before this point); 3 the run is incomplete (stopped before its last stage ended).
-Validation probes (`validation:` endpoints) are expected failures and are not counted.
-"""
+Exit codes (the same for every embedperf command): 0 ok; 1 the run is complete but its error rate exceeds the
+scenario's error budget (or nothing succeeded); 2 usage or pre-flight error, nothing measured (raised before
+this point); 3 the run is incomplete (stopped before its last stage ended). Validation probes (`validation:`
+endpoints) are expected failures and are not counted."""
 
 from __future__ import annotations
 
@@ -68,11 +67,9 @@ def most_common_error(stats: Any) -> str:
 
 
 def set_exit_code(environment: Any, run: Any) -> RunVerdict | None:
-    """Locust's quitting hook: set `environment.process_exit_code` and say why in one line.
-
-    `run` is the loadgen.lifecycle.session.RunSession this process wrote (None when no run started, e.g.
-    the web UI was closed before a test: then Locust's own exit code stands).
-    """
+    """Locust's quitting hook: set `environment.process_exit_code` and say why in one line. `run` is the
+    loadgen.lifecycle.session.RunSession this process wrote (None when no run started, e.g. the web UI was
+    closed before a test: then Locust's own exit code stands)."""
     if run is None:
         return None
     stats = environment.runner.stats if environment.runner is not None else environment.stats

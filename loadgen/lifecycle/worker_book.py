@@ -35,12 +35,7 @@ class WorkerBook:
         self._seen: dict[str, _Seen] = {}
 
     def batch(
-        self,
-        client_id: str,
-        worker: str,
-        n_rows: int,
-        now_unix_s: float,
-        final: bool = False,
+        self, client_id: str, worker: str, n_rows: int, now_unix_s: float, final: bool = False,
         open_loop: Mapping[str, float] | None = None,
     ) -> None:
         seen = self._seen.get(client_id)

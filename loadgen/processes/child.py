@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,10 +18,12 @@ from embedperf.errors import TargetError
 
 KILL_WAIT_S = 5.0
 POLL_INTERVAL_S = 0.25
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def wait_until_answering(
-    proc: subprocess.Popen[Any], url: str, name: str, timeout_s: float, log_tail: Callable[[], str]
+    proc: subprocess.Popen[Any], url: str, name: str, timeout_s: float,
+    log_tail: Callable[[], str] = lambda: "",
 ) -> None:
     """Poll GET url until it answers 200; a child that exits first, or a timeout, is a TargetError naming
     `name` and ending with `log_tail()` (the child's last output)."""
@@ -30,11 +35,9 @@ def wait_until_answering(
                 raise TargetError(
                     f"{name} exited with {proc.returncode} before {url} answered 200{log_tail()}"
                 )
-            try:
+            with contextlib.suppress(httpx.HTTPError):
                 if client.get(url).status_code == 200:
                     return
-            except httpx.HTTPError:
-                pass
             time.sleep(POLL_INTERVAL_S)
     raise TargetError(f"{name} did not answer {url} with 200 within {timeout_s:.0f} s{log_tail()}")
 
@@ -48,3 +51,10 @@ def stop_child(proc: subprocess.Popen[Any], grace_s: float) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
     return proc.wait(timeout=KILL_WAIT_S)
+
+
+def sigterm_on_parent_death() -> None:
+    """Ask Linux to SIGTERM this process when its parent dies (prctl PR_SET_PDEATHSIG); elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)

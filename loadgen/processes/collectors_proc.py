@@ -1,15 +1,13 @@
 """Run `python -m collectors` beside the load for the run's duration and read back its statuses.
 
-The collectors never outlive the generator: the child is started through this module
-(`python -m loadgen.processes.collectors_proc --parent-pid PID -- ARGS`), which asks Linux to send it SIGTERM
-when its parent dies (prctl PR_SET_PDEATHSIG) and also watches the parent pid from a thread, then
-runs `collectors` in the same process. A SIGKILLed Locust therefore leaves no sampler behind.
-"""
+The collectors never outlive the generator: the child is started through this module (`python -m
+loadgen.processes.collectors_proc --parent-pid PID -- ARGS`), which asks Linux to send it SIGTERM when its
+parent dies (prctl PR_SET_PDEATHSIG) and also watches the parent pid from a thread, then runs `collectors` in
+the same process. A SIGKILLed Locust therefore leaves no sampler behind."""
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import importlib.util
 import json
 import os
@@ -25,11 +23,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from embedperf.schema import AgentRecord, CollectorStatus, RunFolder
-from loadgen.processes.child import stop_child
+from loadgen.processes.child import sigterm_on_parent_death, stop_child
 
 STOP_GRACE_S = 15.0
 WATCHDOG_INTERVAL_S = 1.0
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -44,33 +41,21 @@ class CollectorsProcess:
     """The telemetry collectors as a subprocess writing into the run folder."""
 
     def __init__(
-        self,
-        folder: RunFolder,
-        service_url: str,
-        generator_pid: int,
-        interval_s: float = 1.0,
-        extra_args: list[str] | None = None,
-        agents: list[str] | None = None,
+        self, folder: RunFolder, service_url: str, generator_pid: int, interval_s: float = 1.0,
+        extra_args: list[str] | None = None, agents: list[str] | None = None,
         service_metrics: Mapping[str, str] | None = None,
     ) -> None:
         """service_metrics: canonical metric -> the target's own Prometheus name (its protocol's)."""
         self.folder = folder
         self.cmd = [
-            sys.executable,
-            "-m",
-            "collectors",
-            "--out",
-            str(folder.root.resolve()),  # the child starts in REPO_ROOT, not in this process's directory
-            "--interval",
-            str(interval_s),
-            "--sources",
-            "auto",
-            "--service-url",
-            service_url,
-            "--generator-pid",
-            str(generator_pid),
+            sys.executable, "-m", "collectors",
+            "--out", str(folder.root.resolve()),  # absolute: the child starts in REPO_ROOT, not here
+            "--interval", str(interval_s),
+            "--sources", "auto",
+            "--service-url", service_url,
+            "--generator-pid", str(generator_pid),
             *(extra_args or []),
-        ]
+        ]  # fmt: skip
         for agent in agents or []:
             self.cmd += ["--agent", agent]
         for metric, name in (service_metrics or {}).items():
@@ -83,10 +68,7 @@ class CollectorsProcess:
         try:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    child_command(self.cmd, os.getpid()),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=REPO_ROOT,
+                    child_command(self.cmd, os.getpid()), stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
                     env=dict(os.environ),
                 )
         except OSError as exc:
@@ -95,21 +77,18 @@ class CollectorsProcess:
     def stop(self) -> list[CollectorStatus]:
         """SIGTERM, wait, then read collectors.json; failures become statuses, never exceptions."""
         if self.proc is None:
-            return [
-                CollectorStatus(name="collectors", status="failed", reason=self.start_error or "not started")
-            ]
+            return [_failed(self.start_error or "not started")]
         returncode = stop_child(self.proc, STOP_GRACE_S)
         statuses = read_statuses(self.folder)
         if statuses:
             return statuses
         tail = self.log_path.read_text(errors="replace")[-500:] if self.log_path.is_file() else ""
-        return [
-            CollectorStatus(
-                name="collectors",
-                status="failed",
-                reason=f"exited with {returncode} without writing collectors.json; log tail: {tail.strip()}",
-            )
-        ]
+        why = f"exited with {returncode} without writing collectors.json; log tail: {tail.strip()}"
+        return [_failed(why)]
+
+
+def _failed(reason: str, name: str = "collectors") -> CollectorStatus:
+    return CollectorStatus(name=name, status="failed", reason=reason)
 
 
 def read_statuses(folder: RunFolder) -> list[CollectorStatus]:
@@ -119,15 +98,13 @@ def read_statuses(folder: RunFolder) -> list[CollectorStatus]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        return [CollectorStatus(name="collectors", status="failed", reason=f"unreadable {path.name}: {exc}")]
+        return [_failed(f"unreadable {path.name}: {exc}")]
     out: list[CollectorStatus] = []
     for item in raw if isinstance(raw, list) else []:
         try:
             out.append(CollectorStatus.model_validate(item))
         except ValidationError as exc:
-            out.append(
-                CollectorStatus(name=str(item.get("name", "?")), status="failed", reason=f"bad status: {exc}")
-            )
+            out.append(_failed(f"bad status: {exc}", name=str(item.get("name", "?"))))
     return out
 
 
@@ -138,17 +115,9 @@ def child_command(cmd: list[str], parent_pid: int) -> list[str]:
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """SIGTERM this process when `parent_pid` dies: parent-death signal on Linux, and a pid watchdog.
-
-    The watchdog covers systems without prctl and the moment before prctl took effect; after
-    SIGTERM it gives the collectors STOP_GRACE_S to write their files, then exits hard.
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
+    """SIGTERM this process when `parent_pid` dies: parent-death signal on Linux, and a pid watchdog (for
+    systems without prctl and the moment before it took effect) that exits hard STOP_GRACE_S later."""
+    sigterm_on_parent_death()
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="parent-watchdog", daemon=True).start()
 
 

@@ -1,8 +1,7 @@
 """A private, throw-away redis-server on a free loopback port (the shared-cache configuration and its tests).
 
 Nothing is persisted (`--save '' --appendonly no`, working directory in a folder the caller owns); it is
-stopped by PID.
-"""
+stopped by PID."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
 
 from embedperf.errors import ConfigError, TargetError
 from loadgen.processes.service_proc import free_port
@@ -86,7 +84,5 @@ class RedisServer:
     def __enter__(self) -> RedisServer:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from types import TracebackType
 
 from embedperf.errors import TargetError
 from loadgen.processes.child import stop_child, wait_until_answering
@@ -40,13 +39,8 @@ class ServiceProcess:
     """`with ServiceProcess([...]) as svc:` -- the service is ready (GET /ready == 200) inside."""
 
     def __init__(
-        self,
-        args: list[str],
-        host: str = "127.0.0.1",
-        port: int | None = None,
-        log_path: Path | None = None,
-        ready_timeout_s: float = 180,
-        cwd: Path | None = None,
+        self, args: list[str], host: str = "127.0.0.1", port: int | None = None, log_path: Path | None = None,
+        ready_timeout_s: float = 180, cwd: Path | None = None,
     ) -> None:
         self.args = list(args)
         # where `python -m service` starts: its modules come first on sys.path (bench-ab runs an older tree)
@@ -75,22 +69,14 @@ class ServiceProcess:
             )
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         cmd = [sys.executable, "-m", "service", "--host", self.host, "--port", str(self.port), *self.args]
-        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        try:
+        with open(self.log_path or os.devnull, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.cwd)
-        finally:
-            if self.log_path and not isinstance(log, int):
-                log.close()
-        self._wait_ready()
-        return self
-
-    def _wait_ready(self) -> None:
-        assert self.proc is not None
         try:
             wait_until_answering(self.proc, f"{self.url}/ready", "the service", self.ready_timeout_s, self._tail)
         except TargetError:
             self.stop()
             raise
+        return self
 
     def _tail(self) -> str:
         if self.log_path and self.log_path.is_file():
@@ -105,7 +91,5 @@ class ServiceProcess:
     def __enter__(self) -> ServiceProcess:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

@@ -1,18 +1,16 @@
 """The dry-run target: a tiny OpenAI-shaped embeddings server with a fixed delay and an injectable stall.
 
-It measures the load generator itself, with no model behind it (the generator's own ceiling, the
-recorder's cost, distributed forwarding; the benchmarks and the tests use it):
-`python -m loadgen.processes.stub_target --port P --delay-ms 50`, then point a run at it.
-`POST /_stall?ms=1000` makes every request that is in flight or arrives during the next second wait until the stall ends, like a service pausing for garbage collection.
-`GET /_count` answers how many embeddings requests arrived so far (benchmarks read it to find
-the steady state of a generator from outside it). `--workers K` serves at most K requests at a
-time, each taking the fixed delay, so its capacity is exactly K / delay (a known limit for the
-capacity search to find). `--corrupt-above N` answers each text with its own vector (seeded by
-the text) and scrambles it when it arrives with more than N requests in flight, like a batching bug that
-only shows under load (quality probes must catch it). Like the reference service, it echoes a request's
-`X-Request-ID` and names the model of each answer (`X-Served-Model`, `--served-model`);
-`--no-timing-headers` leaves out every header a plain embeddings target would not send.
-"""
+It measures the load generator itself, with no model behind it (the generator's own ceiling, the recorder's
+cost, distributed forwarding; the benchmarks and the tests use it): `python -m loadgen.processes.stub_target
+--port P --delay-ms 50`, then point a run at it. `POST /_stall?ms=1000` makes every request that is in flight
+or arrives during the next second wait until the stall ends, like a service pausing for garbage collection.
+`GET /_count` answers how many embeddings requests arrived so far (benchmarks read it to find the steady state
+of a generator from outside it). `--workers K` serves at most K requests at a time, each taking the fixed
+delay, so its capacity is exactly K / delay (a known limit for the capacity search to find). `--corrupt-above
+N` answers each text with its own vector (seeded by the text) and scrambles it when it arrives with more than
+N requests in flight, like a batching bug that only shows under load (quality probes must catch it). Like the
+reference service, it echoes a request's `X-Request-ID` and names the model of each answer (`X-Served-Model`,
+`--served-model`); `--no-timing-headers` leaves out every header a plain embeddings target would not send."""
 
 from __future__ import annotations
 
@@ -21,11 +19,9 @@ import asyncio
 import contextlib
 import json
 import random
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -34,7 +30,8 @@ from urllib.parse import parse_qs
 
 import uvicorn
 
-from loadgen.processes.child import stop_child
+from loadgen.processes.child import stop_child, wait_until_answering
+from loadgen.processes.service_proc import free_port
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -45,15 +42,8 @@ class StubApp:
     """ASGI app; kept free of frameworks so it answers thousands of requests per second."""
 
     def __init__(
-        self,
-        delay_ms: float = 0.0,
-        dim: int = 8,
-        timing_headers: bool = True,
-        info: bool = True,
-        workers: int = 0,
-        fail_every: int = 0,
-        info_devices: tuple[int, ...] = (),
-        corrupt_above: int = 0,
+        self, delay_ms: float = 0.0, dim: int = 8, timing_headers: bool = True, info: bool = True,
+        workers: int = 0, fail_every: int = 0, info_devices: tuple[int, ...] = (), corrupt_above: int = 0,
         served_model: str = "stub",
     ) -> None:
         self.corrupt_above = corrupt_above
@@ -148,10 +138,8 @@ class StubApp:
             total_ms = (time.perf_counter() - t0) * 1000.0
             timing = f"queue;dur=0.1, tokenize;dur=0.2, compute;dur={total_ms:.3f}, post;dur=0.1, total;dur={total_ms:.3f}"
             headers = [
-                (b"server-timing", timing.encode()),
-                (b"x-batch-size", str(len(inputs)).encode()),
-                (b"x-batch-tokens", str(len(inputs) * 7).encode()),
-                (b"x-served-model", self.served_model),
+                (b"server-timing", timing.encode()), (b"x-batch-size", str(len(inputs)).encode()),
+                (b"x-batch-tokens", str(len(inputs) * 7).encode()), (b"x-served-model", self.served_model),
             ]
             if request_id is not None:
                 headers.append((b"x-request-id", request_id))
@@ -215,15 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     devices = tuple(int(v) for v in args.info_devices.split(",") if v.strip())
     app = StubApp(
-        args.delay_ms,
-        args.dim,
-        not args.no_timing_headers,
-        not args.no_info,
-        args.workers,
-        args.fail_every,
-        devices,
-        args.corrupt_above,
-        args.served_model,
+        args.delay_ms, args.dim, not args.no_timing_headers, not args.no_info, args.workers, args.fail_every,
+        devices, args.corrupt_above, args.served_model,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
@@ -236,9 +217,7 @@ if __name__ == "__main__":
 @contextlib.contextmanager
 def running_stub(*flags: str, ready_timeout_s: float = 20.0) -> Iterator[str]:
     """Run the stub in a subprocess on a free loopback port; yields its base URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "loadgen.processes.stub_target", "--port", str(port), *flags],
         cwd=Path(__file__).resolve().parents[2],  # the repository root
@@ -247,19 +226,7 @@ def running_stub(*flags: str, ready_timeout_s: float = 20.0) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + ready_timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"stub server exited with {proc.returncode}")
-            try:
-                with urllib.request.urlopen(f"{url}/ready", timeout=0.5) as resp:  # noqa: S310
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"stub server not ready after {ready_timeout_s} s")
-            time.sleep(0.1)
+        wait_until_answering(proc, f"{url}/ready", "the stub server", ready_timeout_s)
         yield url
     finally:
         stop_child(proc, 10.0)

@@ -1,10 +1,8 @@
 """Live figures of the run in progress, read back from the run folder's row parts as they are flushed.
 
-The web UI's live tab and the Prometheus endpoint both show these. They read what the recorder
-and the collectors have already written (requests.parts/, telemetry.parts/), so local and
-distributed runs look the same and nothing is added to the request hot path; figures lag the
-writers' flush interval (a few seconds).
-"""
+The web UI's live tab and the Prometheus endpoint both show these. They read what the recorder and the
+collectors have already written (requests.parts/, telemetry.parts/), so local and distributed runs look the
+same and nothing is added to the request hot path; figures lag the writers' flush interval (a few seconds)."""
 
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,12 +32,16 @@ VALIDATION_PREFIX = "validation"
 LIVE_COLUMNS = ("endpoint", "ok", "error", "status_code", "latency_ms", "n_inputs")
 
 
-class PartsTail:
-    """Record batches appended to the Arrow stream parts of one folder since the previous read.
+class TelemetrySample(NamedTuple):
+    ts_unix_s: float
+    source: str
+    value: float
 
-    Each part is read from the byte offset where the last complete message ended, so a refresh
-    costs what was appended, not the file; a batch still being written is read next time.
-    """
+
+class PartsTail:
+    """Record batches appended to the Arrow stream parts of one folder since the previous read. Each part is
+    read from the byte offset where the last complete message ended, so a refresh costs what was appended, not
+    the file; a batch still being written is read next time."""
 
     def __init__(self, parts_dir: Path) -> None:
         self.parts_dir = parts_dir
@@ -166,13 +168,6 @@ class StepFigures:
         return {s: self.server_sum_ms[s] / n for s, n in self.server_count.items() if n}
 
 
-@dataclass
-class TelemetrySample:
-    ts_unix_s: float
-    source: str
-    value: float
-
-
 class LiveRun:
     """The live view of one run folder. `refresh()` reads what was flushed since the last call."""
 
@@ -212,8 +207,7 @@ class LiveRun:
         if step is None:
             users = cell_float(row.get("target_users"))
             step = self.steps[index] = StepFigures(
-                index=index,
-                label=str(row.get("stage_label") or ""),
+                index=index, label=str(row.get("stage_label") or ""),
                 target_users=int(users) if users is not None else None,
                 target_rate=cell_float(row.get("target_rate")),
             )
@@ -247,9 +241,7 @@ def _is_accelerator(device: str) -> bool:
 
 class RunFollower:
     """The live view of whichever run this process is writing; keeps the last one after it ends.
-
-    `current_run()` returns the run session being written (anything with a `.folder`), or None.
-    """
+    `current_run()` returns the run session being written (anything with a `.folder`), or None."""
 
     def __init__(self, current_run: Callable[[], Any]) -> None:
         self.current_run = current_run

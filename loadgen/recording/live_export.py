@@ -1,9 +1,8 @@
 """Live per-step figures of the run in progress on a Prometheus endpoint (`--metrics-port`).
 
-An existing Prometheus/Grafana can then watch a long soak while it runs. The figures are the
-same as the web UI's live tab (loadgen.recording.live): read back from the run folder as rows are flushed,
-computed on each scrape, exported from a registry of our own (never the process default).
-"""
+An existing Prometheus/Grafana can then watch a long soak while it runs. The figures are the same as the web
+UI's live tab (loadgen.recording.live): read back from the run folder as rows are flushed, computed on each
+scrape, exported from a registry of our own (never the process default)."""
 
 from __future__ import annotations
 
@@ -77,7 +76,6 @@ class LiveRunCollector(Collector):
         for (name, metric), sample in live.device_figures().items():
             device.add_metric([run_id, name, metric, sample.source], sample.value)
         yield device
-
 
     def _cost(self, live: LiveRun, labels: list[str]) -> Iterator[Metric]:
         """Cost per million embeddings and per hour of each step, only when the run's scenario has prices."""

@@ -18,8 +18,7 @@ def write_locust_reports(environment: Environment, out_dir: Path) -> list[Path]:
     stats_csv = StatsCSV(environment, PERCENTILES_TO_REPORT)
     written = []
     for suffix, method in (
-        ("stats", stats_csv.requests_csv),
-        ("failures", stats_csv.failures_csv),
+        ("stats", stats_csv.requests_csv), ("failures", stats_csv.failures_csv),
         ("exceptions", stats_csv.exceptions_csv),
     ):
         path = out_dir / f"{LOCUST_PREFIX}_{suffix}.csv"

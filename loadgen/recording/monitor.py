@@ -20,13 +20,10 @@ SATURATION_THRESHOLD_PCT = 90.0  # of one core: a gevent generator process runs 
 
 
 def settle_heap() -> None:
-    """Freeze what the generator holds before the load starts (imports, scenario, corpora, tokenizer).
-
-    The cyclic collector otherwise re-scans those ~100k long-lived objects in every full
-    collection it runs during the load, a few microseconds per request for nothing: they stay
-    alive for the whole run. Collecting first keeps garbage out of the frozen set (as Locust
-    does before forking with --processes).
-    """
+    """Freeze what the generator holds before the load starts (imports, scenario, corpora, tokenizer). The
+    cyclic collector otherwise re-scans those ~100k long-lived objects in every full collection it runs during
+    the load, a few microseconds per request for nothing: they stay alive for the whole run. Collecting first
+    keeps garbage out of the frozen set (as Locust does before forking with --processes)."""
     gc.collect()
     gc.freeze()
     young, middle, old = gc.get_threshold()
@@ -85,11 +82,8 @@ def summarise(
         else ""
     )
     return GeneratorCpu(
-        mean_pct=round(sum(values) / len(values), 2),
-        max_pct=round(max(values), 2),
-        p95_pct=round(_p95(values), 2),
-        saturated=bool(saturated_workers),
-        threshold_pct=threshold_pct,
+        mean_pct=round(sum(values) / len(values), 2), max_pct=round(max(values), 2),
+        p95_pct=round(_p95(values), 2), saturated=bool(saturated_workers), threshold_pct=threshold_pct,
         note=note,
     )
 

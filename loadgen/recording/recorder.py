@@ -1,11 +1,9 @@
 """The recorder: one row per request (REQUEST_SCHEMA), tagged with its stage, written incrementally.
 
-Rows reach the recorder from local users or, in distributed mode, in batches forwarded by
-workers; either way the process that owns the run folder tags each row with the stage whose
-real boundaries contain its intended start, then appends it to an Arrow stream part (PartsWriter,
-written off the request path; the raw response headers are parsed there, a batch at a time).
-`close()` streams the parts into requests.parquet.
-"""
+Rows reach the recorder from local users or, in distributed mode, in batches forwarded by workers; either way
+the process that owns the run folder tags each row with the stage whose real boundaries contain its intended
+start, then appends it to an Arrow stream part (PartsWriter, written off the request path; the raw response
+headers are parsed there, a batch at a time). `close()` streams the parts into requests.parquet."""
 
 from __future__ import annotations
 
@@ -44,12 +42,7 @@ class StageTimeline:
         self._lock = threading.Lock()
 
     def begin(
-        self,
-        index: int,
-        label: str,
-        t_unix_s: float,
-        users: int | None = None,
-        rate: float | None = None,
+        self, index: int, label: str, t_unix_s: float, users: int | None = None, rate: float | None = None,
         warmup_s: float = 0.0,
     ) -> None:
         with self._lock:
@@ -79,15 +72,9 @@ class StageTimeline:
     def current(self) -> StageRecord | None:
         return self.stages[-1] if self.stages else None
 
-    def lookup(self, t_unix_s: float) -> StageRecord | None:
-        """The stage containing t (a request sent just before the first stage belongs to it)."""
-        if not self.stages:
-            return None
-        i = bisect.bisect_right(self._starts, t_unix_s) - 1
-        return self.stages[max(i, 0)]
-
     def tag(self, t_unix_s: float | None) -> StageTag | None:
-        """Stage columns for a row intended at t (None: the current stage); once per row, so kept flat."""
+        """Stage columns for a row intended at t (None: the current stage; a row sent just before the first
+        stage belongs to it); once per row, so kept flat."""
         tags = self._tags
         if not tags:
             return None
@@ -106,10 +93,7 @@ class Recorder:
     """Owns requests.parts/<worker>.arrows for one run; thread- and greenlet-safe."""
 
     def __init__(
-        self,
-        folder: RunFolder,
-        timeline: StageTimeline,
-        part_name: str = "requests",
+        self, folder: RunFolder, timeline: StageTimeline, part_name: str = "requests",
         watch: Callable[[list[Any]], None] | None = None,
     ) -> None:
         self.folder = folder
@@ -167,8 +151,5 @@ class Recorder:
 
 
 assert REQUEST_COLUMNS[STAGE_INDEX_POS : STAGE_INDEX_POS + 4] == (
-    "stage_index",
-    "stage_label",
-    "target_users",
-    "target_rate",
+    "stage_index", "stage_label", "target_users", "target_rate"
 ), "recorder assumes the stage columns are adjacent in REQUEST_SCHEMA"

@@ -1,13 +1,11 @@
 """The Locust web UI as embedperf's front end: a live tab (step figures, server decomposition, device
 telemetry), the run folder, and a link to the run's report once it has ended.
 
-Uses Locust's own extension points: `template_args["extended_tabs"/"extended_tables"/
-"extended_csv_files"]`, an `extended_stats` entry added to `/stats/requests` (which the UI polls
-every two seconds), and extra Flask routes on `environment.web_ui.app`.
-
-The report itself is built by a layer above the load side: the locustfile hands a `ReportBuilder`
-to `loadgen.wiring.plugin.install`, which keeps it on the run state and passes it here.
-"""
+Uses Locust's own extension points: `template_args["extended_tabs"/"extended_tables"/ "extended_csv_files"]`,
+an `extended_stats` entry added to `/stats/requests` (which the UI polls every two seconds), and extra Flask
+routes on `environment.web_ui.app`. The report itself is built by a layer above the load side: the locustfile
+hands a `ReportBuilder` to `loadgen.wiring.plugin.install`, which keeps it on the run state and passes it
+here."""
 
 from __future__ import annotations
 
@@ -32,8 +30,7 @@ TAB_TITLE = "embedperf live"
 LIVE_ROUTE = "/embedperf/live"
 REPORT_ROUTE = "/embedperf/report"
 TABLE_STRUCTURE = [
-    {"key": "figure", "title": "Figure"},
-    {"key": "value", "title": "Value"},
+    {"key": "figure", "title": "Figure"}, {"key": "value", "title": "Value"},
     {"key": "source", "title": "Source"},
 ]
 
@@ -125,17 +122,13 @@ def _finite(value: float | None) -> float | None:
 
 
 def install(
-    environment: Any,
-    follower: RunFollower,
-    check: Callable[[], object],
+    environment: Any, follower: RunFollower, check: Callable[[], object],
     build_report: ReportBuilder | None = None,
 ) -> WebUiFront:
-    """Add the live tab, its data and the report route to the running web UI.
-
-    `build_report` makes a finished run's report.html when it is not there yet (None: the route
-    serves only reports already built). `check()` resolves the scenario from the options as the start form left them; an error is
-    answered to the form (Locust shows the message) instead of failing the run's first tick.
-    """
+    """Add the live tab, its data and the report route to the running web UI. `build_report` makes a finished
+    run's report.html when it is not there yet (None: the route serves only reports already built). `check()`
+    resolves the scenario from the options as the start form left them; an error is answered to the form
+    (Locust shows the message) instead of failing the run's first tick."""
     web_ui = environment.web_ui
     front = WebUiFront(follower)
     web_ui.template_args["extended_tabs"] = [{"title": TAB_TITLE, "key": TAB_KEY}]
@@ -197,8 +190,7 @@ def report_response(folder: RunFolder | None, finished: bool, build_report: Repo
         return Response("no run has been started from this Locust yet", status=404, mimetype="text/plain")
     if not finished:
         return Response(
-            f"the run is still going; its report is built when it ends ({folder.root})",
-            status=409,
+            f"the run is still going; its report is built when it ends ({folder.root})", status=409,
             mimetype="text/plain",
         )
     report: Path = folder.report

@@ -1,10 +1,9 @@
 """Open-loop dispatch: requests start at their scheduled instants, whatever the responses do.
 
-Latency is also measured from the intended start (`latency_from_intended_ms`), so a stalled
-service cannot hide its queueing by slowing the generator down (coordinated omission), as in
-wrk2 and MLPerf LoadGen. A request that cannot start -- too many in flight, or later than the
-tolerance under `late_policy: drop` -- is recorded as a failed row, never silently skipped.
-"""
+Latency is also measured from the intended start (`latency_from_intended_ms`), so a stalled service cannot
+hide its queueing by slowing the generator down (coordinated omission), as in wrk2 and MLPerf LoadGen. A
+request that cannot start -- too many in flight, or later than the tolerance under `late_policy: drop` -- is
+recorded as a failed row, never silently skipped."""
 
 from __future__ import annotations
 
@@ -34,16 +33,11 @@ Send = Callable[[FastHttpSession, RunContext, RequestPayload, float, Stage], Any
 
 
 def run_schedule(
-    client: FastHttpSession,
-    ctx: RunContext,
-    sampler: PayloadSampler,
-    environment: Environment,
+    client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment,
     send: Send = send_embeddings,
 ) -> dict[str, float]:
-    """Dispatch the scenario's whole arrival schedule; returns counters (scheduled, sent, late, dropped).
-
-    A capacity search (`search.enabled`) decides its schedule probe by probe instead: loadgen.shaping.search.
-    """
+    """Dispatch the scenario's whole arrival schedule; returns counters (scheduled, sent, late, dropped). A
+    capacity search (`search.enabled`) decides its schedule probe by probe instead: loadgen.shaping.search."""
     scenario = ctx.scenario
     share = ctx.claim_share()  # this process's part of the arrivals (loadgen.traffic.shares), once per run
     stats = ctx.open_loop_stats
@@ -53,16 +47,10 @@ def run_schedule(
     pool = gevent.pool.Pool(scenario.open_loop.max_in_flight)
     steps = scenario.steps
     dispatch(
-        client,
-        ctx,
-        sampler,
-        environment,
+        client, ctx, sampler, environment,
         _adaptive(ctx, share_arrivals(steps, scenario.open_loop.arrival, scenario.payload.seed, share)),
-        lambda index: (index, steps[index].label, None, steps[index].rate),
-        pool,
-        stats,
-        origin_unix_s=share.origin_unix_s,
-        send=send,
+        lambda index: (index, steps[index].label, None, steps[index].rate), pool, stats,
+        origin_unix_s=share.origin_unix_s, send=send,
     )
     pool.join(timeout=scenario.drain_s + scenario.target.timeout_s)
     return stats
@@ -78,23 +66,14 @@ def new_stats() -> dict[str, float]:
 
 
 def dispatch(
-    client: FastHttpSession,
-    ctx: RunContext,
-    sampler: PayloadSampler,
-    environment: Environment,
-    schedule: Iterable[Arrival],
-    stage_of: Callable[[int], Stage],
-    pool: gevent.pool.Pool,
-    stats: dict[str, float],
-    origin_unix_s: float | None = None,
-    send: Send = send_embeddings,
+    client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment,
+    schedule: Iterable[Arrival], stage_of: Callable[[int], Stage], pool: gevent.pool.Pool,
+    stats: dict[str, float], origin_unix_s: float | None = None, send: Send = send_embeddings,
 ) -> None:
     """Start each arrival at its instant (offsets from now + START_LEAD_S); returns when all are started.
-
-    `overflow: queue` lets an arrival wait for a free slot when max_in_flight are out (the wait
-    blocks the schedule, so later arrivals start late and their latency from intended shows it);
-    `overflow: drop` records it as dropped.
-    """
+    `overflow: queue` lets an arrival wait for a free slot when max_in_flight are out (the wait blocks the
+    schedule, so later arrivals start late and their latency from intended shows it); `overflow: drop` records
+    it as dropped."""
     policy = ctx.scenario.open_loop
     tolerance_s = policy.lateness_tolerance_ms / 1000.0
     queue_overflow = policy.overflow == "queue"
@@ -127,13 +106,8 @@ def dispatch(
             stats["dropped"] += 1
             dropped_row(ctx, payload, t_intended, reason, stage)
             environment.events.request.fire(
-                request_type="POST",
-                name=payload.endpoint,
-                response_time=0,
-                response_length=0,
-                response=None,
-                context={},
-                exception=RuntimeError(reason),
+                request_type="POST", name=payload.endpoint, response_time=0, response_length=0, response=None,
+                context={}, exception=RuntimeError(reason),
             )
             continue
         stats["sent"] += 1

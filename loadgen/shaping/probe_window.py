@@ -34,21 +34,13 @@ class ProbeTap:
         self.rows = []
 
     def measurement(
-        self,
-        rate: float,
-        t_origin_unix_s: float,
-        duration_s: float,
-        warmup_s: float,
-        started_unix_s: Iterable[float] = (),
-        cutoff_unix_s: float | None = None,
+        self, rate: float, t_origin_unix_s: float, duration_s: float, warmup_s: float,
+        started_unix_s: Iterable[float] = (), cutoff_unix_s: float | None = None,
     ) -> ProbeMeasurement:
-        """The probe's figures in its steady window (after the warm-up, to its scheduled end).
-
-        Requests count by intended start; goodput counts ok answers that completed inside the
-        window, so a target that falls behind shows a goodput below the offered rate. A request
-        in `started_unix_s` (intended starts) without a row yet is unfinished: its latency is at
-        least cutoff - intended.
-        """
+        """The probe's figures in its steady window (after the warm-up, to its scheduled end). Requests count
+        by intended start; goodput counts ok answers that completed inside the window, so a target that falls
+        behind shows a goodput below the offered rate. A request in `started_unix_s` (intended starts) without
+        a row yet is unfinished: its latency is at least cutoff - intended."""
         steady_from = t_origin_unix_s + warmup_s
         steady_to = t_origin_unix_s + duration_s
         steady = [r for r in self.rows if r[1] >= steady_from]

@@ -1,17 +1,15 @@
-"""Capacity search driver: runs the open-loop probes decisions.search.state asks for, each one a stage of the run.
+"""Capacity search driver: runs the open-loop probes decisions.search.state asks for, each one a stage of the
+run.
 
-The probes go through the same dispatcher as stepped open-loop runs (loadgen.shaping.openloop) and
-their rows through the same recorder; a tap on the row sink keeps the few figures the next
-decision needs (ok, latency from intended, done time) for the probe in progress. The answer
-lands in `RunContext.search`, which the run session writes into manifest.search.
-
-A probe's wall time is bounded: no request starts after its window (max_probe_s at most; an
-arrival the dispatcher reaches later is recorded as dropped), and the wait for answers still in
-flight after the window is the scenario's `drain_s`. A request unanswered by then counts in the
-probe's verdict as slower than the SLO (decisions.search.stats); its row still lands, under its
-probe's stage, when it ends. Before the next probe the driver waits (at most target.timeout_s)
-for such stragglers, so they do not load the next probe; that wait belongs to no probe.
-"""
+The probes go through the same dispatcher as stepped open-loop runs (loadgen.shaping.openloop) and their rows
+through the same recorder; a tap on the row sink keeps the few figures the next decision needs (ok, latency
+from intended, done time) for the probe in progress. The answer lands in `RunContext.search`, which the run
+session writes into manifest.search. A probe's wall time is bounded: no request starts after its window
+(max_probe_s at most; an arrival the dispatcher reaches later is recorded as dropped), and the wait for
+answers still in flight after the window is the scenario's `drain_s`. A request unanswered by then counts in
+the probe's verdict as slower than the SLO (decisions.search.stats); its row still lands, under its probe's
+stage, when it ends. Before the next probe the driver waits (at most target.timeout_s) for such stragglers, so
+they do not load the next probe; that wait belongs to no probe."""
 
 from __future__ import annotations
 
@@ -78,15 +76,8 @@ def run_search(
 
 
 def _probe(
-    client: FastHttpSession,
-    ctx: RunContext,
-    sampler: PayloadSampler,
-    environment: Environment,
-    pool: gevent.pool.Pool,
-    stats: dict[str, float],
-    tap: ProbeTap,
-    plan: ProbePlan,
-    index: int,
+    client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment,
+    pool: gevent.pool.Pool, stats: dict[str, float], tap: ProbeTap, plan: ProbePlan, index: int,
 ) -> ProbeMeasurement:
     """One probe: its arrivals within its window, then at most drain_s for the answers in flight."""
     scenario, spec = ctx.scenario, ctx.scenario.search
@@ -105,8 +96,7 @@ def _probe(
     t_origin = time.time() + START_LEAD_S
     run.timeline.begin(index, label, t_origin, rate=plan.rate, warmup_s=spec.warmup_s)
     window = ProbeWindow(
-        arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index),
-        t_origin,
+        arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index), t_origin,
         plan.duration_s,
     )
     dispatch(client, ctx, sampler, environment, window, stage_of, pool, stats, origin_unix_s=t_origin)

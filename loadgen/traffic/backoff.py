@@ -1,11 +1,10 @@
-"""Bounded exponential back-off for users whose requests get no HTTP answer (refused, reset, timed out)
-or are told to come back later (429, 503).
+"""Bounded exponential back-off for users whose requests get no HTTP answer (refused, reset, timed out) or are
+told to come back later (429, 503).
 
-Without it a closed-loop user retries a dead or shedding target at once, forever: thousands of
-failures per second that saturate the generator (and the target's event loop) and read as
-throughput. The delay doubles from BACKOFF_FIRST_S to BACKOFF_MAX_S; any other answer resets it.
-Real clients (the openai SDK among them) wait before retrying a 429 the same way.
-"""
+Without it a closed-loop user retries a dead or shedding target at once, forever: thousands of failures per
+second that saturate the generator (and the target's event loop) and read as throughput. The delay doubles
+from BACKOFF_FIRST_S to BACKOFF_MAX_S; any other answer resets it. Real clients (the openai SDK among them)
+wait before retrying a 429 the same way."""
 
 from __future__ import annotations
 

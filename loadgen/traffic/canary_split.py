@@ -1,12 +1,11 @@
 """One load, two targets: each request's side drawn by the current stage's weight, a sample also sent across.
 
-A canary run sends every request either to the baseline or to the candidate: the side is drawn per
-request from a seeded generator with the stage's candidate weight, so whatever the host does (a noisy
-neighbour, a GC pause) falls on both sides alike. A fraction of requests (canary.agreement_fraction)
-is an agreement sample: its texts go to the drawn side, then to the other one, and the cosine of the
-two answers is kept on the second request's row (`agreement_cosine`; the lowest over the request's
-inputs). Every request, the second of a pair too, is an ordinary row of its side (`side`).
-"""
+A canary run sends every request either to the baseline or to the candidate: the side is drawn per request
+from a seeded generator with the stage's candidate weight, so whatever the host does (a noisy neighbour, a GC
+pause) falls on both sides alike. A fraction of requests (canary.agreement_fraction) is an agreement sample:
+its texts go to the drawn side, then to the other one, and the cosine of the two answers is kept on the second
+request's row (`agreement_cosine`; the lowest over the request's inputs). Every request, the second of a pair
+too, is an ordinary row of its side (`side`)."""
 
 from __future__ import annotations
 
@@ -93,9 +92,7 @@ class CanaryTraffic:
         canary = base.scenario.canary
         dim = info_dimension(candidate_info)
         candidate = replace(
-            base,
-            host=canary.candidate_url.rstrip("/"),
-            service_info=candidate_info,
+            base, host=canary.candidate_url.rstrip("/"), service_info=candidate_info,
             expected_dim=dim if dim is not None else base.expected_dim,
             dim_source="candidate /info" if dim is not None else base.dim_source,
         )
@@ -103,8 +100,7 @@ class CanaryTraffic:
         return cls(
             canary=canary,
             contexts={side: replace(ctx, sink=_tagging_sink(base.sink, side)) for side, ctx in sides.items()},
-            held={side: replace(ctx, sink=_hold) for side, ctx in sides.items()},
-            sink=base.sink,
+            held={side: replace(ctx, sink=_hold) for side, ctx in sides.items()}, sink=base.sink,
         )
 
     def weight_pct(self, stage_index: int) -> float:
@@ -112,12 +108,8 @@ class CanaryTraffic:
         return stages[min(max(stage_index, 0), len(stages) - 1)]
 
     def send(
-        self,
-        clients: dict[Side, FastHttpSession],
-        draw: SideDraw,
-        payload: RequestPayload,
-        t_intended_unix_s: float | None = None,
-        stage: Stage | None = None,
+        self, clients: dict[Side, FastHttpSession], draw: SideDraw, payload: RequestPayload,
+        t_intended_unix_s: float | None = None, stage: Stage | None = None,
     ) -> RequestRow:
         """Send one request to the drawn side (and, for an agreement sample, to the other); the first row."""
         index = stage[0] if stage is not None else self.stage_index

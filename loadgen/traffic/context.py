@@ -1,8 +1,7 @@
 """What the users of one load run share: the scenario, where rows go, the expected dimension.
 
-A RunContext is built at test start and kept on the run's state (loadgen.lifecycle.run_state), which
-lives on Locust's Environment; nothing here is held in a module global.
-"""
+A RunContext is built at test start and kept on the run's state (loadgen.lifecycle.run_state), which lives on
+Locust's Environment; nothing here is held in a module global."""
 
 from __future__ import annotations
 
@@ -99,20 +98,14 @@ def info_dimension(info: dict[str, Any] | None) -> int | None:
 def build_context(
     scenario: Scenario, host: str, sink: RowSink, worker: str, service_info: dict[str, Any] | None
 ) -> RunContext:
-    """Expected dimension: /info first, then the scenario's `target.dimension`, then the first answer.
-
-    A target the pre-flight check did not resolve (protocol, path or model unset) takes the defaults."""
+    """Expected dimension: /info first, then the scenario's `target.dimension`, then the first answer. A
+    target the pre-flight check did not resolve (protocol, path or model unset) takes the defaults."""
     target = registry.default_target(scenario.target, scenario.payload.task)
     if target is not scenario.target:
         scenario = scenario.model_copy(update={"target": target})
     ctx = RunContext(
-        scenario=scenario,
-        host=host,
-        sink=sink,
-        worker=worker,
-        service_info=service_info,
-        headers=request_headers(scenario),
-        protocol=registry.get(scenario.target.protocol),
+        scenario=scenario, host=host, sink=sink, worker=worker, service_info=service_info,
+        headers=request_headers(scenario), protocol=registry.get(scenario.target.protocol),
     )
     if scenario.is_open_loop and any(step.until is not None for step in scenario.steps):
         ctx.stage_cuts = StageCuts(scenario.steps)

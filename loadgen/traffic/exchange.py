@@ -1,8 +1,7 @@
 """One timed request of the run's task: send it, validate the answer, report to Locust and record one row.
 
 The target's protocol (loadgen.traffic.protocols, on the run context) builds the body and judges the answer;
-this module times it, reports it and lays out the row.
-"""
+this module times it, reports it and lays out the row."""
 
 from __future__ import annotations
 
@@ -32,10 +31,8 @@ def _request_headers(client: FastHttpSession, ctx: RunContext) -> dict[str, str]
     headers = getattr(client, _HEADERS_ATTR, None)
     if headers is None:
         headers = {
-            "Accept-Encoding": "gzip, deflate, br",
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            **ctx.headers,
+            "Accept-Encoding": "gzip, deflate, br", "Content-Type": "application/json",
+            "Accept": "application/json", **ctx.headers,
         }
         if client.auth_header and "Authorization" not in headers:
             headers["Authorization"] = client.auth_header
@@ -88,26 +85,19 @@ def judge(
 
 
 def send_embeddings(
-    client: FastHttpSession,
-    ctx: RunContext,
-    payload: RequestPayload,
-    t_intended_unix_s: float | None = None,
+    client: FastHttpSession, ctx: RunContext, payload: RequestPayload, t_intended_unix_s: float | None = None,
     stage: tuple[int, str, int | None, float | None] | None = None,
     on_answer: Callable[[bytes], object] | None = None,
 ) -> RequestRow:
-    """Post one request, report it to Locust as ok/failed, record its row and return it.
-
-    on_answer: called with the body of a good answer before the row is recorded (a canary compares the
-    two sides' vectors for the same texts: loadgen.traffic.canary_split).
-
-    Reported through Locust's documented request event (`environment.events.request`, which the session
-    holds as `request_event`), not `client.request(catch_response=True)`: that builds a context-manager copy
-    of every response, and this runs once per request on the generator's CPU budget.
-    The row holds the raw `Server-Timing` and batch headers in the timing columns; the recorder
-    parses them a batch at a time (headers.parse_raw_timing), off the request path. Every request
-    carries its own `X-Request-ID` (ctx.request_ids); the row keeps it and the answer's
-    `X-Served-Model` as sent, the body is never read for the model.
-    """
+    """Post one request, report it to Locust as ok/failed, record its row and return it. on_answer: called
+    with the body of a good answer before the row is recorded (a canary compares the two sides' vectors for
+    the same texts: loadgen.traffic.canary_split). Reported through Locust's documented request event
+    (`environment.events.request`, which the session holds as `request_event`), not
+    `client.request(catch_response=True)`: that builds a context-manager copy of every response, and this runs
+    once per request on the generator's CPU budget. The row holds the raw `Server-Timing` and batch headers in
+    the timing columns; the recorder parses them a batch at a time (headers.parse_raw_timing), off the request
+    path. Every request carries its own `X-Request-ID` (ctx.request_ids); the row keeps it and the answer's
+    `X-Served-Model` as sent, the body is never read for the model."""
     target = ctx.scenario.target
     task = ctx.scenario.payload.task
     protocol = ctx.protocol
@@ -136,15 +126,9 @@ def send_embeddings(
     if on_answer is not None and not error:
         on_answer(content)
     client.request_event.fire(
-        request_type="POST",
-        name=payload.endpoint,
-        context={},
-        response=resp,
-        exception=RequestFailed(error) if error else None,
-        start_time=t_sent,
-        url=url,
-        response_length=len(content),
-        response_time=latency_ms,
+        request_type="POST", name=payload.endpoint, context={}, response=resp,
+        exception=RequestFailed(error) if error else None, start_time=t_sent, url=url,
+        response_length=len(content), response_time=latency_ms,
     )
     headers_in = resp.headers
     t_intended = t_sent if t_intended_unix_s is None else t_intended_unix_s
@@ -193,27 +177,16 @@ def send_embeddings(
 
 
 def dropped_row(
-    ctx: RunContext,
-    payload: RequestPayload,
-    t_intended_unix_s: float,
-    reason: str,
-    stage: tuple[int, str, int | None, float | None] | None,
-    t_sent_unix_s: float | None = None,
+    ctx: RunContext, payload: RequestPayload, t_intended_unix_s: float, reason: str,
+    stage: tuple[int, str, int | None, float | None] | None, t_sent_unix_s: float | None = None,
     request_id: str | None = None,
 ) -> RequestRow:
     """A request without an answer that is recorded, never silently skipped: one the open-loop scheduler
     could not start, or one sent but cut off when the run stopped (then t_sent and request_id are set)."""
     row = RequestRow(
-        worker=ctx.worker,
-        t_intended_unix_s=t_intended_unix_s,
-        t_sent_unix_s=t_sent_unix_s,
-        request_id=request_id,
-        endpoint=payload.endpoint,
-        ok=False,
-        error=reason,
-        n_inputs=payload.texts,
-        input_chars=payload.input_chars,
-        documents=payload.documents,
+        worker=ctx.worker, t_intended_unix_s=t_intended_unix_s, t_sent_unix_s=t_sent_unix_s,
+        request_id=request_id, endpoint=payload.endpoint, ok=False, error=reason, n_inputs=payload.texts,
+        input_chars=payload.input_chars, documents=payload.documents,
     )
     if stage is not None:
         row.stage_index, row.stage_label, row.target_users, row.target_rate = stage

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import Any
 
 import pyarrow as pa
@@ -22,23 +23,14 @@ _SERVICE_LAYOUT = re.compile(
 
 
 def parse_server_timing(header: str | list[str] | None) -> dict[str, float]:
-    """`queue;dur=1.2, compute;dur=5.1` -> `{"srv_queue_ms": 1.2, "srv_compute_ms": 5.1}`.
-
-    Unknown metrics and malformed entries are ignored: a target that sends something else
-    simply leaves the columns empty.
-    """
+    """`queue;dur=1.2, compute;dur=5.1` -> `{"srv_queue_ms": 1.2, "srv_compute_ms": 5.1}`; unknown metrics
+    and malformed entries are ignored (a target that sends something else leaves the columns empty)."""
     out: dict[str, float] = {}
-    if not header:
-        return out
-    if not isinstance(header, str):
-        header = ", ".join(header)
-    for name, value in _TIMING_ENTRY.findall(header):
+    for name, value in _TIMING_ENTRY.findall(header if isinstance(header, str) else ", ".join(header or ())):
         column = SERVER_TIMING_COLUMNS.get(name)
         if column is not None:
-            try:
+            with suppress(ValueError):
                 out[column] = float(value)
-            except ValueError:
-                continue
     return out
 
 
@@ -51,29 +43,20 @@ def _int_or_none(value: str | list[str] | None) -> int | None:
         return None
 
 
-def timing_columns(get_header: Callable[[str], str | None]) -> dict[str, Any]:
-    """Server-Timing plus batch headers, via a case-insensitive header getter."""
-    cols: dict[str, Any] = parse_server_timing(get_header("Server-Timing"))
-    batch_size = _int_or_none(get_header(BATCH_SIZE_HEADER))
-    if batch_size is not None:
-        cols["batch_size"] = batch_size
-    batch_tokens = _int_or_none(get_header(BATCH_TOKENS_HEADER))
-    if batch_tokens is not None:
-        cols["batch_tokens"] = batch_tokens
-    return cols
-
-
 SERVER_TIMING_ORDER: tuple[str, ...] = tuple(SERVER_TIMING_COLUMNS.values())
 TIMING_VALUE_COLUMNS: tuple[str, ...] = (*SERVER_TIMING_ORDER, "batch_size", "batch_tokens")
+assert SERVER_TIMING_ORDER == (
+    "srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms", "srv_total_ms"
+)
+assert TIMING_VALUE_COLUMNS[5:] == ("batch_size", "batch_tokens"), (
+    "timing_values fills the row tail by position"
+)
 
 
 def timing_values(get_header: Callable[[str], str | None]) -> list[Any]:
-    """The TIMING_VALUE_COLUMNS in that order (None where absent): the tail of a request row.
-
-    Runs once per request, hence written flat: the service's own layout is read with one regex
-    match, anything else (other order, parameters, unknown metrics, several header lines) by the
-    general parser.
-    """
+    """The TIMING_VALUE_COLUMNS in that order (None where absent): the tail of a request row. Runs once per
+    request, hence written flat: the service's own layout is read with one regex match, anything else (other
+    order, parameters, unknown metrics, several header lines) by parse_server_timing."""
     header = get_header("Server-Timing")
     values: list[Any] | None = None
     if header and isinstance(header, str) and (layout := _SERVICE_LAYOUT.fullmatch(header)) is not None:
@@ -83,17 +66,8 @@ def timing_values(get_header: Callable[[str], str | None]) -> list[Any]:
         except ValueError:  # an empty or odd value: the general parser leaves just that column empty
             values = None
     if values is None:
-        values = [None, None, None, None, None, None, None]
-        if header:
-            for name, value in _TIMING_ENTRY.findall(
-                header if isinstance(header, str) else ", ".join(header)
-            ):
-                pos = _TIMING_POS.get(name)
-                if pos is not None:
-                    try:
-                        values[pos] = float(value)
-                    except ValueError:
-                        continue
+        parsed = parse_server_timing(header)
+        values = [*(parsed.get(column) for column in SERVER_TIMING_ORDER), None, None]
     size = get_header(BATCH_SIZE_HEADER)
     if size is not None:
         values[5] = _int_or_none(size)
@@ -101,19 +75,6 @@ def timing_values(get_header: Callable[[str], str | None]) -> list[Any]:
     if tokens is not None:
         values[6] = _int_or_none(tokens)
     return values
-
-
-_TIMING_POS = {name: SERVER_TIMING_ORDER.index(col) for name, col in SERVER_TIMING_COLUMNS.items()}
-assert SERVER_TIMING_ORDER == (
-    "srv_queue_ms",
-    "srv_tokenize_ms",
-    "srv_compute_ms",
-    "srv_post_ms",
-    "srv_total_ms",
-)
-assert TIMING_VALUE_COLUMNS[5:] == ("batch_size", "batch_tokens"), (
-    "timing_values fills the row tail by position"
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,28 +92,19 @@ _BULK_INT = r"^\s*-?[0-9]+\s*$"
 
 def raw_timing_values(get_header: Callable[[str], str | list[str] | None]) -> list[Any]:
     """The row tail as the request path stores it: the three raw header values, parsed later.
-
-    `parse_raw_timing` turns them into TIMING_VALUE_COLUMNS per batch; a header value in the
-    srv_queue_ms slot is how it tells a raw row from one that already holds parsed values.
-    """
+    `parse_raw_timing` turns them into TIMING_VALUE_COLUMNS per batch; a header value in the srv_queue_ms slot
+    is how it tells a raw row from one that already holds parsed values."""
     return [
-        get_header("Server-Timing"),
-        None,
-        None,
-        None,
-        None,
-        get_header(BATCH_SIZE_HEADER),
+        get_header("Server-Timing"), None, None, None, None, get_header(BATCH_SIZE_HEADER),
         get_header(BATCH_TOKENS_HEADER),
     ]
 
 
 def parse_raw_timing(columns: list[Any], start: int) -> None:
     """Replace the raw header columns at columns[start : start + 7] with the parsed TIMING_VALUE_COLUMNS.
-
-    Columns are per-batch sequences (or Arrow arrays on return). Rows that already hold parsed
-    values (forwarded, synthetic) pass through unchanged; a batch of raw rows in the service's
-    layout is parsed by Arrow in a few C calls, everything else row by row with timing_values.
-    """
+    Columns are per-batch sequences (or Arrow arrays on return). Rows that already hold parsed values
+    (forwarded, synthetic) pass through unchanged; a batch of raw rows in the service's layout is parsed by
+    Arrow in a few C calls, everything else row by row with timing_values."""
     timing = columns[start]
     sizes, tokens = columns[start + 5], columns[start + 6]
     if any(columns[start + i].count(None) != len(timing) for i in range(1, 5)):
@@ -194,11 +146,9 @@ def _parse_rows(columns: list[Any], start: int) -> None:
 
 
 def header_text_column(values: Sequence[Any]) -> pa.Array:
-    """A batch of raw single-value header values (X-Served-Model) as one string column.
-
-    The request path stores what the header getter returned; a header sent on several lines comes
-    back as a list, joined here as HTTP joins repeated fields (", "), so it matches no one model.
-    """
+    """A batch of raw single-value header values (X-Served-Model) as one string column. The request path
+    stores what the header getter returned; a header sent on several lines comes back as a list, joined here
+    as HTTP joins repeated fields (", "), so it matches no one model."""
     try:
         return pa.array(values, type=pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):

@@ -1,10 +1,9 @@
 """Request payloads: corpus, dataset or synthetic texts, weighted inputs per request, validation edge cases.
 
-Synthetic texts (`payload.tokens`) are cut from the corpora's words to a sampled token length. With
-the target's tokenizer (the model directory its /info names, when it is on this machine) the length
-is exact: each word's token count is known and a text's count is their sum plus the special tokens.
-Without it the length is approximate: WORDS_PER_TOKEN words per token, the usual rule for English.
-"""
+Synthetic texts (`payload.tokens`) are cut from the corpora's words to a sampled token length. With the
+target's tokenizer (the model directory its /info names, when it is on this machine) the length is exact: each
+word's token count is known and a text's count is their sum plus the special tokens. Without it the length is
+approximate: WORDS_PER_TOKEN words per token, the usual rule for English."""
 
 from __future__ import annotations
 
@@ -98,10 +97,8 @@ def _hf_tokenizer(path: str) -> Any:
 def local_tokenizer(
     spec: TokenLengths, service_info: dict[str, Any] | None
 ) -> tuple[TokenCounter, int] | None:
-    """(words -> token counts, special tokens per text) from the target's own tokenizer, or None.
-
-    `auto` uses the model directory the target's /info reports when it exists here; a path names one.
-    """
+    """(words -> token counts, special tokens per text) from the target's own tokenizer, or None. `auto` uses
+    the model directory the target's /info reports when it exists here; a path names one."""
     if spec.tokenizer == "approx":
         return None
     if spec.tokenizer == "auto":
@@ -192,11 +189,9 @@ class SyntheticTexts:
 def prepare(
     spec: Payload, service_info: dict[str, Any] | None, corpora_dir: Path = CORPORA_DIR
 ) -> SyntheticTexts | None:
-    """The synthetic text source for `payload.tokens` (None without it), built once per process.
-
-    Loading a tokenizer takes seconds: the run session calls this before the first step, so no
-    user pays for it while the clock runs.
-    """
+    """The synthetic text source for `payload.tokens` (None without it), built once per process. Loading a
+    tokenizer takes seconds: the run session calls this before the first step, so no user pays for it while
+    the clock runs."""
     if spec.tokens is None:
         return None
     model_path = str((service_info or {}).get("model_path") or "")
@@ -230,11 +225,7 @@ class PayloadSampler:
     """Draws payloads for one user; deterministic per seed so runs send comparable texts."""
 
     def __init__(
-        self,
-        spec: Payload,
-        endpoint: str,
-        seed_offset: int = 0,
-        corpora_dir: Path = CORPORA_DIR,
+        self, spec: Payload, endpoint: str, seed_offset: int = 0, corpora_dir: Path = CORPORA_DIR,
         service_info: dict[str, Any] | None = None,
     ):
         corpus_texts = [t for name in spec.corpora for t in load_corpus(name, corpora_dir)]

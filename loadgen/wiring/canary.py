@@ -1,13 +1,12 @@
 """Wire a canary into Locust: the stage weight for the users, the live judge on the shape's tick, the stop.
 
-The canary's stages are the scenario's steps (`embedperf canary` sets them), so ScenarioShape runs
-them, closed or open loop, local or distributed. On top of it CanaryShape tells the users which stage
-runs (workers by a message), lets the monitor (loadgen.lifecycle.canary_monitor) judge every
-completed window, and ends the run as soon as a rollback trigger fires: no further stage starts, as a
-shape ends any run, by returning None from its tick (Locust then quits a headless run). After the
-last stage it waits until the last window's rows are in and the monitor has given the verdict.
-Each process keeps its CanaryTraffic on its run state (`state_of(environment).canary`, `traffic_of`).
-"""
+The canary's stages are the scenario's steps (`embedperf canary` sets them), so ScenarioShape runs them,
+closed or open loop, local or distributed. On top of it CanaryShape tells the users which stage runs (workers
+by a message), lets the monitor (loadgen.lifecycle.canary_monitor) judge every completed window, and ends the
+run as soon as a rollback trigger fires: no further stage starts, as a shape ends any run, by returning None
+from its tick (Locust then quits a headless run). After the last stage it waits until the last window's rows
+are in and the monitor has given the verdict. Each process keeps its CanaryTraffic on its run state
+(`state_of(environment).canary`, `traffic_of`)."""
 
 from __future__ import annotations
 
@@ -98,13 +97,11 @@ def install_canary() -> None:
 
 
 class CanaryShape(ScenarioShape):
-    """The scenario's steps (the canary's stages), judged window by window; stopped by a trigger.
-
-    Closed loop, a stage is held (at its weight) past its last window until that window is judged, so a
-    trigger there stops the canary before the next stage: the shape's clock (get_run_time) pauses while
-    it holds. An open-loop schedule is fixed in advance: its stage's last window is judged a few seconds
-    (the settle time) into the next stage.
-    """
+    """The scenario's steps (the canary's stages), judged window by window; stopped by a trigger. Closed loop,
+    a stage is held (at its weight) past its last window until that window is judged, so a trigger there stops
+    the canary before the next stage: the shape's clock (get_run_time) pauses while it holds. An open-loop
+    schedule is fixed in advance: its stage's last window is judged a few seconds (the settle time) into the
+    next stage."""
 
     def __init__(self) -> None:
         super().__init__()

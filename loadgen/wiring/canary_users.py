@@ -1,9 +1,8 @@
 """Locust users of a canary run: the scenario's load, each request sent to the baseline or the candidate.
 
-Each user holds one HTTP client per side (the baseline's is Locust's own `client`, built for --host)
-and its own seeded side draws; loadgen.traffic.canary_split decides where each request goes and
-sends agreement samples to both sides.
-"""
+Each user holds one HTTP client per side (the baseline's is Locust's own `client`, built for --host) and its
+own seeded side draws; loadgen.traffic.canary_split decides where each request goes and sends agreement
+samples to both sides."""
 
 from __future__ import annotations
 
@@ -22,6 +21,11 @@ from loadgen.traffic.payloads import RequestPayload
 from loadgen.wiring.canary import traffic_of
 from loadgen.wiring.users import EmbeddingClient
 
+SESSION_SETTINGS = (  # FastHttpUser attributes its client is built with, under the same names
+    "network_timeout", "connection_timeout", "max_redirects", "max_retries", "insecure", "concurrency",
+    "client_pool", "ssl_context_factory", "proxy_host", "proxy_port",
+)  # fmt: skip
+
 
 class _CanaryClient(EmbeddingClient):
     abstract = True
@@ -33,18 +37,9 @@ class _CanaryClient(EmbeddingClient):
         candidate = FastHttpSession(  # the settings FastHttpUser gives its own client
             base_url=self.traffic.contexts["candidate"].host,
             request_event=self.environment.events.request,
-            network_timeout=self.network_timeout,
-            connection_timeout=self.connection_timeout,
-            max_redirects=self.max_redirects,
-            max_retries=self.max_retries,
-            insecure=self.insecure,
-            concurrency=self.concurrency,
             user=self,
-            client_pool=self.client_pool,
-            ssl_context_factory=self.ssl_context_factory,
             headers=self.default_headers,
-            proxy_host=self.proxy_host,
-            proxy_port=self.proxy_port,
+            **{name: getattr(self, name) for name in SESSION_SETTINGS},
         )
         install_lean_cookie_jar(candidate)
         self.clients: dict[Side, FastHttpSession] = {"baseline": self.client, "candidate": candidate}
@@ -73,11 +68,7 @@ class CanaryOpenLoopUser(_CanaryClient):
         self.concurrency = self.ctx.scenario.open_loop.max_in_flight
 
     def _send(
-        self,
-        _client: FastHttpSession,
-        _ctx: RunContext,
-        payload: RequestPayload,
-        t_intended: float,
+        self, _client: FastHttpSession, _ctx: RunContext, payload: RequestPayload, t_intended: float,
         stage: Stage,
     ) -> RequestRow:
         return self.traffic.send(self.clients, self.draw, payload, t_intended, stage)

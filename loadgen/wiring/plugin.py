@@ -1,10 +1,9 @@
 """Wire embedperf into Locust: command-line options and the event listeners behind every locustfile.
 
-A locustfile calls `install("ramp")` and exposes the user and shape classes; everything else
-(scenario loading, the run folder, distributed forwarding) hangs off Locust's events here. The init
-listener gives each Environment its run state (loadgen.lifecycle.run_state); the other listeners find
-it there, through the environment Locust passes them.
-"""
+A locustfile calls `install("ramp")` and exposes the user and shape classes; everything else (scenario
+loading, the run folder, distributed forwarding) hangs off Locust's events here. The init listener gives each
+Environment its run state (loadgen.lifecycle.run_state); the other listeners find it there, through the
+environment Locust passes them."""
 
 from __future__ import annotations
 
@@ -109,9 +108,7 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
     add_api_key_option(group)
     add_target_options(group)
     group.add_argument(
-        "--no-collectors",
-        action="store_true",
-        default=False,
+        "--no-collectors", action="store_true", default=False,
         help="do not start `python -m collectors` beside the load",
     )
     group.add_argument(
@@ -147,11 +144,8 @@ def check_locustfile(environment: Environment, scenario: Scenario) -> None:
 def run_options(options: Any) -> session.RunOptions:
     devices = DeviceOptions.from_namespace(options)
     return session.RunOptions(
-        runs_dir=Path(options.runs_dir if options else "runs"),
-        label=options.label if options else "",
-        collectors=not (options and options.no_collectors),
-        devices=devices.devices,
-        agents=devices.agents,
+        runs_dir=Path(options.runs_dir if options else "runs"), label=options.label if options else "",
+        collectors=not (options and options.no_collectors), devices=devices.devices, agents=devices.agents,
         collector_args=devices.collector_args(),
     )
 
@@ -324,15 +318,12 @@ class _CommandLine:
 
 
 def install(default_scenario: str, report_builder: webui.ReportBuilder | None = None) -> None:
-    """Register embedperf's options and listeners with Locust's events.
-
-    `report_builder` builds a finished run's report.html for the web UI's report link; the locustfile
-    passes it (reports.live.build_run_report), since the load side imports nothing of reports/.
-
-    Idempotent without a flag of its own: each listener is removed (where present) before it is added,
-    through the events' public remove_listener/add_listener, and add_arguments adds the options only to
-    a parser that lacks them (the first locustfile's default scenario wins).
-    """
+    """Register embedperf's options and listeners with Locust's events. `report_builder` builds a finished
+    run's report.html for the web UI's report link; the locustfile passes it (reports.live.build_run_report),
+    since the load side imports nothing of reports/. Idempotent without a flag of its own: each listener is
+    removed (where present) before it is added, through the events' public remove_listener/add_listener, and
+    add_arguments adds the options only to a parser that lacks them (the first locustfile's default scenario
+    wins)."""
     for hook, listener in (
         (events.init_command_line_parser, _CommandLine(default_scenario)),
         (events.init, _Init(report_builder)),

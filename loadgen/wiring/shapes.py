@@ -70,20 +70,14 @@ class ScenarioShape(LoadTestShape):
         the next step, it never skips one."""
         steps = run.scenario.steps
         run_time_s = self.get_run_time()
-        if self._stage_index < 0 or (
-            self._stage_index < len(steps) and self._step_done(run, run_time_s)
-        ):
+        if self._stage_index < 0 or (self._stage_index < len(steps) and self._step_done(run, run_time_s)):
             self._stage_index += 1
             if self._stage_index < len(steps):
                 step = steps[self._stage_index]
                 self._stage_end_run_s = run_time_s + step.duration_s
                 now = time.time()
                 run.timeline.begin(
-                    self._stage_index,
-                    step.label,
-                    now,
-                    users=step.users,
-                    rate=step.rate,
+                    self._stage_index, step.label, now, users=step.users, rate=step.rate,
                     warmup_s=step.warmup_s,
                 )
                 run.until.begin(self._stage_index, now, step.warmup_s, step.until)

@@ -1,11 +1,10 @@
 """The target-protocol interface: what the load side needs to know about one kind of server.
 
 A protocol builds each request's body, judges its answer (count, dimension, finite values; for rerank one
-score per document), reads the tokens and server timings the server reports, says where its health, info
-and model list live (the pre-flight check detects a target by them) and names its Prometheus metrics for
-the collectors' service source. Subclass TargetProtocol, override what differs and register an instance
-(registry.py); the base class holds the behaviour most servers share.
-"""
+score per document), reads the tokens and server timings the server reports, says where its health, info and
+model list live (the pre-flight check detects a target by them) and names its Prometheus metrics for the
+collectors' service source. Subclass TargetProtocol, override what differs and register an instance
+(registry.py); the base class holds the behaviour most servers share."""
 
 from __future__ import annotations
 
@@ -52,6 +51,11 @@ class Probe:
     def ok(self) -> bool:
         return self.status == 200 and self.body is not None
 
+    @property
+    def doc(self) -> dict[str, Any]:
+        """The JSON object of a good answer; {} for anything else."""
+        return self.body if self.ok and isinstance(self.body, dict) else {}
+
 
 Fetch = Callable[[str], Probe]  # path below the base URL -> its answer (the caller caches and bounds them)
 
@@ -80,6 +84,10 @@ class TargetProtocol:
     metric_names: Mapping[str, str] = {}
     default_model: str = ""  # sent when neither the user nor the target names one
     model_in_path: bool = False  # the request path names the model: without one there is no path at all
+    detect_path: str = ""  # where detect() looks: the JSON object there `shows` this protocol
+    models_path: str = ""  # the model list below the API prefix: model_ids(doc, models_key, models_field)
+    models_key: str = "data"
+    models_field: str = "id"
 
     def path(self, task: Task, model: str, prefix: str = "") -> str:
         """The request path of a task, below the base URL (prefix: where detection found the API)."""
@@ -92,7 +100,15 @@ class TargetProtocol:
     def check_answer(
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
     ) -> tuple[str, int | None]:
-        """('' or why the 200 answer is wrong, the input tokens it reports)."""
+        """('' or why the 200 answer is wrong, the input tokens it reports): by default check_doc's verdict
+        on the answer's JSON."""
+        doc, error = parse_json(body)
+        return (error, None) if error else self.check_doc(doc, payload, task, expect)
+
+    def check_doc(
+        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
+    ) -> tuple[str, int | None]:
+        """check_answer of an answer that is JSON."""
         raise NotImplementedError
 
     def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
@@ -118,12 +134,21 @@ class TargetProtocol:
         return raw if isinstance(raw, dict) else None
 
     def detect(self, fetch: Fetch) -> Detection | None:
-        """This protocol, if the target's answers show it (GET requests only, through `fetch`)."""
-        return None
+        """This protocol, if the target's answers show it (GET requests only, through `fetch`): by default at
+        the base URL, when the JSON object at detect_path shows it."""
+        if not self.detect_path or not self.shows(fetch(self.detect_path).doc):
+            return None
+        return Detection(self, "", tuple(self.served_models(fetch, "")), f"GET {self.detect_path}")
+
+    def shows(self, doc: dict[str, Any]) -> bool:
+        """Whether the JSON object at detect_path ({} for any other answer) is this protocol's."""
+        return False
 
     def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
         """The model ids the target serves, from its model list or description ([] when it has none)."""
-        return []
+        if not self.models_path:
+            return []
+        return model_ids(fetch(prefix + self.models_path).doc, self.models_key, self.models_field)
 
     def model_not_found(self, status: int, body: bytes) -> bool:
         """Whether an error answer means "no such model" rather than "no such path"."""
@@ -153,10 +178,20 @@ def parse_json(body: bytes) -> tuple[Any, str]:
 
 def model_ids(doc: Any, key: str = "data", field: str = "id") -> list[str]:
     """The ids of a model list: {"data": [{"id": ...}]} (OpenAI) or {"models": [{"name": ...}]} (Ollama)."""
+    return [str(item[field]) for item in _items(doc, key) if isinstance(item.get(field), str)]
+
+
+def listed_model(doc: Any, model: str, key: str = "data", field: str = "id") -> dict[str, Any] | None:
+    """The entry of `model` in a model list (as model_ids reads it) with its id as `model`."""
+    for item in _items(doc, key):
+        if item.get(field) == model:
+            return {**item, "model": model}
+    return None
+
+
+def _items(doc: Any, key: str) -> list[dict[str, Any]]:
     items = doc.get(key) if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        return []
-    return [str(item[field]) for item in items if isinstance(item, dict) and isinstance(item.get(field), str)]
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
 
 def vector_rows(rows: Any) -> list[np.ndarray] | None:

@@ -1,8 +1,7 @@
 """Answer checks every protocol shares: dense vectors, sparse vectors and rankings, whatever their wire shape.
 
-Each returns '' for a good answer or the reason, worded the same for every protocol, so a row's `error`
-reads alike against any server (and error_kinds counts every such 200 as `invalid_answer`).
-"""
+Each returns '' for a good answer or the reason, worded the same for every protocol, so a row's `error` reads
+alike against any server (and error_kinds counts every such 200 as `invalid_answer`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Infinity (`infinity_emb v2`): OpenAI embeddings at /embeddings (below its --url-prefix, none by default),
-a Cohere-shaped /rerank, and a model list owned by "infinity" whose ids are its served model names.
+"""Infinity (`infinity_emb v2`): OpenAI embeddings at /embeddings (below its --url-prefix, none by default), a
+Cohere-shaped /rerank, and a model list owned by "infinity" whose ids are its served model names.
 
 Its /metrics holds HTTP-level figures only (prometheus-fastapi-instrumentator: every route's requests and
-durations), no queue or batch: the collectors' service source finds nothing of ours there.
-"""
+durations), no queue or batch: the collectors' service source finds nothing of ours there."""
 
 from __future__ import annotations
 

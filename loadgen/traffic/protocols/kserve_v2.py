@@ -20,7 +20,6 @@ import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
-    Detection,
     Expectations,
     Fetch,
     TargetProtocol,
@@ -38,34 +37,26 @@ class KServeV2Protocol(TargetProtocol):
     label = "KServe v2 / Triton (Open Inference Protocol)"
     tasks = ("embed",)
     health_path = "/v2/health/ready"
+    detect_path = "/v2"
     model_in_path = True
     metric_names = {
-        "busy_frac": "request_predict_seconds_sum",
-        "request_rate_qps": "request_predict_seconds_count",
+        "busy_frac": "request_predict_seconds_sum", "request_rate_qps": "request_predict_seconds_count"
     }
 
     def path(self, task: Task, model: str, prefix: str = "") -> str:
         return f"{prefix}/v2/models/{model}/infer"
 
     def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
-        tensor = {
-            "name": INPUT_NAME,
-            "shape": [len(payload.inputs)],
-            "datatype": "BYTES",
-            "data": payload.inputs,
-        }
+        inputs = payload.inputs
+        tensor = {"name": INPUT_NAME, "shape": [len(inputs)], "datatype": "BYTES", "data": inputs}
         return json_text({"inputs": [tensor]})
 
-    def check_answer(
-        self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
+    def check_doc(
+        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
     ) -> tuple[str, int | None]:
-        doc, error = parse_json(body)
-        if error:
-            return error, None
-        outputs = doc.get("outputs") if isinstance(doc, dict) else None
-        if not isinstance(outputs, list) or not outputs or not isinstance(outputs[0], dict):
+        output = first_output(doc)
+        if output is None:
             return "answer has no `outputs` tensor", None
-        output = outputs[0]
         if output.get("datatype") not in ("FP32", "FP16", "FP64", "BF16"):
             return f"output tensor of datatype {output.get('datatype')!r}, not floating point", None
         return check_flat(output.get("data"), output.get("shape"), len(payload.inputs), expect), None
@@ -73,10 +64,10 @@ class KServeV2Protocol(TargetProtocol):
     def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
         """The first output tensor, [inputs, dimension] row-major, as one vector per input."""
         doc, error = parse_json(body)
-        outputs = doc.get("outputs") if not error and isinstance(doc, dict) else None
-        if not isinstance(outputs, list) or not outputs or not isinstance(outputs[0], dict):
+        output = None if error else first_output(doc)
+        if output is None:
             return None
-        shape, data = outputs[0].get("shape"), outputs[0].get("data")
+        shape, data = output.get("shape"), output.get("data")
         if not isinstance(shape, list) or len(shape) != 2 or not isinstance(data, list):
             return None
         try:
@@ -93,27 +84,24 @@ class KServeV2Protocol(TargetProtocol):
         if not isinstance(raw, dict):
             return None
         info: dict[str, Any] = {**raw, "model": raw.get("name") or model}
-        outputs = raw.get("outputs")
-        shape = (
-            outputs[0].get("shape")
-            if isinstance(outputs, list) and outputs and isinstance(outputs[0], dict)
-            else None
-        )
+        shape = (first_output(raw) or {}).get("shape")
         if isinstance(shape, list) and shape and isinstance(shape[-1], int) and shape[-1] > 0:
             info["dimension"] = shape[-1]
         return info
 
-    def detect(self, fetch: Fetch) -> Detection | None:
+    def shows(self, doc: dict[str, Any]) -> bool:
         """The server metadata at GET /v2 (name, version, extensions)."""
-        meta = fetch("/v2")
-        if meta.ok and isinstance(meta.body, dict) and {"name", "version"} <= meta.body.keys():
-            return Detection(self, "", tuple(self.served_models(fetch, "")), "GET /v2")
-        return None
+        return {"name", "version"} <= doc.keys()
 
     def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
-        listing = fetch(f"{prefix}/v1/models")
-        names = listing.body.get("models") if listing.ok and isinstance(listing.body, dict) else None
+        names = fetch(f"{prefix}/v1/models").doc.get("models")
         return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def first_output(doc: Any) -> dict[str, Any] | None:
+    """The first tensor of a JSON object's `outputs` (an answer, or model metadata), None without one."""
+    outputs = doc.get("outputs") if isinstance(doc, dict) else None
+    return outputs[0] if isinstance(outputs, list) and outputs and isinstance(outputs[0], dict) else None
 
 
 PROTOCOL = KServeV2Protocol()

@@ -1,8 +1,7 @@
 """Ollama: `POST /api/embed` {"model", "input": [...]} -> {"embeddings": [[...]], "prompt_eval_count"}.
 
 Its models are listed at GET /api/tags ({"models": [{"name": "nomic-embed-text:latest"}]}); it has no
-Prometheus endpoint and no per-request timing headers (its answer's durations cover the whole call).
-"""
+Prometheus endpoint and no per-request timing headers (its answer's durations cover the whole call)."""
 
 from __future__ import annotations
 
@@ -12,12 +11,10 @@ import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
-    Detection,
     Expectations,
-    Fetch,
     TargetProtocol,
     json_text,
-    model_ids,
+    listed_model,
     parse_json,
     vector_rows,
 )
@@ -30,6 +27,8 @@ class OllamaProtocol(TargetProtocol):
     label = "Ollama"
     tasks = ("embed",)
     health_path = "/api/version"
+    detect_path = models_path = "/api/tags"
+    models_key, models_field = "models", "name"
 
     def path(self, task: Task, model: str, prefix: str = "") -> str:
         return f"{prefix}/api/embed"
@@ -37,16 +36,13 @@ class OllamaProtocol(TargetProtocol):
     def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
         return json_text({"model": target.model, "input": payload.inputs})
 
-    def check_answer(
-        self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
+    def check_doc(
+        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
     ) -> tuple[str, int | None]:
-        doc, error = parse_json(body)
-        if error:
-            return error, None
-        tokens = doc.get("prompt_eval_count") if isinstance(doc, dict) else None
+        doc = doc if isinstance(doc, dict) else {}
+        tokens = doc.get("prompt_eval_count")
         tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
-        vectors = doc.get("embeddings") if isinstance(doc, dict) else None
-        return check_vectors(vectors, len(payload.inputs), expect), tokens
+        return check_vectors(doc.get("embeddings"), len(payload.inputs), expect), tokens
 
     def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
         doc, error = parse_json(body)
@@ -56,22 +52,10 @@ class OllamaProtocol(TargetProtocol):
         return "/api/tags"
 
     def service_info(self, raw: Any, model: str) -> dict[str, Any] | None:
-        for item in (
-            raw.get("models", []) if isinstance(raw, dict) and isinstance(raw.get("models"), list) else []
-        ):
-            if isinstance(item, dict) and item.get("name") == model:
-                return {**item, "model": model}
-        return None
+        return listed_model(raw, model, key="models", field="name")
 
-    def detect(self, fetch: Fetch) -> Detection | None:
-        tags = fetch("/api/tags")
-        if tags.ok and isinstance(tags.body, dict) and isinstance(tags.body.get("models"), list):
-            return Detection(self, "", tuple(self.served_models(fetch, "")), "GET /api/tags")
-        return None
-
-    def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
-        tags = fetch(f"{prefix}/api/tags")
-        return model_ids(tags.body, key="models", field="name") if tags.ok else []
+    def shows(self, doc: dict[str, Any]) -> bool:
+        return isinstance(doc.get("models"), list)
 
 
 PROTOCOL = OllamaProtocol()

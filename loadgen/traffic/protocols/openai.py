@@ -2,9 +2,8 @@
 
 Its rerank is the reference service's TEI-shaped `POST /rerank` (OpenAI has none). Float answers are checked
 by a byte scan (count and length of the embedding lists) that costs a few microseconds where parsing every
-float costs ~100 us at 384 dimensions; any answer the scan does not accept outright is parsed with `json`
-for the exact reason.
-"""
+float costs ~100 us at 384 dimensions; any answer the scan does not accept outright is parsed with `json` for
+the exact reason."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from loadgen.traffic.protocols.base import (
     Fetch,
     TargetProtocol,
     json_text,
+    listed_model,
     model_ids,
     parse_json,
 )
@@ -31,12 +31,10 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)\s*[,}]')
 
 
 def count_float_lists(body: bytes, dim: int) -> int:
-    """How many `"embedding": [...]` lists the body holds, when every one has `dim` items; else -1.
-
-    A byte scan instead of parsing every float: -1 also when the body does not look like a plain JSON object
-    of flat lists of numbers (then the caller parses it properly). Runs once per request, so it stays in C
-    calls: one regex search and a few byte searches per list, no copies of the body.
-    """
+    """How many `"embedding": [...]` lists the body holds, when every one has `dim` items; else -1. A byte
+    scan instead of parsing every float: -1 also when the body does not look like a plain JSON object of flat
+    lists of numbers (then the caller parses it properly). Runs once per request, so it stays in C calls: one
+    regex search and a few byte searches per list, no copies of the body."""
     if body[:1] != b"{" or body[-1:] != b"}":
         stripped = body.strip()
         if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
@@ -122,21 +120,16 @@ def usage_tokens(doc: Any) -> int | None:
     return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
 
 
-def tei_ranks(doc: Any) -> list[tuple[Any, Any]] | None:
-    """TEI's rerank answer [{"index", "score"}] as (index, score) pairs; None when it is not that shape."""
+def check_tei_ranks(doc: Any, n_documents: int) -> str:
+    """TEI's rerank answer: [{"index", "score"}], one per document."""
     if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
-        return None
-    return [(r.get("index"), r.get("score")) for r in doc]
+        return "answer is not a list of {index, score} ranks"
+    return check_ranking([(r.get("index"), r.get("score")) for r in doc], n_documents)
 
 
 def check_tei_rerank(body: bytes, n_documents: int) -> str:
     doc, error = parse_json(body)
-    if error:
-        return error
-    ranks = tei_ranks(doc)
-    if ranks is None:
-        return "answer is not a list of {index, score} ranks"
-    return check_ranking(ranks, n_documents)
+    return error or check_tei_ranks(doc, n_documents)
 
 
 class OpenAIProtocol(TargetProtocol):
@@ -173,32 +166,24 @@ class OpenAIProtocol(TargetProtocol):
         """A model list at /v1/models or /models (its owners' own protocols come first), else the reference
         service's /info (a model and a dimension)."""
         for prefix in ("/v1", ""):
-            probe = fetch(f"{prefix}/models")
-            if (
-                not probe.ok
-                or not isinstance(probe.body, dict)
-                or not isinstance(probe.body.get("data"), list)
-            ):
+            listing = fetch(f"{prefix}/models").doc
+            items = listing.get("data")
+            if not isinstance(items, list):
                 continue
-            items = [item for item in probe.body["data"] if isinstance(item, dict)]
-            if self.owner and not any(item.get("owned_by") == self.owner for item in items):
+            if self.owner and not any(isinstance(i, dict) and i.get("owned_by") == self.owner for i in items):
                 continue
-            return Detection(self, prefix, tuple(model_ids(probe.body)), f"GET {prefix}/models")
-        if self.owner:
-            return None
-        info = fetch("/info")
-        if info.ok and isinstance(info.body, dict):
-            model, dim = info.body.get("model"), info.body.get("dimension")
-            if isinstance(model, str) and isinstance(dim, int):
-                return Detection(self, self.default_prefix, (model,), "GET /info")
+            return Detection(self, prefix, tuple(model_ids(listing)), f"GET {prefix}/models")
+        info = {} if self.owner else fetch("/info").doc
+        model, dim = info.get("model"), info.get("dimension")
+        if isinstance(model, str) and isinstance(dim, int):
+            return Detection(self, self.default_prefix, (model,), "GET /info")
         return None
 
     def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
         probe = fetch(f"{prefix}/models")
         if probe.ok:
             return model_ids(probe.body)
-        info = fetch("/info")
-        model = info.body.get("model") if info.ok and isinstance(info.body, dict) else None
+        model = fetch("/info").doc.get("model")
         return [model] if isinstance(model, str) else []
 
 
@@ -247,8 +232,5 @@ class OpenAIServerProtocol(OpenAIProtocol):
 
     def service_info(self, raw: Any, model: str) -> dict[str, Any] | None:
         """The served model's entry of the model list, as {"model": id, ...its fields}."""
-        items = raw.get("data") if isinstance(raw, dict) else None
-        for item in items if isinstance(items, list) else []:
-            if isinstance(item, dict) and item.get("id") == model:
-                return {**{k: v for k, v in item.items() if k != "id"}, "model": model}
-        return None
+        info = listed_model(raw, model)
+        return {k: v for k, v in info.items() if k != "id"} if info is not None else None

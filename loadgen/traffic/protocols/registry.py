@@ -1,10 +1,9 @@
 """The protocols by name, in the order the pre-flight check tries to detect them.
 
-A built-in protocol is one module and one entry in BUILTIN (most specific first: openai, which recognises
-any OpenAI-shaped model list, comes last). A protocol of your own needs no change here: name it as
-`--protocol package.module:ATTR` (or `target.protocol`), where ATTR is a TargetProtocol instance or class;
-it is imported on first use, in every process of the run, and registered under its `name` too.
-"""
+A built-in protocol is one module and one entry in BUILTIN (most specific first: openai, which recognises any
+OpenAI-shaped model list, comes last). A protocol of your own needs no change here: name it as `--protocol
+package.module:ATTR` (or `target.protocol`), where ATTR is a TargetProtocol instance or class; it is imported
+on first use, in every process of the run, and registered under its `name` too."""
 
 from __future__ import annotations
 
@@ -17,12 +16,7 @@ from loadgen.traffic.protocols.base import Detection, Fetch, TargetProtocol
 from scenarios.models import Target, Task
 
 BUILTIN: tuple[TargetProtocol, ...] = (
-    kserve_v2.PROTOCOL,
-    tei.PROTOCOL,
-    ollama.PROTOCOL,
-    vllm.PROTOCOL,
-    infinity.PROTOCOL,
-    openai.PROTOCOL,
+    kserve_v2.PROTOCOL, tei.PROTOCOL, ollama.PROTOCOL, vllm.PROTOCOL, infinity.PROTOCOL, openai.PROTOCOL
 )
 DEFAULT: TargetProtocol = openai.PROTOCOL  # what a target that shows nothing else is spoken to in
 

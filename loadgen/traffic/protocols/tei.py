@@ -19,7 +19,6 @@ import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
-    Detection,
     Expectations,
     Fetch,
     HeaderGetter,
@@ -29,14 +28,12 @@ from loadgen.traffic.protocols.base import (
     vector_rows,
 )
 from loadgen.traffic.protocols.checks import check_sparse, check_vectors
-from loadgen.traffic.protocols.openai import check_tei_rerank
+from loadgen.traffic.protocols.openai import check_tei_ranks
 from scenarios.models import Target, Task
 
 # TEI header -> the Server-Timing metric of the reference service that means the same
 TIMING_HEADERS: dict[str, str] = {
-    "x-queue-time": "queue",
-    "x-tokenization-time": "tokenize",
-    "x-inference-time": "compute",
+    "x-queue-time": "queue", "x-tokenization-time": "tokenize", "x-inference-time": "compute",
     "x-total-time": "total",
 }
 TOKENS_HEADER = "x-compute-tokens"
@@ -58,9 +55,9 @@ class TeiProtocol(TargetProtocol):
     name = "tei"
     label = "text-embeddings-inference (TEI)"
     tasks = ("embed", "embed_sparse", "rerank")
+    detect_path = "/info"
     metric_names = {
-        "queue_depth": "te_queue_size",
-        "batch_size_mean": "te_batch_next_size",
+        "queue_depth": "te_queue_size", "batch_size_mean": "te_batch_next_size",
         "request_rate_qps": "te_request_success",
     }
 
@@ -72,14 +69,11 @@ class TeiProtocol(TargetProtocol):
             return json_text({"query": payload.query, "texts": payload.inputs})
         return json_text({"inputs": payload.inputs})
 
-    def check_answer(
-        self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
+    def check_doc(
+        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
     ) -> tuple[str, int | None]:
         if task == "rerank":
-            return check_tei_rerank(body, len(payload.inputs)), None
-        doc, error = parse_json(body)
-        if error:
-            return error, None
+            return check_tei_ranks(doc, len(payload.inputs)), None
         if task == "embed_sparse":
             return check_sparse(doc, len(payload.inputs)), None
         return check_vectors(doc, len(payload.inputs), expect), None
@@ -98,17 +92,13 @@ class TeiProtocol(TargetProtocol):
         except ValueError:
             return None
 
-    def detect(self, fetch: Fetch) -> Detection | None:
+    def shows(self, doc: dict[str, Any]) -> bool:
         """TEI's /info: a model_id and a model_type (embedding, reranker, classifier)."""
-        info = fetch("/info")
-        if info.ok and isinstance(info.body, dict) and {"model_id", "model_type"} <= info.body.keys():
-            return Detection(self, "", tuple(self.served_models(fetch, "")), "GET /info")
-        return None
+        return {"model_id", "model_type"} <= doc.keys()
 
     def served_models(self, fetch: Fetch, prefix: str) -> list[str]:
-        info = fetch("/info")
-        body = info.body if info.ok and isinstance(info.body, dict) else {}
-        model = body.get("served_model_name") or body.get("model_id")
+        info = fetch("/info").doc
+        model = info.get("served_model_name") or info.get("model_id")
         return [model] if isinstance(model, str) else []
 
     def service_info(self, raw: Any, model: str) -> dict[str, Any] | None:

@@ -11,8 +11,7 @@ class VllmProtocol(OpenAIServerProtocol):
     label = "vLLM OpenAI-compatible"
     owner = "vllm"
     metric_names = {
-        "queue_depth": "vllm:num_requests_waiting",
-        "request_rate_qps": "vllm:request_success_total",
+        "queue_depth": "vllm:num_requests_waiting", "request_rate_qps": "vllm:request_success_total",
         "tokens_per_s": "vllm:prompt_tokens_total",
     }
 

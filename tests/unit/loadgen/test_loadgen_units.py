@@ -11,7 +11,7 @@ from embedperf.schema import RequestRow, RunFolder, read_requests_table
 from loadgen.recording.monitor import summarise
 from loadgen.recording.recorder import Recorder, StageTimeline
 from loadgen.traffic.context import RunContext
-from loadgen.traffic.headers import parse_server_timing, timing_columns
+from loadgen.traffic.headers import parse_server_timing
 from loadgen.traffic.payloads import PayloadSampler, validation_cases
 from loadgen.traffic.protocols.openai import check_embeddings
 from loadgen.traffic.schedule import arrivals
@@ -30,11 +30,6 @@ def test_parse_server_timing_all_stages_and_garbage() -> None:
     }
     assert parse_server_timing("compute;dur=abc, total") == {}
     assert parse_server_timing(None) == {}
-
-
-def test_timing_columns_reads_batch_headers() -> None:
-    headers = {"Server-Timing": "total;dur=3", "X-Batch-Size": "8", "X-Batch-Tokens": "120"}
-    assert timing_columns(headers.get) == {"srv_total_ms": 3.0, "batch_size": 8, "batch_tokens": 120}
 
 
 def test_constant_schedule_is_evenly_spaced_and_stepped() -> None:
