@@ -51,7 +51,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m loadgen.cli.locust_help >/dev/null  # lets `locust -f locustfiles/X.py --help` list our options
+	rm -f $(VENV)/lib/python*/site-packages/embedperf-locust-help.pth  # an older setup's start-up hook
 	@touch $(STAMP)
 
 setup: $(STAMP) ## create .venv and install everything (quick when already done)

@@ -64,6 +64,25 @@ def _in_web_ui(action: argparse.Action) -> None:
     action.is_multiple = False  # type: ignore[attr-defined]
 
 
+HELP_OPTION = "--embedperf-help"
+
+
+class WholeHelp(argparse.Action):
+    """Print the whole help, Locust's options and embedperf's, and exit.
+
+    Locust answers --help before it imports a locustfile, so the options a locustfile registers through
+    init_command_line_parser never reach that text (locust issue #2917); this option is parsed after
+    the locustfile is loaded, with the parser that holds them.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
+        parser.print_help()
+        parser.exit()
+
+
 def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
     """embedperf's options, once per parser (a second locustfile calling install adds none again)."""
     if parser.get_default("scenario") is not None:
@@ -73,6 +92,7 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
         "Scenario, run folder and live export (embedperf). The scenario's steps set the users, so "
         "-u/-r/-t are ignored; the web UI shows scenario, profile, overrides and label. " + OVERRIDE_HELP,
     )
+    group.add_argument(HELP_OPTION, action=WholeHelp, help="show this help, embedperf's options included, and exit")
     choices = scenario_choices(default_scenario)
     _in_web_ui(
         group.add_argument(

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 from prometheus_client import generate_latest
 
 from embedperf.parts import PartsWriter
 from embedperf.schema import REQUEST_SCHEMA, TELEMETRY_SCHEMA, RunFolder, StageRecord, empty_request_row
-from loadgen.cli.locust_help import LOCUSTFILES_DIR, locustfile_argument, our_locustfile
 from loadgen.lifecycle.options import Suggestions, rejoin_overrides
 from loadgen.recording.live import LATENCY_BUCKETS_MS, LiveRun, PartsTail, RunFollower
 from loadgen.recording.live_export import LiveExporter
+from loadgen.wiring.plugin import HELP_OPTION, add_arguments
 from tests.golden.builders import scenario_for_stages, write_run
 
 
@@ -138,14 +140,17 @@ def test_suggestions_list_choices_but_leave_validation_to_the_loader() -> None:
     assert list(choices) == ["ramp", "smoke"] and "scenarios/custom.yaml" in choices
 
 
-def test_help_hook_acts_only_on_locust_help_for_our_locustfiles() -> None:
-    ramp = str(LOCUSTFILES_DIR / "ramp.py")
-    assert our_locustfile(["/x/bin/locust", "-f", ramp, "--help"]) == LOCUSTFILES_DIR / "ramp.py"
-    assert our_locustfile(["/x/bin/locust", f"--locustfile={ramp}", "-h"]) == LOCUSTFILES_DIR / "ramp.py"
-    assert our_locustfile(["/x/bin/locust", "-f", ramp]) is None  # not --help: nothing to do
-    assert our_locustfile(["/x/bin/python", "-f", ramp, "--help"]) is None
-    assert our_locustfile(["/x/bin/locust", "-f", "other/locustfile.py", "--help"]) is None
-    assert locustfile_argument(["-fa.py"]) == "a.py"
+def test_the_help_option_prints_locusts_options_and_ours_then_exits(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = get_empty_argument_parser()
+    setup_parser_arguments(parser)
+    add_arguments(parser, "ramp")
+    with pytest.raises(SystemExit) as stopped:
+        parser.parse_args([HELP_OPTION, "--scenario", "no-such-scenario"])  # it exits before any check
+    assert stopped.value.code == 0
+    printed = capsys.readouterr().out
+    for option in ("--scenario-profile", "--set KEY=VALUE", "--runs-dir", "--headless", HELP_OPTION):
+        assert option in printed
+    assert parser.parse_args([]).scenario == "ramp" and "embedperf_help" not in vars(parser.parse_args([]))
 
 
 def test_exporter_prices_each_step_only_when_the_scenario_has_prices(tmp_path: Path) -> None:
