@@ -18,7 +18,6 @@ import collections
 import hmac
 import ipaddress
 import json
-import math
 import signal
 import sys
 import threading
@@ -33,11 +32,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from collectors.agent_metrics import metrics_text
 from collectors.agent_token import TOKEN_ENV, resolve_token
-from collectors.base import Source, begin_source, start_source_threads
+from collectors.base import Source, begin_source, not_running, start_source_threads, tick_rows
 from collectors.cli import build_sources
-from collectors.clock import TickScheduler
 from collectors.config import CollectorConfig
-from embedperf.errors import CollectorError, ConfigError
+from embedperf.errors import ConfigError
 from embedperf.schema import TelemetrySample
 
 DEFAULT_PORT = 9187
@@ -94,7 +92,7 @@ class Agent:
         self.buffer = SampleBuffer(buffer_s)
         self.clock_skew_s = clock_skew_s
         self.stop_event = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._threads: dict[Source, threading.Thread] = {}
 
     def now(self) -> float:
         return time.time() + self.clock_skew_s
@@ -105,19 +103,8 @@ class Agent:
     def _run(self, source: Source) -> None:
         if not begin_source(source):
             return
-        scheduler = TickScheduler(self.interval_s, wall=self.now)
         try:
-            while (ts := scheduler.wait(self.stop_event)) is not None:
-                try:
-                    readings = list(source.sample(ts))
-                except CollectorError as exc:
-                    source.status.event("error", str(exc))
-                    continue
-                rows = [
-                    TelemetrySample(ts, self.host_label, source.name, device, metric, float(value))
-                    for device, metric, value in readings
-                    if math.isfinite(float(value))
-                ]
+            for rows in tick_rows(source, self.interval_s, self.stop_event, self.host_label, wall=self.now):
                 source.status.add_samples(len(rows))
                 self.buffer.add(rows)
         finally:
@@ -125,7 +112,7 @@ class Agent:
 
     def stop(self) -> None:
         self.stop_event.set()
-        for thread in self._threads:
+        for thread in self._threads.values():
             thread.join(timeout=5.0)
 
 
@@ -291,16 +278,14 @@ def main(argv: list[str]) -> int:
     thread = threading.Thread(target=server.serve_forever, name="agent-http", daemon=True)
     thread.start()
     host, port = str(server.server_address[0]), int(server.server_address[1])
-    skipped = [
-        f"{s.name} ({s.status.reason})" for s in agent.sources if s.status.state in ("skipped", "failed")
-    ]
+    skipped = not_running(agent.sources)
     print(
         f"agent: serving {agent.host_label} on http://{host}:{port} (/metrics, /samples, /time; "
         f"{'a token is required' if token else 'no token: loopback only'})",
         flush=True,
     )
     if skipped:
-        print("agent: not sampled: " + "; ".join(skipped), flush=True)
+        print(f"agent: not sampled: {skipped}", flush=True)
     if args.token is not None:  # after the first line, which scripts read for the URL
         print(TOKEN_ON_COMMAND_LINE, file=sys.stderr, flush=True)
     stop.wait()

@@ -11,7 +11,7 @@ from types import FrameType
 from pydantic import ValidationError
 
 from collectors.agent_pull import AgentSource
-from collectors.base import Source
+from collectors.base import Source, not_running
 from collectors.config import SOURCE_NAMES, CollectorConfig
 from collectors.host import HostSource
 from collectors.npu_smi import NpuSmiSource
@@ -180,12 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    skipped = [
-        f"{s.name} ({s.status.reason})" for s in runner.sources if s.status.state in ("skipped", "failed")
-    ]
+    skipped = not_running(runner.sources)
     print(f"collectors: {rows} telemetry rows -> {runner.folder.telemetry}", file=sys.stderr)
     if skipped:
-        print("collectors: not collected: " + "; ".join(skipped), file=sys.stderr)
+        print(f"collectors: not collected: {skipped}", file=sys.stderr)
     return 0
 
 
