@@ -33,8 +33,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from collectors.agent_metrics import metrics_text
 from collectors.agent_token import TOKEN_ENV, resolve_token
 from collectors.base import Source, begin_source, not_running, start_source_threads, tick_rows
-from collectors.cli import build_sources
-from collectors.config import CollectorConfig
+from collectors.cli import build_sources, collector_config
 from embedperf.errors import ConfigError
 from embedperf.schema import TelemetrySample
 
@@ -181,14 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--token-file",
         type=Path,
-        default=None,
         metavar="PATH",
         help=f"file holding the token every request must carry as `Authorization: Bearer TOKEN` "
         f"(default: the environment variable {TOKEN_ENV}); an empty token counts as none",
     )
     p.add_argument(
         "--token",
-        default=None,
         help=f"the token on the command line: accepted with a warning, since `ps` shows it to every user of "
         f"the host; prefer {TOKEN_ENV} or --token-file",
     )
@@ -199,11 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--buffer-s", type=float, default=DEFAULT_BUFFER_S, help="seconds of samples kept (default 3600)"
     )
-    p.add_argument(
-        "--npu-smi", default=None, metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)"
-    )
-    p.add_argument("--npu-ids", default=None, help="only these NPU IDs, e.g. 4,5")
-    p.add_argument("--host-label", default=None, help="host name in the samples (default: this hostname)")
+    p.add_argument("--npu-smi", metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)")
+    p.add_argument("--npu-ids", help="only these NPU IDs, e.g. 4,5")
+    p.add_argument("--host-label", help="host name in the samples (default: this hostname)")
     p.add_argument(
         "--clock-skew-s",
         type=float,
@@ -225,19 +220,11 @@ def build_agent(args: argparse.Namespace) -> Agent:
     unknown = [n for n in names if n not in AGENT_SOURCES]
     if unknown or not names:
         raise ConfigError(f"unknown agent source(s) {unknown or names}; valid: npu_smi, nvml, host")
-    values: dict[str, object] = {
-        "out_dir": Path("."),  # never written: the agent keeps samples in memory
-        "interval_s": args.interval,
-        "sources": ",".join(sorted({AGENT_SOURCES[n] for n in names})),
-        "local_devices": True,
-    }
-    if args.npu_smi:
-        values["npu_smi"] = args.npu_smi
-    if args.npu_ids:
-        values["npu_ids"] = tuple(int(v) for v in args.npu_ids.split(",") if v.strip())
-    if args.host_label:
-        values["host_label"] = args.host_label
-    config = CollectorConfig.model_validate(values)
+    sources = ",".join(sorted({AGENT_SOURCES[n] for n in names}))
+    devices = {key: getattr(args, key) for key in ("npu_smi", "npu_ids", "host_label")}
+    # out_dir is never written: the agent keeps its samples in memory
+    values = {"out_dir": Path("."), "interval_s": args.interval, "sources": sources, "local_devices": True}
+    config = collector_config({**values, **devices})
     return Agent(build_sources(config), config.host_label, args.interval, args.buffer_s, args.clock_skew_s)
 
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from collectors import npu_smi_map as nmap
 from collectors import npu_smi_parse as nparse
-from collectors.base import Reading, Source
+from collectors.base import EventKind, Reading, Source
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError
 
@@ -242,8 +242,10 @@ class NpuSmiSource(Source):
         return merged
 
     def _poll_all(self, types: tuple[str, ...]) -> dict[str, nmap.Metrics]:
+        """Every card's metrics, polled in parallel; a lost card is retried every LOST_RETRY_S only."""
         now = time.monotonic()
-        ids = [n for n in self.npu_ids if not self._card_lost(n) or now - self._lost_since(n) > LOST_RETRY_S]
+        lost = {n: [self._lost[d] for d in self._card_devices(n) if d in self._lost] for n in self.npu_ids}
+        ids = [n for n, since in lost.items() if not since or now - min(since) > LOST_RETRY_S]
         futures = {n: self._pool.submit(self._poll_npu, n, types) for n in ids}
         out: dict[str, nmap.Metrics] = {}
         for npu_id, future in futures.items():
@@ -255,29 +257,23 @@ class NpuSmiSource(Source):
             if result is None:
                 self._mark_lost(npu_id, "device_lost", "Invalid card id: the device disappeared")
                 continue
-            self._mark_back(npu_id)
+            for device in self._card_devices(npu_id):
+                self._back(device)
             out.update(result)
         return out
 
     def _card_devices(self, npu_id: int) -> list[str]:
         return [nmap.device_name(n, c) for n, c in self.chips if n == npu_id]
 
-    def _card_lost(self, npu_id: int) -> bool:
-        return any(d in self._lost for d in self._card_devices(npu_id))
-
-    def _lost_since(self, npu_id: int) -> float:
-        return min(self._lost.get(d, time.monotonic()) for d in self._card_devices(npu_id))
-
-    def _mark_lost(self, npu_id: int, kind: str, message: str) -> None:
+    def _mark_lost(self, npu_id: int, kind: EventKind, message: str) -> None:
         for device in self._card_devices(npu_id):
             if device not in self._lost:
-                self.status.event("device_lost" if kind == "device_lost" else "gap", message, device)
+                self.status.event(kind, message, device)
             self._lost[device] = time.monotonic()
 
-    def _mark_back(self, npu_id: int) -> None:
-        for device in self._card_devices(npu_id):
-            if self._lost.pop(device, None) is not None:
-                self.status.event("device_back", "reporting again", device)
+    def _back(self, device: str) -> None:
+        if self._lost.pop(device, None) is not None:
+            self.status.event("device_back", "reporting again", device)
 
     def _slow_poll(self) -> None:
         """Exact HBM used/total from the `npu-smi info` table, vector utilisation from `-t usages`."""
@@ -324,30 +320,23 @@ class NpuSmiSource(Source):
         else:
             for device, metrics in self._poll_all(POLL_TYPES).items():
                 readings += [(device, m, v) for m, v in metrics.items()]
-        for device, (at, metrics) in list(self._slow.items()):
-            if at > self._slow_emitted.get(device, -1.0):
-                self._slow_emitted[device] = at
-                readings += [(device, m, v) for m, v in metrics.items()]
+        for device, metrics in _newer(self._slow, self._slow_emitted).items():
+            readings += [(device, m, v) for m, v in metrics.items()]
         return readings
 
     def _watch_readings(self, now: float) -> list[Reading]:
         assert self.watch is not None
         self.watch.kill_if_silent(self.config.npu_timeout_s)
         wanted = set(self.devices)
+        fresh = {d: m for d, m in _newer(self.watch.latest, self._emitted_mono).items() if d in wanted}
         readings: list[Reading] = []
-        any_fresh = False
-        for device, (at, metrics) in list(self.watch.latest.items()):
-            if device not in wanted or at <= self._emitted_mono.get(device, -1.0):
-                continue
-            any_fresh = True
-            self._emitted_mono[device] = at
-            if self._lost.pop(device, None) is not None:
-                self.status.event("device_back", "reporting again", device)
+        for device, metrics in fresh.items():
+            self._back(device)
             readings += [(device, m, v) for m, v in metrics.items()]
         stale_s = LOST_AFTER_TICKS * self.config.interval_s
         for device in wanted:
             seen = self._emitted_mono.get(device)
-            if any_fresh and device not in self._lost and seen is not None and now - seen > stale_s:
+            if fresh and device not in self._lost and seen is not None and now - seen > stale_s:
                 self._lost[device] = now
                 self.status.event(
                     "device_lost", f"no watch rows for {now - seen:.0f} s while others report", device
@@ -358,3 +347,15 @@ class NpuSmiSource(Source):
         if self.watch is not None:
             self.watch.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _newer(
+    latest: dict[str, tuple[float, nmap.Metrics]], emitted: dict[str, float]
+) -> dict[str, nmap.Metrics]:
+    """Device -> metrics of the `latest` entries that arrived since last emitted (now emitted)."""
+    fresh: dict[str, nmap.Metrics] = {}
+    for device, (at, metrics) in list(latest.items()):
+        if at > emitted.get(device, -1.0):
+            emitted[device] = at
+            fresh[device] = metrics
+    return fresh

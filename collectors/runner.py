@@ -6,14 +6,12 @@ crashed run still says what was collected.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import threading
 import time
 from collections.abc import Iterable
 
-from collectors.base import Source, begin_source, start_source_threads, tick_rows
+from collectors.base import Source, begin_source, start_source_threads, tick_rows, write_json
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError
 from embedperf.parts import PartsWriter
@@ -67,7 +65,9 @@ class CollectorRunner:
             if not begin_source(source):
                 return
             if source.periodic:
-                for rows in tick_rows(source, self.config.interval_s, self.stop_event, self.config.host_label):
+                for rows in tick_rows(
+                    source, self.config.interval_s, self.stop_event, self.config.host_label
+                ):
                     self._write(writer, source, rows)
             self.stop_event.wait()  # returns at once after ticks; pull-style sources only wait to finish
             end_unix_s = self.config.prometheus_end_unix_s or time.time()
@@ -97,8 +97,6 @@ class CollectorRunner:
 
     def write_status(self) -> None:
         """collectors.json: a JSON list of CollectorStatus dicts, replaced atomically."""
-        data = [source.status.snapshot().model_dump() for source in self.sources]
-        path = self.folder.collectors_status
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-        os.replace(tmp, path)
+        write_json(
+            self.folder.collectors_status, [source.status.snapshot().model_dump() for source in self.sources]
+        )

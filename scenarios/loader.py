@@ -265,40 +265,22 @@ def _warmup_line(errors: list[Any]) -> str:
 
 def _valid_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Field names of the model found by walking loc through nested models and lists."""
-    current: Any = model
+    current: type[BaseModel] | None = model
     for part in loc:
-        if isinstance(part, int):
-            continue
-        field = (
-            current.model_fields.get(str(part))
-            if isinstance(current, type) and issubclass(current, BaseModel)
-            else None
-        )
-        if field is None:
-            return []
-        current = _model_in(field.annotation)
-        if current is None:
-            return []
-    return (
-        sorted(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
-    )
+        if current is not None and not isinstance(part, int):
+            field = current.model_fields.get(str(part))
+            current = None if field is None else _model_in(field.annotation)
+    return [] if current is None else sorted(current.model_fields)
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
+    found = (_model_in(arg) for arg in getattr(annotation, "__args__", ()) or ())
+    return next((model for model in found if model is not None), None)
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
-
-def scenario_for_manifest(scenario: Scenario) -> dict[str, Any]:
-    """The fully resolved scenario as written into manifest.scenario."""
-    return scenario.model_dump(mode="json")
