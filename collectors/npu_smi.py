@@ -100,7 +100,6 @@ class WatchStream:
         self.last_line_mono_s = time.monotonic()
         self.proc: subprocess.Popen[str] | None = None
         self.stop_event = threading.Event()
-        self.restarts = 0
         self.gap_since_mono_s: float | None = None  # when the stream stopped delivering rows
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="npu-smi-watch", daemon=True)
@@ -119,7 +118,6 @@ class WatchStream:
                 self.gap_since_mono_s = self.last_line_mono_s
             if time.monotonic() - started > STABLE_RUN_S:
                 backoff_s = BACKOFF_START_S
-            self.restarts += 1
             self.source.status.event("restart", f"npu-smi watch {reason}; restarting in {backoff_s:.0f} s")
             if self.stop_event.wait(backoff_s):
                 return
