@@ -60,21 +60,15 @@ class SourceStatus:
             if self.dropped_events:
                 note = f"{self.dropped_events} more events not kept"
                 events.append({"ts_unix_s": None, "kind": "info", "device": "", "message": note})
-            status: Literal["ok", "skipped", "failed", "partial"]
+            degrading = sorted({e["kind"] for e in self.events if e["kind"] in DEGRADING_EVENTS})
+            status: Literal["ok", "skipped", "failed", "partial"] = "ok"
+            reason = self.reason
             if self.state == "skipped":
                 status = "skipped"
             elif self.state == "failed" or (self.samples == 0 and self.state == "done"):
-                status = "failed"
-            elif any(e["kind"] in DEGRADING_EVENTS for e in self.events):
-                status = "partial"
-            else:
-                status = "ok"
-            reason = self.reason
-            if status == "failed" and not reason:
-                reason = "no samples were collected"
-            if status == "partial" and not reason:
-                kinds = sorted({e["kind"] for e in self.events if e["kind"] in DEGRADING_EVENTS})
-                reason = "incomplete: " + ", ".join(kinds) + " (see events)"
+                status, reason = "failed", reason or "no samples were collected"
+            elif degrading:
+                status, reason = "partial", reason or f"incomplete: {', '.join(degrading)} (see events)"
             return CollectorStatus(
                 name=self.name, status=status, reason=reason, samples=self.samples, events=events
             )

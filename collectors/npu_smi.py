@@ -47,25 +47,17 @@ class NpuSmi:
 
     def run(self, *args: str) -> str:
         """Stdout+stderr of `npu-smi info ARGS`; raises CollectorError on timeout or a non-zero exit."""
+        command = f"`npu-smi info {' '.join(args)}`"
         try:
-            done = subprocess.run(
-                [self.executable, "info", *args],
-                capture_output=True,
-                text=True,
-                timeout=self.timeout_s,
-                check=False,
-            )
+            argv = [self.executable, "info", *args]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s, check=False)
         except subprocess.TimeoutExpired as exc:
-            raise CollectorError(
-                f"`npu-smi info {' '.join(args)}` hung for {self.timeout_s:.0f} s; killed"
-            ) from exc
+            raise CollectorError(f"{command} hung for {self.timeout_s:.0f} s; killed") from exc
         except OSError as exc:
             raise CollectorError(f"cannot run {self.executable}: {exc}") from exc
         text = done.stdout + done.stderr
         if done.returncode != 0 and nparse.find_error(text) is None:
-            raise CollectorError(
-                f"`npu-smi info {' '.join(args)}` exited {done.returncode}: {text.strip()[:200]}"
-            )
+            raise CollectorError(f"{command} exited {done.returncode}: {text.strip()[:200]}")
         return text
 
     def watch_command(self) -> list[str]:
@@ -125,12 +117,9 @@ class WatchStream:
 
     def _run_once(self) -> str:
         try:
+            command = self.smi.watch_command()
             proc = subprocess.Popen(
-                self.smi.watch_command(),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                bufsize=1,
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
             )
         except OSError as exc:
             return f"could not start: {exc}"
@@ -145,8 +134,7 @@ class WatchStream:
             self.last_line_mono_s = now
             row = parser.feed(line)
             if row is None:
-                error = nparse.find_error(line)
-                if error:
+                if error := nparse.find_error(line):
                     self.source.status.event("error", f"npu-smi watch: {error}")
                 continue
             mapped = nmap.metrics_from_watch_row(row)
@@ -162,16 +150,14 @@ class WatchStream:
             self.proc = None
         return f"exited with code {rc}"
 
-    def kill_if_silent(self, timeout_s: float) -> bool:
-        """Kill the stream when it printed nothing for timeout_s (a hung npu-smi). True if killed."""
+    def kill_if_silent(self, timeout_s: float) -> None:
+        """Kill the stream when it printed nothing for timeout_s (a hung npu-smi)."""
         with self._lock:
-            proc = self.proc
             silent_s = time.monotonic() - self.last_line_mono_s
-            if proc is None or proc.poll() is not None or silent_s < timeout_s:
-                return False
-            proc.kill()
+            if self.proc is None or self.proc.poll() is not None or silent_s < timeout_s:
+                return
+            self.proc.kill()
         self.source.status.event("gap", f"npu-smi watch silent for {silent_s:.0f} s; killed")
-        return True
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -291,12 +277,6 @@ class NpuSmiSource(Source):
             if metrics and device not in self._lost:
                 self._slow[device] = (now, metrics)
 
-    def _start_slow_poll(self) -> None:
-        if self._slow_thread is not None and self._slow_thread.is_alive():
-            return
-        self._slow_thread = threading.Thread(target=self._slow_poll, name="npu-smi-slow", daemon=True)
-        self._slow_thread.start()
-
     def device_health(self) -> dict[str, bool]:
         """Lost devices are unhealthy; the others as npu-smi's Health column (read by the slow poll) says."""
         health = dict(self._health)
@@ -311,7 +291,9 @@ class NpuSmiSource(Source):
         now = time.monotonic()
         if now >= self._next_slow_mono_s:
             self._next_slow_mono_s = now + self.config.npu_memory_poll_s
-            self._start_slow_poll()
+            if self._slow_thread is None or not self._slow_thread.is_alive():
+                self._slow_thread = threading.Thread(target=self._slow_poll, name="npu-smi-slow", daemon=True)
+                self._slow_thread.start()
         readings: list[Reading] = []
         if self.watch is not None:
             readings += self._watch_readings(now)

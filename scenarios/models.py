@@ -30,6 +30,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """` (did you mean 'x'?)` for the closest choice, or "" (the hint every unknown name gets)."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _ordered(low: int, high: int, where: str) -> None:
     """A {min, max} range's check, worded with the range's own dotted name."""
     if low > high:
@@ -199,8 +205,7 @@ class Payload(_Strict):
         available = sorted(p.stem for p in CORPORA_DIR.glob("*.txt"))
         for name in names:
             if name not in available:
-                close = difflib.get_close_matches(name, available, n=1, cutoff=0.6)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = did_you_mean(name, available)
                 raise ValueError(f"unknown corpus {name!r}{hint}; available: {', '.join(available)}")
         return names
 
