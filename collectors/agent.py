@@ -228,12 +228,6 @@ def build_agent(args: argparse.Namespace) -> Agent:
     return Agent(build_sources(config), config.host_label, args.interval, args.buffer_s, args.clock_skew_s)
 
 
-TOKEN_ON_COMMAND_LINE = (
-    f"agent: warning: --token is visible to every user of this host (ps, /proc/PID/cmdline); "
-    f"set {TOKEN_ENV} or pass --token-file PATH instead"
-)
-
-
 def agent_token(args: argparse.Namespace) -> str | None:
     """The token from --token-file, --token or EMBEDPERF_AGENT_TOKEN; None when there is none or it is empty."""
     if args.token_file is not None and args.token is not None:
@@ -274,7 +268,12 @@ def main(argv: list[str]) -> int:
     if skipped:
         print(f"agent: not sampled: {skipped}", flush=True)
     if args.token is not None:  # after the first line, which scripts read for the URL
-        print(TOKEN_ON_COMMAND_LINE, file=sys.stderr, flush=True)
+        print(
+            f"agent: warning: --token is visible to every user of this host (ps, /proc/PID/cmdline); "
+            f"set {TOKEN_ENV} or pass --token-file PATH instead",
+            file=sys.stderr,
+            flush=True,
+        )
     stop.wait()
     server.shutdown()
     agent.stop()

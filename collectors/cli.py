@@ -27,7 +27,8 @@ EMPTY_IS_DEFAULT = frozenset({"npu_smi", "npu_ids", "host_label"})
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Each option's dest is the CollectorConfig field it sets; one not given keeps the field's default."""
+    """Each option's dest is the CollectorConfig field it sets (but --service-metric's, which config_from_args
+    gathers); an option not given keeps the field's default."""
     p = argparse.ArgumentParser(
         prog="embedperf collect",
         description="Sample device, host and service telemetry every interval into RUN_DIR (telemetry.parquet, "
@@ -47,13 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help=f"auto (every source present here) or a comma list of {','.join(SOURCE_NAMES)}",
     )
-    p.add_argument("--service-url", metavar="BASE_URL", help="service base URL (metrics and PIDs)")
+    p.add_argument(
+        "--service-url", default=None, metavar="BASE_URL", help="service base URL (metrics and PIDs)"
+    )
     p.add_argument(
         "--metrics-path", default="/metrics", help="Prometheus text path on the service (default /metrics)"
     )
     p.add_argument(
         "--service-metric",
-        dest="service_metrics",
         action="append",
         default=[],
         metavar="CANONICAL=NAME",
@@ -99,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(argv: list[str]) -> CollectorConfig:
     args = vars(build_parser().parse_args(argv))
-    args["service_metrics"] = dict(pair.partition("=")[::2] for pair in args["service_metrics"])
+    args["service_metrics"] = dict(pair.partition("=")[::2] for pair in args.pop("service_metric"))
     return collector_config(args)
 
 

@@ -105,7 +105,7 @@ def add_device_options(group: argparse._ActionsContainer) -> None:
     group.add_argument("--npu-ids", metavar="4,5", help="sample only these NPU IDs")
     group.add_argument("--npu-smi", metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)")
     group.add_argument(
-        "--prometheus-url", metavar="URL", help="Prometheus server to pull the run window from"
+        "--prometheus-url", default=None, metavar="URL", help="Prometheus server to pull the run window from"
     )
     group.add_argument(
         "--agent",

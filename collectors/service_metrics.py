@@ -26,13 +26,13 @@ CACHE_MISSES = "embedperf_cache_misses_total"
 # canonical metric -> the Prometheus sample it is read from: a gauge (queue_depth), a counter whose rate it
 # is (busy_frac: seconds busy per second, request_rate_qps, tokens_per_s), or a histogram or summary whose
 # mean over the interval it is (batch_size_mean: NAME_sum / NAME_count)
-DEFAULT_NAMES: Mapping[str, str] = {
-    "queue_depth": "embedperf_queue_depth",
-    "busy_frac": "embedperf_compute_seconds_total",
-    "request_rate_qps": "embedperf_requests_total",
-    "tokens_per_s": "embedperf_tokens_total",
-    "batch_size_mean": "embedperf_batch_size",
-}
+DEFAULT_NAMES: Mapping[str, str] = dict(
+    queue_depth="embedperf_queue_depth",
+    busy_frac="embedperf_compute_seconds_total",
+    request_rate_qps="embedperf_requests_total",
+    tokens_per_s="embedperf_tokens_total",
+    batch_size_mean="embedperf_batch_size",
+)
 GAUGES = frozenset({"queue_depth"})
 RATES = frozenset({"busy_frac", "request_rate_qps", "tokens_per_s"})
 MEANS = frozenset({"batch_size_mean"})

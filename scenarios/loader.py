@@ -275,4 +275,3 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
         return annotation
     found = (_model_in(arg) for arg in getattr(annotation, "__args__", ()) or ())
     return next((model for model in found if model is not None), None)
-

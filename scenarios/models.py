@@ -62,7 +62,8 @@ class Target(_Strict):
         "/info), else the reference service's all-MiniLM-L6-v2 (--model sets it).",
     )
     api_key_env: str = Field(
-        "EMBEDPERF_TARGET_API_KEY", description="Variable holding the API key (sent as Bearer token if set)."
+        "EMBEDPERF_TARGET_API_KEY",
+        description="Environment variable holding the API key (sent as a Bearer token when set).",
     )
     timeout_s: float = Field(30.0, gt=0, description="Per-request timeout.")
     dimension: int | None = Field(None, gt=0, description="Embedding size of a target without /info.")
@@ -287,7 +288,9 @@ class OpenLoop(_Strict):
 class Search(_Strict):
     """`embedperf search`: probe open-loop rates for the highest one that meets the SLO.
 
-    The floor: the lowest rate at which a probe of max_probe_s collects min_ok_requests.
+    A probe's length includes its warm-up (repeats and confirming probes too); the drain of requests still
+    in flight adds at most drain_s. The floor: the lowest rate at which a probe of max_probe_s collects
+    min_ok_requests.
     """
 
     enabled: bool = Field(False, description="Run the search instead of the scenario's steps.")
@@ -313,12 +316,7 @@ class Search(_Strict):
         "at the search's confidence (368 at 95%), else the search refuses to start.",
     )
     min_probe_s: float = Field(5.0, gt=0, description="Shortest probe.")
-    max_probe_s: float = Field(
-        60.0,
-        gt=0,
-        description="Longest probe, warm-up included (repeats and confirming probes too); the drain of "
-        "requests still in flight adds at most drain_s.",
-    )
+    max_probe_s: float = Field(60.0, gt=0, description="Longest probe.")
     warmup_s: float = Field(1.0, ge=0, description="Seconds at the start of a probe left out of its verdict.")
     confirm_factor: float = Field(
         2.0, ge=1, description="The confirming probe is this many times longer (at most max_probe_s)."
@@ -327,9 +325,7 @@ class Search(_Strict):
     goodput_tolerance: float = Field(
         0.05, ge=0, lt=1, description="A probe fails when its goodput falls this far below the offered rate."
     )
-    max_duration_s: float = Field(
-        600.0, gt=0, description="Stop the search (with its current answer) after this."
-    )
+    max_duration_s: float = Field(600.0, gt=0, description="Longest search; it ends with its current answer.")
 
     @model_validator(mode="after")
     def _rates(self) -> Search:
