@@ -18,7 +18,6 @@ import collections
 import hmac
 import ipaddress
 import json
-import math
 import signal
 import sys
 import threading
@@ -33,11 +32,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from collectors.agent_metrics import metrics_text
 from collectors.agent_token import TOKEN_ENV, resolve_token
-from collectors.base import Source, begin_source, start_source_threads
-from collectors.cli import build_sources
-from collectors.clock import TickScheduler
-from collectors.config import CollectorConfig
-from embedperf.errors import CollectorError, ConfigError
+from collectors.base import Source, begin_source, not_running, start_source_threads, tick_rows
+from collectors.cli import build_sources, collector_config
+from embedperf.errors import ConfigError
 from embedperf.schema import TelemetrySample
 
 DEFAULT_PORT = 9187
@@ -94,7 +91,7 @@ class Agent:
         self.buffer = SampleBuffer(buffer_s)
         self.clock_skew_s = clock_skew_s
         self.stop_event = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._threads: dict[Source, threading.Thread] = {}
 
     def now(self) -> float:
         return time.time() + self.clock_skew_s
@@ -105,19 +102,8 @@ class Agent:
     def _run(self, source: Source) -> None:
         if not begin_source(source):
             return
-        scheduler = TickScheduler(self.interval_s, wall=self.now)
         try:
-            while (ts := scheduler.wait(self.stop_event)) is not None:
-                try:
-                    readings = list(source.sample(ts))
-                except CollectorError as exc:
-                    source.status.event("error", str(exc))
-                    continue
-                rows = [
-                    TelemetrySample(ts, self.host_label, source.name, device, metric, float(value))
-                    for device, metric, value in readings
-                    if math.isfinite(float(value))
-                ]
+            for rows in tick_rows(source, self.interval_s, self.stop_event, self.host_label, wall=self.now):
                 source.status.add_samples(len(rows))
                 self.buffer.add(rows)
         finally:
@@ -125,7 +111,7 @@ class Agent:
 
     def stop(self) -> None:
         self.stop_event.set()
-        for thread in self._threads:
+        for thread in self._threads.values():
             thread.join(timeout=5.0)
 
 
@@ -194,14 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--token-file",
         type=Path,
-        default=None,
         metavar="PATH",
         help=f"file holding the token every request must carry as `Authorization: Bearer TOKEN` "
         f"(default: the environment variable {TOKEN_ENV}); an empty token counts as none",
     )
     p.add_argument(
         "--token",
-        default=None,
         help=f"the token on the command line: accepted with a warning, since `ps` shows it to every user of "
         f"the host; prefer {TOKEN_ENV} or --token-file",
     )
@@ -212,11 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--buffer-s", type=float, default=DEFAULT_BUFFER_S, help="seconds of samples kept (default 3600)"
     )
-    p.add_argument(
-        "--npu-smi", default=None, metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)"
-    )
-    p.add_argument("--npu-ids", default=None, help="only these NPU IDs, e.g. 4,5")
-    p.add_argument("--host-label", default=None, help="host name in the samples (default: this hostname)")
+    p.add_argument("--npu-smi", metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)")
+    p.add_argument("--npu-ids", help="only these NPU IDs, e.g. 4,5")
+    p.add_argument("--host-label", help="host name in the samples (default: this hostname)")
     p.add_argument(
         "--clock-skew-s",
         type=float,
@@ -238,26 +220,12 @@ def build_agent(args: argparse.Namespace) -> Agent:
     unknown = [n for n in names if n not in AGENT_SOURCES]
     if unknown or not names:
         raise ConfigError(f"unknown agent source(s) {unknown or names}; valid: npu_smi, nvml, host")
-    values: dict[str, object] = {
-        "out_dir": Path("."),  # never written: the agent keeps samples in memory
-        "interval_s": args.interval,
-        "sources": ",".join(sorted({AGENT_SOURCES[n] for n in names})),
-        "local_devices": True,
-    }
-    if args.npu_smi:
-        values["npu_smi"] = args.npu_smi
-    if args.npu_ids:
-        values["npu_ids"] = tuple(int(v) for v in args.npu_ids.split(",") if v.strip())
-    if args.host_label:
-        values["host_label"] = args.host_label
-    config = CollectorConfig.model_validate(values)
+    sources = ",".join(sorted({AGENT_SOURCES[n] for n in names}))
+    devices = {key: getattr(args, key) for key in ("npu_smi", "npu_ids", "host_label")}
+    # out_dir is never written: the agent keeps its samples in memory
+    values = {"out_dir": Path("."), "interval_s": args.interval, "sources": sources, "local_devices": True}
+    config = collector_config({**values, **devices})
     return Agent(build_sources(config), config.host_label, args.interval, args.buffer_s, args.clock_skew_s)
-
-
-TOKEN_ON_COMMAND_LINE = (
-    f"agent: warning: --token is visible to every user of this host (ps, /proc/PID/cmdline); "
-    f"set {TOKEN_ENV} or pass --token-file PATH instead"
-)
 
 
 def agent_token(args: argparse.Namespace) -> str | None:
@@ -291,18 +259,21 @@ def main(argv: list[str]) -> int:
     thread = threading.Thread(target=server.serve_forever, name="agent-http", daemon=True)
     thread.start()
     host, port = str(server.server_address[0]), int(server.server_address[1])
-    skipped = [
-        f"{s.name} ({s.status.reason})" for s in agent.sources if s.status.state in ("skipped", "failed")
-    ]
+    skipped = not_running(agent.sources)
     print(
         f"agent: serving {agent.host_label} on http://{host}:{port} (/metrics, /samples, /time; "
         f"{'a token is required' if token else 'no token: loopback only'})",
         flush=True,
     )
     if skipped:
-        print("agent: not sampled: " + "; ".join(skipped), flush=True)
+        print(f"agent: not sampled: {skipped}", flush=True)
     if args.token is not None:  # after the first line, which scripts read for the URL
-        print(TOKEN_ON_COMMAND_LINE, file=sys.stderr, flush=True)
+        print(
+            f"agent: warning: --token is visible to every user of this host (ps, /proc/PID/cmdline); "
+            f"set {TOKEN_ENV} or pass --token-file PATH instead",
+            file=sys.stderr,
+            flush=True,
+        )
     stop.wait()
     server.shutdown()
     agent.stop()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import threading
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from collectors.agent_token import TOKEN_ENV, bearer_headers, resolve_token
-from collectors.base import Source
+from collectors.base import Source, write_json
 from collectors.config import CollectorConfig
 from embedperf.schema import AgentRecord, RunFolder, TelemetrySample
 
@@ -48,9 +47,7 @@ def estimate_offset(client: httpx.Client, url: str, probes: int = PROBES) -> Off
     for _ in range(probes):
         t0 = time.time()
         try:
-            resp = client.get(f"{url}/time")
-            resp.raise_for_status()
-            body = resp.json()
+            body = client.get(f"{url}/time").raise_for_status().json()
             agent_now = float(body["now_unix_s"])
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             continue
@@ -96,8 +93,8 @@ class AgentSource(Source):
         self.status.name = f"agent {url}"
         self.config = config
         self.url = url.rstrip("/")
-        token = resolve_token(config.agent_token_file)
-        self.client = httpx.Client(timeout=REQUEST_TIMEOUT_S, headers=bearer_headers(token))
+        headers = bearer_headers(resolve_token(config.agent_token_file))
+        self.client = httpx.Client(timeout=REQUEST_TIMEOUT_S, headers=headers)
         self.refused: str | None = None  # why the agent refused our token (401), once it has
         self.host = ""
         self.spool = spool_path(RunFolder(config.out_dir), self.url)
@@ -145,10 +142,8 @@ class AgentSource(Source):
             self.down = False
         self.host = str(body.get("host") or self.host)
         samples = body.get("samples") or []
-        if samples:
-            with self.spool.open(
-                "a", encoding="utf-8"
-            ) as fh:  # agent clock; shifted once the offset is known
+        if samples:  # on the agent's clock: shifted at finish, once the offset is known
+            with self.spool.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(samples) + "\n")
             self.since_unix_s = max(self.since_unix_s, max(float(row[0]) for row in samples))
 
@@ -209,10 +204,7 @@ class AgentSource(Source):
         path = RunFolder(self.config.out_dir).agents_status
         with _RECORDS_LOCK:
             records = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
-            records = [r for r in records if r.get("url") != record.url] + [record.model_dump()]
-            tmp = path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(records, indent=2), encoding="utf-8")
-            os.replace(tmp, path)
+            write_json(path, [r for r in records if r.get("url") != record.url] + [record.model_dump()])
 
     def close(self) -> None:
         self._stop.set()
@@ -229,8 +221,7 @@ def refused_message(url: str) -> str:
 
 def check_agent(url: str, token: str | None, timeout_s: float = REQUEST_TIMEOUT_S) -> str | None:
     """Why a run could not pull from the agent at `url` with `token` (None when /time answers): the
-    pre-flight check, so that a refused token stops a run before any load instead of leaving it without
-    device figures."""
+    pre-flight check, so a refused token stops a run before any load, not leaves it without device figures."""
     try:
         resp = httpx.get(f"{url.rstrip('/')}/time", headers=bearer_headers(token), timeout=timeout_s)
     except httpx.HTTPError as exc:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from collectors.clock import TickScheduler
 from embedperf.errors import CollectorError
 from embedperf.schema import CollectorStatus, TelemetrySample
 
@@ -53,29 +58,17 @@ class SourceStatus:
         with self._lock:
             events = list(self.events)
             if self.dropped_events:
-                events.append(
-                    {
-                        "ts_unix_s": None,
-                        "kind": "info",
-                        "device": "",
-                        "message": f"{self.dropped_events} more events not kept",
-                    }
-                )
-            status: Literal["ok", "skipped", "failed", "partial"]
+                note = f"{self.dropped_events} more events not kept"
+                events.append({"ts_unix_s": None, "kind": "info", "device": "", "message": note})
+            degrading = sorted({e["kind"] for e in self.events if e["kind"] in DEGRADING_EVENTS})
+            status: Literal["ok", "skipped", "failed", "partial"] = "ok"
+            reason = self.reason
             if self.state == "skipped":
                 status = "skipped"
             elif self.state == "failed" or (self.samples == 0 and self.state == "done"):
-                status = "failed"
-            elif any(e["kind"] in DEGRADING_EVENTS for e in self.events):
-                status = "partial"
-            else:
-                status = "ok"
-            reason = self.reason
-            if status == "failed" and not reason:
-                reason = "no samples were collected"
-            if status == "partial" and not reason:
-                kinds = sorted({e["kind"] for e in self.events if e["kind"] in DEGRADING_EVENTS})
-                reason = "incomplete: " + ", ".join(kinds) + " (see events)"
+                status, reason = "failed", reason or "no samples were collected"
+            elif degrading:
+                status, reason = "partial", reason or f"incomplete: {', '.join(degrading)} (see events)"
             return CollectorStatus(
                 name=self.name, status=status, reason=reason, samples=self.samples, events=events
             )
@@ -130,13 +123,45 @@ def begin_source(source: Source) -> bool:
 
 def start_source_threads(
     sources: Iterable[Source], run: Callable[[Source], None], prefix: str
-) -> list[threading.Thread]:
+) -> dict[Source, threading.Thread]:
     """One daemon thread per runnable source (skipped and failed ones get none), already started."""
-    threads = []
-    for source in sources:
-        if source.status.state in ("skipped", "failed"):
-            continue
-        thread = threading.Thread(target=run, args=(source,), name=f"{prefix}-{source.name}", daemon=True)
+    threads = {
+        source: threading.Thread(target=run, args=(source,), name=f"{prefix}-{source.name}", daemon=True)
+        for source in sources
+        if source.status.state not in ("skipped", "failed")
+    }
+    for thread in threads.values():
         thread.start()
-        threads.append(thread)
     return threads
+
+
+def tick_rows(
+    source: Source, interval_s: float, stop: threading.Event, host: str, wall: Callable[[], float] = time.time
+) -> Iterator[list[TelemetrySample]]:
+    """Each tick's finite readings as rows until `stop`; a CollectorError is an event, not the end."""
+    scheduler = TickScheduler(interval_s, wall=wall)
+    while (ts := scheduler.wait(stop)) is not None:
+        try:
+            readings = list(source.sample(ts))
+        except CollectorError as exc:
+            source.status.event("error", str(exc))
+            continue
+        yield [
+            TelemetrySample(ts, host, source.name, device, metric, float(value))
+            for device, metric, value in readings
+            if math.isfinite(float(value))
+        ]
+
+
+def not_running(sources: Iterable[Source]) -> str:
+    """`name (reason); ...` of the sources skipped or failed ("" when every one runs)."""
+    return "; ".join(
+        f"{s.name} ({s.status.reason})" for s in sources if s.status.state in ("skipped", "failed")
+    )
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Replace `path` atomically, so a reader (a crashed run's report too) never sees half a file."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    os.replace(tmp, path)

@@ -7,11 +7,12 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from pydantic import ValidationError
 
 from collectors.agent_pull import AgentSource
-from collectors.base import Source
+from collectors.base import Source, not_running
 from collectors.config import SOURCE_NAMES, CollectorConfig
 from collectors.host import HostSource
 from collectors.npu_smi import NpuSmiSource
@@ -22,17 +23,26 @@ from collectors.service_metrics import ServiceMetricsSource
 from embedperf.errors import ConfigError, EmbedperfError
 
 LOCAL_DEVICE_SOURCES = frozenset({"npu_smi", "nvml"})
+EMPTY_IS_DEFAULT = frozenset({"npu_smi", "npu_ids", "host_label"})
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Each option's dest is the CollectorConfig field it sets (but --service-metric's, which config_from_args
+    gathers); an option not given keeps the field's default."""
     p = argparse.ArgumentParser(
         prog="embedperf collect",
         description="Sample device, host and service telemetry every interval into RUN_DIR (telemetry.parquet, "
         "collectors.json) until --duration ends or SIGINT/SIGTERM arrives.",
     )
-    p.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder to write into")
-    p.add_argument("--interval", type=float, default=1.0, help="sampling interval in seconds (default 1)")
-    p.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    p.add_argument("--out", dest="out_dir", required=True, metavar="RUN_DIR", help="run folder to write into")
+    p.add_argument(
+        "--interval",
+        dest="interval_s",
+        type=float,
+        metavar="INTERVAL",
+        help="sampling interval in seconds (default 1)",
+    )
+    p.add_argument("--duration", dest="duration_s", type=float, metavar="S", help="stop after S seconds")
     p.add_argument(
         "--sources",
         default="auto",
@@ -52,26 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="read a canonical service metric from the target's own Prometheus name, e.g. "
         "queue_depth=te_queue_size (repeatable; default: the reference service's names)",
     )
-    p.add_argument(
-        "--service-pid", type=int, default=None, help="service PID (else found by its listening port)"
-    )
-    p.add_argument("--generator-pid", type=int, default=None, help="load generator PID")
-    p.add_argument(
-        "--npu-smi", default=None, metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)"
-    )
-    p.add_argument("--npu-ids", default=None, help="only these NPU IDs, e.g. 4,5")
+    p.add_argument("--service-pid", type=int, help="service PID (else found by its listening port)")
+    p.add_argument("--generator-pid", type=int, help="load generator PID")
+    p.add_argument("--npu-smi", metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)")
+    p.add_argument("--npu-ids", help="only these NPU IDs, e.g. 4,5")
     p.add_argument(
         "--npu-mode", choices=("watch", "poll"), default="watch", help="npu-smi watch stream or -t polls"
     )
     p.add_argument(
-        "--npu-timeout", type=float, default=10.0, metavar="S", help="kill a silent npu-smi after S s"
+        "--npu-timeout", dest="npu_timeout_s", type=float, metavar="S", help="kill a silent npu-smi after S s"
     )
-    p.add_argument(
-        "--prometheus-url", default=None, help="existing Prometheus server to pull the run window from"
-    )
-    p.add_argument("--prometheus-start", type=float, default=None, metavar="UNIX_S", help="window start")
-    p.add_argument("--prometheus-end", type=float, default=None, metavar="UNIX_S", help="window end")
-    p.add_argument("--host-label", default=None, help="value of the host column (default: this hostname)")
+    p.add_argument("--prometheus-url", help="existing Prometheus server to pull the run window from")
+    for end in ("start", "end"):
+        dest = f"prometheus_{end}_unix_s"
+        p.add_argument(f"--prometheus-{end}", dest=dest, type=float, metavar="UNIX_S", help=f"window {end}")
+    p.add_argument("--host-label", help="value of the host column (default: this hostname)")
     p.add_argument(
         "--local-devices",
         action="store_true",
@@ -79,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--agent",
+        dest="agents",
         action="append",
         default=[],
         metavar="URL",
@@ -87,7 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--agent-token-file",
         type=Path,
-        default=None,
         metavar="PATH",
         help="file holding the agents' token (default: the environment variable EMBEDPERF_AGENT_TOKEN)",
     )
@@ -95,33 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(argv: list[str]) -> CollectorConfig:
-    args = build_parser().parse_args(argv)
-    values: dict[str, object] = {
-        "out_dir": args.out,
-        "interval_s": args.interval,
-        "duration_s": args.duration,
-        "sources": args.sources,
-        "service_url": args.service_url,
-        "metrics_path": args.metrics_path,
-        "service_metrics": dict(pair.partition("=")[::2] for pair in args.service_metric),
-        "service_pid": args.service_pid,
-        "generator_pid": args.generator_pid,
-        "npu_mode": args.npu_mode,
-        "npu_timeout_s": args.npu_timeout,
-        "prometheus_url": args.prometheus_url,
-        "prometheus_start_unix_s": args.prometheus_start,
-        "prometheus_end_unix_s": args.prometheus_end,
-        "local_devices": args.local_devices,
-        "agents": tuple(args.agent),
-        "agent_token_file": args.agent_token_file,
-    }
-    if args.npu_smi:
-        values["npu_smi"] = args.npu_smi
-    if args.host_label:
-        values["host_label"] = args.host_label
+    args = vars(build_parser().parse_args(argv))
+    args["service_metrics"] = dict(pair.partition("=")[::2] for pair in args.pop("service_metric"))
+    return collector_config(args)
+
+
+def collector_config(values: dict[str, Any]) -> CollectorConfig:
+    """The configuration of these command-line values (None: the default; an empty --npu-smi, --npu-ids or
+    --host-label too); its problems as one ConfigError."""
+    values = {k: v for k, v in values.items() if v is not None and (v != "" or k not in EMPTY_IS_DEFAULT)}
     try:
-        if args.npu_ids:
-            values["npu_ids"] = tuple(int(v) for v in args.npu_ids.split(",") if v.strip())
+        if values.get("npu_ids"):
+            values["npu_ids"] = tuple(int(v) for v in values["npu_ids"].split(",") if v.strip())
         return CollectorConfig.model_validate(values)
     except ValidationError as exc:
         problems = "; ".join(
@@ -130,7 +120,7 @@ def config_from_args(argv: list[str]) -> CollectorConfig:
         )
         raise ConfigError(f"invalid collector options: {problems}") from exc
     except ValueError as exc:
-        raise ConfigError(f"invalid --npu-ids {args.npu_ids!r}: give NPU IDs such as 4,5") from exc
+        raise ConfigError(f"invalid --npu-ids {values['npu_ids']!r}: give NPU IDs such as 4,5") from exc
 
 
 def build_sources(config: CollectorConfig) -> list[Source]:
@@ -180,12 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    skipped = [
-        f"{s.name} ({s.status.reason})" for s in runner.sources if s.status.state in ("skipped", "failed")
-    ]
+    skipped = not_running(runner.sources)
     print(f"collectors: {rows} telemetry rows -> {runner.folder.telemetry}", file=sys.stderr)
     if skipped:
-        print("collectors: not collected: " + "; ".join(skipped), file=sys.stderr)
+        print(f"collectors: not collected: {skipped}", file=sys.stderr)
     return 0
 
 

@@ -45,10 +45,8 @@ class TickScheduler:
         if due > self._k:
             self.missed_ticks += due - self._k
             self._k = due
-        return (
-            self._anchor_wall_s + self._k * self.interval_s,
-            self._anchor_mono_s + self._k * self.interval_s,
-        )
+        offset_s = self._k * self.interval_s
+        return self._anchor_wall_s + offset_s, self._anchor_mono_s + offset_s
 
     def wait(self, stop: threading.Event) -> float | None:
         """Block until the next tick; its scheduled wall time, or None once `stop` is set."""

@@ -21,13 +21,9 @@ class CollectorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    out_dir: Path = Field(
-        description="Run folder; telemetry parts, telemetry.parquet and collectors.json go here."
-    )
+    out_dir: Path = Field(description="Run folder: telemetry parts, telemetry.parquet, collectors.json.")
     interval_s: float = Field(1.0, gt=0, le=3600, description="Sampling interval in seconds.")
-    duration_s: float | None = Field(
-        None, gt=0, description="Stop after this long; None runs until SIGINT/SIGTERM."
-    )
+    duration_s: float | None = Field(None, gt=0, description="Stop after this long; None: at SIGINT/SIGTERM.")
     sources: tuple[str, ...] | Literal["auto"] = Field("auto", description="`auto` or explicit source names.")
     service_url: str | None = Field(None, description="Base URL of the service under test.")
     metrics_path: str = Field("/metrics", description="Path of the Prometheus text endpoint on service_url.")
@@ -44,13 +40,9 @@ class CollectorConfig(BaseModel):
     )
     npu_ids: tuple[int, ...] | None = Field(None, description="Only these NPU IDs; None means all.")
     npu_mode: Literal["watch", "poll"] = Field("watch", description="One long-running watch, or -t polls.")
-    npu_timeout_s: float = Field(
-        10.0, gt=0, description="An npu-smi silent this long is killed and restarted."
-    )
+    npu_timeout_s: float = Field(10.0, gt=0, description="An npu-smi silent this long is killed, restarted.")
     npu_memory_poll_s: float = Field(10.0, gt=0, description="How often to poll what watch lacks (HBM MB).")
-    prometheus_url: str | None = Field(
-        None, description="Existing Prometheus server to pull the window from."
-    )
+    prometheus_url: str | None = Field(None, description="Prometheus server to pull the window from.")
     prometheus_start_unix_s: float | None = None
     prometheus_end_unix_s: float | None = None
     host_label: str = Field(default_factory=socket.gethostname, description="Value of the `host` column.")
@@ -61,8 +53,7 @@ class CollectorConfig(BaseModel):
     )
     agents: tuple[str, ...] = Field((), description="`embedperf agent` URLs to pull the run's samples from.")
     agent_token_file: Path | None = Field(
-        None,
-        description="File holding the agents' token (default: the environment variable EMBEDPERF_AGENT_TOKEN).",
+        None, description="File holding the agents' token (default: the variable EMBEDPERF_AGENT_TOKEN)."
     )
 
     @field_validator("sources", mode="before")

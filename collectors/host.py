@@ -48,26 +48,21 @@ class ProcessGroup:
             members = [root, *root.children(recursive=True)]
         except psutil.Error:
             return None
+        known = {proc.pid: self._procs.get(proc.pid, proc) for proc in members}
+        new = set(known) - set(self._procs)
+        self._procs = known  # the members gone are forgotten
         cpu_pct, rss_mb, root_is_new = 0.0, 0.0, False
-        seen = set()
-        for proc in members:
-            known = self._procs.get(proc.pid)
-            is_new = known is None
-            if known is None:
-                known = self._procs[proc.pid] = proc
-            seen.add(proc.pid)
+        for pid, proc in known.items():
             try:
-                with known.oneshot():
-                    pct = known.cpu_percent(None)  # since the previous call; a new process has none
-                    rss_mb += known.memory_info().rss / MB
+                with proc.oneshot():
+                    pct = proc.cpu_percent(None)  # since the previous call; a new process has none
+                    rss_mb += proc.memory_info().rss / MB
             except psutil.Error:
                 continue
-            if is_new:
-                root_is_new = root_is_new or proc.pid == self.pid
+            if pid in new:
+                root_is_new = root_is_new or pid == self.pid
             else:
                 cpu_pct += pct
-        for gone in set(self._procs) - seen:
-            del self._procs[gone]
         return (None if root_is_new else cpu_pct), rss_mb
 
 
@@ -111,9 +106,9 @@ class HostSource(Source):
         )
 
     def sample(self, ts_unix_s: float) -> Iterable[Reading]:
-        readings: list[Reading] = [("cpu", "cpu_util_pct", psutil.cpu_percent(None))]
         vm = psutil.virtual_memory()
-        readings += [
+        readings: list[Reading] = [
+            ("cpu", "cpu_util_pct", psutil.cpu_percent(None)),
             ("cpu", "mem_used_mb", (vm.total - vm.available) / MB),
             ("cpu", "mem_total_mb", vm.total / MB),
         ]

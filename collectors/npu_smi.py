@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from collectors import npu_smi_map as nmap
 from collectors import npu_smi_parse as nparse
-from collectors.base import Reading, Source
+from collectors.base import EventKind, Reading, Source
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError
 
@@ -47,25 +47,17 @@ class NpuSmi:
 
     def run(self, *args: str) -> str:
         """Stdout+stderr of `npu-smi info ARGS`; raises CollectorError on timeout or a non-zero exit."""
+        command = f"`npu-smi info {' '.join(args)}`"
         try:
-            done = subprocess.run(
-                [self.executable, "info", *args],
-                capture_output=True,
-                text=True,
-                timeout=self.timeout_s,
-                check=False,
-            )
+            argv = [self.executable, "info", *args]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s, check=False)
         except subprocess.TimeoutExpired as exc:
-            raise CollectorError(
-                f"`npu-smi info {' '.join(args)}` hung for {self.timeout_s:.0f} s; killed"
-            ) from exc
+            raise CollectorError(f"{command} hung for {self.timeout_s:.0f} s; killed") from exc
         except OSError as exc:
             raise CollectorError(f"cannot run {self.executable}: {exc}") from exc
         text = done.stdout + done.stderr
         if done.returncode != 0 and nparse.find_error(text) is None:
-            raise CollectorError(
-                f"`npu-smi info {' '.join(args)}` exited {done.returncode}: {text.strip()[:200]}"
-            )
+            raise CollectorError(f"{command} exited {done.returncode}: {text.strip()[:200]}")
         return text
 
     def watch_command(self) -> list[str]:
@@ -100,7 +92,6 @@ class WatchStream:
         self.last_line_mono_s = time.monotonic()
         self.proc: subprocess.Popen[str] | None = None
         self.stop_event = threading.Event()
-        self.restarts = 0
         self.gap_since_mono_s: float | None = None  # when the stream stopped delivering rows
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="npu-smi-watch", daemon=True)
@@ -119,7 +110,6 @@ class WatchStream:
                 self.gap_since_mono_s = self.last_line_mono_s
             if time.monotonic() - started > STABLE_RUN_S:
                 backoff_s = BACKOFF_START_S
-            self.restarts += 1
             self.source.status.event("restart", f"npu-smi watch {reason}; restarting in {backoff_s:.0f} s")
             if self.stop_event.wait(backoff_s):
                 return
@@ -127,12 +117,9 @@ class WatchStream:
 
     def _run_once(self) -> str:
         try:
+            command = self.smi.watch_command()
             proc = subprocess.Popen(
-                self.smi.watch_command(),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                bufsize=1,
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
             )
         except OSError as exc:
             return f"could not start: {exc}"
@@ -147,8 +134,7 @@ class WatchStream:
             self.last_line_mono_s = now
             row = parser.feed(line)
             if row is None:
-                error = nparse.find_error(line)
-                if error:
+                if error := nparse.find_error(line):
                     self.source.status.event("error", f"npu-smi watch: {error}")
                 continue
             mapped = nmap.metrics_from_watch_row(row)
@@ -164,16 +150,14 @@ class WatchStream:
             self.proc = None
         return f"exited with code {rc}"
 
-    def kill_if_silent(self, timeout_s: float) -> bool:
-        """Kill the stream when it printed nothing for timeout_s (a hung npu-smi). True if killed."""
+    def kill_if_silent(self, timeout_s: float) -> None:
+        """Kill the stream when it printed nothing for timeout_s (a hung npu-smi)."""
         with self._lock:
-            proc = self.proc
             silent_s = time.monotonic() - self.last_line_mono_s
-            if proc is None or proc.poll() is not None or silent_s < timeout_s:
-                return False
-            proc.kill()
+            if self.proc is None or self.proc.poll() is not None or silent_s < timeout_s:
+                return
+            self.proc.kill()
         self.source.status.event("gap", f"npu-smi watch silent for {silent_s:.0f} s; killed")
-        return True
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -242,8 +226,10 @@ class NpuSmiSource(Source):
         return merged
 
     def _poll_all(self, types: tuple[str, ...]) -> dict[str, nmap.Metrics]:
+        """Every card's metrics, polled in parallel; a lost card is retried every LOST_RETRY_S only."""
         now = time.monotonic()
-        ids = [n for n in self.npu_ids if not self._card_lost(n) or now - self._lost_since(n) > LOST_RETRY_S]
+        lost = {n: [self._lost[d] for d in self._card_devices(n) if d in self._lost] for n in self.npu_ids}
+        ids = [n for n, since in lost.items() if not since or now - min(since) > LOST_RETRY_S]
         futures = {n: self._pool.submit(self._poll_npu, n, types) for n in ids}
         out: dict[str, nmap.Metrics] = {}
         for npu_id, future in futures.items():
@@ -255,29 +241,23 @@ class NpuSmiSource(Source):
             if result is None:
                 self._mark_lost(npu_id, "device_lost", "Invalid card id: the device disappeared")
                 continue
-            self._mark_back(npu_id)
+            for device in self._card_devices(npu_id):
+                self._back(device)
             out.update(result)
         return out
 
     def _card_devices(self, npu_id: int) -> list[str]:
         return [nmap.device_name(n, c) for n, c in self.chips if n == npu_id]
 
-    def _card_lost(self, npu_id: int) -> bool:
-        return any(d in self._lost for d in self._card_devices(npu_id))
-
-    def _lost_since(self, npu_id: int) -> float:
-        return min(self._lost.get(d, time.monotonic()) for d in self._card_devices(npu_id))
-
-    def _mark_lost(self, npu_id: int, kind: str, message: str) -> None:
+    def _mark_lost(self, npu_id: int, kind: EventKind, message: str) -> None:
         for device in self._card_devices(npu_id):
             if device not in self._lost:
-                self.status.event("device_lost" if kind == "device_lost" else "gap", message, device)
+                self.status.event(kind, message, device)
             self._lost[device] = time.monotonic()
 
-    def _mark_back(self, npu_id: int) -> None:
-        for device in self._card_devices(npu_id):
-            if self._lost.pop(device, None) is not None:
-                self.status.event("device_back", "reporting again", device)
+    def _back(self, device: str) -> None:
+        if self._lost.pop(device, None) is not None:
+            self.status.event("device_back", "reporting again", device)
 
     def _slow_poll(self) -> None:
         """Exact HBM used/total from the `npu-smi info` table, vector utilisation from `-t usages`."""
@@ -297,12 +277,6 @@ class NpuSmiSource(Source):
             if metrics and device not in self._lost:
                 self._slow[device] = (now, metrics)
 
-    def _start_slow_poll(self) -> None:
-        if self._slow_thread is not None and self._slow_thread.is_alive():
-            return
-        self._slow_thread = threading.Thread(target=self._slow_poll, name="npu-smi-slow", daemon=True)
-        self._slow_thread.start()
-
     def device_health(self) -> dict[str, bool]:
         """Lost devices are unhealthy; the others as npu-smi's Health column (read by the slow poll) says."""
         health = dict(self._health)
@@ -317,37 +291,32 @@ class NpuSmiSource(Source):
         now = time.monotonic()
         if now >= self._next_slow_mono_s:
             self._next_slow_mono_s = now + self.config.npu_memory_poll_s
-            self._start_slow_poll()
+            if self._slow_thread is None or not self._slow_thread.is_alive():
+                self._slow_thread = threading.Thread(target=self._slow_poll, name="npu-smi-slow", daemon=True)
+                self._slow_thread.start()
         readings: list[Reading] = []
         if self.watch is not None:
             readings += self._watch_readings(now)
         else:
             for device, metrics in self._poll_all(POLL_TYPES).items():
                 readings += [(device, m, v) for m, v in metrics.items()]
-        for device, (at, metrics) in list(self._slow.items()):
-            if at > self._slow_emitted.get(device, -1.0):
-                self._slow_emitted[device] = at
-                readings += [(device, m, v) for m, v in metrics.items()]
+        for device, metrics in _newer(self._slow, self._slow_emitted).items():
+            readings += [(device, m, v) for m, v in metrics.items()]
         return readings
 
     def _watch_readings(self, now: float) -> list[Reading]:
         assert self.watch is not None
         self.watch.kill_if_silent(self.config.npu_timeout_s)
         wanted = set(self.devices)
+        fresh = {d: m for d, m in _newer(self.watch.latest, self._emitted_mono).items() if d in wanted}
         readings: list[Reading] = []
-        any_fresh = False
-        for device, (at, metrics) in list(self.watch.latest.items()):
-            if device not in wanted or at <= self._emitted_mono.get(device, -1.0):
-                continue
-            any_fresh = True
-            self._emitted_mono[device] = at
-            if self._lost.pop(device, None) is not None:
-                self.status.event("device_back", "reporting again", device)
+        for device, metrics in fresh.items():
+            self._back(device)
             readings += [(device, m, v) for m, v in metrics.items()]
         stale_s = LOST_AFTER_TICKS * self.config.interval_s
         for device in wanted:
             seen = self._emitted_mono.get(device)
-            if any_fresh and device not in self._lost and seen is not None and now - seen > stale_s:
+            if fresh and device not in self._lost and seen is not None and now - seen > stale_s:
                 self._lost[device] = now
                 self.status.event(
                     "device_lost", f"no watch rows for {now - seen:.0f} s while others report", device
@@ -358,3 +327,15 @@ class NpuSmiSource(Source):
         if self.watch is not None:
             self.watch.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _newer(
+    latest: dict[str, tuple[float, nmap.Metrics]], emitted: dict[str, float]
+) -> dict[str, nmap.Metrics]:
+    """Device -> metrics of the `latest` entries that arrived since last emitted (now emitted)."""
+    fresh: dict[str, nmap.Metrics] = {}
+    for device, (at, metrics) in list(latest.items()):
+        if at > emitted.get(device, -1.0):
+            emitted[device] = at
+            fresh[device] = metrics
+    return fresh

@@ -6,7 +6,7 @@ drivers add `NPU Utilization(%)`), so each canonical metric lists its sources in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from collectors.npu_smi_parse import NO_VALUE, KvReport
@@ -57,6 +57,11 @@ def to_float(value: str | None) -> float | None:
         return None
 
 
+def _numbers(raw: Iterable[tuple[str, str | None]]) -> Metrics:
+    """The (metric, raw value) pairs whose value is a number; `NA`, `-` and the like are left out."""
+    return {metric: value for metric, text in raw if (value := to_float(text)) is not None}
+
+
 def device_name(npu_id: int, chip_id: int) -> str:
     return f"npu{npu_id}.chip{chip_id}"
 
@@ -74,11 +79,9 @@ def metrics_from_fields(fields: Mapping[str, str]) -> Metrics:
     """Canonical metrics of one chip's key/value fields."""
     metrics: Metrics = {}
     for metric, keys in KV_FIELDS.items():
-        for key in keys:
-            value = to_float(fields.get(key))
-            if value is not None:
-                metrics[metric] = value
-                break
+        value = next((v for key in keys if (v := to_float(fields.get(key))) is not None), None)
+        if value is not None:
+            metrics[metric] = value
     for capacity_key, rate_key in MEMORY_FIELDS:
         total_mb = to_float(fields.get(capacity_key))
         rate_pct = to_float(fields.get(rate_key))
@@ -121,11 +124,7 @@ def metrics_from_watch_row(row: Mapping[str, str]) -> tuple[str, Metrics] | None
     if npu_id is None:
         return None
     chip_id = to_float(row.get("ChipId(Idx)")) or 0.0
-    metrics: Metrics = {}
-    for column, metric in WATCH_COLUMNS.items():
-        value = to_float(row.get(column))
-        if value is not None:
-            metrics[metric] = value
+    metrics = _numbers((metric, row.get(column)) for column, metric in WATCH_COLUMNS.items())
     metrics = _with_device_util(metrics, metrics.pop("device_util_pct", None))
     return device_name(int(npu_id), int(chip_id)), metrics
 
@@ -134,12 +133,9 @@ def metrics_from_info_table(chips: list[dict[str, Any]]) -> dict[str, Metrics]:
     """Metrics of `npu-smi info`: exact HBM (else memory) used/total MB, power, temperature, util."""
     out: dict[str, Metrics] = {}
     for chip in chips:
-        metrics: Metrics = {}
         util_metric = "device_util_pct" if chip.get("util_kind") == "npu_util" else "aicore_util_pct"
-        for metric, key in (("power_w", "power_w"), ("temp_c", "temp_c"), (util_metric, "util_pct")):
-            value = to_float(chip.get(key))
-            if value is not None:
-                metrics[metric] = value
+        raw = (("power_w", "power_w"), ("temp_c", "temp_c"), (util_metric, "util_pct"))
+        metrics = _numbers((metric, chip.get(key)) for metric, key in raw)
         pair = chip.get("hbm_mb") or chip.get("memory_mb")
         if pair and pair[1] > 0:
             metrics["mem_used_mb"], metrics["mem_total_mb"] = float(pair[0]), float(pair[1])

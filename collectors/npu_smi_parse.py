@@ -33,17 +33,13 @@ def find_error(text: str) -> str | None:
 
 
 def _int_or_none(value: str | None) -> int | None:
-    if value is None:
-        return None
     try:
-        return int(value.strip())
+        return None if value is None else int(value.strip())
     except ValueError:
         return None
 
 
-# --------------------------------------------------------------------------------------------
-# Key/value reports: `npu-smi info -t usages|power|temp|memory|common|board|health -i N [-c C]`
-# --------------------------------------------------------------------------------------------
+# ---- Key/value reports: `npu-smi info -t usages|power|temp|memory|common|board|health -i N [-c C]`
 @dataclass
 class KvReport:
     """One key/value report. `card` holds fields outside any chip block (single-die outputs)."""
@@ -55,17 +51,6 @@ class KvReport:
     mcu: dict[str, str] = field(default_factory=dict)
     processes: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "npu_id": self.npu_id,
-            "chip_count": self.chip_count,
-            "card": self.card,
-            "chips": self.chips,
-            "mcu": self.mcu,
-            "processes": self.processes,
-            "error": self.error,
-        }
 
 
 def _kv_lines(text: str) -> list[list[tuple[str, str]]]:
@@ -129,9 +114,7 @@ def parse_kv(text: str) -> KvReport:
     return report
 
 
-# --------------------------------------------------------------------------------------------
-# `npu-smi info -l`: the cards on this host
-# --------------------------------------------------------------------------------------------
+# ---- `npu-smi info -l`: the cards on this host
 def parse_list(text: str) -> list[dict[str, Any]]:
     """Cards as `{"npu_id", "chip_count", "fields"}` in the order printed (IDs are not contiguous)."""
     cards: list[dict[str, Any]] = []
@@ -148,9 +131,7 @@ def parse_list(text: str) -> list[dict[str, Any]]:
     return [c for c in cards if c["npu_id"] is not None]
 
 
-# --------------------------------------------------------------------------------------------
-# `npu-smi info -m`: NPU ID / Chip ID / Chip Logic ID / Chip Name table
-# --------------------------------------------------------------------------------------------
+# ---- `npu-smi info -m`: NPU ID / Chip ID / Chip Logic ID / Chip Name table
 def parse_mapping(text: str) -> list[dict[str, str]]:
     """Rows of the mapping table keyed by its own header names (columns differ by driver)."""
     header: list[str] | None = None
@@ -181,9 +162,7 @@ def chips_from_mapping(rows: list[dict[str, str]]) -> list[tuple[int, int]]:
     return chips
 
 
-# --------------------------------------------------------------------------------------------
-# `npu-smi info`: the box table, two rows per chip
-# --------------------------------------------------------------------------------------------
+# ---- `npu-smi info`: the box table, two rows per chip
 def _split_row(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
@@ -223,26 +202,25 @@ def parse_info_table(text: str) -> list[dict[str, Any]]:
             chip_cells = bottom[0].split()
         top_vals = _numbers(top[-1])
         bottom_vals = _numbers(bottom[-1])
-        chip = {
-            "npu_id": int(npu_id),
-            "chip_id": int(chip_cells[0]) if chip_cells else 0,
-            "name": name,
-            "health": health,
-            "bus_id": bottom[-2],
-            "power_w": top_vals[0] if top_vals else None,
-            "temp_c": top_vals[1] if len(top_vals) > 1 else None,
-            "util_pct": bottom_vals[0] if bottom_vals else None,
-            "util_kind": util_kind,
-            "memory_mb": _pair(bottom_vals[1] if len(bottom_vals) > 1 else None),
-            "hbm_mb": _pair(bottom_vals[2] if len(bottom_vals) > 2 else None),
-        }
-        chips.append(chip)
+        chips.append(
+            {
+                "npu_id": int(npu_id),
+                "chip_id": int(chip_cells[0]) if chip_cells else 0,
+                "name": name,
+                "health": health,
+                "bus_id": bottom[-2],
+                "power_w": top_vals[0] if top_vals else None,
+                "temp_c": top_vals[1] if len(top_vals) > 1 else None,
+                "util_pct": bottom_vals[0] if bottom_vals else None,
+                "util_kind": util_kind,
+                "memory_mb": _pair(bottom_vals[1] if len(bottom_vals) > 1 else None),
+                "hbm_mb": _pair(bottom_vals[2] if len(bottom_vals) > 2 else None),
+            }
+        )
     return chips
 
 
-# --------------------------------------------------------------------------------------------
-# `npu-smi info watch`: a header once, then one fixed-width row per device per interval
-# --------------------------------------------------------------------------------------------
+# ---- `npu-smi info watch`: a header once, then one fixed-width row per device per interval
 class WatchParser:
     """Stateful line parser for `npu-smi info watch`: columns are found by header name."""
 

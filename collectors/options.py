@@ -30,9 +30,7 @@ class DeviceOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     devices: list[int] = Field(default_factory=list, description="Indices of the devices serving the target.")
-    npu_ids: list[int] = Field(
-        default_factory=list, description="Only sample these NPU IDs (all when empty)."
-    )
+    npu_ids: list[int] = Field(default_factory=list, description="Only sample these NPU IDs (all if empty).")
     npu_smi: str | None = Field(None, description="npu-smi executable.")
     prometheus_url: str | None = Field(None, description="Prometheus server to pull the run window from.")
     agents: list[str] = Field(
@@ -73,17 +71,17 @@ class DeviceOptions(BaseModel):
 
     def collector_args(self) -> list[str]:
         """Arguments for `python -m collectors` (agents are passed separately, one --agent each)."""
+        values: dict[str, str | bool | None] = {
+            "--npu-ids": ",".join(map(str, self.npu_ids)),
+            "--npu-smi": self.npu_smi,
+            "--prometheus-url": self.prometheus_url,
+            "--local-devices": self.local_devices,
+            "--agent-token-file": self.agent_token_file,
+        }
         args: list[str] = []
-        if self.npu_ids:
-            args += ["--npu-ids", ",".join(map(str, self.npu_ids))]
-        if self.npu_smi:
-            args += ["--npu-smi", self.npu_smi]
-        if self.prometheus_url:
-            args += ["--prometheus-url", self.prometheus_url]
-        if self.local_devices:
-            args.append("--local-devices")
-        if self.agent_token_file:
-            args += ["--agent-token-file", self.agent_token_file]
+        for flag, value in values.items():
+            if value:
+                args += [flag, value] if isinstance(value, str) else [flag]  # --local-devices is a flag
         return args
 
     def command_args(self) -> list[str]:
@@ -100,15 +98,12 @@ def add_device_options(group: argparse._ActionsContainer) -> None:
     """The options on a parser or argument group (Locust's, embedperf run's, embedperf bench's)."""
     group.add_argument(
         "--devices",
-        default=None,
         metavar="3,5",
         help="NPU/GPU indices serving the target (as npu-smi / NVML number them); device figures and the "
         "capacity plan count these only (default: the target's /info, else the devices busy under load)",
     )
-    group.add_argument("--npu-ids", default=None, metavar="4,5", help="sample only these NPU IDs")
-    group.add_argument(
-        "--npu-smi", default=None, metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)"
-    )
+    group.add_argument("--npu-ids", metavar="4,5", help="sample only these NPU IDs")
+    group.add_argument("--npu-smi", metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)")
     group.add_argument(
         "--prometheus-url", default=None, metavar="URL", help="Prometheus server to pull the run window from"
     )
@@ -122,12 +117,10 @@ def add_device_options(group: argparse._ActionsContainer) -> None:
     group.add_argument(
         "--local-devices",
         action="store_true",
-        default=False,
         help="sample this host's npu-smi/NVML even when the target is on another host",
     )
     group.add_argument(
         "--agent-token-file",
-        default=None,
         metavar="PATH",
         help="file holding the --agent token (default: the environment variable EMBEDPERF_AGENT_TOKEN; "
         "never put the token itself on a command line)",

@@ -18,25 +18,26 @@ from embedperf.errors import CollectorError
 from embedperf.schema import TelemetrySample
 
 QUERY_TIMEOUT_S = 8.0  # within the runner's stop budget
-# exporter metric -> (canonical metric, scale)
-NPU_EXPORTER: Mapping[str, tuple[str, float]] = {
-    "npu_chip_info_utilization": ("aicore_util_pct", 1.0),
-    "npu_chip_info_overall_utilization": ("device_util_pct", 1.0),
-    "npu_chip_info_vector_utilization": ("vector_util_pct", 1.0),
-    "npu_chip_info_hbm_bandwidth_utilization": ("mem_bw_util_pct", 1.0),
-    "npu_chip_info_hbm_used_memory": ("mem_used_mb", 1.0),
-    "npu_chip_info_hbm_total_memory": ("mem_total_mb", 1.0),
-    "npu_chip_info_temperature": ("temp_c", 1.0),
-    "npu_chip_info_power": ("power_w", 1.0),
+# exporter metric -> canonical metric, in the exporter's units but for SCALES
+NPU_EXPORTER: Mapping[str, str] = {
+    "npu_chip_info_utilization": "aicore_util_pct",
+    "npu_chip_info_overall_utilization": "device_util_pct",
+    "npu_chip_info_vector_utilization": "vector_util_pct",
+    "npu_chip_info_hbm_bandwidth_utilization": "mem_bw_util_pct",
+    "npu_chip_info_hbm_used_memory": "mem_used_mb",
+    "npu_chip_info_hbm_total_memory": "mem_total_mb",
+    "npu_chip_info_temperature": "temp_c",
+    "npu_chip_info_power": "power_w",
 }
-DCGM: Mapping[str, tuple[str, float]] = {
-    "DCGM_FI_DEV_GPU_UTIL": ("device_util_pct", 1.0),
-    "DCGM_FI_PROF_DRAM_ACTIVE": ("mem_bw_util_pct", 100.0),  # a fraction
-    "DCGM_FI_DEV_FB_USED": ("mem_used_mb", 1.0),
-    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0),
-    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
-    "DCGM_FI_DEV_SM_CLOCK": ("clock_mhz", 1.0),
+DCGM: Mapping[str, str] = {
+    "DCGM_FI_DEV_GPU_UTIL": "device_util_pct",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "mem_bw_util_pct",
+    "DCGM_FI_DEV_FB_USED": "mem_used_mb",
+    "DCGM_FI_DEV_GPU_TEMP": "temp_c",
+    "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_DEV_SM_CLOCK": "clock_mhz",
 }
+SCALES: Mapping[str, float] = {"DCGM_FI_PROF_DRAM_ACTIVE": 100.0}  # a fraction
 DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"  # total = used + free at the same timestamp
 QUERY = '{__name__=~"' + "|".join([*NPU_EXPORTER, *DCGM, DCGM_FB_FREE]) + '"}'
 
@@ -70,9 +71,11 @@ def map_series(result: list[dict[str, Any]], host: str) -> list[TelemetrySample]
                 continue
             if name in (DCGM_FB_FREE, "DCGM_FI_DEV_FB_USED"):
                 fb.setdefault((device, ts), {})[name] = value
-            if name in NPU_EXPORTER or name in DCGM:
-                metric, scale = NPU_EXPORTER.get(name) or DCGM[name]
-                rows.append(TelemetrySample(ts, host, "prometheus", device, metric, value * scale))
+            metric = NPU_EXPORTER.get(name) or DCGM.get(name)
+            if metric is not None:
+                rows.append(
+                    TelemetrySample(ts, host, "prometheus", device, metric, value * SCALES.get(name, 1.0))
+                )
     for (device, ts), pair in fb.items():
         if len(pair) == 2:
             rows.append(TelemetrySample(ts, host, "prometheus", device, "mem_total_mb", sum(pair.values())))
@@ -102,15 +105,14 @@ class PrometheusSource(Source):
             )
 
     def finish(self, start_unix_s: float, end_unix_s: float) -> Iterable[TelemetrySample]:
-        params: dict[str, str | float] = {
+        window: dict[str, str | float] = {
             "query": QUERY,
             "start": start_unix_s,
             "end": end_unix_s,
             "step": self.step_s,
         }
         try:
-            response = httpx.get(f"{self.url}/api/v1/query_range", params=params, timeout=QUERY_TIMEOUT_S)
-            body = response.json()
+            body = httpx.get(f"{self.url}/api/v1/query_range", params=window, timeout=QUERY_TIMEOUT_S).json()
         except (httpx.HTTPError, ValueError) as exc:
             raise CollectorError(
                 f"Prometheus query at {self.url} failed: {exc}; check --prometheus-url"

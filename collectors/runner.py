@@ -6,15 +6,12 @@ crashed run still says what was collected.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import threading
 import time
 from collections.abc import Iterable
 
-from collectors.base import Source, begin_source, start_source_threads
-from collectors.clock import TickScheduler
+from collectors.base import Source, begin_source, start_source_threads, tick_rows, write_json
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError
 from embedperf.parts import PartsWriter
@@ -33,7 +30,7 @@ class CollectorRunner:
         self.sources = sources
         self.folder = RunFolder(config.out_dir).create()
         self.stop_event = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._threads: dict[Source, threading.Thread] = {}
         self.start_unix_s = time.time()
 
     def stop(self) -> None:
@@ -52,14 +49,11 @@ class CollectorRunner:
             self.write_status()
         self.stop_event.set()
         join_deadline = time.monotonic() + JOIN_TIMEOUT_S
-        for thread in self._threads:
+        for thread in self._threads.values():
             thread.join(max(0.0, join_deadline - time.monotonic()))
-        for thread in self._threads:
+        for source, thread in self._threads.items():
             if thread.is_alive():
-                name = thread.name.removeprefix("collector-")
-                for source in self.sources:
-                    if source.name == name:
-                        source.status.event("error", f"did not stop within {JOIN_TIMEOUT_S:.0f} s")
+                source.status.event("error", f"did not stop within {JOIN_TIMEOUT_S:.0f} s")
         self.write_status()
         rows = compact_parts(self.folder.telemetry_parts, self.folder.telemetry, TELEMETRY_SCHEMA)
         self.write_status()
@@ -71,9 +65,11 @@ class CollectorRunner:
             if not begin_source(source):
                 return
             if source.periodic:
-                self._tick_loop(source, writer)
-            else:
-                self.stop_event.wait()
+                for rows in tick_rows(
+                    source, self.config.interval_s, self.stop_event, self.config.host_label
+                ):
+                    self._write(writer, source, rows)
+            self.stop_event.wait()  # returns at once after ticks; pull-style sources only wait to finish
             end_unix_s = self.config.prometheus_end_unix_s or time.time()
             start_unix_s = self.config.prometheus_start_unix_s or self.start_unix_s
             try:
@@ -89,21 +85,6 @@ class CollectorRunner:
             source.close()
             writer.close()
 
-    def _tick_loop(self, source: Source, writer: PartsWriter) -> None:
-        scheduler = TickScheduler(self.config.interval_s)
-        host = self.config.host_label
-        while (ts := scheduler.wait(self.stop_event)) is not None:
-            try:
-                readings = list(source.sample(ts))
-            except CollectorError as exc:
-                source.status.event("error", str(exc))
-                continue
-            rows = (
-                TelemetrySample(ts, host, source.name, device, metric, float(value))
-                for device, metric, value in readings
-            )
-            self._write(writer, source, rows)
-
     @staticmethod
     def _write(writer: PartsWriter, source: Source, rows: Iterable[TelemetrySample]) -> None:
         n = 0
@@ -116,8 +97,6 @@ class CollectorRunner:
 
     def write_status(self) -> None:
         """collectors.json: a JSON list of CollectorStatus dicts, replaced atomically."""
-        data = [source.status.snapshot().model_dump() for source in self.sources]
-        path = self.folder.collectors_status
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-        os.replace(tmp, path)
+        write_json(
+            self.folder.collectors_status, [source.status.snapshot().model_dump() for source in self.sources]
+        )

@@ -21,24 +21,18 @@ from collectors.base import Reading, Source
 from collectors.config import CollectorConfig
 
 DEVICE = "service"
-COMPUTE_SECONDS = "embedperf_compute_seconds_total"
-REQUESTS = "embedperf_requests_total"
-TOKENS = "embedperf_tokens_total"
-BATCH_SUM = "embedperf_batch_size_sum"
-BATCH_COUNT = "embedperf_batch_size_count"
 CACHE_HITS = "embedperf_cache_hits_total"
 CACHE_MISSES = "embedperf_cache_misses_total"
-QUEUE_DEPTH = "embedperf_queue_depth"
 # canonical metric -> the Prometheus sample it is read from: a gauge (queue_depth), a counter whose rate it
 # is (busy_frac: seconds busy per second, request_rate_qps, tokens_per_s), or a histogram or summary whose
 # mean over the interval it is (batch_size_mean: NAME_sum / NAME_count)
-DEFAULT_NAMES: Mapping[str, str] = {
-    "queue_depth": QUEUE_DEPTH,
-    "busy_frac": COMPUTE_SECONDS,
-    "request_rate_qps": REQUESTS,
-    "tokens_per_s": TOKENS,
-    "batch_size_mean": BATCH_SUM.removesuffix("_sum"),
-}
+DEFAULT_NAMES: Mapping[str, str] = dict(
+    queue_depth="embedperf_queue_depth",
+    busy_frac="embedperf_compute_seconds_total",
+    request_rate_qps="embedperf_requests_total",
+    tokens_per_s="embedperf_tokens_total",
+    batch_size_mean="embedperf_batch_size",
+)
 GAUGES = frozenset({"queue_depth"})
 RATES = frozenset({"busy_frac", "request_rate_qps", "tokens_per_s"})
 MEANS = frozenset({"batch_size_mean"})
@@ -120,15 +114,11 @@ class ServiceMetricsSource(Source):
     def start(self) -> None:
         self._client = httpx.Client(timeout=self.timeout_s)
 
-    def _scrape(self) -> Scrape:
-        assert self._client is not None
-        response = self._client.get(self.url or "")
-        response.raise_for_status()
-        return Scrape(time.monotonic(), parse_metrics_text(response.text))
-
     def sample(self, ts_unix_s: float) -> Iterable[Reading]:
+        assert self._client is not None
         try:
-            scrape = self._scrape()
+            response = self._client.get(self.url or "").raise_for_status()
+            scrape = Scrape(time.monotonic(), parse_metrics_text(response.text))
         except (httpx.HTTPError, ValueError) as exc:
             if self._gap_since_unix_s is None:
                 self._gap_since_unix_s = ts_unix_s
@@ -140,9 +130,8 @@ class ServiceMetricsSource(Source):
             self.status.event("recovered", f"{self.url} answering again after {gap_s:.0f} s", DEVICE)
             self._gap_since_unix_s = None
         previous, self._previous = self._previous, scrape
-        if previous is None:
-            return [(DEVICE, metric, value) for metric, value in gauges(scrape, self.names).items()]
-        return [(DEVICE, metric, value) for metric, value in rates(previous, scrape, self.names).items()]
+        found = gauges(scrape, self.names) if previous is None else rates(previous, scrape, self.names)
+        return [(DEVICE, metric, value) for metric, value in found.items()]
 
     def close(self) -> None:
         if self._client is not None:

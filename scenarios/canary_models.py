@@ -91,9 +91,7 @@ class Rollback(_Strict):
         description="Candidate P99 above the baseline's by more than this (percent) in p99_windows consecutive "
         "windows; the baseline's P99 of the same window, else of its last window with enough requests.",
     )
-    p99_windows: int = Field(
-        default=3, ge=1, description="Consecutive windows over a P99 limit that trigger."
-    )
+    p99_windows: int = Field(default=3, ge=1, description="Consecutive windows over a P99 limit to trigger.")
     min_agreement_cosine: float | None = Field(
         default=0.99,
         gt=0.0,

@@ -10,6 +10,9 @@ from typing import Any
 from embedperf.errors import ConfigError
 from scenarios.cost_models import DEFAULT_CURRENCY, DEVICE_KINDS, Cost
 
+# Cost field -> help of its --cost-FIELD option (a single price; device_hour is per kind, below).
+SINGLE_PRICES = {"host_hour": "price of one host-hour", "energy_kwh": "price of one kWh of device energy"}
+
 
 def add_cost_options(parser: argparse._ActionsContainer, after_the_fact: bool = False) -> None:
     """--cost-device-hour KIND=PRICE (repeatable), --cost-host-hour, --cost-energy-kwh, --currency."""
@@ -25,19 +28,9 @@ def add_cost_options(parser: argparse._ActionsContainer, after_the_fact: bool = 
         metavar="KIND=PRICE",
         help=f"price of one device-hour of a device kind ({', '.join(DEVICE_KINDS)}); repeatable; {where}",
     )
-    parser.add_argument(
-        "--cost-host-hour", type=float, default=None, metavar="PRICE", help="price of one host-hour"
-    )
-    parser.add_argument(
-        "--cost-energy-kwh",
-        type=float,
-        default=None,
-        metavar="PRICE",
-        help="price of one kWh of device energy",
-    )
-    parser.add_argument(
-        "--currency", default=None, metavar="LABEL", help=f"currency label (default {DEFAULT_CURRENCY})"
-    )
+    for field, help_text in SINGLE_PRICES.items():
+        parser.add_argument(f"--cost-{field.replace('_', '-')}", type=float, metavar="PRICE", help=help_text)
+    parser.add_argument("--currency", metavar="LABEL", help=f"currency label (default {DEFAULT_CURRENCY})")
 
 
 def _device_prices(pairs: list[str]) -> dict[str, float]:
@@ -58,10 +51,9 @@ def _device_prices(pairs: list[str]) -> dict[str, float]:
 def cost_from_options(options: argparse.Namespace) -> Cost | None:
     """The prices the --cost-* options give (None when they give none)."""
     raw: dict[str, Any] = {"device_hour": _device_prices(options.cost_device_hour)}
-    if options.cost_host_hour is not None:
-        raw["host_hour"] = options.cost_host_hour
-    if options.cost_energy_kwh is not None:
-        raw["energy_kwh"] = options.cost_energy_kwh
+    raw |= {
+        field: price for field in SINGLE_PRICES if (price := getattr(options, f"cost_{field}")) is not None
+    }
     if options.currency:
         raw["currency"] = options.currency
     try:
@@ -77,10 +69,9 @@ def cost_overrides(options: argparse.Namespace) -> dict[str, str]:
     if cost is None:
         return {}
     out = {f"cost.device_hour.{kind}": str(price) for kind, price in cost.device_hour.items()}
-    if cost.host_hour is not None:
-        out["cost.host_hour"] = str(cost.host_hour)
-    if cost.energy_kwh is not None:
-        out["cost.energy_kwh"] = str(cost.energy_kwh)
+    out |= {
+        f"cost.{field}": str(price) for field in SINGLE_PRICES if (price := getattr(cost, field)) is not None
+    }
     if options.currency:
         out["cost.currency"] = json.dumps(cost.currency)
     return out

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from embedperf.errors import ConfigError
 from scenarios.datasets import load_dataset
-from scenarios.models import CHECK_FILES, WARMUP_TOO_LONG, Scenario
+from scenarios.models import CHECK_FILES, WARMUP_TOO_LONG, Scenario, did_you_mean
 
 SCENARIOS_DIR = Path(__file__).resolve().parent
 CORPORA_DIR = SCENARIOS_DIR / "corpora"
@@ -57,7 +56,7 @@ def scenario_path(name_or_path: str) -> Path:
         return shipped
     names = shipped_scenarios()
     raise ConfigError(
-        f"unknown scenario {name_or_path!r}{_did_you_mean(name_or_path, names)}; "
+        f"unknown scenario {name_or_path!r}{did_you_mean(name_or_path, names)}; "
         f"shipped scenarios: {', '.join(names)} (or pass a path to a YAML file)"
     )
 
@@ -109,7 +108,7 @@ def load_scenario(
         profiles = raw.get("profiles") or {}
         if profile not in profiles:
             raise ConfigError(
-                f"{path}: no profile {profile!r}{_did_you_mean(profile, list(profiles))}; "
+                f"{path}: no profile {profile!r}{did_you_mean(profile, list(profiles))}; "
                 f"profiles in this file: {', '.join(profiles) or '(none)'}"
             )
         raw = apply_overrides(raw, profiles[profile] or {}, path, origin=f"profile {profile!r}")
@@ -155,10 +154,9 @@ def apply_overrides(
     """A copy of raw with each dotted key set; string values are parsed as YAML scalars/lists."""
     out = copy.deepcopy(raw)
     for key, value in overrides.items():
-        parsed = yaml.safe_load(value) if isinstance(value, str) else value
-        if isinstance(value, str) and parsed is None and value.strip() == "":
-            parsed = ""
-        _set_path(out, key.split("."), parsed, key, path, origin)
+        if isinstance(value, str):  # YAML reads an empty value as null: it stays an empty string
+            value = yaml.safe_load(value) if value.strip() else ""
+        _set_path(out, key.split("."), value, key, path, origin)
     return out
 
 
@@ -186,10 +184,9 @@ def _set_path(node: Any, keys: list[str], value: Any, full_key: str, path: Path,
     if not rest:
         node[key] = value
         return
-    child = node.get(key)
-    if child is None:
-        child = node[key] = {}
-    _set_path(child, rest, value, full_key, path, origin)
+    if node.get(key) is None:
+        node[key] = {}
+    _set_path(node[key], rest, value, full_key, path, origin)
 
 
 def _blamed(path: Path, exc: ValidationError, given: Mapping[str, str]) -> str:
@@ -222,14 +219,14 @@ def format_validation_error(path: Path, exc: ValidationError, given: Mapping[str
         dotted = ".".join(loc) or "(top level)"
         if err["type"] == "extra_forbidden":
             valid = _valid_fields(Scenario, err["loc"][:-1])
-            hint = _did_you_mean(loc[-1], valid)
+            hint = did_you_mean(loc[-1], valid)
             lines.append(f"  unknown field {dotted!r}{hint}; valid fields here: {', '.join(valid)}")
         elif err["type"] == "literal_error":
             expected = (err.get("ctx") or {}).get("expected", "")
             choices = [
                 c.strip().strip("'") for c in str(expected).replace(" or ", ",").split(",") if c.strip()
             ]
-            hint = _did_you_mean(str(err.get("input")), choices)
+            hint = did_you_mean(str(err.get("input")), choices)
             lines.append(
                 f"  {dotted}: {err.get('input')!r} is not valid{hint}; valid choices: {', '.join(choices)}"
             )
@@ -265,40 +262,16 @@ def _warmup_line(errors: list[Any]) -> str:
 
 def _valid_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Field names of the model found by walking loc through nested models and lists."""
-    current: Any = model
+    current: type[BaseModel] | None = model
     for part in loc:
-        if isinstance(part, int):
-            continue
-        field = (
-            current.model_fields.get(str(part))
-            if isinstance(current, type) and issubclass(current, BaseModel)
-            else None
-        )
-        if field is None:
-            return []
-        current = _model_in(field.annotation)
-        if current is None:
-            return []
-    return (
-        sorted(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
-    )
+        if current is not None and not isinstance(part, int):
+            field = current.model_fields.get(str(part))
+            current = None if field is None else _model_in(field.annotation)
+    return [] if current is None else sorted(current.model_fields)
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _did_you_mean(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def scenario_for_manifest(scenario: Scenario) -> dict[str, Any]:
-    """The fully resolved scenario as written into manifest.scenario."""
-    return scenario.model_dump(mode="json")
+    found = (_model_in(arg) for arg in getattr(annotation, "__args__", ()) or ())
+    return next((model for model in found if model is not None), None)

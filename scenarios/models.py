@@ -18,8 +18,6 @@ SCENARIO_KINDS: tuple[str, ...] = ("ramp", "openloop", "soak", "spike")
 # What each request asks of the target: dense embeddings, sparse (lexical) embeddings, or one query ranked
 # against N documents.
 Task = Literal["embed", "embed_sparse", "rerank"]
-TASKS: tuple[str, ...] = ("embed", "embed_sparse", "rerank")
-CLOSED_LOOP_KINDS: frozenset[str] = frozenset({"ramp", "soak", "spike"})
 CORPORA_DIR = Path(__file__).resolve().parent / "corpora"
 # Validation context key: check that named files exist (set when a scenario is loaded for a run, not
 # when a stored manifest is read back on another machine).
@@ -30,6 +28,18 @@ WARMUP_TOO_LONG = "warmup_too_long"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """` (did you mean 'x'?)` for the closest choice, or "" (the hint every unknown name gets)."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _ordered(low: int, high: int, where: str) -> None:
+    """A {min, max} range's check, worded with the range's own dotted name."""
+    if low > high:
+        raise ValueError(f"{where}.min ({low}) must not exceed {where}.max ({high})")
 
 
 class Target(_Strict):
@@ -56,9 +66,7 @@ class Target(_Strict):
         description="Environment variable holding the API key (sent as a Bearer token when set).",
     )
     timeout_s: float = Field(30.0, gt=0, description="Per-request timeout.")
-    dimension: int | None = Field(
-        None, gt=0, description="Expected embedding size when the target has no /info; else learnt."
-    )
+    dimension: int | None = Field(None, gt=0, description="Embedding size of a target without /info.")
     info_path: str = Field(
         "",
         description="Service description endpoint recorded in the manifest; empty: the protocol's own "
@@ -71,8 +79,7 @@ class Target(_Strict):
         "learnt from the target's /info, else from which devices are busy under load.",
     )
     agents: list[str] = Field(
-        default_factory=list,
-        description="`embedperf agent` URLs on the service hosts (http://host:9187) to pull telemetry from.",
+        default_factory=list, description="`embedperf agent` URLs (http://host:9187) to pull telemetry from."
     )
 
 
@@ -87,8 +94,7 @@ class Dataset(_Strict):
     """The user's own texts: a .jsonl (field), .csv (column), .parquet (column) or .txt (one per line)."""
 
     path: str = Field(
-        ...,
-        description="File with the texts; a relative path is looked up beside the scenario file, then in the working directory.",
+        ..., description="File with the texts; a relative path: beside the scenario file, else in the cwd."
     )
     field: str = Field("text", description="JSON field (.jsonl) or column (.csv, .parquet) holding the text.")
 
@@ -110,8 +116,7 @@ class TokenLengths(_Strict):
 
     @model_validator(mode="after")
     def _range(self) -> TokenLengths:
-        if self.min > self.max:
-            raise ValueError(f"tokens.min ({self.min}) must not exceed tokens.max ({self.max})")
+        _ordered(self.min, self.max, "tokens")
         return self
 
 
@@ -125,10 +130,7 @@ class QualityProbes(_Strict):
         "a relative path is looked up beside the scenario file, then in the working directory.",
     )
     min_cosine: float = Field(
-        0.99,
-        gt=0.0,
-        le=1.0,
-        description="Precision gate: a step whose mean probe cosine is below it is flagged.",
+        0.99, gt=0.0, le=1.0, description="Precision gate: a step with a lower mean probe cosine is flagged."
     )
 
 
@@ -140,18 +142,16 @@ class DocumentRange(_Strict):
 
     @model_validator(mode="after")
     def _range(self) -> DocumentRange:
-        if self.min > self.max:
-            raise ValueError(f"rerank.documents.min ({self.min}) must not exceed rerank.documents.max ({self.max})")
+        _ordered(self.min, self.max, "rerank.documents")
         return self
 
 
 class Rerank(_Strict):
-    """One query and N documents per request: the query is a text of the corpora or dataset, the documents
-    come from the same source, or from the token-length generator when payload.tokens is set."""
+    """One query (a corpus or dataset text) and N documents per request: from the same source, or from the
+    token-length generator when payload.tokens is set."""
 
     documents: Annotated[int, Field(ge=1, le=4096)] | DocumentRange | list[InputsWeight] = Field(
-        8,
-        description="Documents per request: a number, {min, max} (uniform), or [{n, weight}, ...] (weighted).",
+        8, description="Documents per request: a number, {min, max} (uniform) or [{n, weight}, ...]"
     )
 
 
@@ -163,9 +163,7 @@ class Payload(_Strict):
         description="embed (dense vectors), embed_sparse (sparse vectors: TEI's /embed_sparse) or rerank "
         "(one query and payload.rerank.documents documents).",
     )
-    rerank: Rerank | None = Field(
-        None, description="The rerank shape (task rerank; its defaults apply when left out)."
-    )
+    rerank: Rerank | None = Field(None, description="The rerank shape (task rerank; defaults when left out).")
     corpora: list[str] = Field(
         default_factory=lambda: ["en_short", "en_medium", "zh_short", "zh_medium"],
         description="Corpus names under scenarios/corpora/ (file stem), sampled uniformly per input.",
@@ -208,20 +206,15 @@ class Payload(_Strict):
         available = sorted(p.stem for p in CORPORA_DIR.glob("*.txt"))
         for name in names:
             if name not in available:
-                close = difflib.get_close_matches(name, available, n=1, cutoff=0.6)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = did_you_mean(name, available)
                 raise ValueError(f"unknown corpus {name!r}{hint}; available: {', '.join(available)}")
         return names
 
     @model_validator(mode="after")
-    def _one_source(self) -> Payload:
+    def _task_shape(self) -> Payload:
+        """One text source; the rerank shape belongs to the rerank task; probes and edge cases are dense."""
         if self.dataset is not None and self.tokens is not None:
             raise ValueError("payload.dataset and payload.tokens are exclusive; choose one text source")
-        return self
-
-    @model_validator(mode="after")
-    def _task_shape(self) -> Payload:
-        """The rerank shape belongs to the rerank task; probes and edge cases are single-text embeddings."""
         if self.task == "rerank" and self.rerank is None:
             self.rerank = Rerank.model_validate({})
         if self.task != "rerank" and self.rerank is not None:
@@ -229,7 +222,9 @@ class Payload(_Strict):
         if self.task != "embed" and self.quality_probes is not None:
             raise ValueError(f"payload.quality_probes compare dense embeddings; task {self.task} has none")
         if self.task != "embed" and self.validation_mix > 0:
-            raise ValueError(f"payload.validation_mix sends embedding edge cases; set it to 0 for task {self.task}")
+            raise ValueError(
+                f"payload.validation_mix sends embedding edge cases; set it to 0 for task {self.task}"
+            )
         return self
 
 
@@ -291,20 +286,19 @@ class OpenLoop(_Strict):
 
 
 class Search(_Strict):
-    """`embedperf search`: probe open-loop rates for the highest one that meets the SLO."""
+    """`embedperf search`: probe open-loop rates for the highest one that meets the SLO.
+
+    A probe's length includes its warm-up (repeats and confirming probes too); the drain of requests still
+    in flight adds at most drain_s. The floor: the lowest rate at which a probe of max_probe_s collects
+    min_ok_requests.
+    """
 
     enabled: bool = Field(False, description="Run the search instead of the scenario's steps.")
     start_rate: float = Field(
-        25.0,
-        gt=0,
-        description="First probe's rate (requests per second); not below the floor, the lowest rate at "
-        "which a max_probe_s probe collects min_ok_requests (the search refuses it otherwise).",
+        25.0, gt=0, description="First probe's rate (requests per second); not below the floor (refused)."
     )
     min_rate: float | None = Field(
-        None,
-        gt=0,
-        description="Stop bracketing downwards at this rate (default and never below: the floor, where a "
-        "probe of max_probe_s still collects min_ok_requests).",
+        None, gt=0, description="Stop bracketing downwards at this rate (default and never below: the floor)."
     )
     max_rate: float = Field(100_000.0, gt=0, description="Stop bracketing upwards above this rate.")
     growth: float = Field(2.0, gt=1, description="Bracketing multiplies (divides) the rate by this.")
@@ -322,28 +316,16 @@ class Search(_Strict):
         "at the search's confidence (368 at 95%), else the search refuses to start.",
     )
     min_probe_s: float = Field(5.0, gt=0, description="Shortest probe.")
-    max_probe_s: float = Field(
-        60.0,
-        gt=0,
-        description="Longest probe, warm-up included (repeats and confirming probes too); the drain of "
-        "requests still in flight adds at most drain_s.",
-    )
-    warmup_s: float = Field(
-        1.0, ge=0, description="Seconds at the start of each probe left out of its verdict."
-    )
+    max_probe_s: float = Field(60.0, gt=0, description="Longest probe.")
+    warmup_s: float = Field(1.0, ge=0, description="Seconds at the start of a probe left out of its verdict.")
     confirm_factor: float = Field(
         2.0, ge=1, description="The confirming probe is this many times longer (at most max_probe_s)."
     )
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence of the P99 interval.")
     goodput_tolerance: float = Field(
-        0.05,
-        ge=0,
-        lt=1,
-        description="A probe fails when its goodput falls this far short of the offered rate.",
+        0.05, ge=0, lt=1, description="A probe fails when its goodput falls this far below the offered rate."
     )
-    max_duration_s: float = Field(
-        600.0, gt=0, description="Stop the search (with its current answer) after this."
-    )
+    max_duration_s: float = Field(600.0, gt=0, description="Longest search; it ends with its current answer.")
 
     @model_validator(mode="after")
     def _rates(self) -> Search:
@@ -362,9 +344,7 @@ class Slo(_Strict):
     p99_ms: float = Field(300.0, gt=0)
     error_budget_pct: float = Field(0.1, ge=0, le=100)
     target_qps: float | None = Field(
-        None,
-        gt=0,
-        description="Load the deployment must serve; the report plans devices for it (20-30% headroom).",
+        None, gt=0, description="Load to serve; the report plans devices for it (20-30% headroom)."
     )
 
 
@@ -405,8 +385,9 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _steps_match_kind(self) -> Scenario:
         for i, step in enumerate(self.steps):
+            load = step.rate if self.is_open_loop else step.users
             if not step.label:
-                step.label = f"{'rate' if self.is_open_loop else 'users'}={step.rate if self.is_open_loop else step.users}"
+                step.label = f"{'rate' if self.is_open_loop else 'users'}={load}"
             if self.is_open_loop and step.rate is None:
                 raise ValueError(
                     f"steps.{i}: open-loop scenarios need `rate` (requests per second) on every step"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -60,7 +61,7 @@ def parse_fixture(name: str, text: str, npu_id: int | None = None) -> dict[str, 
         chips = nparse.parse_info_table(text)
         return {"kind": kind, "chips": chips, "metrics": nmap.metrics_from_info_table(chips)}
     report = nparse.parse_kv(text)
-    return {"kind": kind, "report": report.as_dict(), "metrics": nmap.metrics_from_kv(report, npu_id)}
+    return {"kind": kind, "report": dataclasses.asdict(report), "metrics": nmap.metrics_from_kv(report, npu_id)}
 
 
 def as_json(value: Any) -> Any:
