@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 from prometheus_client import generate_latest
 
 from embedperf.parts import PartsWriter
@@ -13,8 +11,8 @@ from embedperf.schema import REQUEST_SCHEMA, TELEMETRY_SCHEMA, RunFolder, StageR
 from loadgen.lifecycle.options import Suggestions, rejoin_overrides
 from loadgen.recording.live import LATENCY_BUCKETS_MS, LiveRun, PartsTail, RunFollower
 from loadgen.recording.live_export import LiveExporter
-from loadgen.wiring.plugin import HELP_OPTION, add_arguments
 from tests.golden.builders import scenario_for_stages, write_run
+from tests.unit.loadgen.fresh_interpreter import run_cases
 
 
 def request_row(stage: int, latency_ms: float, ok: bool = True, **extra: object) -> dict[str, object]:
@@ -140,17 +138,34 @@ def test_suggestions_list_choices_but_leave_validation_to_the_loader() -> None:
     assert list(choices) == ["ramp", "smoke"] and "scenarios/custom.yaml" in choices
 
 
-def test_the_help_option_prints_locusts_options_and_ours_then_exits(capsys: pytest.CaptureFixture[str]) -> None:
+WHOLE_HELP = """
+import contextlib, io, json, sys
+from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
+from loadgen.wiring.plugin import HELP_OPTION, add_arguments
+results = []
+for args in json.loads(sys.argv[1]):
     parser = get_empty_argument_parser()
     setup_parser_arguments(parser)
     add_arguments(parser, "ramp")
-    with pytest.raises(SystemExit) as stopped:
-        parser.parse_args([HELP_OPTION, "--scenario", "no-such-scenario"])  # it exits before any check
-    assert stopped.value.code == 0
-    printed = capsys.readouterr().out
-    for option in ("--scenario-profile", "--set KEY=VALUE", "--runs-dir", "--headless", HELP_OPTION):
+    printed, code = io.StringIO(), None
+    with contextlib.redirect_stdout(printed):
+        try:
+            parsed = vars(parser.parse_args([a.replace("HELP", HELP_OPTION) for a in args]))
+        except SystemExit as stopped:
+            code, parsed = stopped.code, {}
+    results.append([code, printed.getvalue(), parsed.get("scenario"), "embedperf_help" in parsed])
+print(json.dumps(results))
+"""
+
+
+def test_the_help_option_prints_locusts_options_and_ours_then_exits() -> None:
+    (code, printed, _, _), (no_exit, _, scenario, help_kept) = run_cases(
+        WHOLE_HELP, [["HELP", "--scenario", "no-such-scenario"], []]  # HELP exits before any check
+    )
+    assert code == 0
+    for option in ("--scenario-profile", "--set KEY=VALUE", "--runs-dir", "--headless", "--embedperf-help"):
         assert option in printed
-    assert parser.parse_args([]).scenario == "ramp" and "embedperf_help" not in vars(parser.parse_args([]))
+    assert no_exit is None and scenario == "ramp" and not help_kept
 
 
 def test_exporter_prices_each_step_only_when_the_scenario_has_prices(tmp_path: Path) -> None:
