@@ -22,8 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from modelcore.encoder import ComputeStopped, Encoder
-from service.admission_rule import QueueFigures, judge, judge_counted
-from service.admission_rule import estimated_wait_s as wait_for
+from service.admission_rule import Admission, QueueFigures
 from service.batch_errors import (
     BatcherError,
     BatcherStopped,
@@ -57,7 +56,7 @@ from service.tokenize_stage import tokenize_claims
 log = logging.getLogger("service.batcher")
 
 
-class Batcher:
+class Batcher(Admission):
     """Queue + batching workers (config.workers, one per serving device). start() before submitting; stop() drains."""
 
     def __init__(
@@ -69,6 +68,7 @@ class Batcher:
         fallback: Fallback | None = None,
     ) -> None:
         self.config = config
+        self.admit_wait_share = config.admit_wait_share
         self.metrics = metrics or ServiceMetrics()
         self.on_worker_start = on_worker_start  # runs first in worker thread i (e.g. binds its device)
         self.encoders: dict[str, Encoder] = {config.model_id: encoder}
@@ -139,50 +139,18 @@ class Batcher:
             queue_size=self.config.queue_size,
         )
 
-    def estimated_wait_s(self, ahead_requests: int = 0, n_inputs: int = 1) -> float:
-        """How long a new request of n_inputs waits until its last input is computed (admission_rule)."""
-        return wait_for(self.queue_figures(), n_inputs, ahead_requests)
-
-    def drain_s(self) -> float:
-        """How long the inputs queued now take to compute: when a client refused for a full queue may retry."""
-        return self._waiting * self._service_time.per_input_s / max(1, self.config.workers)
-
-    def check_admission(
-        self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
-    ) -> None:
-        """Raise QueueFull or Overloaded when a request of n_inputs should be shed now (admission_rule.judge).
-        The routes call it once the request's body is in; submit() calls it again under the lock with
-        judged=True, which keeps only the queue bound: a request let in is never turned into a late 429."""
-        judge_counted(
-            self.queue_figures(),
-            n_inputs,
-            deadline_ms,
-            self.config.admit_wait_share,
-            self.metrics,
-            ahead_requests,
-            judged,
-        )
-
     def model_for_new_request(self) -> str:
         """The id of the model that would compute a request submitted now (the fallback while busy)."""
         return self.switch.model_for_new_request() if self.switch else self.config.model_id
 
     async def submit(
-        self,
-        texts: list[str],
-        deadline_ms: float,
-        judged: bool = False,
-        model: str | None = None,
-        token_ids: list[list[int]] | None = None,
+        self, texts: list[str], deadline_ms: float, judged: bool = False, model: str | None = None
     ) -> BatchResult:
         """Embed texts with `model` (default: model_for_new_request()); raises Overloaded, QueueFull,
         DeadlineExceeded, InputTooLong, TooManyTokens, InvalidInput, BatcherStopped or ComputeFailed. A
         cancelled caller abandons its work wherever it is; cancelled with CLIENT_DISCONNECTED, it is counted
-        as a hang-up. judged: admission already judged it on the estimated wait (`check_admission`).
-
-        token_ids: the request came tokenised (by a front end, with the model's own tokeniser and limit): its
-        inputs go straight to the queue, and `texts` may be empty."""
-        job = self.enqueue(texts, deadline_ms, judged, model, token_ids)
+        as a hang-up. judged: admission already judged it on the estimated wait (`check_admission`)."""
+        job = self.enqueue(texts, deadline_ms, judged, model)
         outcome: BatchResult | BatcherError | None = None
         try:
             outcome = await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
@@ -208,7 +176,9 @@ class Batcher:
     ) -> BatchJob:
         """Queue a request without waiting for it (on the event loop's thread): its job's future resolves to
         the BatchResult or the BatcherError. Raises what refuses it at once (admission, limits, stopping). The
-        caller abandons it (`abandon`) when it gives up; work past its deadline is dropped before compute."""
+        caller abandons it (`abandon`) when it gives up; work past its deadline is dropped before compute.
+        token_ids: the request came tokenised (by a front end, with the model's own tokeniser and limit): its
+        inputs go straight to the queue, and `texts` may be empty."""
         loop = asyncio.get_running_loop()
         model = model or self.model_for_new_request()
         size = len(token_ids) if token_ids is not None else len(texts)
@@ -369,10 +339,8 @@ class Batcher:
             queued_requests=max(0, ahead.queued_requests - 1),
         )
         try:
-            judge(others, job.size, job.deadline_ms, self.config.admit_wait_share)
+            self.check_admission(job.size, job.deadline_ms, queue=others)
         except (QueueFull, Overloaded) as exc:
-            reason = "queue_full" if isinstance(exc, QueueFull) else "estimated_wait"
-            self.metrics.shed.labels(reason=reason).inc()
             self._queue.drop_job(job)
             self._uncount(job, job.counted)
             self._resolve(job, None, exc)

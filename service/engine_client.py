@@ -20,8 +20,7 @@ from typing import Any
 
 import zmq
 
-from service.admission_rule import QueueFigures, judge_counted
-from service.admission_rule import estimated_wait_s as wait_for
+from service.admission_rule import Admission, QueueFigures
 from service.batch_errors import (
     BatcherError,
     DeadlineExceeded,
@@ -83,7 +82,7 @@ class StatusSwitch:
         return bool(self.status.get(Slot.FALLBACK_ON))
 
 
-class RemoteBatcher:
+class RemoteBatcher(Admission):
     """The batcher surface of the routes, for an engine in another process."""
 
     def __init__(
@@ -103,6 +102,7 @@ class RemoteBatcher:
         self.main_id = main_id
         self.fallback_id = fallback_id
         self.metrics = metrics
+        self.admit_wait_share = settings.admit_wait_share
         self.health = StatusHealth(status)
         self.switch = StatusSwitch(status) if fallback_id else None
         self._ids = itertools.count(1)
@@ -128,26 +128,6 @@ class RemoteBatcher:
 
     def busy_fraction(self) -> float:
         return self.status.get(Slot.BUSY_FRACTION)
-
-    def estimated_wait_s(self, ahead_requests: int = 0, n_inputs: int = 1) -> float:
-        return wait_for(self.queue_figures(), n_inputs, ahead_requests)
-
-    def drain_s(self) -> float:
-        figures = self.queue_figures()
-        return figures.waiting_inputs * figures.per_input_s / figures.workers
-
-    def check_admission(
-        self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
-    ) -> None:
-        judge_counted(
-            self.queue_figures(),
-            n_inputs,
-            deadline_ms,
-            self.settings.admit_wait_share,
-            self.metrics,
-            ahead_requests,
-            judged,
-        )
 
     def model_for_new_request(self) -> str:
         if self.fallback_id and self.status.get(Slot.FALLBACK_ON):
