@@ -81,9 +81,8 @@ class Batcher(Admission):
         self._cond = threading.Condition()
         self._tok_jobs: collections.deque[BatchJob] = collections.deque()
         self._queue: FairQueue[BatchJob] = FairQueue()
-        self._queued_jobs: dict[
-            BatchJob, None
-        ] = {}  # jobs with inputs counted in the queue depth, oldest first
+        # jobs with inputs counted in the queue depth, oldest first
+        self._queued_jobs: dict[BatchJob, None] = {}
         self._waiting = 0  # inputs accepted and not yet in a batch (the queue depth)
         self._tokenizing = 0
         self._awaiting_more = 0  # workers waiting (up to max_wait_ms) for inputs still being tokenised
@@ -106,9 +105,8 @@ class Batcher(Admission):
             for i, name in enumerate(names)
         ]
         if self.config.overlap_tokenize:
-            self._threads.append(
-                threading.Thread(target=self._tokenizer_loop, name="embed-tokenizer", daemon=True)
-            )
+            tokenizer = threading.Thread(target=self._tokenizer_loop, name="embed-tokenizer", daemon=True)
+            self._threads.append(tokenizer)
         for thread in self._threads:
             thread.start()
 
@@ -234,8 +232,7 @@ class Batcher(Admission):
             if job.cancelled or job.finished:
                 return  # abandoned already, or answered before its caller gave up
             job.cancelled = True
-            self._queue.drop_job(job)
-            self._uncount(job, job.counted)
+            self._unqueue(job)
             if self._awaiting_more:  # only a worker waiting for inputs still coming cares
                 self._cond.notify_all()
         self.metrics.abandoned.labels(reason=reason).inc()
@@ -254,6 +251,14 @@ class Batcher(Admission):
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
             job.future.get_loop().call_soon_threadsafe(deliver)
 
+    def _unqueue(self, job: BatchJob, error: BatcherError | None = None) -> None:
+        """With the lock held: job's inputs leave the queue (those in a running batch are skipped); with an
+        error, job is answered it."""
+        self._queue.drop_job(job)
+        self._uncount(job, job.counted)
+        if error is not None:
+            self._resolve(job, None, error)
+
     def _uncount(self, job: BatchJob, count: int) -> None:
         """With the lock held: `count` of job's inputs left the queue (a no-op for those already uncounted)."""
         count = min(count, job.counted)
@@ -264,13 +269,10 @@ class Batcher(Admission):
         self.metrics.queue_depth.set(self._waiting)
 
     def _fail(self, job: BatchJob, error: BatcherError) -> None:
-        """Answer job with error: its inputs leave the queue (those in a running batch are skipped)."""
+        """Answer job with error, unless it is unwanted already."""
         with self._cond:
-            if job.unwanted():
-                return
-            self._queue.drop_job(job)
-            self._uncount(job, job.counted)
-            self._resolve(job, None, error)
+            if not job.unwanted():
+                self._unqueue(job, error)
 
     # ---- tokenisation --------------------------------------------------------------------------------------
 
@@ -299,32 +301,36 @@ class Batcher(Admission):
                     return
                 claims = self._claim()
                 self._tokenizing += 1
-            try:
-                self._tokenize(claims)
-            finally:
-                with self._cond:
-                    self._tokenizing -= 1
-                    self._cond.notify_all()
+            self._tokenize(claims)
 
     def _tokenize(self, claims: list[Claim]) -> None:
-        """Tokenise slices of several requests, one tokeniser call per model, then queue them for batching."""
+        """Tokenise claimed slices (counted in _tokenizing) of several requests, one tokeniser call per model,
+        then queue them for batching."""
+        try:
+            self._tokenize_claims(claims)
+        finally:
+            with self._cond:
+                self._tokenizing -= 1
+                self._cond.notify_all()
+
+    def _tokenize_claims(self, claims: list[Claim]) -> None:
         t_start_s = time.perf_counter()
-        live = []
+        by_model: dict[str, list[Claim]] = {}
         for claim in claims:
             job = claim[0]
-            if not job.unwanted() and t_start_s > job.deadline_s:
+            if job.unwanted():
+                continue
+            if t_start_s > job.deadline_s:
                 self._fail(job, DeadlineExceeded(job.deadline_ms))
-            elif not job.unwanted():
-                live.append(claim)
-        by_model: dict[str, list[Claim]] = {}
-        for claim in live:
-            by_model.setdefault(claim[0].model, []).append(claim)
+            else:
+                by_model.setdefault(job.model, []).append(claim)
         items: list[Item[BatchJob]] = []
         for model, group in by_model.items():
             items += self._tokenize_group(self.encoders[model], group)
         with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
-            for job in {id(item.job): item.job for item in items if item.job.unjudged}.values():
-                self._judge_tokenized(job)
+            for job in jobs_of(items):
+                if job.unjudged:
+                    self._judge_tokenized(job)
             self._queue.add([item for item in items if not item.job.unwanted()])
             self._cond.notify_all()
 
@@ -341,9 +347,7 @@ class Batcher(Admission):
         try:
             self.check_admission(job.size, job.deadline_ms, queue=others)
         except (QueueFull, Overloaded) as exc:
-            self._queue.drop_job(job)
-            self._uncount(job, job.counted)
-            self._resolve(job, None, exc)
+            self._unqueue(job, exc)
 
     def _tokenize_group(self, encoder: Encoder, claims: list[Claim]) -> list[Item[BatchJob]]:
         limit = encoder.max_tokens if self.config.long_input == "truncate" else encoder.max_tokens + 1
@@ -361,10 +365,9 @@ class Batcher(Admission):
         dropped = self._queue.drop(lambda job: job.unwanted() or now_s > job.deadline_s)
         for item in dropped:
             self._uncount(item.job, 1)
-        for job in {id(item.job): item.job for item in dropped}.values():
+        for job in jobs_of(dropped):
             if not job.unwanted():  # expired: its inputs not yet tokenised stop counting too
-                self._uncount(job, job.counted)
-                self._resolve(job, None, DeadlineExceeded(job.deadline_ms))
+                self._unqueue(job, DeadlineExceeded(job.deadline_ms))
 
     def _limits(self) -> BatchLimits:
         cfg = self.config
@@ -387,8 +390,7 @@ class Batcher(Admission):
                 now_s = time.perf_counter()
                 self._purge_expired(now_s)
                 if len(self._queue):
-                    limit = self.health.batch_limit()
-                    full = len(self._queue) >= limit
+                    full = len(self._queue) >= self.health.batch_limit()
                     wait_s = self._queue.oldest().t_enqueued_s + self.config.max_wait_ms / 1000 - now_s
                     # Wait only for inputs already accepted and still being tokenised: waiting for arrivals
                     # that may never come only adds latency (a lone client would pay max_wait on every call).
@@ -418,12 +420,7 @@ class Batcher(Admission):
             if work is None:
                 return
             if work[0] == "tokenize":
-                try:
-                    self._tokenize(work[1])
-                finally:
-                    with self._cond:
-                        self._tokenizing -= 1
-                        self._cond.notify_all()
+                self._tokenize(work[1])
             elif work[1]:
                 self._compute(work[1])
 
@@ -537,5 +534,10 @@ class Batcher(Admission):
         self.metrics.device_errors.inc()
         log.error("batch of %d inputs failed: %s: %s", len(batch), type(exc).__name__, exc)
         error = ComputeFailed(f"inference failed: {type(exc).__name__}: {exc}")
-        for job in {id(item.job): item.job for item in batch}.values():
+        for job in jobs_of(batch):
             self._fail(job, error)
+
+
+def jobs_of(items: list[Item[BatchJob]]) -> list[BatchJob]:
+    """The requests items belong to, each once, in the order of their first item."""
+    return list({id(item.job): item.job for item in items}.values())
