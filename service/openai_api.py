@@ -123,10 +123,7 @@ def parse_embedding_request(
 
 def _parse_input(value: Any, max_inputs: int) -> tuple[list[str], bool]:
     if isinstance(value, str):
-        if not value:
-            raise _bad("'input' must not be an empty string", "empty_input", "input")
-        check_unicode(value, "input")
-        return [value], True
+        return [check_text(value, "input", "input", "'input'")], True
     if not isinstance(value, list):
         raise _bad(
             f"'input' must be a string or a list of strings, got {type(value).__name__}",
@@ -148,15 +145,20 @@ def _parse_input(value: Any, max_inputs: int) -> tuple[list[str], bool]:
             "input",
         )
     for index, item in enumerate(value):
-        if not isinstance(item, str):
-            raise _bad(
-                f"input[{index}] must be a string, got {type(item).__name__}", "invalid_input", "input"
-            )
-        if not item:
-            raise _bad(f"input[{index}] must not be an empty string", "empty_input", "input")
-    for index, item in enumerate(value):
-        check_unicode(item, f"input[{index}]")
+        check_text(item, f"input[{index}]", "input")
     return list(value), False
+
+
+def check_text(value: Any, where: str, param: str, name: str | None = None) -> str:
+    """value, when it is a non-empty string of valid Unicode; else the 400 that says so. name: what the
+    messages call it (default: where)."""
+    name = name or where
+    if not isinstance(value, str):
+        raise _bad(f"{name} must be a string, got {type(value).__name__}", "invalid_input", param)
+    if not value:
+        raise _bad(f"{name} must not be an empty string", "empty_input", param)
+    check_unicode(value, where, param)
+    return value
 
 
 def check_unicode(text: str, where: str, param: str = "input") -> None:
