@@ -28,10 +28,8 @@ from service.batch_errors import (
     BatcherStopped,
     ComputeFailed,
     DeadlineExceeded,
-    InputTooLong,
     Overloaded,
     QueueFull,
-    TooManyTokens,
 )
 from service.batch_job import (
     CLIENT_DISCONNECTED,
@@ -51,7 +49,7 @@ from service.fair_queue import BatchLimits, FairQueue, Item
 from service.fallback import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics
 from service.service_time import ServiceTime
-from service.tokenize_stage import tokenize_claims
+from service.tokenize_stage import Tokenized, tokenize_claims
 
 log = logging.getLogger("service.batcher")
 
@@ -212,18 +210,13 @@ class Batcher(Admission):
 
     def _tokenized_items(self, job: BatchJob, token_ids: list[list[int]]) -> list[Item[BatchJob]]:
         """Queue items of a request that came tokenised, after the checks tokenising would have made."""
-        max_tokens = self.encoders[job.model].max_tokens
-        too_long = next((i for i, row in enumerate(token_ids) if len(row) > max_tokens), None)
-        if too_long is not None:
-            raise InputTooLong(too_long, max_tokens)
-        job.token_counts = [len(row) for row in token_ids]
-        job.tokens = sum(job.token_counts)
-        budget = self.config.max_request_tokens
-        if budget and job.tokens > budget:
-            raise TooManyTokens(job.tokens, budget, complete=True)
-        job.claimed = job.size
         now_s = time.perf_counter()
-        return [Item(job, i, row, now_s) for i, row in enumerate(token_ids)]
+        tokenized = Tokenized(token_ids, [(job, 0, job.size)], [], now_s, now_s)
+        items, failures = tokenized.items(self.encoders[job.model].max_tokens, self.config.max_request_tokens)
+        if failures:
+            raise failures[0][1]
+        job.claimed = job.size
+        return items
 
     def abandon(self, job: BatchJob, reason: str) -> None:
         """The caller gave up: its inputs stop counting and leave the queue now; any of them in a running batch
