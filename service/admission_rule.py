@@ -48,32 +48,30 @@ class Admission:
         return estimated_wait_s(self.queue_figures(), n_inputs, ahead_requests)
 
     def drain_s(self) -> float:
-        """How long the inputs queued now take to compute: when a client refused for a full queue may retry."""
+        """How long the queued inputs take to compute: when a client refused for a full queue may retry."""
         queue = self.queue_figures()
         return queue.waiting_inputs * queue.per_input_s / max(1, queue.workers)
 
     def check_admission(
-        self,
-        n_inputs: int,
-        deadline_ms: float,
-        ahead_requests: int = 0,
-        judged: bool = False,
-        queue: QueueFigures | None = None,
+        self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
     ) -> None:
-        """Raise QueueFull or Overloaded, counted in embedperf_shed_total, when a request of n_inputs should be
-        shed now; `queue`: the figures to judge on (default: the queue now).
+        """Raise QueueFull or Overloaded, counted in embedperf_shed_total, when a request of n_inputs should
+        be shed now (`judge` on the queue now)."""
+        self.judge(self.queue_figures(), n_inputs, deadline_ms, ahead_requests, judged)
 
-        `judged`: the request was admitted on its estimated wait already (by a front end, or before its inputs were
-        counted); only the queue bound holds for it then, so a request let in is never turned into a late 429. An
-        empty queue always admits: there is nobody to yield to."""
-        queue = queue or self.queue_figures()
-        waiting = queue.waiting_inputs + ahead_requests
+    def judge(
+        self, queue: QueueFigures, n_inputs: int, deadline_ms: float, ahead: int = 0, judged: bool = False
+    ) -> None:
+        """The rule, on `queue`. `judged`: the request was admitted on its estimated wait already (by a front
+        end, or before its inputs were counted); only the queue bound holds for it then, so a request let in
+        is never turned into a late 429. An empty queue always admits: there is nobody to yield to."""
+        waiting = queue.waiting_inputs + ahead
         if waiting + n_inputs > queue.queue_size:
             self.metrics.shed.labels(reason="queue_full").inc()
             raise QueueFull(waiting, queue.queue_size)
         if judged or not waiting:
             return
-        wait_s = estimated_wait_s(queue, n_inputs, ahead_requests)
+        wait_s = estimated_wait_s(queue, n_inputs, ahead)
         limit_s = deadline_ms / 1000 * self.admit_wait_share
         if wait_s > limit_s:
             self.metrics.shed.labels(reason="estimated_wait").inc()

@@ -338,7 +338,7 @@ class Batcher(Admission):
             queued_requests=max(0, ahead.queued_requests - 1),
         )
         try:
-            self.check_admission(job.size, job.deadline_ms, queue=others)
+            self.judge(others, job.size, job.deadline_ms)
         except (QueueFull, Overloaded) as exc:
             self._unqueue(job, exc)
 

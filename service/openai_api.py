@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -16,25 +16,19 @@ EncodingFormat = Literal["float", "base64"]
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that hung up before the answer
 
 
+@dataclass(eq=False)
 class ApiError(Exception):
     """An HTTP error with an OpenAI-style body: {"error": {"message", "type", "code", "param"}}."""
 
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        code: str,
-        error_type: str = "invalid_request_error",
-        param: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.code = code
-        self.error_type = error_type
-        self.param = param
-        self.headers = headers or {}
+    status: int
+    message: str
+    code: str
+    error_type: str = "invalid_request_error"
+    param: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.error_type, self.code, self.param)
