@@ -21,12 +21,7 @@ from typing import Any
 import zmq
 
 from service.admission_rule import Admission, QueueFigures
-from service.batch_errors import (
-    BatcherError,
-    DeadlineExceeded,
-    EngineUnavailable,
-    ShuttingDown,
-)
+from service.batch_errors import BatcherError, DeadlineExceeded, EngineUnavailable, ShuttingDown
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
 from service.engine_status import EngineState, Slot, StatusBlock
 from service.engine_wire import Frames, cancel_frames, read_reply, reply_id, submit_frames
