@@ -68,34 +68,29 @@ class BucketStats:
             self.padded_rows += padded_rows
 
 
+@dataclass(eq=False)
 class BucketRunner:
     """Runs batches at bucket shapes through `step`, replaying a captured graph per bucket where the device
     has graphs (capture=True), else calling `step` at the bucket's shape (eager, or torch.compile'd)."""
 
-    def __init__(
-        self,
-        step: Step,
-        device: torch.device,
-        shapes: list[tuple[int, int]],
-        pad_token_id: int,
-        dimension: int,
-        capture: bool,
-    ) -> None:
-        self.step = step
-        self.device = device
-        self.shapes = sorted(shapes)
-        self.pad_token_id = pad_token_id
-        self.dimension = dimension
-        self.capture = capture
-        self.stats = BucketStats()
-        self.graphs: dict[tuple[int, int], _Captured] = {}
-        pinned = device.type != "cpu"
-        most_rows = max(rows for rows, _ in shapes)
-        longest = max(length for _, length in shapes)
+    step: Step
+    device: torch.device
+    shapes: list[tuple[int, int]]
+    pad_token_id: int
+    dimension: int
+    capture: bool
+    stats: BucketStats = field(default_factory=BucketStats, init=False)
+    graphs: dict[tuple[int, int], _Captured] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.shapes = sorted(self.shapes)
+        pinned = self.device.type != "cpu"
+        most_rows = max(rows for rows, _ in self.shapes)
+        longest = max(length for _, length in self.shapes)
         # host staging buffers, page-locked on accelerators so copies to the device run asynchronously
-        self.host_ids = torch.full((most_rows, longest), pad_token_id, dtype=torch.long, pin_memory=pinned)
+        self.host_ids = torch.full((most_rows, longest), self.pad_token_id, dtype=torch.long, pin_memory=pinned)
         self.host_mask = torch.zeros((most_rows, longest), dtype=torch.long, pin_memory=pinned)
-        self.host_out = torch.empty((most_rows, dimension), dtype=torch.float32, pin_memory=pinned)
+        self.host_out = torch.empty((most_rows, self.dimension), dtype=torch.float32, pin_memory=pinned)
 
     def shape_for(self, rows: int, longest: int) -> tuple[int, int] | None:
         """The smallest bucket holding the batch (fewest padded tokens), or None."""

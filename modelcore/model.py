@@ -7,6 +7,7 @@ import os
 import re
 import threading
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ def repeated_blocks(network: torch.nn.Module) -> list[torch.nn.Module]:
     return max(stacks, key=len, default=[])
 
 
+@dataclass(eq=False)
 class EmbeddingModel:
     """A transformer encoder plus pooling and L2 normalisation, on one device at one precision.
 
@@ -37,28 +39,19 @@ class EmbeddingModel:
     on the device worker); `encode` chains them for offline use and precision checks.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        name: str,
-        tokenizer: Any,
-        network: torch.nn.Module,
-        device: torch.device,
-        precision: str,
-        pooling: Pooling,
-        max_tokens: int,
-        dimension: int,
-    ) -> None:
-        self.path = path
-        self.name = name
-        self.tokenizer = tokenizer
-        self.network = network
-        self.device = device
-        self.precision = precision
-        self.pooling: Pooling = pooling
-        self.max_tokens = max_tokens
-        self.dimension = dimension
-        self.pad_token_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    path: Path
+    name: str
+    tokenizer: Any
+    network: torch.nn.Module
+    device: torch.device
+    precision: str
+    pooling: Pooling
+    max_tokens: int
+    dimension: int
+    runner: BucketRunner | None = field(default=None, init=False)  # static-shape buckets, set by use_buckets
+
+    def __post_init__(self) -> None:
+        self.pad_token_id = int(self.tokenizer.pad_token_id or 0)
         # The stop check of the batch running on this thread, asked before every module of every layer
         # (17 per MiniLM layer: a stop lands within one matrix product, even while the event loop holds
         # the GIL most of the time and one layer takes tens of milliseconds). Per thread: CPU workers
@@ -66,10 +59,9 @@ class EmbeddingModel:
         self._running = threading.local()
         self._hooks = [
             module.register_forward_pre_hook(self._before_module)
-            for block in repeated_blocks(network)
+            for block in repeated_blocks(self.network)
             for module in block.modules()
         ]
-        self.runner: BucketRunner | None = None  # static-shape buckets (graphs, compile), set by use_buckets
 
     def _before_module(self, module: torch.nn.Module, args: Any) -> None:
         should_stop = getattr(self._running, "should_stop", None)
@@ -232,25 +224,12 @@ def load_model(
     network = _apply_precision(network, torch_device, precision, int8_exclude)
     dimension = int(getattr(config, "hidden_size", 0) or getattr(config, "d_model", 0))
     served_name = name or (DEFAULT_MODEL_NAME if is_default else model_path.name)
+    pooling, max_tokens = read_pooling(model_path), read_max_tokens(model_path, config, tokenizer)
     model = EmbeddingModel(
-        path=model_path,
-        name=served_name,
-        tokenizer=tokenizer,
-        network=network,
-        device=torch_device,
-        precision=precision,
-        pooling=read_pooling(model_path),
-        max_tokens=read_max_tokens(model_path, config, tokenizer),
-        dimension=dimension,
+        model_path, served_name, tokenizer, network, torch_device, precision, pooling, max_tokens, dimension
     )
     log.info(
         "loaded %s from %s on %s (%s, pooling=%s, dim=%d, max_tokens=%d)",
-        served_name,
-        model_path,
-        torch_device,
-        precision,
-        model.pooling,
-        dimension,
-        model.max_tokens,
+        *(served_name, model_path, torch_device, precision, pooling, dimension, max_tokens),
     )
     return model

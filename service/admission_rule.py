@@ -33,45 +33,46 @@ def estimated_wait_s(queue: QueueFigures, n_inputs: int = 1, ahead_requests: int
     return (ahead_inputs + n_inputs) * queue.per_input_s / max(1, queue.workers)
 
 
-def judge(
-    queue: QueueFigures,
-    n_inputs: int,
-    deadline_ms: float,
-    admit_wait_share: float,
-    ahead_requests: int = 0,
-    judged: bool = False,
-) -> None:
-    """Raise QueueFull or Overloaded when the request should be shed now.
+class Admission:
+    """Estimated wait, drain time and admission from `queue_figures()`: the one implementation behind the
+    in-process batcher and a front end's link to the engine process."""
 
-    `judged`: the request was admitted on its estimated wait already (by a front end, or before its inputs were
-    counted); only the queue bound holds for it then, so a request let in is never turned into a late 429. An
-    empty queue always admits: there is nobody to yield to."""
-    waiting = queue.waiting_inputs + ahead_requests
-    if waiting + n_inputs > queue.queue_size:
-        raise QueueFull(waiting, queue.queue_size)
-    if judged or not waiting:
-        return
-    wait_s = estimated_wait_s(queue, n_inputs, ahead_requests)
-    limit_s = deadline_ms / 1000 * admit_wait_share
-    if wait_s > limit_s:
-        raise Overloaded(wait_s, limit_s)
+    admit_wait_share: float  # admit while the estimated wait <= this share of the request's deadline
+    metrics: ServiceMetrics
 
+    def queue_figures(self) -> QueueFigures:
+        raise NotImplementedError
 
-def judge_counted(
-    queue: QueueFigures,
-    n_inputs: int,
-    deadline_ms: float,
-    admit_wait_share: float,
-    metrics: ServiceMetrics,
-    ahead_requests: int = 0,
-    judged: bool = False,
-) -> None:
-    """`judge`, with every refusal counted in embedperf_shed_total by its reason."""
-    try:
-        judge(queue, n_inputs, deadline_ms, admit_wait_share, ahead_requests, judged)
-    except QueueFull:
-        metrics.shed.labels(reason="queue_full").inc()
-        raise
-    except Overloaded:
-        metrics.shed.labels(reason="estimated_wait").inc()
-        raise
+    def estimated_wait_s(self, ahead_requests: int = 0, n_inputs: int = 1) -> float:
+        """How long a new request of n_inputs waits until its last input is computed."""
+        return estimated_wait_s(self.queue_figures(), n_inputs, ahead_requests)
+
+    def drain_s(self) -> float:
+        """How long the queued inputs take to compute: when a client refused for a full queue may retry."""
+        queue = self.queue_figures()
+        return queue.waiting_inputs * queue.per_input_s / max(1, queue.workers)
+
+    def check_admission(
+        self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
+    ) -> None:
+        """Raise QueueFull or Overloaded, counted in embedperf_shed_total, when a request of n_inputs should
+        be shed now (`judge` on the queue now)."""
+        self.judge(self.queue_figures(), n_inputs, deadline_ms, ahead_requests, judged)
+
+    def judge(
+        self, queue: QueueFigures, n_inputs: int, deadline_ms: float, ahead: int = 0, judged: bool = False
+    ) -> None:
+        """The rule, on `queue`. `judged`: the request was admitted on its estimated wait already (by a front
+        end, or before its inputs were counted); only the queue bound holds for it then, so a request let in
+        is never turned into a late 429. An empty queue always admits: there is nobody to yield to."""
+        waiting = queue.waiting_inputs + ahead
+        if waiting + n_inputs > queue.queue_size:
+            self.metrics.shed.labels(reason="queue_full").inc()
+            raise QueueFull(waiting, queue.queue_size)
+        if judged or not waiting:
+            return
+        wait_s = estimated_wait_s(queue, n_inputs, ahead)
+        limit_s = deadline_ms / 1000 * self.admit_wait_share
+        if wait_s > limit_s:
+            self.metrics.shed.labels(reason="estimated_wait").inc()
+            raise Overloaded(wait_s, limit_s)

@@ -94,19 +94,13 @@ def build_app(state: ServiceState) -> FastAPI:
         document = get_openapi(title=app.title, version=app.version, routes=app.routes)
         dimension = state.model.dimension if state.model is not None else 4096
         names = sorted(state.served_names())
-        schema = request_body_schema(settings.max_inputs, dimension, settings.max_input_chars, names)
-        document["paths"][EMBEDDINGS_PATH]["post"]["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": schema}},
+        schemas = {
+            EMBEDDINGS_PATH: request_body_schema(settings.max_inputs, dimension, settings.max_input_chars, names),
+            RERANK_PATH: rerank_body_schema(settings.max_inputs, settings.max_input_chars),
         }
-        document["paths"][RERANK_PATH]["post"]["requestBody"] = {
-            "required": True,
-            "content": {
-                "application/json": {
-                    "schema": rerank_body_schema(settings.max_inputs, settings.max_input_chars)
-                }
-            },
-        }
+        for path, schema in schemas.items():
+            body = {"required": True, "content": {"application/json": {"schema": schema}}}
+            document["paths"][path]["post"]["requestBody"] = body
         if state.model is not None:  # the dimension is known: the document is final
             app.openapi_schema = document
         return document

@@ -79,7 +79,7 @@ class BatchResult:
 class BatchJob:
     """One request inside the batcher: its texts, its future, and how far its inputs have come."""
 
-    texts: list[str]  # empty when the request came tokenised (token_ids given to Batcher.submit)
+    texts: list[str]  # empty when the request came tokenised (token_ids given to Batcher.enqueue)
     size: int  # inputs in the request
     future: asyncio.Future[BatchResult | BatcherError]  # an error is a result: see _resolve
     deadline_s: float

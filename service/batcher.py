@@ -22,17 +22,14 @@ from collections.abc import Callable
 import numpy as np
 
 from modelcore.encoder import ComputeStopped, Encoder
-from service.admission_rule import QueueFigures, judge, judge_counted
-from service.admission_rule import estimated_wait_s as wait_for
+from service.admission_rule import Admission, QueueFigures
 from service.batch_errors import (
     BatcherError,
     BatcherStopped,
     ComputeFailed,
     DeadlineExceeded,
-    InputTooLong,
     Overloaded,
     QueueFull,
-    TooManyTokens,
 )
 from service.batch_job import (
     CLIENT_DISCONNECTED,
@@ -52,12 +49,12 @@ from service.fair_queue import BatchLimits, FairQueue, Item
 from service.fallback import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics
 from service.service_time import ServiceTime
-from service.tokenize_stage import tokenize_claims
+from service.tokenize_stage import Tokenized, tokenize_claims
 
 log = logging.getLogger("service.batcher")
 
 
-class Batcher:
+class Batcher(Admission):
     """Queue + batching workers (config.workers, one per serving device). start() before submitting; stop() drains."""
 
     def __init__(
@@ -69,6 +66,7 @@ class Batcher:
         fallback: Fallback | None = None,
     ) -> None:
         self.config = config
+        self.admit_wait_share = config.admit_wait_share
         self.metrics = metrics or ServiceMetrics()
         self.on_worker_start = on_worker_start  # runs first in worker thread i (e.g. binds its device)
         self.encoders: dict[str, Encoder] = {config.model_id: encoder}
@@ -81,9 +79,8 @@ class Batcher:
         self._cond = threading.Condition()
         self._tok_jobs: collections.deque[BatchJob] = collections.deque()
         self._queue: FairQueue[BatchJob] = FairQueue()
-        self._queued_jobs: dict[
-            BatchJob, None
-        ] = {}  # jobs with inputs counted in the queue depth, oldest first
+        # jobs with inputs counted in the queue depth, oldest first
+        self._queued_jobs: dict[BatchJob, None] = {}
         self._waiting = 0  # inputs accepted and not yet in a batch (the queue depth)
         self._tokenizing = 0
         self._awaiting_more = 0  # workers waiting (up to max_wait_ms) for inputs still being tokenised
@@ -106,9 +103,8 @@ class Batcher:
             for i, name in enumerate(names)
         ]
         if self.config.overlap_tokenize:
-            self._threads.append(
-                threading.Thread(target=self._tokenizer_loop, name="embed-tokenizer", daemon=True)
-            )
+            tokenizer = threading.Thread(target=self._tokenizer_loop, name="embed-tokenizer", daemon=True)
+            self._threads.append(tokenizer)
         for thread in self._threads:
             thread.start()
 
@@ -139,50 +135,18 @@ class Batcher:
             queue_size=self.config.queue_size,
         )
 
-    def estimated_wait_s(self, ahead_requests: int = 0, n_inputs: int = 1) -> float:
-        """How long a new request of n_inputs waits until its last input is computed (admission_rule)."""
-        return wait_for(self.queue_figures(), n_inputs, ahead_requests)
-
-    def drain_s(self) -> float:
-        """How long the inputs queued now take to compute: when a client refused for a full queue may retry."""
-        return self._waiting * self._service_time.per_input_s / max(1, self.config.workers)
-
-    def check_admission(
-        self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
-    ) -> None:
-        """Raise QueueFull or Overloaded when a request of n_inputs should be shed now (admission_rule.judge).
-        The routes call it once the request's body is in; submit() calls it again under the lock with
-        judged=True, which keeps only the queue bound: a request let in is never turned into a late 429."""
-        judge_counted(
-            self.queue_figures(),
-            n_inputs,
-            deadline_ms,
-            self.config.admit_wait_share,
-            self.metrics,
-            ahead_requests,
-            judged,
-        )
-
     def model_for_new_request(self) -> str:
         """The id of the model that would compute a request submitted now (the fallback while busy)."""
         return self.switch.model_for_new_request() if self.switch else self.config.model_id
 
     async def submit(
-        self,
-        texts: list[str],
-        deadline_ms: float,
-        judged: bool = False,
-        model: str | None = None,
-        token_ids: list[list[int]] | None = None,
+        self, texts: list[str], deadline_ms: float, judged: bool = False, model: str | None = None
     ) -> BatchResult:
         """Embed texts with `model` (default: model_for_new_request()); raises Overloaded, QueueFull,
         DeadlineExceeded, InputTooLong, TooManyTokens, InvalidInput, BatcherStopped or ComputeFailed. A
         cancelled caller abandons its work wherever it is; cancelled with CLIENT_DISCONNECTED, it is counted
-        as a hang-up. judged: admission already judged it on the estimated wait (`check_admission`).
-
-        token_ids: the request came tokenised (by a front end, with the model's own tokeniser and limit): its
-        inputs go straight to the queue, and `texts` may be empty."""
-        job = self.enqueue(texts, deadline_ms, judged, model, token_ids)
+        as a hang-up. judged: admission already judged it on the estimated wait (`check_admission`)."""
+        job = self.enqueue(texts, deadline_ms, judged, model)
         outcome: BatchResult | BatcherError | None = None
         try:
             outcome = await asyncio.wait_for(asyncio.shield(job.future), timeout=deadline_ms / 1000)
@@ -208,7 +172,9 @@ class Batcher:
     ) -> BatchJob:
         """Queue a request without waiting for it (on the event loop's thread): its job's future resolves to
         the BatchResult or the BatcherError. Raises what refuses it at once (admission, limits, stopping). The
-        caller abandons it (`abandon`) when it gives up; work past its deadline is dropped before compute."""
+        caller abandons it (`abandon`) when it gives up; work past its deadline is dropped before compute.
+        token_ids: the request came tokenised (by a front end, with the model's own tokeniser and limit): its
+        inputs go straight to the queue, and `texts` may be empty."""
         loop = asyncio.get_running_loop()
         model = model or self.model_for_new_request()
         size = len(token_ids) if token_ids is not None else len(texts)
@@ -244,18 +210,13 @@ class Batcher:
 
     def _tokenized_items(self, job: BatchJob, token_ids: list[list[int]]) -> list[Item[BatchJob]]:
         """Queue items of a request that came tokenised, after the checks tokenising would have made."""
-        max_tokens = self.encoders[job.model].max_tokens
-        too_long = next((i for i, row in enumerate(token_ids) if len(row) > max_tokens), None)
-        if too_long is not None:
-            raise InputTooLong(too_long, max_tokens)
-        job.token_counts = [len(row) for row in token_ids]
-        job.tokens = sum(job.token_counts)
-        budget = self.config.max_request_tokens
-        if budget and job.tokens > budget:
-            raise TooManyTokens(job.tokens, budget, complete=True)
-        job.claimed = job.size
         now_s = time.perf_counter()
-        return [Item(job, i, row, now_s) for i, row in enumerate(token_ids)]
+        tokenized = Tokenized(token_ids, [(job, 0, job.size)], [], now_s, now_s)
+        items, failures = tokenized.items(self.encoders[job.model].max_tokens, self.config.max_request_tokens)
+        if failures:
+            raise failures[0][1]
+        job.claimed = job.size
+        return items
 
     def abandon(self, job: BatchJob, reason: str) -> None:
         """The caller gave up: its inputs stop counting and leave the queue now; any of them in a running batch
@@ -264,8 +225,7 @@ class Batcher:
             if job.cancelled or job.finished:
                 return  # abandoned already, or answered before its caller gave up
             job.cancelled = True
-            self._queue.drop_job(job)
-            self._uncount(job, job.counted)
+            self._unqueue(job)
             if self._awaiting_more:  # only a worker waiting for inputs still coming cares
                 self._cond.notify_all()
         self.metrics.abandoned.labels(reason=reason).inc()
@@ -284,6 +244,14 @@ class Batcher:
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
             job.future.get_loop().call_soon_threadsafe(deliver)
 
+    def _unqueue(self, job: BatchJob, error: BatcherError | None = None) -> None:
+        """With the lock held: job's inputs leave the queue (those in a running batch are skipped); with an
+        error, job is answered it."""
+        self._queue.drop_job(job)
+        self._uncount(job, job.counted)
+        if error is not None:
+            self._resolve(job, None, error)
+
     def _uncount(self, job: BatchJob, count: int) -> None:
         """With the lock held: `count` of job's inputs left the queue (a no-op for those already uncounted)."""
         count = min(count, job.counted)
@@ -294,13 +262,10 @@ class Batcher:
         self.metrics.queue_depth.set(self._waiting)
 
     def _fail(self, job: BatchJob, error: BatcherError) -> None:
-        """Answer job with error: its inputs leave the queue (those in a running batch are skipped)."""
+        """Answer job with error, unless it is unwanted already."""
         with self._cond:
-            if job.unwanted():
-                return
-            self._queue.drop_job(job)
-            self._uncount(job, job.counted)
-            self._resolve(job, None, error)
+            if not job.unwanted():
+                self._unqueue(job, error)
 
     # ---- tokenisation --------------------------------------------------------------------------------------
 
@@ -329,32 +294,36 @@ class Batcher:
                     return
                 claims = self._claim()
                 self._tokenizing += 1
-            try:
-                self._tokenize(claims)
-            finally:
-                with self._cond:
-                    self._tokenizing -= 1
-                    self._cond.notify_all()
+            self._tokenize(claims)
 
     def _tokenize(self, claims: list[Claim]) -> None:
-        """Tokenise slices of several requests, one tokeniser call per model, then queue them for batching."""
+        """Tokenise claimed slices (counted in _tokenizing) of several requests, one tokeniser call per model,
+        then queue them for batching."""
+        try:
+            self._tokenize_claims(claims)
+        finally:
+            with self._cond:
+                self._tokenizing -= 1
+                self._cond.notify_all()
+
+    def _tokenize_claims(self, claims: list[Claim]) -> None:
         t_start_s = time.perf_counter()
-        live = []
+        by_model: dict[str, list[Claim]] = {}
         for claim in claims:
             job = claim[0]
-            if not job.unwanted() and t_start_s > job.deadline_s:
+            if job.unwanted():
+                continue
+            if t_start_s > job.deadline_s:
                 self._fail(job, DeadlineExceeded(job.deadline_ms))
-            elif not job.unwanted():
-                live.append(claim)
-        by_model: dict[str, list[Claim]] = {}
-        for claim in live:
-            by_model.setdefault(claim[0].model, []).append(claim)
+            else:
+                by_model.setdefault(job.model, []).append(claim)
         items: list[Item[BatchJob]] = []
         for model, group in by_model.items():
             items += self._tokenize_group(self.encoders[model], group)
         with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
-            for job in {id(item.job): item.job for item in items if item.job.unjudged}.values():
-                self._judge_tokenized(job)
+            for job in jobs_of(items):
+                if job.unjudged:
+                    self._judge_tokenized(job)
             self._queue.add([item for item in items if not item.job.unwanted()])
             self._cond.notify_all()
 
@@ -369,13 +338,9 @@ class Batcher:
             queued_requests=max(0, ahead.queued_requests - 1),
         )
         try:
-            judge(others, job.size, job.deadline_ms, self.config.admit_wait_share)
+            self.judge(others, job.size, job.deadline_ms)
         except (QueueFull, Overloaded) as exc:
-            reason = "queue_full" if isinstance(exc, QueueFull) else "estimated_wait"
-            self.metrics.shed.labels(reason=reason).inc()
-            self._queue.drop_job(job)
-            self._uncount(job, job.counted)
-            self._resolve(job, None, exc)
+            self._unqueue(job, exc)
 
     def _tokenize_group(self, encoder: Encoder, claims: list[Claim]) -> list[Item[BatchJob]]:
         limit = encoder.max_tokens if self.config.long_input == "truncate" else encoder.max_tokens + 1
@@ -393,10 +358,9 @@ class Batcher:
         dropped = self._queue.drop(lambda job: job.unwanted() or now_s > job.deadline_s)
         for item in dropped:
             self._uncount(item.job, 1)
-        for job in {id(item.job): item.job for item in dropped}.values():
+        for job in jobs_of(dropped):
             if not job.unwanted():  # expired: its inputs not yet tokenised stop counting too
-                self._uncount(job, job.counted)
-                self._resolve(job, None, DeadlineExceeded(job.deadline_ms))
+                self._unqueue(job, DeadlineExceeded(job.deadline_ms))
 
     def _limits(self) -> BatchLimits:
         cfg = self.config
@@ -419,8 +383,7 @@ class Batcher:
                 now_s = time.perf_counter()
                 self._purge_expired(now_s)
                 if len(self._queue):
-                    limit = self.health.batch_limit()
-                    full = len(self._queue) >= limit
+                    full = len(self._queue) >= self.health.batch_limit()
                     wait_s = self._queue.oldest().t_enqueued_s + self.config.max_wait_ms / 1000 - now_s
                     # Wait only for inputs already accepted and still being tokenised: waiting for arrivals
                     # that may never come only adds latency (a lone client would pay max_wait on every call).
@@ -450,12 +413,7 @@ class Batcher:
             if work is None:
                 return
             if work[0] == "tokenize":
-                try:
-                    self._tokenize(work[1])
-                finally:
-                    with self._cond:
-                        self._tokenizing -= 1
-                        self._cond.notify_all()
+                self._tokenize(work[1])
             elif work[1]:
                 self._compute(work[1])
 
@@ -569,5 +527,10 @@ class Batcher:
         self.metrics.device_errors.inc()
         log.error("batch of %d inputs failed: %s: %s", len(batch), type(exc).__name__, exc)
         error = ComputeFailed(f"inference failed: {type(exc).__name__}: {exc}")
-        for job in {id(item.job): item.job for item in batch}.values():
+        for job in jobs_of(batch):
             self._fail(job, error)
+
+
+def jobs_of(items: list[Item[BatchJob]]) -> list[BatchJob]:
+    """The requests items belong to, each once, in the order of their first item."""
+    return list({id(item.job): item.job for item in items}.values())

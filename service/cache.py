@@ -86,13 +86,13 @@ class SharedCache(Protocol):
     async def close(self) -> None: ...
 
 
+@dataclass(eq=False)
 class ResultCache:
     """The in-process LRU, then the shared Redis cache; counts hits and misses per input."""
 
-    def __init__(self, local: EmbeddingCache, shared: SharedCache | None, metrics: ServiceMetrics) -> None:
-        self.local = local
-        self.shared = shared
-        self.metrics = metrics
+    local: EmbeddingCache
+    shared: SharedCache | None
+    metrics: ServiceMetrics
 
     @property
     def enabled(self) -> bool:

@@ -18,6 +18,7 @@ import struct
 import time
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -54,32 +55,25 @@ def decode_entry(raw: bytes, dimension: int) -> CachedEmbedding | None:
     return CachedEmbedding(vector, tokens)
 
 
+@dataclass(eq=False)
 class RedisCache:
     """Async Redis client with outage tracking; every method is safe to call while Redis is down."""
 
-    def __init__(
-        self,
-        url: str,
-        namespace: str,
-        dimension: int,
-        ttl_s: int,
-        retry_max_s: float,
-        metrics: ServiceMetrics,
-        timeout_s: float = REDIS_TIMEOUT_S,
-    ) -> None:
-        self.url = url
-        self.namespace = namespace
-        self.dimension = dimension
-        self.ttl_s = ttl_s
-        self.retry_max_s = retry_max_s
-        self.metrics = metrics
-        self.timeout_s = timeout_s
+    url: str
+    namespace: str
+    dimension: int
+    ttl_s: int
+    retry_max_s: float
+    metrics: ServiceMetrics
+    timeout_s: float = REDIS_TIMEOUT_S
+
+    def __post_init__(self) -> None:
         self.connected = False
         self.reason = "not connected yet"
-        self._retry_s = min(FIRST_RETRY_S, retry_max_s)
+        self._retry_s = min(FIRST_RETRY_S, self.retry_max_s)
         self._next_attempt_s = 0.0
         self._client: aioredis.Redis | None = None
-        metrics.cache_up.set(0)
+        self.metrics.cache_up.set(0)
 
     def _redis(self) -> aioredis.Redis:
         if self._client is None:  # created on first use, inside the serving event loop

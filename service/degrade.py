@@ -12,6 +12,7 @@ import collections
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 OOM_MARKERS = (
     "out of memory",
@@ -20,9 +21,7 @@ OOM_MARKERS = (
     "acl_error_rt_memory",
     "ee9999",  # Ascend's generic "device out of memory" error family in torch_npu messages
 )
-OOM_RECOVERY_S = (
-    30.0  # after this long without an OOM the batch limit doubles back towards the configured one
-)
+OOM_RECOVERY_S = 30.0  # after this long without an OOM the batch limit doubles back towards its setting
 ERROR_WINDOW_S = 30.0
 ERRORS_UNREADY = 3  # device errors within ERROR_WINDOW_S that make /ready answer 503
 
@@ -37,37 +36,30 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or any(marker in text for marker in OOM_MARKERS)
 
 
+@dataclass(eq=False)
 class DeviceHealth:
     """Thread-safe record of device errors: the effective batch limit and whether the device looks healthy."""
 
-    def __init__(
-        self,
-        max_batch_size: int,
-        clock: Callable[[], float] | None = None,
-        recovery_s: float = OOM_RECOVERY_S,
-        error_window_s: float = ERROR_WINDOW_S,
-        errors_unready: int = ERRORS_UNREADY,
-    ) -> None:
-        self.max_batch_size = max_batch_size
-        self.recovery_s = recovery_s
-        self.error_window_s = error_window_s
-        self.errors_unready = errors_unready
-        self._clock = clock or time.monotonic
-        self._limit = max_batch_size
-        self._t_last_oom_s = 0.0
-        self._t_last_raise_s = 0.0
+    max_batch_size: int
+    clock: Callable[[], float] = time.monotonic
+    recovery_s: float = OOM_RECOVERY_S
+    error_window_s: float = ERROR_WINDOW_S
+    errors_unready: int = ERRORS_UNREADY
+    oom_total: int = field(default=0, init=False)
+    errors_total: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._limit = self.max_batch_size
+        self._t_last_oom_s = self._t_last_raise_s = 0.0
         self._errors: collections.deque[float] = collections.deque()
-        self.oom_total = 0
-        self.errors_total = 0
         self._lock = threading.Lock()
 
     def batch_limit(self) -> int:
         """The batch size to use now: lowered after an OOM, doubled back each recovery_s without one."""
         with self._lock:
-            now_s = self._clock()
-            if self._limit < self.max_batch_size and now_s - max(
-                self._t_last_oom_s, self._t_last_raise_s
-            ) >= (self.recovery_s):
+            now_s = self.clock()
+            since_s = now_s - max(self._t_last_oom_s, self._t_last_raise_s)
+            if self._limit < self.max_batch_size and since_s >= self.recovery_s:
                 self._limit = min(self.max_batch_size, self._limit * 2)
                 self._t_last_raise_s = now_s
             return self._limit
@@ -76,7 +68,7 @@ class DeviceHealth:
         """A batch of batch_size ran out of memory: keep batches below it for a while."""
         with self._lock:
             self.oom_total += 1
-            self._t_last_oom_s = self._clock()
+            self._t_last_oom_s = self.clock()
             self._limit = max(1, min(self._limit, batch_size // 2))
             if batch_size <= 1:  # even a single input does not fit: a device error, not a batch-size one
                 self._note_error()
@@ -87,11 +79,11 @@ class DeviceHealth:
 
     def _note_error(self) -> None:
         self.errors_total += 1
-        self._errors.append(self._clock())
+        self._errors.append(self.clock())
 
     def recent_errors(self) -> int:
         with self._lock:
-            cutoff_s = self._clock() - self.error_window_s
+            cutoff_s = self.clock() - self.error_window_s
             while self._errors and self._errors[0] < cutoff_s:
                 self._errors.popleft()
             return len(self._errors)
@@ -104,7 +96,7 @@ class DeviceHealth:
         with self._lock:
             if not self._errors:
                 return 1
-            return max(1, int(self._errors[0] + self.error_window_s - self._clock()) + 1)
+            return max(1, int(self._errors[0] + self.error_window_s - self.clock()) + 1)
 
     def snapshot(self) -> dict[str, int | bool]:
         limit = self.batch_limit()

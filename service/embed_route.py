@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 from fastapi import Request
@@ -48,6 +49,7 @@ SERVED_MODEL_HEADER = "X-Served-Model"
 
 # A route's own work, given the request, its raw body (read under the limits), when it started and its record.
 RouteHandler = Callable[[Request, bytes, float, RequestRecord | None], Awaitable[Response]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,14 @@ async def _limited(
         state.concurrency.release()
 
 
+async def parse_body(parse: Callable[..., T], request: Request, raw_body: bytes, *limits: Any) -> T:
+    """parse(content type, body, *limits), on a thread when the body is large so the event loop stays free."""
+    args = (request.headers.get("content-type", ""), raw_body, *limits)
+    if len(raw_body) > PARSE_OFF_LOOP_BYTES:
+        return await asyncio.to_thread(parse, *args)
+    return parse(*args)
+
+
 def check_model(state: ServiceState, model: str | None) -> None:
     """404 when a request names a model this service does not serve (None: the request named none)."""
     if model is not None and model not in state.served_names():
@@ -155,17 +165,10 @@ async def _embed(
 ) -> Response:
     assert state.model is not None
     s = state.settings
-    parse_args = (request.headers.get("content-type", ""), raw_body, s.max_inputs, state.model.dimension)
-    if len(raw_body) > PARSE_OFF_LOOP_BYTES:
-        body = await asyncio.to_thread(parse_embedding_request, *parse_args)
-    else:
-        body = parse_embedding_request(*parse_args)
+    body = await parse_body(parse_embedding_request, request, raw_body, s.max_inputs, state.model.dimension)
     if body.model is None:
         raise ApiError(
-            422,
-            f"'model' is required; this service serves '{s.model_name}'",
-            "missing_model",
-            param="model",
+            422, f"'model' is required; this service serves '{s.model_name}'", "missing_model", param="model"
         )
     check_model(state, body.model)
     body = dataclasses.replace(
@@ -231,11 +234,7 @@ async def embed_texts(state: ServiceState, scope: Scope, texts: list[str]) -> Em
 
 
 def answer_headers(
-    state: ServiceState,
-    embedded: Embedded,
-    t_start_s: float,
-    t_post_s: float,
-    record: RequestRecord | None,
+    state: ServiceState, embedded: Embedded, t_start_s: float, t_post_s: float, record: RequestRecord | None
 ) -> dict[str, str]:
     """The headers of a successful answer (Server-Timing, batch, served model, cache), its stage metrics and
     its access-log fields; call it once the body is encoded (post: from t_post_s until now)."""

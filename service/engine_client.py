@@ -20,14 +20,8 @@ from typing import Any
 
 import zmq
 
-from service.admission_rule import QueueFigures, judge_counted
-from service.admission_rule import estimated_wait_s as wait_for
-from service.batch_errors import (
-    BatcherError,
-    DeadlineExceeded,
-    EngineUnavailable,
-    ShuttingDown,
-)
+from service.admission_rule import Admission, QueueFigures
+from service.batch_errors import BatcherError, DeadlineExceeded, EngineUnavailable, ShuttingDown
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
 from service.engine_status import EngineState, Slot, StatusBlock
 from service.engine_wire import Frames, cancel_frames, read_reply, reply_id, submit_frames
@@ -40,6 +34,11 @@ SEND_QUEUE_MESSAGES = 100_000  # messages a front end queues for an engine that 
 WATCH_INTERVAL_S = 0.02  # how soon requests waiting on an engine that ended are answered
 READY_POLL_S = 0.05
 TOKENIZE_OFF_LOOP_INPUTS = 64  # larger requests are tokenised on a thread, so the event loop stays free
+UNAVAILABLE: dict[EngineState, str | None] = {  # why the routes cannot compute, by the engine's state
+    EngineState.READY: None,
+    EngineState.STARTING: "the engine process is starting (loading the model and warming up)",
+    EngineState.DOWN: "the engine process ended; the supervisor is restarting it",
+}
 
 
 @dataclass(frozen=True)
@@ -54,11 +53,11 @@ class ModelCard:
     device: str
 
 
+@dataclass(frozen=True)
 class StatusHealth:
     """The engine's device health as its status block says."""
 
-    def __init__(self, status: StatusBlock) -> None:
-        self.status = status
+    status: StatusBlock
 
     def healthy(self) -> bool:
         return bool(self.status.get(Slot.HEALTHY))
@@ -74,41 +73,34 @@ class StatusHealth:
         return health
 
 
+@dataclass(frozen=True)
 class StatusSwitch:
-    def __init__(self, status: StatusBlock) -> None:
-        self.status = status
+    status: StatusBlock
 
     @property
     def on_fallback(self) -> bool:
         return bool(self.status.get(Slot.FALLBACK_ON))
 
 
-class RemoteBatcher:
+@dataclass(eq=False)
+class RemoteBatcher(Admission):
     """The batcher surface of the routes, for an engine in another process."""
 
-    def __init__(
-        self,
-        settings: ServiceSettings,
-        status: StatusBlock,
-        socket: zmq.Socket[bytes],
-        tokenizers: dict[str, FrontTokenizer],
-        main_id: str,
-        fallback_id: str | None,
-        metrics: ServiceMetrics,
-    ) -> None:
-        self.settings = settings
-        self.status = status
-        self.socket = socket
-        self.tokenizers = tokenizers
-        self.main_id = main_id
-        self.fallback_id = fallback_id
-        self.metrics = metrics
-        self.health = StatusHealth(status)
-        self.switch = StatusSwitch(status) if fallback_id else None
+    settings: ServiceSettings
+    status: StatusBlock
+    socket: zmq.Socket[bytes]
+    tokenizers: dict[str, FrontTokenizer]
+    main_id: str
+    fallback_id: str | None
+    metrics: ServiceMetrics
+
+    def __post_init__(self) -> None:
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Frames]] = {}
-        self._generation = status.get(Slot.GENERATION)
-        self.drain_deadline_s: float | None = None
+        self.admit_wait_share = self.settings.admit_wait_share
+        self.health = StatusHealth(self.status)
+        self.switch = StatusSwitch(self.status) if self.fallback_id else None
+        self._generation = self.status.get(Slot.GENERATION)
 
     # ---- figures, from the status block ----------------------------------------------------------------------
 
@@ -128,26 +120,6 @@ class RemoteBatcher:
 
     def busy_fraction(self) -> float:
         return self.status.get(Slot.BUSY_FRACTION)
-
-    def estimated_wait_s(self, ahead_requests: int = 0, n_inputs: int = 1) -> float:
-        return wait_for(self.queue_figures(), n_inputs, ahead_requests)
-
-    def drain_s(self) -> float:
-        figures = self.queue_figures()
-        return figures.waiting_inputs * figures.per_input_s / figures.workers
-
-    def check_admission(
-        self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
-    ) -> None:
-        judge_counted(
-            self.queue_figures(),
-            n_inputs,
-            deadline_ms,
-            self.settings.admit_wait_share,
-            self.metrics,
-            ahead_requests,
-            judged,
-        )
 
     def model_for_new_request(self) -> str:
         if self.fallback_id and self.status.get(Slot.FALLBACK_ON):
@@ -182,9 +154,7 @@ class RemoteBatcher:
         self._waiting[request_id] = future
         try:
             self._send(submit_frames(request_id, remaining_ms, model, token_ids))
-            frames = await asyncio.wait_for(
-                future, timeout=remaining_ms / 1000
-            )  # the deadline holds here too
+            frames = await asyncio.wait_for(future, timeout=remaining_ms / 1000)  # the deadline holds here
         except TimeoutError:
             self._cancel(request_id, "deadline")
             raise DeadlineExceeded(deadline_ms) from None
@@ -197,9 +167,7 @@ class RemoteBatcher:
             raise
         finally:
             self._waiting.pop(request_id, None)
-        if (
-            time.perf_counter() - t_start_s > deadline_ms / 1000
-        ):  # answered, but after its deadline had passed
+        if time.perf_counter() - t_start_s > deadline_ms / 1000:  # answered, but after its deadline
             raise DeadlineExceeded(deadline_ms)
         return read_reply(frames, [len(row) for row in token_ids], tokenize_s * 1000)
 
@@ -235,10 +203,8 @@ class RemoteBatcher:
                 self._fail_all(EngineUnavailable(self.unavailable_reason() or "restarted"))
                 if state == EngineState.READY:
                     self._generation = generation
-            if self.status.get(Slot.DRAINING):
-                cutoff_s = self.status.get(Slot.DRAIN_DEADLINE_S)
-                if time.monotonic() >= cutoff_s:
-                    self._fail_all(ShuttingDown())
+            if self.status.get(Slot.DRAINING) and time.monotonic() >= self.status.get(Slot.DRAIN_DEADLINE_S):
+                self._fail_all(ShuttingDown())
 
     def _fail_all(self, error: BatcherError) -> None:
         for future in self._waiting.values():
@@ -247,17 +213,9 @@ class RemoteBatcher:
 
     def unavailable_reason(self) -> str | None:
         state = self.status.state
-        if state == EngineState.READY:
-            return None
-        if state == EngineState.STARTING:
-            return "the engine process is starting (loading the model and warming up)"
         if state == EngineState.FAILED:
-            return "the engine process could not get ready: " + str(
-                self.status.read_document().get("failure")
-            )
-        if state == EngineState.DOWN:
-            return "the engine process ended; the supervisor is restarting it"
-        return "the engine process has stopped"
+            return f"the engine process could not get ready: {self.status.read_document().get('failure')}"
+        return UNAVAILABLE.get(state, "the engine process has stopped")
 
 
 class RemoteEngine:
@@ -285,15 +243,7 @@ class RemoteEngine:
             await asyncio.sleep(READY_POLL_S)
         document = self.status.read_document()
         self._document = document
-        card = document["model"]
-        self.model = ModelCard(
-            name=card["name"],
-            path=Path(card["path"]),
-            dimension=int(card["dimension"]),
-            max_tokens=int(card["max_tokens"]),
-            pooling=card["pooling"],
-            device=card["device"],
-        )
+        self.model = ModelCard(**{**document["model"], "path": Path(document["model"]["path"])})
         truncate = self.settings.long_input == "truncate"
         tokenizers = {
             model_id: FrontTokenizer(Path(entry["path"]), int(entry["max_tokens"]), truncate)
@@ -303,14 +253,9 @@ class RemoteEngine:
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.SNDHWM, SEND_QUEUE_MESSAGES)
         socket.connect(self.endpoint)
+        main_id, fallback_id = document["main_id"], document.get("fallback_id")
         self.batcher = RemoteBatcher(
-            self.settings,
-            self.status,
-            socket,
-            tokenizers,
-            document["main_id"],
-            document.get("fallback_id"),
-            self.metrics,
+            self.settings, self.status, socket, tokenizers, main_id, fallback_id, self.metrics
         )
         # Plain (not asyncio) ZeroMQ: a send never waits, and replies are read when the socket's descriptor
         # says so, without a future per operation.

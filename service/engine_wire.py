@@ -30,6 +30,18 @@ from service.batch_job import BatchResult
 SUBMIT = "S"
 CANCEL = "C"
 Frames = list[Any]  # bytes or zmq.Frame (anything with the buffer protocol)
+# A batcher error on the wire: its kind, its class, and the attributes its constructor takes back ("message":
+# str(error)); the last row is the default.
+ERROR_KINDS: list[tuple[str, type[BatcherError], tuple[str, ...]]] = [
+    ("queue_full", QueueFull, ("waiting", "queue_size")),
+    ("deadline", DeadlineExceeded, ("deadline_ms",)),
+    ("too_long", InputTooLong, ("index", "max_tokens")),
+    ("too_many_tokens", TooManyTokens, ("tokens", "limit", "complete")),
+    ("overloaded", Overloaded, ("estimated_wait_s", "limit_s")),
+    ("invalid", InvalidInput, ("message",)),
+    ("stopped", BatcherStopped, ()),
+    ("failed", ComputeFailed, ("message",)),
+]
 
 
 @dataclass(frozen=True)
@@ -120,37 +132,11 @@ def read_reply(frames: Frames, token_counts: list[int], tokenize_ms: float) -> B
 
 def error_fields(error: BatcherError) -> list[Any]:
     """A batcher error as plain values: its kind and what rebuilds it."""
-    if isinstance(error, QueueFull):
-        return ["queue_full", error.waiting, error.queue_size]
-    if isinstance(error, DeadlineExceeded):
-        return ["deadline", error.deadline_ms]
-    if isinstance(error, InputTooLong):
-        return ["too_long", error.index, error.max_tokens]
-    if isinstance(error, TooManyTokens):
-        return ["too_many_tokens", error.tokens, error.limit, error.complete]
-    if isinstance(error, Overloaded):
-        return ["overloaded", error.estimated_wait_s, error.limit_s]
-    if isinstance(error, InvalidInput):
-        return ["invalid", str(error)]
-    if isinstance(error, BatcherStopped):
-        return ["stopped"]
-    return ["failed", str(error)]
+    kind, _, fields = next((row for row in ERROR_KINDS if isinstance(error, row[1])), ERROR_KINDS[-1])
+    return [kind, *(str(error) if name == "message" else getattr(error, name) for name in fields)]
 
 
 def error_from_fields(fields: list[Any]) -> BatcherError:
     kind, args = fields[0], fields[1:]
-    if kind == "queue_full":
-        return QueueFull(*args)
-    if kind == "deadline":
-        return DeadlineExceeded(*args)
-    if kind == "too_long":
-        return InputTooLong(*args)
-    if kind == "too_many_tokens":
-        return TooManyTokens(*args)
-    if kind == "overloaded":
-        return Overloaded(*args)
-    if kind == "invalid":
-        return InvalidInput(*args)
-    if kind == "stopped":
-        return BatcherStopped()
-    return ComputeFailed(*args)
+    error_class = next((row[1] for row in ERROR_KINDS if row[0] == kind), ComputeFailed)
+    return error_class(*args)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from modelcore.encoder import Encoder
 
@@ -27,30 +27,26 @@ class Fallback:
     window_s: float
 
 
+@dataclass(eq=False)
 class FallbackSwitch:
     """Thread-safe choice between the main model and the fallback, from a busy-fraction source."""
 
-    def __init__(
-        self,
-        main_id: str,
-        fallback: Fallback,
-        busy_fraction: Callable[[float], float],
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
-        self.main_id = main_id
-        self.fallback = fallback
-        self._busy_fraction = busy_fraction
-        self._clock = clock
-        self.on_fallback = False  # whether new requests go to the fallback now
-        self._t_switch_s = clock()  # a window must pass after start before the first switch
+    main_id: str
+    fallback: Fallback
+    busy_fraction: Callable[[float], float]
+    clock: Callable[[], float] = time.perf_counter
+    on_fallback: bool = field(default=False, init=False)  # whether new requests go to the fallback now
+
+    def __post_init__(self) -> None:
+        self._t_switch_s = self.clock()  # a window must pass after start before the first switch
         self._lock = threading.Lock()
 
     def model_for_new_request(self) -> str:
         """The id of the model a request submitted now is computed by."""
-        now_s = self._clock()
+        now_s = self.clock()
         with self._lock:
             if now_s - self._t_switch_s >= self.fallback.window_s:
-                busy = self._busy_fraction(self.fallback.window_s) >= self.fallback.threshold
+                busy = self.busy_fraction(self.fallback.window_s) >= self.fallback.threshold
                 if busy != self.on_fallback:
                     self.on_fallback = busy
                     self._t_switch_s = now_s

@@ -51,9 +51,7 @@ def api_error(error: BatcherError, positions: list[int], drain_s: float, max_tok
         )
     if isinstance(error, EngineUnavailable):
         return ApiError(503, str(error), "engine_unavailable", "server_error", headers={"Retry-After": "1"})
-    if isinstance(error, ShuttingDown):
-        return ApiError(503, str(error), "shutting_down", "server_error", headers={"Retry-After": "1"})
-    if isinstance(error, BatcherStopped):
+    if isinstance(error, (ShuttingDown, BatcherStopped)):
         return ApiError(503, str(error), "shutting_down", "server_error", headers={"Retry-After": "1"})
     assert isinstance(error, ComputeFailed), error
     return ApiError(500, str(error), "inference_failed", "server_error")

@@ -7,8 +7,10 @@ The engine process (service/engine_process.py) runs it behind its socket; the on
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from embedperf.errors import ConfigError
@@ -29,42 +31,28 @@ WARMUP_DEADLINE_MS = 120_000.0  # the first batch builds graphs and allocators: 
 
 def batcher_config(settings: ServiceSettings, own_process: bool = False) -> BatcherConfig:
     """The batcher's settings; `own_process`: the engine runs in a process of its own (no event loop to yield to)."""
-    s = settings
+    # the fields settings hold under the same name (but `workers`: there, CPU threads of an engine process)
+    same_name = {f.name for f in dataclasses.fields(BatcherConfig)} - {"workers"}
     return BatcherConfig(
-        batching=s.batching,
-        max_batch_size=s.max_batch_size,
-        max_batch_tokens=s.max_batch_tokens,
-        max_wait_ms=s.max_wait_ms,
-        sort_by_length=s.sort_by_length,
-        overlap_tokenize=s.overlap_tokenize,
-        queue_size=s.queue_size,
-        long_input=s.long_input,
-        admit_wait_share=s.admit_wait_share,
-        workers=len(s.device_specs()),
-        max_request_tokens=s.max_request_tokens,
-        model_id=s.model_name,
+        **settings.model_dump(include=same_name),
+        workers=len(settings.device_specs()),
+        model_id=settings.model_name,
         yield_to_event_loop=not own_process,
     )
 
 
+@dataclass(eq=False)
 class LocalEngine:
     """Loads the model unless given one, builds one worker per serving device, starts the batcher, warms up."""
 
-    def __init__(
-        self,
-        settings: ServiceSettings,
-        model: EmbeddingModel | None,
-        metrics: ServiceMetrics,
-        own_process: bool = False,
-    ) -> None:
-        self.settings = settings
-        self.own_process = own_process
-        self.model: EmbeddingModel | None = model
-        self.metrics = metrics
-        self.batcher: Batcher | None = None
-        self.pool: WorkerPool | None = None
-        self.fallback: Fallback | None = None
-        self.runners: list[BucketRunner] = []
+    settings: ServiceSettings
+    model: EmbeddingModel | None
+    metrics: ServiceMetrics
+    own_process: bool = False
+    batcher: Batcher | None = field(default=None, init=False)
+    pool: WorkerPool | None = field(default=None, init=False)
+    fallback: Fallback | None = field(default=None, init=False)
+    runners: list[BucketRunner] = field(default_factory=list, init=False)
 
     async def start(self) -> None:
         s = self.settings
@@ -101,13 +89,8 @@ class LocalEngine:
             bind_device(worker.spec)
             runner = worker.encoder.use_buckets(shapes, capture=s.graphs_on(), compile_cpu=s.compile)  # type: ignore[attr-defined]
             self.runners.append(runner)
-        log.info(
-            "%d bucket shapes on %d replica(s): graphs %s, compile %s",
-            len(shapes),
-            len(replicas),
-            s.graphs_on(),
-            s.compile,
-        )
+        shown = (len(shapes), len(replicas), s.graphs_on(), s.compile)
+        log.info("%d bucket shapes on %d replica(s): graphs %s, compile %s", *shown)
 
     async def stop(self, grace_s: float) -> None:
         """Finish what is queued (nothing new is submitted any more), within grace_s, and let go."""

@@ -7,11 +7,14 @@ ends; in one process the mode is ignored."""
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+NAMESPACE = "embedperf"  # every metric is embedperf_<name>
+GaugeMode = Literal["livemax", "livesum"]
 
 STAGES = ("queue", "tokenize", "compute", "post", "total")
 # fmt: off
@@ -27,159 +30,111 @@ class ServiceMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.requests = Counter(
-            "embedperf_requests_total",
-            "Serving requests (embeddings and rerank) by HTTP status.",
-            ["status"],
-            registry=r,
+        counter, gauge = self._counter, self._gauge
+        self.requests = counter(
+            "requests_total", "Serving requests (embeddings and rerank) by HTTP status.", "status"
         )
-        self.route_requests = Counter(
-            "embedperf_route_requests_total",
+        self.route_requests = counter(
+            "route_requests_total",
             "Serving requests by route (/v1/embeddings, /rerank) and HTTP status.",
-            ["route", "status"],
-            registry=r,
+            "route",
+            "status",
         )
-        self.stage_duration = Histogram(
-            "embedperf_stage_duration_seconds",
-            "Per-request time in each server stage.",
-            ["stage"],
-            buckets=LATENCY_BUCKETS_S,
-            registry=r,
+        self.stage_duration = self._histogram(
+            "stage_duration_seconds", "Per-request time in each server stage.", LATENCY_BUCKETS_S, "stage"
         )
-        self.queue_depth = Gauge(
-            "embedperf_queue_depth",
-            "Inputs accepted and waiting for a batch.",
-            multiprocess_mode="livemax",
-            registry=r,
+        self.queue_depth = gauge("queue_depth", "Inputs accepted and waiting for a batch.")
+        self.inflight = gauge(
+            "inflight_requests", "Serving requests (embeddings, rerank) in flight.", mode="livesum"
         )
-        self.inflight = Gauge(
-            "embedperf_inflight_requests",
-            "Serving requests (embeddings, rerank) in flight.",
-            multiprocess_mode="livesum",
-            registry=r,
-        )
-        self.served_requests = Counter(
-            "embedperf_served_requests_total",
+        self.served_requests = counter(
+            "served_requests_total",
             "Embedding requests answered 200, by the model that produced their vectors (main or fallback).",
-            ["model"],
-            registry=r,
+            "model",
         )
-        self.fallback_requests = Counter(
-            "embedperf_fallback_requests_total",
-            "Embedding requests answered 200 by the fallback model: its rate over embedperf_served_requests_total's "
-            "is the fallback's serving share (the alert rules and dashboards read it without knowing model names).",
-            registry=r,
+        self.fallback_requests = counter(
+            "fallback_requests_total",
+            "Embedding requests answered 200 by the fallback model: its rate over "
+            "embedperf_served_requests_total's is the fallback's serving share (the alert rules and "
+            "dashboards read it without knowing model names).",
         )
-        self.batch_size = Histogram(
-            "embedperf_batch_size", "Inputs per computed batch.", buckets=BATCH_SIZE_BUCKETS, registry=r
+        self.batch_size = self._histogram("batch_size", "Inputs per computed batch.", BATCH_SIZE_BUCKETS)
+        self.batch_tokens = self._histogram(
+            "batch_tokens", "Padded tokens per computed batch.", BATCH_TOKEN_BUCKETS
         )
-        self.batch_tokens = Histogram(
-            "embedperf_batch_tokens",
-            "Padded tokens per computed batch.",
-            buckets=BATCH_TOKEN_BUCKETS,
-            registry=r,
-        )
-        self.compute_seconds = Counter(
-            "embedperf_compute_seconds_total",
+        self.compute_seconds = counter(
+            "compute_seconds_total",
             "Seconds the inference workers spent computing, divided by the number of workers: its rate is "
             "the overall busy fraction (per device: embedperf_device_compute_seconds_total).",
-            registry=r,
         )
-        self.workers = Gauge(
-            "embedperf_workers",
-            "Inference workers (one per serving device).",
-            multiprocess_mode="livemax",
-            registry=r,
-        )
-        self.device_busy = Gauge(
-            "embedperf_device_busy_fraction",
+        self.workers = gauge("workers", "Inference workers (one per serving device).")
+        self.device_busy = gauge(
+            "device_busy_fraction",
             "Share of the last 10 s each serving device's worker spent computing.",
-            ["device"],
-            multiprocess_mode="livemax",
-            registry=r,
+            "device",
         )
-        self.device_batches = Counter(
-            "embedperf_device_batches_total", "Batches computed per serving device.", ["device"], registry=r
+        self.device_batches = counter(
+            "device_batches_total", "Batches computed per serving device.", "device"
         )
-        self.device_compute_seconds = Counter(
-            "embedperf_device_compute_seconds_total",
-            "Seconds each serving device's worker spent computing.",
-            ["device"],
-            registry=r,
+        self.device_compute_seconds = counter(
+            "device_compute_seconds_total", "Seconds each serving device's worker spent computing.", "device"
         )
-        self.tokens = Counter("embedperf_tokens_total", "Real (unpadded) tokens computed.", registry=r)
-        self.padded_tokens = Counter(
-            "embedperf_padded_tokens_total",
-            "Tokens computed with padding (inputs x longest per batch): 1 - tokens/padded is the padding waste.",
-            registry=r,
+        self.tokens = counter("tokens_total", "Real (unpadded) tokens computed.")
+        self.padded_tokens = counter(
+            "padded_tokens_total",
+            "Tokens computed with padding (inputs x longest per batch): 1 - tokens/padded is the padding "
+            "waste.",
         )
-        self.bucket_batches = Counter(
-            "embedperf_bucket_batches_total",
-            "Batches run at a static bucket shape (hit: a captured graph or compiled shape) or eagerly (miss).",
-            ["outcome"],
-            registry=r,
+        self.bucket_batches = counter(
+            "bucket_batches_total",
+            "Batches run at a static bucket shape (hit: a captured graph or compiled shape) or eagerly "
+            "(miss).",
+            "outcome",
         )
-        self.inputs = Counter("embedperf_inputs_total", "Inputs computed.", registry=r)
-        self.cache_hits = Counter("embedperf_cache_hits_total", "Inputs answered from the cache.", registry=r)
-        self.cache_misses = Counter(
-            "embedperf_cache_misses_total", "Inputs not found in the cache.", registry=r
+        self.inputs = counter("inputs_total", "Inputs computed.")
+        self.cache_hits = counter("cache_hits_total", "Inputs answered from the cache.")
+        self.cache_misses = counter("cache_misses_total", "Inputs not found in the cache.")
+        self.cache_up = gauge(
+            "cache_up", "1 while the shared (Redis) cache is reachable, 0 while the service runs without it."
         )
-        self.cache_up = Gauge(
-            "embedperf_cache_up",
-            "1 while the shared (Redis) cache is reachable, 0 while the service runs without it.",
-            multiprocess_mode="livemax",
-            registry=r,
-        )
-        self.cache_errors = Counter(
-            "embedperf_cache_errors_total",
+        self.cache_errors = counter(
+            "cache_errors_total",
             "Shared-cache operations that failed (the request was served without the cache).",
-            registry=r,
         )
-        self.ready = Gauge(
-            "embedperf_ready",
-            "1 once the model is loaded and warmed up.",
-            multiprocess_mode="livemax",
-            registry=r,
-        )
-        self.shed = Counter(
-            "embedperf_shed_total",
+        self.ready = gauge("ready", "1 once the model is loaded and warmed up.")
+        self.shed = counter(
+            "shed_total",
             "Requests refused with 429 at admission, by reason (estimated_wait, queue_full, ...).",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        self.abandoned = Counter(
-            "embedperf_abandoned_total",
+        self.abandoned = counter(
+            "abandoned_total",
             "Requests whose work was dropped before compute, by reason: disconnected (the client hung up), "
             "cancelled (the request's task was, e.g. at the end of the shutdown grace), deadline.",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        self.stopped_batches = Counter(
-            "embedperf_stopped_batches_total",
+        self.stopped_batches = counter(
+            "stopped_batches_total",
             "Batches stopped between layers because every request in them had gone (client or deadline).",
-            registry=r,
         )
-        self.oom_splits = Counter(
-            "embedperf_oom_splits_total", "Batches that ran out of device memory and were split.", registry=r
-        )
-        self.device_errors = Counter(
-            "embedperf_device_errors_total", "Batches that failed with a device error.", registry=r
-        )
-        self.batch_limit = Gauge(
-            "embedperf_batch_limit",
-            "Effective batch size limit (lowered after out-of-memory).",
-            multiprocess_mode="livemax",
-            registry=r,
-        )
-        self.estimated_wait = Gauge(
-            "embedperf_estimated_wait_seconds",
-            "Estimated queue wait a new request would see.",
-            multiprocess_mode="livemax",
-            registry=r,
-        )
+        self.oom_splits = counter("oom_splits_total", "Batches that ran out of device memory and were split.")
+        self.device_errors = counter("device_errors_total", "Batches that failed with a device error.")
+        self.batch_limit = gauge("batch_limit", "Effective batch size limit (lowered after out-of-memory).")
+        self.estimated_wait = gauge("estimated_wait_seconds", "Estimated queue wait a new request would see.")
         for stage in STAGES:
             self.stage_duration.labels(stage=stage)
+
+    def _counter(self, name: str, documentation: str, *labels: str) -> Counter:
+        return Counter(name, documentation, labels, namespace=NAMESPACE, registry=self.registry)
+
+    def _gauge(self, name: str, documentation: str, *labels: str, mode: GaugeMode = "livemax") -> Gauge:
+        """mode: how the figures of several processes combine (livemax: the engine's; livesum: summed)."""
+        return Gauge(
+            name, documentation, labels, namespace=NAMESPACE, registry=self.registry, multiprocess_mode=mode
+        )
+
+    def _histogram(self, name: str, doc: str, buckets: tuple[float, ...], *labels: str) -> Histogram:
+        return Histogram(name, doc, labels, namespace=NAMESPACE, registry=self.registry, buckets=buckets)
 
     def render(self) -> bytes:
         """The exposition: this instance's registry, or, in a service of several processes (prometheus_client's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -16,25 +16,19 @@ EncodingFormat = Literal["float", "base64"]
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that hung up before the answer
 
 
+@dataclass(eq=False)
 class ApiError(Exception):
     """An HTTP error with an OpenAI-style body: {"error": {"message", "type", "code", "param"}}."""
 
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        code: str,
-        error_type: str = "invalid_request_error",
-        param: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.code = code
-        self.error_type = error_type
-        self.param = param
-        self.headers = headers or {}
+    status: int
+    message: str
+    code: str
+    error_type: str = "invalid_request_error"
+    param: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.error_type, self.code, self.param)
@@ -123,10 +117,7 @@ def parse_embedding_request(
 
 def _parse_input(value: Any, max_inputs: int) -> tuple[list[str], bool]:
     if isinstance(value, str):
-        if not value:
-            raise _bad("'input' must not be an empty string", "empty_input", "input")
-        check_unicode(value, "input")
-        return [value], True
+        return [check_text(value, "input", "input", "'input'")], True
     if not isinstance(value, list):
         raise _bad(
             f"'input' must be a string or a list of strings, got {type(value).__name__}",
@@ -148,15 +139,20 @@ def _parse_input(value: Any, max_inputs: int) -> tuple[list[str], bool]:
             "input",
         )
     for index, item in enumerate(value):
-        if not isinstance(item, str):
-            raise _bad(
-                f"input[{index}] must be a string, got {type(item).__name__}", "invalid_input", "input"
-            )
-        if not item:
-            raise _bad(f"input[{index}] must not be an empty string", "empty_input", "input")
-    for index, item in enumerate(value):
-        check_unicode(item, f"input[{index}]")
+        check_text(item, f"input[{index}]", "input")
     return list(value), False
+
+
+def check_text(value: Any, where: str, param: str, name: str | None = None) -> str:
+    """value, when it is a non-empty string of valid Unicode; else the 400 that says so. name: what the
+    messages call it (default: where)."""
+    name = name or where
+    if not isinstance(value, str):
+        raise _bad(f"{name} must be a string, got {type(value).__name__}", "invalid_input", param)
+    if not value:
+        raise _bad(f"{name} must not be an empty string", "empty_input", param)
+    check_unicode(value, where, param)
+    return value
 
 
 def check_unicode(text: str, where: str, param: str = "input") -> None:

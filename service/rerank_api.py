@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from service.openai_api import ApiError, check_unicode, json_object
+from service.openai_api import ApiError, check_text, json_object
 
 RERANK_KIND = "bi-encoder cosine"
 RERANK_SCORE = "(cosine + 1) / 2 in [0, 1]; with raw_scores: the cosine in [-1, 1]"
@@ -44,14 +44,9 @@ def max_texts(max_inputs: int) -> int:
 def parse_rerank_request(content_type: str, raw_body: bytes, max_inputs: int) -> RerankRequest:
     """Validate one POST /rerank body; every problem becomes a 4xx ApiError that says what to send."""
     payload = json_object(content_type, raw_body, "query")
-    query = payload.get("query")
-    if query is None:
+    if payload.get("query") is None:
         raise _bad("'query' is required: the text to rank the 'texts' against", "missing_query", "query")
-    if not isinstance(query, str):
-        raise _bad(f"'query' must be a string, got {type(query).__name__}", "invalid_input", "query")
-    if not query:
-        raise _bad("'query' must not be an empty string", "empty_input", "query")
-    check_unicode(query, "query", "query")
+    query = check_text(payload["query"], "query", "query", "'query'")
     texts = _parse_texts(payload.get("texts"), max_texts(max_inputs))
     flags = {name: payload.get(name, False) for name in ("raw_scores", "return_text")}
     for name, value in flags.items():
@@ -81,13 +76,7 @@ def _parse_texts(value: Any, most: int) -> list[str]:
             "texts",
         )
     for index, item in enumerate(value):
-        if not isinstance(item, str):
-            raise _bad(
-                f"texts[{index}] must be a string, got {type(item).__name__}", "invalid_input", "texts"
-            )
-        if not item:
-            raise _bad(f"texts[{index}] must not be an empty string", "empty_input", "texts")
-        check_unicode(item, f"texts[{index}]", "texts")
+        check_text(item, f"texts[{index}]", "texts")
     return list(value)
 
 

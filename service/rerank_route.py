@@ -9,14 +9,13 @@ scoring are its own (service/rerank_api.py).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 
 from fastapi import Request
 from fastapi.responses import Response
 
-from service.embed_route import PARSE_OFF_LOOP_BYTES, answer_headers, check_model, embed_texts, serve_route
+from service.embed_route import answer_headers, check_model, embed_texts, parse_body, serve_route
 from service.openai_api import ApiError
 from service.request_io import limit_chars
 from service.request_record import RequestRecord
@@ -34,11 +33,7 @@ async def _rerank(
 ) -> Response:
     assert state.model is not None
     s = state.settings
-    parse_args = (request.headers.get("content-type", ""), raw_body, s.max_inputs)
-    if len(raw_body) > PARSE_OFF_LOOP_BYTES:
-        body = await asyncio.to_thread(parse_rerank_request, *parse_args)
-    else:
-        body = parse_rerank_request(*parse_args)
+    body = await parse_body(parse_rerank_request, request, raw_body, s.max_inputs)
     check_model(state, body.model)
     service_truncates = s.long_input == "truncate"
     if body.truncate is not None and body.truncate != service_truncates:

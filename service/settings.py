@@ -21,207 +21,130 @@ GraphMode = Literal["auto", "on", "off"]
 class ServiceSettings(BaseSettings):
     """Every knob of the reference service; each optimisation is a switch so runs can compare them."""
 
-    model_config = SettingsConfigDict(env_prefix="EMBEDPERF_", extra="ignore", protected_namespaces=())
-
-    host: str = Field("127.0.0.1", description="Address to listen on.")
-    port: int = Field(8086, ge=0, le=65535, description="TCP port to listen on (0 picks a free one).")
-    model: str | None = Field(
-        None,
-        description="Local Hugging Face / sentence-transformers model directory (default: packaged all-MiniLM-L6-v2).",
-    )
-    model_name: str = Field(
-        DEFAULT_MODEL_NAME, description="Model name served to clients; requests naming another model get 404."
-    )
-    device: str = Field(
-        "cpu",
-        description="Inference device(s): cpu, cuda[:N] or npu[:N]; a list such as npu:0,npu:1 runs one "
-        "worker (and model replica) per device, requests balanced across them.",
-    )
-    precision: Precision = Field(
-        "fp32", description="Weights precision: fp32, fp16, bf16, or int8 (dynamic, CPU)."
-    )
-    int8_exclude: str = Field(
-        "",
-        description="Under int8: regex of Linear module names kept in fp32 "
-        "(e.g. 'output\\.dense|intermediate' quantises only the attention projections).",
-    )
-    batching: bool = Field(
-        True, description="Dynamic batching across requests (off: every request runs alone)."
-    )
-    max_batch_size: int = Field(32, ge=1, le=4096, description="Most inputs in one batch.")
-    max_batch_tokens: int = Field(
-        8192, ge=1, description="Most padded tokens (inputs x longest) in one batch."
-    )
-    max_wait_ms: float = Field(
-        5.0,
-        ge=0,
-        description="Longest wait for a batch to fill after its first input, while more accepted inputs are still being tokenised.",
-    )
-    graphs: GraphMode = Field(
-        "auto",
-        description="Device graphs: batches padded to a few (batch x length) buckets, each captured once at "
-        "warm-up and replayed (CUDA graphs on cuda, NPUGraph on npu); auto = on for cuda/npu, off on cpu; "
-        "off = eager, one launch per operator (for comparison).",
-    )
-    compile: bool = Field(
-        False,
-        description="On cpu: torch.compile the model once per bucket shape at warm-up (slow to start, "
-        "faster to serve).",
-    )
-    sort_by_length: bool = Field(True, description="Group inputs of similar token length to reduce padding.")
-    overlap_tokenize: bool = Field(
-        True, description="Tokenise in a separate thread, overlapping the next batch with compute."
-    )
-    cache_size: int = Field(0, ge=0, description="In-process LRU cache of embeddings, in entries (0 = off).")
-    threads: int | None = Field(
-        None,
-        ge=1,
-        description="torch intra-op threads of the engine (default: the usable cores not taken by the HTTP "
-        "front ends, at least 1; a busy neighbour then slows one thread instead of stalling them all).",
-    )
-    queue_size: int = Field(
-        4096,
-        ge=1,
-        description="Most inputs waiting for a batch; beyond it requests get 429 (must be >= max_inputs).",
-    )
-    deadline_ms: float = Field(
-        5000.0,
-        gt=0,
-        description="Requests not done within this get 503 deadline_exceeded; their queued work is skipped.",
-    )
-    admit_wait_share: float = Field(
-        0.5,
-        gt=0,
-        le=1,
-        description="Load shedding: a request whose estimated wait (until its last input is computed, from "
-        "the work queued ahead of it and its own inputs) exceeds this share of deadline_ms gets an immediate "
-        "429 with Retry-After, so admitted requests finish within the deadline.",
-    )
-    shutdown_grace_s: float = Field(
-        10.0,
-        gt=0,
-        description="On SIGTERM, how long requests in flight may take to finish before they are cut off "
-        "(independent of deadline_ms); requests that arrive meanwhile get 503 shutting_down at once.",
-    )
-    max_body_bytes: int = Field(
-        4 * 1024 * 1024,
-        ge=1024,
-        description="Largest request body; larger ones get 413 before (Content-Length) or while being read.",
-    )
-    max_input_chars: int = Field(
-        100_000,
-        ge=1,
-        description="Longest input in characters, checked before tokenising: over it, reject mode answers 413 "
-        "and truncate mode cuts the text (truncate mode also cuts to a margin above the token limit first).",
-    )
-    body_timeout_s: float = Field(
-        10.0, gt=0, description="Longest time to receive a request body; slower clients get 408."
-    )
-    max_header_bytes: int = Field(
-        64 * 1024,
-        ge=16 * 1024,
-        description="Largest request head (request line and headers); larger ones get 431 and their "
-        "connection is closed as soon as that much has arrived (the head is read in blocks: one over half "
-        "of this may be refused too).",
-    )
-    http_workers: int | None = Field(
-        None,
-        ge=0,
-        le=64,
-        description="HTTP front-end processes (parsing, auth, admission, tokenising, JSON) in front of one "
-        "engine process that computes; 0 serves HTTP and computes in one process (for debugging). "
-        "Default: a quarter of the usable cores, at least 1 and at most 8.",
-    )
-    engine_restarts: int = Field(
-        3,
-        ge=0,
-        description="How many times the engine process is restarted after it ends unasked (its requests get "
-        "503 and /ready says so meanwhile); once they are spent the service exits with status 3.",
-    )
-    keep_alive_timeout_s: float = Field(
-        5.0, ge=0.001, le=60, description="Idle keep-alive connections, and clients slower than this to send a request's "
-        "head, are closed after this many seconds."
-    )
-    max_concurrency: int = Field(
-        0, ge=0, description="Most embedding requests in flight (0 = no limit); else 429."
-    )
-    rate_limit_qps: float = Field(
-        0.0, ge=0, description="Most embedding requests per second (0 = no limit); else 429."
-    )
-    long_input: LongInput = Field(
-        "truncate", description="Inputs over the model's token limit: truncate or reject (413)."
-    )
-    max_inputs: int = Field(
-        2048, ge=1, description="Most inputs in one request; more get 400 too_many_inputs."
-    )
-    max_request_tokens: int = Field(
-        8192,
-        ge=1,
-        description="Most tokens (after truncation) in one request, summed over its inputs; more get 413 "
-        "too_many_tokens, found while tokenising and before the request is computed.",
-    )
-    warmup: bool = Field(True, description="Run a warm-up batch before reporting ready.")
-    log_level: LogLevel = Field("info", description="Log level of the service.")
-    api_keys: str = Field(
-        "",
-        description="Comma-separated API keys; when set, every endpoint but /health and /ready needs "
-        "'Authorization: Bearer KEY' (401 otherwise).",
-    )
-    api_keys_file: str | None = Field(
-        None,
-        description="File holding the API keys (comma- or line-separated), read at start: keys neither on "
-        "the command line (which `ps` shows) nor in the environment.",
-    )
-    access_log: str = Field(
-        "-",
-        description="Where the JSON access log goes, one line per request: '-' (stderr), a file path, "
-        "or 'off'.",
-    )
-    workers: int | None = Field(
-        None,
-        ge=1,
-        le=64,
-        description="Inference worker threads on CPU, each computing whole batches from the one queue "
-        "(default: one per usable core, each on one torch thread, behind front ends; one with --http-workers 0; "
-        "on cuda/npu list devices in --device instead: one worker per device).",
-    )
-    cpu_worker_replicas: bool = Field(
-        False,
-        description="With --workers N on CPU: every worker gets its own model copy instead of sharing one.",
-    )
-    cache: str = Field(
-        "",
-        description="Shared result cache redis://HOST:PORT/DB (empty = off); while Redis is down the "
-        "service computes everything and says so in /health and /metrics.",
-    )
-    cache_ttl_s: int = Field(86400, ge=0, description="Expiry of Redis cache entries in seconds (0 = none).")
-    cache_retry_max_s: float = Field(
-        5.0, gt=0, description="Longest wait between reconnection attempts while Redis is down."
+    model_config = SettingsConfigDict(
+        env_prefix="EMBEDPERF_", extra="ignore", protected_namespaces=(), use_attribute_docstrings=True
     )
 
-    fallback_model: str | None = Field(
-        None,
-        description="Lighter model directory that serves new requests while the device stays busy "
-        "(see fallback_busy_threshold); it must give vectors of the main model's dimension.",
-    )
-    fallback_precision: Precision | None = Field(
-        None,
-        description="Precision of the fallback: alone, the main model at this precision (e.g. int8) is "
-        "the fallback; with fallback_model, that model's precision (default: precision).",
-    )
-    fallback_busy_threshold: float = Field(
-        0.9,
-        gt=0,
-        le=1,
-        description="With a fallback: new requests go to it while the busy fraction over the last "
-        "fallback_window_s is at or above this, and to the main model again once it is below.",
-    )
-    fallback_window_s: float = Field(
-        10.0,
-        gt=0,
-        description="With a fallback: the window the busy fraction is averaged over, and the least time "
-        "between two switches.",
-    )
+    host: str = "127.0.0.1"
+    """Address to listen on."""
+    port: int = Field(8086, ge=0, le=65535)
+    """TCP port to listen on (0 picks a free one)."""
+    model: str | None = None
+    """Local Hugging Face / sentence-transformers model directory (default: packaged all-MiniLM-L6-v2)."""
+    model_name: str = DEFAULT_MODEL_NAME
+    """Model name served to clients; requests naming another model get 404."""
+    device: str = "cpu"
+    """Inference device(s): cpu, cuda[:N] or npu[:N]; a list such as npu:0,npu:1 runs one worker (and model
+    replica) per device, requests balanced across them."""
+    precision: Precision = "fp32"
+    """Weights precision: fp32, fp16, bf16, or int8 (dynamic, CPU)."""
+    int8_exclude: str = ""
+    """Under int8: regex of Linear module names kept in fp32 (e.g. 'output\\.dense|intermediate' quantises
+    only the attention projections)."""
+    batching: bool = True
+    """Dynamic batching across requests (off: every request runs alone)."""
+    max_batch_size: int = Field(32, ge=1, le=4096)
+    """Most inputs in one batch."""
+    max_batch_tokens: int = Field(8192, ge=1)
+    """Most padded tokens (inputs x longest) in one batch."""
+    max_wait_ms: float = Field(5.0, ge=0)
+    """Longest wait for a batch to fill after its first input, while more accepted inputs are still being
+    tokenised."""
+    graphs: GraphMode = "auto"
+    """Device graphs: batches padded to a few (batch x length) buckets, each captured once at warm-up and
+    replayed (CUDA graphs on cuda, NPUGraph on npu); auto = on for cuda/npu, off on cpu; off = eager, one
+    launch per operator (for comparison)."""
+    compile: bool = False
+    """On cpu: torch.compile the model once per bucket shape at warm-up (slow to start, faster to serve)."""
+    sort_by_length: bool = True
+    """Group inputs of similar token length to reduce padding."""
+    overlap_tokenize: bool = True
+    """Tokenise in a separate thread, overlapping the next batch with compute."""
+    cache_size: int = Field(0, ge=0)
+    """In-process LRU cache of embeddings, in entries (0 = off)."""
+    threads: int | None = Field(None, ge=1)
+    """torch intra-op threads of the engine (default: the usable cores not taken by the HTTP front ends, at
+    least 1; a busy neighbour then slows one thread instead of stalling them all)."""
+    queue_size: int = Field(4096, ge=1)
+    """Most inputs waiting for a batch; beyond it requests get 429 (must be >= max_inputs)."""
+    deadline_ms: float = Field(5000.0, gt=0)
+    """Requests not done within this get 503 deadline_exceeded; their queued work is skipped."""
+    admit_wait_share: float = Field(0.5, gt=0, le=1)
+    """Load shedding: a request whose estimated wait (until its last input is computed, from the work queued
+    ahead of it and its own inputs) exceeds this share of deadline_ms gets an immediate 429 with Retry-After,
+    so admitted requests finish within the deadline."""
+    shutdown_grace_s: float = Field(10.0, gt=0)
+    """On SIGTERM, how long requests in flight may take to finish before they are cut off (independent of
+    deadline_ms); requests that arrive meanwhile get 503 shutting_down at once."""
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest request body; larger ones get 413 before (Content-Length) or while being read."""
+    max_input_chars: int = Field(100_000, ge=1)
+    """Longest input in characters, checked before tokenising: over it, reject mode answers 413 and truncate
+    mode cuts the text (truncate mode also cuts to a margin above the token limit first)."""
+    body_timeout_s: float = Field(10.0, gt=0)
+    """Longest time to receive a request body; slower clients get 408."""
+    max_header_bytes: int = Field(64 * 1024, ge=16 * 1024)
+    """Largest request head (request line and headers); larger ones get 431 and their connection is closed as
+    soon as that much has arrived (the head is read in blocks: one over half of this may be refused too)."""
+    http_workers: int | None = Field(None, ge=0, le=64)
+    """HTTP front-end processes (parsing, auth, admission, tokenising, JSON) in front of one engine process
+    that computes; 0 serves HTTP and computes in one process (for debugging). Default: a quarter of the usable
+    cores, at least 1 and at most 8."""
+    engine_restarts: int = Field(3, ge=0)
+    """How many times the engine process is restarted after it ends unasked (its requests get 503 and /ready
+    says so meanwhile); once they are spent the service exits with status 3."""
+    keep_alive_timeout_s: float = Field(5.0, ge=0.001, le=60)
+    """Idle keep-alive connections, and clients slower than this to send a request's head, are closed after
+    this many seconds."""
+    max_concurrency: int = Field(0, ge=0)
+    """Most embedding requests in flight (0 = no limit); else 429."""
+    rate_limit_qps: float = Field(0.0, ge=0)
+    """Most embedding requests per second (0 = no limit); else 429."""
+    long_input: LongInput = "truncate"
+    """Inputs over the model's token limit: truncate or reject (413)."""
+    max_inputs: int = Field(2048, ge=1)
+    """Most inputs in one request; more get 400 too_many_inputs."""
+    max_request_tokens: int = Field(8192, ge=1)
+    """Most tokens (after truncation) in one request, summed over its inputs; more get 413 too_many_tokens,
+    found while tokenising and before the request is computed."""
+    warmup: bool = True
+    """Run a warm-up batch before reporting ready."""
+    log_level: LogLevel = "info"
+    """Log level of the service."""
+    api_keys: str = ""
+    """Comma-separated API keys; when set, every endpoint but /health and /ready needs 'Authorization: Bearer
+    KEY' (401 otherwise)."""
+    api_keys_file: str | None = None
+    """File holding the API keys (comma- or line-separated), read at start: keys neither on the command line
+    (which `ps` shows) nor in the environment."""
+    access_log: str = "-"
+    """Where the JSON access log goes, one line per request: '-' (stderr), a file path, or 'off'."""
+    workers: int | None = Field(None, ge=1, le=64)
+    """Inference worker threads on CPU, each computing whole batches from the one queue (default: one per
+    usable core, each on one torch thread, behind front ends; one with --http-workers 0; on cuda/npu list
+    devices in --device instead: one worker per device)."""
+    cpu_worker_replicas: bool = False
+    """With --workers N on CPU: every worker gets its own model copy instead of sharing one."""
+    cache: str = ""
+    """Shared result cache redis://HOST:PORT/DB (empty = off); while Redis is down the service computes
+    everything and says so in /health and /metrics."""
+    cache_ttl_s: int = Field(86400, ge=0)
+    """Expiry of Redis cache entries in seconds (0 = none)."""
+    cache_retry_max_s: float = Field(5.0, gt=0)
+    """Longest wait between reconnection attempts while Redis is down."""
+
+    fallback_model: str | None = None
+    """Lighter model directory that serves new requests while the device stays busy (see
+    fallback_busy_threshold); it must give vectors of the main model's dimension."""
+    fallback_precision: Precision | None = None
+    """Precision of the fallback: alone, the main model at this precision (e.g. int8) is the fallback; with
+    fallback_model, that model's precision (default: precision)."""
+    fallback_busy_threshold: float = Field(0.9, gt=0, le=1)
+    """With a fallback: new requests go to it while the busy fraction over the last fallback_window_s is at or
+    above this, and to the main model again once it is below."""
+    fallback_window_s: float = Field(10.0, gt=0)
+    """With a fallback: the window the busy fraction is averaged over, and the least time between two
+    switches."""
 
     @field_validator("device")
     @classmethod

@@ -104,14 +104,8 @@ class ServiceState:
             model = self.engine.model
             assert model is not None
             if s.cache:
-                shared = RedisCache(
-                    s.cache,
-                    cache_namespace(s),
-                    model.dimension,
-                    s.cache_ttl_s,
-                    s.cache_retry_max_s,
-                    self.metrics,
-                )
+                namespace, ttl_s, retry_max_s = cache_namespace(s), s.cache_ttl_s, s.cache_retry_max_s
+                shared = RedisCache(s.cache, namespace, model.dimension, ttl_s, retry_max_s, self.metrics)
                 await shared.connect()
                 self.cache.shared = shared
             if self.freeze_heap:

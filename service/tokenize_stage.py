@@ -47,9 +47,7 @@ class Tokenized:
             job.token_counts[start:end] = counts
             job.tokens += sum(counts)
             if budget_tokens and job.tokens > budget_tokens:
-                failures.append(
-                    (job, TooManyTokens(job.tokens, budget_tokens, complete=end == len(job.texts)))
-                )
+                failures.append((job, TooManyTokens(job.tokens, budget_tokens, complete=end == job.size)))
                 continue
             items += [Item(job, start + i, row, self.t_end_s) for i, row in enumerate(ids)]
         return items, failures
