@@ -21,7 +21,7 @@ from service.fair_queue import Item
 
 SORT_WINDOW_BATCHES = 2  # sorting by length reorders this many batches' worth of the fair sequence
 TOKENIZE_SLICE = 64  # inputs of one request per tokeniser call: a large request cannot hold the tokeniser
-COMPUTE_NICE = 5  # niceness of the tokeniser and inference threads, relative to the event loop's 0
+COMPUTE_NICE = 5  # niceness of the tokeniser and inference threads, added to the process's own
 # A running batch whose callers have gone down to this share (or none) stops at its next layer; the inputs
 # still wanted go back to the front of the queue and are recomputed in a smaller batch.
 RESTART_LIVE_SHARE = 0.25
@@ -35,7 +35,8 @@ def yield_cpu_to_event_loop() -> None:
     as torch's intra-op pool), so that on a host short of CPU the event loop still answers probes and 429s at
     once instead of queueing behind compute. A no-op where not permitted."""
     with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), COMPUTE_NICE)
+        own = os.getpriority(os.PRIO_PROCESS, os.getpid())  # the main thread's: the event loop's
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, own + COMPUTE_NICE))
 
 
 @dataclass(frozen=True)
