@@ -16,9 +16,9 @@ from analysis.compare.gate import GATE_METRICS, parse_gate
 from embedperf.errors import ConfigError, GateFailed, GateInconclusive
 from embedperf.options import add_shared_option
 from embedperf.schema import open_run_folder
-from embedperf.verdicts import VERDICT_TEXT
 from reports.ci_outputs import write_json, write_junit
 from reports.compare_build import build_comparison
+from reports.i18n import VERDICT_TEXT
 from scenarios.cost_options import add_cost_options, cost_from_options
 
 GATE_HELP = (
@@ -35,12 +35,7 @@ GATE_HELP = (
 
 def verdict_line(status: str, n_failed: int) -> str:
     """The comparison's verdict in words, printed before any detail."""
-    words = {
-        "pass": VERDICT_TEXT["pass"][0],
-        "fail": VERDICT_TEXT["fail"][0],
-        "no_verdict": VERDICT_TEXT["no_verdict"][0],
-    }
-    return words[status] + (f" ({n_failed} failed rule(s) and step(s), below)" if n_failed else "")
+    return VERDICT_TEXT[status][0] + (f" ({n_failed} failed rule(s) and step(s), below)" if n_failed else "")
 
 
 def warning_lines(comparison: Comparison) -> list[str]:

@@ -1,7 +1,7 @@
 """The comparison's lines in a report's language: gate reasons, failure lines and change warnings.
 
 The comparison keeps each reason as a code and its numbers (analysis/compare/reasons.py); English is
-its own text, other languages come from the catalogue (reports/i18n_compare.py).
+its own text, other languages come from the catalogue (reports/i18n.py, keys `cr_<code>`).
 """
 
 from __future__ import annotations
