@@ -56,7 +56,7 @@ class WindowJudgement(_Strict):
 
     stage_index: int
     window_index: int
-    weight_pct: float
+    weight_pct: float = Field(description="The candidate's share of the load in the stage, in percent.")
     start_unix_s: float
     end_unix_s: float
     baseline: SideWindow = Field(default_factory=SideWindow)

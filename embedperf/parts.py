@@ -186,9 +186,7 @@ def _fresh_path(parts_dir: Path, name: str) -> Path:
         return path
 
 
-# --------------------------------------------------------------------------------------------
 # Reading parts back (one batch at a time)
-# --------------------------------------------------------------------------------------------
 def part_files(parts_dir: Path) -> list[Path]:
     if not parts_dir.is_dir():
         return []
@@ -266,9 +264,7 @@ def remove_parts(parts_dir: Path) -> None:
         parts_dir.rmdir()
 
 
-# --------------------------------------------------------------------------------------------
 # Finalising: parts -> one sorted Parquet file, streamed
-# --------------------------------------------------------------------------------------------
 ROW_GROUP_ROWS = 262_144  # a step or a minute of a long run spans few row groups
 FINALISE_MEMORY_LIMIT = "512MB"
 

@@ -17,9 +17,7 @@ from embedperf.errors import RunFolderError
 from embedperf.schema.manifest import Manifest
 from embedperf.schema.tables import REQUEST_SCHEMA, SCHEMA_VERSION, TELEMETRY_SCHEMA, read_parts
 
-# --------------------------------------------------------------------------------------------
 # Paths
-# --------------------------------------------------------------------------------------------
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.-]+$")
 
 
@@ -145,9 +143,7 @@ def resolve_run_folder(run_dir: Path | None, latest: bool, runs_dir: Path) -> Ru
     return open_run_folder(run_dir)
 
 
-# --------------------------------------------------------------------------------------------
 # Manifest I/O
-# --------------------------------------------------------------------------------------------
 def write_manifest(folder: RunFolder, manifest: Manifest) -> None:
     """Atomic write (tmp + rename) so a reader never sees half a manifest."""
     tmp = folder.manifest.with_suffix(".json.tmp")

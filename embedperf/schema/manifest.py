@@ -12,13 +12,14 @@ from embedperf.schema.upgrade import upgrade_v1
 from scenarios.models import Health, Scenario, Slo, Target
 
 
-# --------------------------------------------------------------------------------------------
-# Manifest
-# --------------------------------------------------------------------------------------------
-class StepEnding(BaseModel):
-    """Why an adaptive step (scenario steps.until) ended, and the P99 interval it had then."""
+class _Strict(BaseModel):
+    """A record embedperf writes itself: an unknown key is a writer's bug, refused on read."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class StepEnding(_Strict):
+    """Why an adaptive step (scenario steps.until) ended, and the P99 interval it had then."""
 
     reason: Literal["converged", "max_time"]
     target_rel_width: float = Field(description="The steps.until.p99_rel_width it aimed for.")
@@ -33,10 +34,8 @@ class StepEnding(BaseModel):
         return self.reason == "converged"
 
 
-class StageRecord(BaseModel):
+class StageRecord(_Strict):
     """Real boundaries of one load stage, as it happened (not as planned)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     index: int
     label: str
@@ -48,10 +47,8 @@ class StageRecord(BaseModel):
     ending: StepEnding | None = Field(default=None, description="Adaptive steps only: why the step ended.")
 
 
-class CollectorStatus(BaseModel):
+class CollectorStatus(_Strict):
     """Outcome of one telemetry source during the run."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str
     status: Literal["ok", "skipped", "failed", "partial"]
@@ -60,10 +57,8 @@ class CollectorStatus(BaseModel):
     events: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class GeneratorCpu(BaseModel):
+class GeneratorCpu(_Strict):
     """The load generator's own CPU: on a shared host it competes with the service."""
-
-    model_config = ConfigDict(extra="forbid")
 
     mean_pct: float | None = None
     max_pct: float | None = None
@@ -73,10 +68,8 @@ class GeneratorCpu(BaseModel):
     note: str = ""
 
 
-class GeneratorWorker(BaseModel):
+class GeneratorWorker(_Strict):
     """One worker of a distributed load generator, as the master saw it (loadgen.lifecycle.worker_book)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     worker: str = Field(description="The worker's name in the request rows' `worker` column.")
     rows: int = Field(0, description="Request rows it forwarded.")
@@ -92,10 +85,8 @@ class GeneratorWorker(BaseModel):
     )
 
 
-class HostInfo(BaseModel):
+class HostInfo(_Strict):
     """The machine that generated the load; comparisons warn when it differs between runs."""
-
-    model_config = ConfigDict(extra="forbid")
 
     hostname: str = ""
     os: str = ""
@@ -154,10 +145,8 @@ class ServiceInfo(BaseModel):
 ServingRule = Literal["explicit", "service_info", "busy", "none"]
 
 
-class ServingDevices(BaseModel):
+class ServingDevices(_Strict):
     """Which accelerator indices serve the target and by which rule (explicit > /info > busy under load)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     rule: ServingRule = "none"
     indices: list[int] = Field(
@@ -165,10 +154,8 @@ class ServingDevices(BaseModel):
     )
 
 
-class AgentRecord(BaseModel):
+class AgentRecord(_Strict):
     """One `embedperf agent` the run pulled telemetry from, with the clock offset to it."""
-
-    model_config = ConfigDict(extra="forbid")
 
     url: str
     host: str = ""

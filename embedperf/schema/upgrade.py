@@ -40,29 +40,23 @@ def _v1_scenario(raw: dict[str, Any], stages: list[Any], kind: str | None) -> di
     return {"name": str(raw.get("name") or "unknown"), "kind": scenario_kind, "steps": steps}
 
 
-_V1_HEALTH_KEYS: dict[str, tuple[str, float]] = {
-    "temp_max_c": ("max_device_temp_c", 1.0),
-    "mem_max_pct": ("max_device_mem_pct", 1.0),
-    "error_rate_max": ("max_error_rate_pct", 100.0),
-    "mean_latency_max_ms": ("max_mean_latency_ms", 1.0),
+# A version-1 name -> the current one; _V1_SCALES: the factor a value takes where the unit changed too.
+_V1_HEALTH_KEYS: dict[str, str] = {
+    "temp_max_c": "max_device_temp_c",
+    "mem_max_pct": "max_device_mem_pct",
+    "error_rate_max": "max_error_rate_pct",
+    "mean_latency_max_ms": "max_mean_latency_ms",
 }
-_V1_HOST_KEYS: dict[str, tuple[str, float]] = {
-    "cpu": ("cpu_model", 1.0),
-    "cores": ("cpu_cores_logical", 1.0),
-    "memory_gb": ("mem_total_mb", 1024.0),
-}
+_V1_HOST_KEYS: dict[str, str] = {"cpu": "cpu_model", "cores": "cpu_cores_logical", "memory_gb": "mem_total_mb"}
+_V1_SCALES: dict[str, float] = {"error_rate_max": 100.0, "memory_gb": 1024.0}  # a fraction -> %, GB -> MB
 
 
-def _renamed(
-    raw: dict[str, Any], renames: dict[str, tuple[str, float]], model: type[BaseModel]
-) -> dict[str, Any]:
+def _renamed(raw: dict[str, Any], renames: dict[str, str], model: type[BaseModel]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key in renames:
-            new_key, factor = renames[key]
-            out.setdefault(
-                new_key, value * factor if isinstance(value, int | float) and factor != 1.0 else value
-            )
+            scale = _V1_SCALES.get(key)
+            out.setdefault(renames[key], value * scale if scale and isinstance(value, int | float) else value)
         elif key in model.model_fields:
             out[key] = value
     return out
