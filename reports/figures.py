@@ -24,12 +24,7 @@ from analysis.model.decomposition import COMPONENTS
 from analysis.run.summary import RunAnalysis, RunSummary
 from reports.i18n import t
 
-CJK_FONT_NAMES: tuple[str, ...] = (
-    "WenQuanYi Zen Hei",
-    "Noto Sans CJK SC",
-    "Noto Sans CJK JP",
-    "Source Han Sans SC",
-)
+CJK_FONT_NAMES: tuple[str, ...] = ("WenQuanYi Zen Hei", "Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC")
 CJK_FONT_FILES: tuple[str, ...] = ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",)
 MAX_SERIES_POINTS = 1500
 DPI = 90
@@ -145,6 +140,19 @@ def to_data_uri(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def finish(
+    fig: Figure, ax: Axes, title: str, xlabel: str | None, ylabel: str, legend_size: int = 8, **grid: Any
+) -> str:
+    """A one-panel figure's title, axis labels, grid and legend, then the figure as a data URI."""
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3, **grid)
+    ax.legend(fontsize=legend_size)
+    return to_data_uri(fig)
+
+
 def _loads(summary: RunSummary) -> tuple[np.ndarray, str]:
     x = np.array([s.stats.load for s in summary.steps], dtype=float)
     return x, ("rate" if summary.open_loop else "users")
@@ -163,12 +171,7 @@ def percentiles_vs_load(summary: RunSummary, lang: str) -> str:
         ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.2, color="C3")
     if summary.slo_p99_ms is not None:
         ax.axhline(summary.slo_p99_ms, color="k", linestyle="--", linewidth=1, label=t("slo_label", lang))
-    ax.set_xlabel(t(xkey, lang))
-    ax.set_ylabel(t("latency_ms", lang))
-    ax.set_title(t("fig_percentiles", lang))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return to_data_uri(fig)
+    return finish(fig, ax, t("fig_percentiles", lang), t(xkey, lang), t("latency_ms", lang))
 
 
 def throughput_vs_load(summary: RunSummary, lang: str) -> str:
@@ -187,12 +190,7 @@ def throughput_vs_load(summary: RunSummary, lang: str) -> str:
             ax.plot(
                 [xi], [step.stats.qps], marker="*", markersize=16, color="C3", label=t("knee_label", lang)
             )
-    ax.set_xlabel(t(xkey, lang))
-    ax.set_ylabel(t("qps", lang))
-    ax.set_title(t("fig_throughput", lang))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return to_data_uri(fig)
+    return finish(fig, ax, t("fig_throughput", lang), t(xkey, lang), t("qps", lang))
 
 
 def _request_series(analysis: RunAnalysis) -> pd.DataFrame:
@@ -257,22 +255,13 @@ def latency_cdf(analysis: RunAnalysis, lang: str) -> str | None:
     for i, step in enumerate(analysis.summary.steps):
         quantiles = analysis.figures.cdf_ms.get(step.stats.index)
         if quantiles:
-            ax.plot(
-                quantiles,
-                np.linspace(0.0, 1.0, len(quantiles)),
-                color=STEP_COLOURS[i % 8],
-                label=step.stats.label,
-            )
+            y = np.linspace(0.0, 1.0, len(quantiles))
+            ax.plot(quantiles, y, color=STEP_COLOURS[i % 8], label=step.stats.label)
             plotted = True
     if not plotted:
         return None
     log_scale(ax, "x")
-    ax.set_xlabel(t("latency_ms", lang))
-    ax.set_ylabel(t("ax_cdf", lang))
-    ax.set_title(t("fig_cdf", lang))
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    return to_data_uri(fig)
+    return finish(fig, ax, t("fig_cdf", lang), t("latency_ms", lang), t("ax_cdf", lang), which="both")
 
 
 def batch_distribution(analysis: RunAnalysis, lang: str) -> str | None:
@@ -290,12 +279,7 @@ def batch_distribution(analysis: RunAnalysis, lang: str) -> str | None:
         plotted = True
     if not plotted:
         return None
-    ax.set_xlabel(t("ax_batch", lang))
-    ax.set_ylabel(t("ax_share", lang))
-    ax.set_title(t("fig_batch", lang))
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, axis="y")
-    return to_data_uri(fig)
+    return finish(fig, ax, t("fig_batch", lang), t("ax_batch", lang), t("ax_share", lang), axis="y")
 
 
 def decomposition_bars(summary: RunSummary, lang: str) -> str | None:
@@ -309,11 +293,7 @@ def decomposition_bars(summary: RunSummary, lang: str) -> str | None:
         values = np.array([s.decomposition.parts_ms[name] for s in steps if s.decomposition is not None])
         ax.bar(labels, values, bottom=bottom, label=t(name, lang), color=f"C{j}")
         bottom += values
-    ax.set_ylabel(t("latency_ms", lang))
-    ax.set_title(t("fig_decomposition", lang))
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3, axis="y")
-    return to_data_uri(fig)
+    return finish(fig, ax, t("fig_decomposition", lang), None, t("latency_ms", lang), 7, axis="y")
 
 
 class MinutePanel(NamedTuple):
@@ -383,26 +363,16 @@ def soak_figure(analysis: RunAnalysis, lang: str) -> str | None:
     x = frame.index.to_numpy()
     own_axes = max((len(p.lines) for p in panels if p.ylabel is None), default=1)
     right_in = MARGINS.right_in + OWN_AXIS_IN * (own_axes - 1)
-    fig, axes = new_figure(
-        (10, 1.5 * len(panels) + 0.6),
-        len(panels),
-        1,
-        sharex=True,
-        margins=Margins(right_in=right_in),
-    )
+    size = (10, 1.5 * len(panels) + 0.6)
+    fig, axes = new_figure(size, len(panels), 1, sharex=True, margins=Margins(right_in=right_in))
     axes = np.atleast_1d(axes)
     for ax, panel in zip(axes, panels, strict=True):
         if panel.ylabel is None:
             _own_axes(ax, x, frame, panel.lines)
         else:
             for column, label in panel.lines:
-                ax.plot(
-                    x,
-                    frame[column].to_numpy(),
-                    linewidth=0.9,
-                    label=label,
-                    **MINUTE_LINE_STYLES.get(column, {}),
-                )
+                style_kw = MINUTE_LINE_STYLES.get(column, {})
+                ax.plot(x, frame[column].to_numpy(), linewidth=0.9, label=label, **style_kw)
             ax.set_ylabel(panel.ylabel, fontsize=8)
             ax.ticklabel_format(axis="y", style="plain", useOffset=False)
             if len(panel.lines) > 1:
