@@ -43,11 +43,15 @@ class SharedOption:
         return self.flag.removeprefix("--").replace("-", "_")
 
 
-def _percent(text: str) -> float:
+def _number(text: str, what: str = "a number") -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of percent (e.g. 0.1)") from exc
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from exc
+
+
+def _percent(text: str) -> float:
+    value = _number(text, "a number of percent (e.g. 0.1)")
     if not 0.0 <= value <= 100.0:
         raise argparse.ArgumentTypeError(f"{text} is not a percentage between 0 and 100")
     return value
@@ -61,10 +65,7 @@ def _percent_below_100(text: str) -> float:
 
 
 def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
+    value = _number(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be positive")
     return value

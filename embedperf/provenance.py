@@ -16,18 +16,9 @@ import psutil
 from embedperf.schema import HostInfo
 
 TRACKED_PACKAGES = (
-    "embedperf",
-    "torch",
-    "torch_npu",
-    "transformers",
-    "locust",
-    "fastapi",
-    "uvicorn",
-    "pandas",
-    "pyarrow",
-    "numpy",
-    "nvidia-ml-py",
-)
+    "embedperf", "torch", "torch_npu", "transformers", "locust", "fastapi", "uvicorn", "pandas", "pyarrow",
+    "numpy", "nvidia-ml-py",
+)  # fmt: skip
 
 
 def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:

@@ -94,11 +94,8 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
         "documents": any(field(s.stats, "documents_per_s") is not None for s in summary.steps),
         "cosine": any(field(s.stats, "quality_cosine_mean") is not None for s in summary.steps),
     }
-    duration_s = (
-        summary.end_unix_s - summary.start_unix_s
-        if summary.end_unix_s is not None and summary.start_unix_s is not None
-        else None
-    )
+    start_s, end_s = summary.start_unix_s, summary.end_unix_s
+    duration_s = end_s - start_s if end_s is not None and start_s is not None else None
     return render(
         "report.html.j2",
         lang,

@@ -108,7 +108,7 @@ def timeline_figure(analysis: CanaryAnalysis, lang: str) -> str:
             ax_err.plot(x, _series(windows, side, "error_rate", 100.0), "o-", **style_kw)
         live = {(w.stage_index, w.window_index): w for w in record.windows}
         limits = [live.get((w.stage_index, w.window_index or 0)) for w in windows]
-        limit_ms = np.array([np.nan if j is None or j.p99_limit_ms is None else j.p99_limit_ms for j in limits])
+        limit_ms = np.array([None if j is None else j.p99_limit_ms for j in limits], dtype=float)  # None: NaN
         limit_style = {"color": "#c44e52", "linestyle": "--", "linewidth": 1}
         if np.isfinite(limit_ms).any():
             ax_p99.step(x, limit_ms, where="mid", label=t("cn_p99_limit", lang), **limit_style)

@@ -57,7 +57,7 @@ def write_json(path: Path, comparison: Comparison, html_path: Path | None = None
 
 @dataclass(frozen=True)
 class JUnitCase:
-    """One <testcase>: passed (the message as its output), a failure, or skipped with the message as the reason."""
+    """One <testcase>: passed (the message as its output), failed or skipped (the message says why)."""
 
     classname: str
     name: str

@@ -24,7 +24,7 @@ from analysis.model.decomposition import COMPONENTS
 from analysis.run.summary import RunAnalysis, RunSummary
 from reports.i18n import t
 
-CJK_FONT_NAMES: tuple[str, ...] = ("WenQuanYi Zen Hei", "Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC")
+CJK_FONT_NAMES = ("WenQuanYi Zen Hei", "Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC")
 CJK_FONT_FILES: tuple[str, ...] = ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",)
 MAX_SERIES_POINTS = 1500
 DPI = 90

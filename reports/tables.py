@@ -21,16 +21,10 @@ from reports.render import num, pair
 CAP_PCT = 100.0
 CAPPED_MARK = "*"
 # Evidence keys that are shares of a whole (capped); the others are process CPU in % of one core.
-SHARE_KEYS: frozenset[str] = frozenset(
-    {
-        "device_busy_pct",
-        "host_cpu_pct",
-        "queue_share_pct",
-        "tokenise_share_pct",
-        "compute_share_pct",
-        "client_network_share_pct",
-    }
-)
+SHARE_KEYS: frozenset[str] = frozenset({
+    "device_busy_pct", "host_cpu_pct", "queue_share_pct", "tokenise_share_pct", "compute_share_pct",
+    "client_network_share_pct",
+})  # fmt: skip
 
 
 def figure(value: float | None, digits: int = 1) -> str:

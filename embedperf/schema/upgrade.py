@@ -47,7 +47,7 @@ _V1_HEALTH_KEYS: dict[str, str] = {
     "error_rate_max": "max_error_rate_pct",
     "mean_latency_max_ms": "max_mean_latency_ms",
 }
-_V1_HOST_KEYS: dict[str, str] = {"cpu": "cpu_model", "cores": "cpu_cores_logical", "memory_gb": "mem_total_mb"}
+_V1_HOST_KEYS = {"cpu": "cpu_model", "cores": "cpu_cores_logical", "memory_gb": "mem_total_mb"}
 _V1_SCALES: dict[str, float] = {"error_rate_max": 100.0, "memory_gb": 1024.0}  # a fraction -> %, GB -> MB
 
 
