@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +88,6 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
     cap = summary.capacity
     per_1k = cap.plan_for(summary.devices_in_run, PLAN_REFERENCE_QPS, DEFAULT_HEADROOM)
     plan = target_plan(summary)
-    bn_rows, bn_capped = bottleneck_rows(summary, steps_bottlenecks)
-    tel_rows, tel_capped = telemetry_rows(summary)
     extras = {
         "tokens": any(field(s.stats, "tokens_per_s") is not None for s in summary.steps),
         "documents": any(field(s.stats, "documents_per_s") is not None for s in summary.steps),
@@ -103,21 +102,19 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
         info=summary.service_info or ServiceInfo(),
         headline=headline(summary, steps_bottlenecks),
         bottlenecks=steps_bottlenecks,
-        bottleneck_rows=bn_rows,
-        bottleneck_capped=bn_capped,
-        telemetry_rows=tel_rows,
-        telemetry_capped=tel_capped,
+        bottleneck_table=bottleneck_rows(summary, steps_bottlenecks),  # (rows, capped shares)
+        telemetry_table=telemetry_rows(summary),
         capped_mark=CAPPED_MARK,
         energy=energy(analysis),
         plan=plan,
         per_1k=per_1k,
         extras=extras,
         marks=_marks(analysis),
-        error_kind=lambda kind: error_kind_text(kind, lang),
+        error_kind=partial(error_kind_text, lang=lang),
         little_tol=LITTLE_MISMATCH,
         health_limit=_health_limit,
         health_value=_health_value,
-        reason=lambda text: reason_text(text, lang),
+        reason=partial(reason_text, lang=lang),
         goodput=goodput,
         manifest_extra=analysis.manifest,
         figures=run_figures(analysis, lang),

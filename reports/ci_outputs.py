@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import xml.etree.ElementTree as ET
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -69,8 +70,12 @@ class JUnitCase:
 def junit_document(name: str, suites: list[tuple[str, list[JUnitCase]]]) -> str:
     """<testsuites> with one <testsuite> per (name, cases), each and the whole counting its cases."""
     root = ET.Element("testsuites", name=name)
+    totals = dict.fromkeys(("tests", "failures", "skipped", "errors"), 0)
     for suite_name, cases in suites:
-        suite = ET.SubElement(root, "testsuite", name=suite_name)
+        n = Counter(c.outcome for c in cases)
+        counts = {"tests": len(cases), "failures": n["failure"], "skipped": n["skipped"], "errors": 0}
+        totals = {key: totals[key] + n for key, n in counts.items()}
+        suite = ET.SubElement(root, "testsuite", {"name": suite_name, **_texts(counts), "time": "0"})
         for c in cases:
             case = ET.SubElement(suite, "testcase", classname=c.classname, name=c.name, time="0")
             if c.outcome == "failure":
@@ -79,15 +84,13 @@ def junit_document(name: str, suites: list[tuple[str, list[JUnitCase]]]) -> str:
                 ET.SubElement(case, "skipped", message=c.message)
             else:
                 ET.SubElement(case, "system-out").text = c.message
-        suite.set("tests", str(len(cases)))
-        for key, outcome in (("failures", "failure"), ("skipped", "skipped")):
-            suite.set(key, str(sum(c.outcome == outcome for c in cases)))
-        suite.set("errors", "0")
-        suite.set("time", "0")
-    for key in ("tests", "failures", "skipped", "errors"):
-        root.set(key, str(sum(int(s.get(key, "0")) for s in root)))
+    root.attrib.update(_texts(totals))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _texts(counts: dict[str, int]) -> dict[str, str]:
+    return {key: str(n) for key, n in counts.items()}
 
 
 def _cases(cand: CandidateComparison) -> list[JUnitCase]:
