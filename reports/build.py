@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from analysis.model.decomposition import COMPONENTS
 from analysis.run.analyse import analyse_folder
 from analysis.run.summary import RunAnalysis, write_analysis
 from embedperf.errors import ConfigError
+from embedperf.files import write_atomically as write_html
 from embedperf.schema import RunFolder, ServiceInfo
 from reports.canary_section import canary_section
 from reports.figures import run_figures
@@ -136,12 +136,6 @@ def check_lang(lang: str) -> str:
     if lang not in LANGS:
         raise ConfigError(f"unknown language {lang!r}; choose one of {', '.join(LANGS)}")
     return lang
-
-
-def write_html(path: Path, html: str) -> None:
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def default_report_path(folder: RunFolder, lang: str) -> Path:

@@ -13,8 +13,9 @@ from typing import Any, Literal
 
 from embedperf.canary_record import CanaryRecord, read_canary_record
 from embedperf.errors import RunFolderError
+from embedperf.files import write_atomically
 from embedperf.schema import RunFolder, read_manifest
-from reports.ci_outputs import JUnitCase, _atomic_write, junit_document
+from reports.ci_outputs import JUnitCase, junit_document
 from scenarios.canary_models import Rollback
 
 TRIGGER_FIELDS: dict[str, str] = {  # trigger name -> the rollback field that enables it
@@ -55,8 +56,7 @@ def canary_json(folder: RunFolder, html_path: Path | None = None) -> dict[str, A
 
 
 def write_canary_json(path: Path, folder: RunFolder, html_path: Path | None = None) -> Path:
-    _atomic_write(path, json.dumps(canary_json(folder, html_path), indent=2, allow_nan=False))
-    return path
+    return write_atomically(path, json.dumps(canary_json(folder, html_path), indent=2, allow_nan=False))
 
 
 def canary_junit(folder: RunFolder) -> str:
@@ -81,5 +81,4 @@ def canary_junit(folder: RunFolder) -> str:
 
 
 def write_canary_junit(path: Path, folder: RunFolder) -> Path:
-    _atomic_write(path, canary_junit(folder))
-    return path
+    return write_atomically(path, canary_junit(folder))

@@ -10,7 +10,6 @@ case listing them.
 from __future__ import annotations
 
 import json
-import os
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass
@@ -18,15 +17,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from analysis.compare.changes import CandidateComparison, Comparison
+from embedperf.files import write_atomically
 
 EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "no_verdict": 2}
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _candidate_json(cand: CandidateComparison) -> dict[str, Any]:
@@ -52,8 +45,8 @@ def comparison_json(comparison: Comparison, html_path: Path | None = None) -> di
 
 
 def write_json(path: Path, comparison: Comparison, html_path: Path | None = None) -> Path:
-    _atomic_write(path, json.dumps(comparison_json(comparison, html_path), indent=2, allow_nan=False))
-    return path
+    data = comparison_json(comparison, html_path)
+    return write_atomically(path, json.dumps(data, indent=2, allow_nan=False))
 
 
 @dataclass(frozen=True)
@@ -115,5 +108,4 @@ def junit_xml(comparison: Comparison) -> str:
 
 
 def write_junit(path: Path, comparison: Comparison) -> Path:
-    _atomic_write(path, junit_xml(comparison))
-    return path
+    return write_atomically(path, junit_xml(comparison))

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from embedperf.errors import RunFolderError
+from embedperf.files import write_atomically
 from embedperf.schema.manifest import Manifest
 from embedperf.schema.tables import REQUEST_SCHEMA, SCHEMA_VERSION, TELEMETRY_SCHEMA, read_parts
 
@@ -24,15 +25,11 @@ RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.-]+$")
 def make_run_id(scenario: str, label: str = "", now: datetime | None = None) -> str:
     """`<UTC yyyymmddThhmmssZ>-<scenario>[-<label>]`, safe as a folder name."""
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
-    parts = [stamp, _slug(scenario)]
-    if label:
-        parts.append(_slug(label))
-    return "-".join(parts)
+    return "-".join([stamp, _slug(scenario), *([_slug(label)] if label else [])])
 
 
 def _slug(text: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9_.]+", "_", text).strip("_")
-    return slug or "run"
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", text).strip("_") or "run"
 
 
 @dataclass(frozen=True)
@@ -145,10 +142,7 @@ def resolve_run_folder(run_dir: Path | None, latest: bool, runs_dir: Path) -> Ru
 
 # Manifest I/O
 def write_manifest(folder: RunFolder, manifest: Manifest) -> None:
-    """Atomic write (tmp + rename) so a reader never sees half a manifest."""
-    tmp = folder.manifest.with_suffix(".json.tmp")
-    tmp.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
-    os.replace(tmp, folder.manifest)
+    write_atomically(folder.manifest, manifest.model_dump_json(indent=2))
 
 
 def read_manifest(folder: RunFolder) -> Manifest:

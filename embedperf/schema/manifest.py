@@ -216,16 +216,13 @@ class Manifest(BaseModel):
             return data
         if int(data.get("schema_version", SCHEMA_VERSION)) < 2:
             data = upgrade_v1(data, HostInfo)
-        if (
-            isinstance(data.get("scenario"), dict | Scenario)
-            and not {"target", "slo", "health"} <= data.keys()
-        ):
+        embedded = isinstance(data.get("scenario"), dict | Scenario)
+        if embedded and not {"target", "slo", "health"} <= data.keys():
             scenario = Scenario.model_validate(data["scenario"])
             data = {"slo": scenario.slo, "health": scenario.health, **data}
-        if "target" not in data and isinstance(data.get("scenario"), dict | Scenario):
-            scenario = Scenario.model_validate(data["scenario"])
-            base_url, path = _split_target_url(str(data.get("target_url") or ""), scenario.target)
-            data = {**data, "target": scenario.target.model_copy(update={"base_url": base_url, "path": path})}
+            if "target" not in data:
+                base_url, path = _split_target_url(str(data.get("target_url") or ""), scenario.target)
+                data["target"] = scenario.target.model_copy(update={"base_url": base_url, "path": path})
         return data
 
 
