@@ -105,9 +105,8 @@ def new_figure(
     width_in, height_in = figsize
     fig = Figure(figsize=figsize, dpi=DPI)
     axes_width_in = (width_in - margins.left_in - margins.right_in - margins.wspace_in * (ncols - 1)) / ncols
-    axes_height_in = (
-        height_in - margins.bottom_in - margins.top_in - margins.hspace_in * (nrows - 1)
-    ) / nrows
+    rows_in = height_in - margins.bottom_in - margins.top_in - margins.hspace_in * (nrows - 1)
+    axes_height_in = rows_in / nrows
     fig.subplots_adjust(
         left=margins.left_in / width_in,
         right=1.0 - margins.right_in / width_in,
@@ -198,15 +197,9 @@ def _request_series(analysis: RunAnalysis) -> pd.DataFrame:
     series = analysis.figures.request_series
     if series is None:
         return pd.DataFrame({"qps": [], "p50": [], "p99": []})
-    nan = float("nan")
-    return pd.DataFrame(
-        {
-            "qps": series.qps,
-            "p50": [nan if v is None else v for v in series.p50_ms],
-            "p99": [nan if v is None else v for v in series.p99_ms],
-        },
-        index=pd.Index(series.t_s, dtype=np.float64),
-    )
+    p50, p99 = (np.array(ms, dtype=np.float64) for ms in (series.p50_ms, series.p99_ms))  # None: NaN
+    index = pd.Index(series.t_s, dtype=np.float64)
+    return pd.DataFrame({"qps": series.qps, "p50": p50, "p99": p99}, index=index)
 
 
 def time_series(analysis: RunAnalysis, lang: str) -> str:
@@ -316,22 +309,18 @@ def minute_frame(minutes: list[MinutePoint]) -> pd.DataFrame:
 def minute_panels(frame: pd.DataFrame, lang: str) -> list[MinutePanel]:
     """The panels of the per-minute figure, top to bottom; a line without any value, and a panel without
     any line, are left out."""
+    def one_line(column: str, key: str) -> MinutePanel:
+        return MinutePanel([(column, t(key, lang))], t(key, lang))
+
+    own_axes = (("temp_max_c", "ax_temp"), ("power_w", "ax_power"), ("clock_mhz", "ax_clock"))
+    per_s = t("ax_req_per_s", lang)
     candidates = [
-        MinutePanel(
-            [("goodput_qps", t("goodput", lang)), ("qps", t("offered", lang))], t("ax_req_per_s", lang)
-        ),
+        MinutePanel([("goodput_qps", t("goodput", lang)), ("qps", t("offered", lang))], per_s),
         MinutePanel([("p50_ms", "P50"), ("p99_ms", "P99")], t("latency_ms", lang)),
-        MinutePanel([("error_pct", t("error_rate_pct", lang))], t("error_rate_pct", lang)),
-        MinutePanel([("device_util_pct", t("ax_serving_util", lang))], t("ax_serving_util", lang)),
-        MinutePanel(
-            [
-                ("temp_max_c", t("ax_temp", lang)),
-                ("power_w", t("ax_power", lang)),
-                ("clock_mhz", t("ax_clock", lang)),
-            ],
-            None,
-        ),
-        MinutePanel([("service_rss_mb", t("ax_service_rss", lang))], t("ax_service_rss", lang)),
+        one_line("error_pct", "error_rate_pct"),
+        one_line("device_util_pct", "ax_serving_util"),
+        MinutePanel([(column, t(key, lang)) for column, key in own_axes], None),
+        one_line("service_rss_mb", "ax_service_rss"),
     ]
     panels = []
     for panel in candidates:
