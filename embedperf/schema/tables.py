@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 
@@ -38,8 +38,6 @@ CANONICAL_METRICS: frozenset[str] = frozenset({
     "cpu_util_pct", "rss_mb", "queue_depth", "busy_frac", "request_rate_qps", "batch_size_mean",
     "tokens_per_s", "cache_hit_ratio",
 })  # fmt: skip
-TelemetrySource = Literal["npu_smi", "nvml", "psutil", "service", "prometheus"]
-TELEMETRY_SOURCES: tuple[str, ...] = ("npu_smi", "nvml", "psutil", "service", "prometheus")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +47,7 @@ class TelemetrySample:
 
     ts_unix_s: float
     host: str
-    source: str
+    source: str  # npu_smi | nvml | psutil | service | prometheus
     device: str
     metric: str
     value: float
