@@ -76,11 +76,10 @@ def columns_to_batch(
 class PartsWriter:
     """Append rows (mappings or sequences in schema order) to `<parts_dir>/<name>.arrows`.
 
-    `write` only appends to a list: a background thread writes the buffered rows as one record
-    batch every `flush_interval_s` (and `write` does when `FLUSH_MAX_ROWS` are waiting), fsynced at
-    most every `SYNC_INTERVAL_S`, so a crash loses at most a few seconds and the request path pays no
-    encoding. Thread-safe. In a gevent process (Locust) the background thread is a greenlet sharing
-    the users' loop.
+    `write` only appends to a list: a background thread writes the buffered rows as one record batch every
+    `flush_interval_s` (and `write` does when `FLUSH_MAX_ROWS` are waiting), fsynced at most every
+    `SYNC_INTERVAL_S`, so a crash loses at most a few seconds and the request path pays no encoding.
+    Thread-safe. In a gevent process (Locust) the background thread is a greenlet sharing the users' loop.
     """
 
     def __init__(

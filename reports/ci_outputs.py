@@ -1,10 +1,9 @@
 """What a CI system reads from `embedperf compare`: a JSON verdict and a JUnit XML file.
 
-JUnit layout: one <testsuite> per candidate, one <testcase> per gate rule and matched step, and the
-error budget at every candidate step. A failed rule is a <failure> whose message carries the numbers;
-a rule without a verdict is <skipped> with the reason; loads that do not match add one skipped "step
-matching" case listing the unmatched steps, and steps without ok requests one skipped "ok requests"
-case listing them.
+JUnit layout: one <testsuite> per candidate, one <testcase> per gate rule and matched step, and the error
+budget at every candidate step. A failed rule is a <failure> whose message carries the numbers; a rule without
+a verdict is <skipped> with the reason; loads that do not match add one skipped "step matching" case listing
+the unmatched steps, and steps without ok requests one skipped "ok requests" case listing them.
 """
 
 from __future__ import annotations

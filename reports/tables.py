@@ -1,11 +1,10 @@
 """Cells of the run report's per-step tables: shares capped at 100% (measured value kept), missing as n/a.
 
-A busy share (device utilisation, the inference worker's busy fraction, a stage's share of
-latency) cannot truly exceed 100%, yet a busy fraction summed over worker threads, or sampled
-over a window slightly shorter than the step, can read 102%. Printed raw it reads as an
-over-loaded device; so a table shows 100% with a mark, and the note under the table gives the
-measured value. Process CPU (generator, service) is a percentage of one core, where 250% means
-two and a half cores: it is a real figure above 100 and is never capped.
+A busy share (device utilisation, the inference worker's busy fraction, a stage's share of latency) cannot
+truly exceed 100%, yet a busy fraction summed over worker threads, or sampled over a window slightly shorter
+than the step, can read 102%. Printed raw it reads as an over-loaded device; so a table shows 100% with a
+mark, and the note under the table gives the measured value. Process CPU (generator, service) is a percentage
+of one core, where 250% means two and a half cores: it is a real figure above 100 and is never capped.
 """
 
 from __future__ import annotations

@@ -103,10 +103,8 @@ def headline(summary: RunSummary, bottlenecks: list[Bottleneck]) -> Headline:
 
 def bottlenecks(summary: RunSummary) -> list[Bottleneck]:
     cores = field(summary.host, "cpu_cores_logical")
-    return [
-        step_bottleneck(s.stats, s.telemetry, s.decomposition, int(cores) if cores else None)
-        for s in summary.steps
-    ]
+    cores = int(cores) if cores else None
+    return [step_bottleneck(s.stats, s.telemetry, s.decomposition, cores) for s in summary.steps]
 
 
 def energy(analysis: RunAnalysis) -> list[Energy]:
@@ -136,9 +134,7 @@ def energy(analysis: RunAnalysis) -> list[Energy]:
 
 def target_plan(summary: RunSummary) -> DevicePlan | None:
     """Devices for the scenario's slo.target_qps (or the plan the analysis already made)."""
-    if summary.capacity.plan is not None:
-        return summary.capacity.plan
     target = field(field(summary.scenario, "slo"), "target_qps")
-    if target is None:
-        return None
+    if summary.capacity.plan is not None or target is None:
+        return summary.capacity.plan
     return summary.capacity.plan_for(summary.devices_in_run, float(target), DEFAULT_HEADROOM)
