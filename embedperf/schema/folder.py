@@ -32,63 +32,38 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]+", "_", text).strip("_") or "run"
 
 
+class _Entry:
+    """An entry of the run folder, read as an attribute: RunFolder(root).report is root/report.html."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, folder: RunFolder, owner: type[RunFolder]) -> Path:
+        return folder.root / self.name
+
+
 @dataclass(frozen=True)
 class RunFolder:
     """Paths inside one run folder. Construct with the folder; nothing is created until asked."""
 
     root: Path
+    manifest = _Entry("manifest.json")
+    requests = _Entry("requests.parquet")
+    # Incremental Arrow stream parts, one file per writer; compacted into requests.parquet at the end.
+    requests_parts = _Entry("requests.parts")
+    telemetry = _Entry("telemetry.parquet")
+    telemetry_parts = _Entry("telemetry.parts")
+    collectors_status = _Entry("collectors.json")  # by `python -m collectors`; merged into the manifest
+    # By the collectors' agent pulls (clock offsets, missing seconds); merged into the manifest.
+    agents_status = _Entry("agents.json")
+    precision = _Entry("precision.json")  # a precision check of the configuration the run measured
+    locust = _Entry("locust")
+    analysis = _Entry("analysis")
+    report = _Entry("report.html")
 
     @property
     def run_id(self) -> str:
         return self.root.name
-
-    @property
-    def manifest(self) -> Path:
-        return self.root / "manifest.json"
-
-    @property
-    def requests(self) -> Path:
-        return self.root / "requests.parquet"
-
-    @property
-    def requests_parts(self) -> Path:
-        """Incremental Arrow stream parts, one file per writer; compacted into requests.parquet at the end."""
-        return self.root / "requests.parts"
-
-    @property
-    def telemetry(self) -> Path:
-        return self.root / "telemetry.parquet"
-
-    @property
-    def telemetry_parts(self) -> Path:
-        return self.root / "telemetry.parts"
-
-    @property
-    def collectors_status(self) -> Path:
-        """Written by `python -m collectors`; merged into the manifest by the load run."""
-        return self.root / "collectors.json"
-
-    @property
-    def agents_status(self) -> Path:
-        """Written by the collectors' agent pulls (clock offsets, missing seconds); merged into the manifest."""
-        return self.root / "agents.json"
-
-    @property
-    def precision(self) -> Path:
-        """Precision check of the configuration the run measured (embedperf precision / matrix)."""
-        return self.root / "precision.json"
-
-    @property
-    def locust(self) -> Path:
-        return self.root / "locust"
-
-    @property
-    def analysis(self) -> Path:
-        return self.root / "analysis"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report.html"
 
     def create(self) -> RunFolder:
         self.root.mkdir(parents=True, exist_ok=True)

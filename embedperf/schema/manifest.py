@@ -39,8 +39,10 @@ class StageRecord(_Strict):
 
     index: int
     label: str
-    users: int | None = Field(None, description="Closed loop: the users it held.")
-    rate: float | None = Field(None, description="Open loop: the rate it offered, in requests per second.")
+    users: int | None = Field(default=None, description="Closed loop: the users it held.")
+    rate: float | None = Field(
+        default=None, description="Open loop: the rate it offered, in requests per second."
+    )
     start_unix_s: float
     end_unix_s: float | None = None
     warmup_s: float = Field(0.0, description="Seconds at the start of the stage the analysis trims.")
