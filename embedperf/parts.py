@@ -210,10 +210,8 @@ def _stream_batches(part: Path, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         while True:
             try:
                 batch = reader.read_next_batch()
-            except StopIteration:
-                return
-            except (pa.ArrowInvalid, OSError):
-                return  # torn final batch
+            except (StopIteration, pa.ArrowInvalid, OSError):
+                return  # the end, or a torn final batch
             yield conform(batch, schema)
 
 

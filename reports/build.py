@@ -42,16 +42,13 @@ SOAK_LIMITS: dict[str, float] = {
 }
 
 
-def _finding_text(lang: str) -> object:
-    def text(finding: Finding) -> str:
-        params = {k: (num(v, 1) if isinstance(v, float) else v) for k, v in finding.params.items()}
-        if "reason" in params:
-            params["reason"] = reason_text(str(params["reason"]), lang)
-        if "status" in params:
-            params["status"] = t(f"src_{params['status']}", lang)
-        return t(f"f_{finding.code}", lang, **params)
-
-    return text
+def _finding_text(finding: Finding, lang: str) -> str:
+    params = {k: (num(v, 1) if isinstance(v, float) else v) for k, v in finding.params.items()}
+    if "reason" in params:
+        params["reason"] = reason_text(str(params["reason"]), lang)
+    if "status" in params:
+        params["status"] = t(f"src_{params['status']}", lang)
+    return t(f"f_{finding.code}", lang, **params)
 
 
 def _health_limit(check: HealthCheck) -> str:
@@ -125,7 +122,7 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
         components=COMPONENTS,
         duration_s=duration_s,
         step_label=lambda index: labels.get(index, str(index)),
-        finding=_finding_text(lang),
+        finding=partial(_finding_text, lang=lang),
         top_errors=analysis.figures.top_errors[:TOP_ERRORS],
         precision=precision,
         soak_limits=SOAK_LIMITS,

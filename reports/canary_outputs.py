@@ -38,13 +38,8 @@ def _record(folder: RunFolder) -> tuple[CanaryRecord, Rollback]:
 def canary_json(folder: RunFolder, html_path: Path | None = None) -> dict[str, Any]:
     """The verdict, the exit code, the triggers as configured and every window as judged."""
     record, rollback = _record(folder)
-    return {
-        "status": record.status,
-        "exit_code": record.exit_code,
-        "line": record.line,
-        "trigger": record.trigger,
-        "stage_index": record.stage_index,
-        "window_index": record.window_index,
+    verdict = ("status", "exit_code", "line", "trigger", "stage_index", "window_index")
+    return {key: getattr(record, key) for key in verdict} | {
         "baseline": record.baseline_url,
         "candidate": record.candidate_url,
         "run": folder.run_id,

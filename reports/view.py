@@ -70,10 +70,8 @@ def headline(summary: RunSummary, bottlenecks: list[Bottleneck]) -> Headline:
     by_index = {s.stats.index: s for s in summary.steps}
     best = by_index.get(cap.max_step_index) if cap.max_step_index is not None else None
     peak = max(summary.steps, key=lambda s: goodput(s.stats), default=None)
-    serving = [str(d) for d in field(summary, "serving_devices", [])]
-    if not serving:
-        device = field(summary.service_info, "device")
-        serving = [str(device)] if device else []
+    device = field(summary.service_info, "device")
+    serving = [str(d) for d in field(summary, "serving_devices", [])] or ([str(device)] if device else [])
     totals = field(summary, "totals")
     n_requests = field(totals, "n_requests", sum(s.stats.n_requests for s in summary.steps))
     n_ok = field(totals, "n_ok", sum(s.stats.n_ok for s in summary.steps))
