@@ -18,10 +18,11 @@ from analysis.run.analyse import analyse_folder
 from analysis.run.summary import RunAnalysis, write_analysis
 from embedperf.errors import ConfigError
 from embedperf.files import write_atomically as write_html
+from embedperf.options import LANGS
 from embedperf.schema import RunFolder, ServiceInfo
 from reports.canary_section import canary_section
 from reports.figures import run_figures
-from reports.i18n import LANGS, error_kind_text, reason_text, t
+from reports.i18n import error_kind_text, reason_text, t
 from reports.render import num, pct, render
 from reports.search_section import search_section
 from reports.tables import CAPPED_MARK, bottleneck_rows, telemetry_rows

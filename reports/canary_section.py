@@ -14,13 +14,7 @@ from reports.figures import new_figure, style, to_data_uri
 from reports.i18n import t
 
 SIDE_COLOURS = {"baseline": "#4c72b0", "candidate": "#dd8452"}
-STATUS_CLASS = {
-    "promote": "pass",
-    "rollback": "fail",
-    "no_verdict": "warn",
-    "incomplete": "warn",
-    "running": "warn",
-}
+STATUS_CLASS = {"promote": "pass", "rollback": "fail"}  # no verdict, incomplete and running: warn
 
 
 @dataclass(frozen=True)
@@ -43,18 +37,13 @@ def canary_section(folder: RunFolder, manifest: Manifest, lang: str) -> CanarySe
     if analysis is None:
         return None
     record = analysis.record
+    stages, window_s = ", ".join(f"{w:g}" for w in record.stages_pct), f"{record.window_s:g}"
     return CanarySection(
         analysis=analysis,
         status=t(f"cn_status_{record.status}", lang),
-        status_class=STATUS_CLASS[record.status],
+        status_class=STATUS_CLASS.get(record.status, "warn"),
         detail=line_detail(record.line, record.status),
-        plan=t(
-            "cn_plan",
-            lang,
-            stages=", ".join(f"{w:g}" for w in record.stages_pct),
-            windows=record.windows_per_stage,
-            window_s=f"{record.window_s:g}",
-        ),
+        plan=t("cn_plan", lang, stages=stages, windows=record.windows_per_stage, window_s=window_s),
         triggers=trigger_texts(analysis, lang),
         figure=timeline_figure(analysis, lang),
         live={(w.stage_index, w.window_index): w for w in record.windows},

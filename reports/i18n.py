@@ -13,8 +13,6 @@ from typing import Any
 
 from analysis.compare.reasons import REASONS
 
-LANGS: tuple[str, ...] = ("en", "zh")
-
 _DATA: dict[str, dict[str, Any]] = tomllib.loads(
     (Path(__file__).parent / "templates" / "i18n.toml").read_text(encoding="utf-8")
 )

@@ -108,15 +108,8 @@ def measured_text(record: SearchRecord, lang: str) -> str:
     lower, upper = record.answer_p99_lower_ms, record.answer_p99_upper_ms
     if lower is None or upper is None:
         return t("search_measured", lang, p99=p99, probes=len(record.probes))
-    return t(
-        "search_measured_interval",
-        lang,
-        p99=p99,
-        confidence=f"{record.confidence:.0%}",
-        lower=f"{lower:.1f}",
-        upper=f"{upper:.1f}",
-        probes=len(record.probes),
-    )
+    interval = {"confidence": f"{record.confidence:.0%}", "lower": f"{lower:.1f}", "upper": f"{upper:.1f}"}
+    return t("search_measured_interval", lang, p99=p99, probes=len(record.probes), **interval)
 
 
 def verdict_text(record: SearchRecord, lang: str) -> str:
