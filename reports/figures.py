@@ -161,11 +161,9 @@ def percentiles_vs_load(summary: RunSummary, lang: str) -> str:
     fig, ax = new_figure((6.5, 3.6))
     x, xkey = _loads(summary)
     for name, label in (("p50", "P50"), ("p90", "P90"), ("p95", "P95"), ("p99", "P99"), ("p999", "P99.9")):
-        y = [getattr(s.stats.latency, f"{name}_ms") for s in summary.steps]
-        ax.plot(x, [np.nan if v is None else v for v in y], marker="o", label=label)
-    ci = np.array(
-        [[np.nan if v is None else v for v in s.stats.p99_ci_ms] for s in summary.steps], dtype=float
-    )
+        y = np.array([getattr(s.stats.latency, f"{name}_ms") for s in summary.steps], dtype=float)
+        ax.plot(x, y, marker="o", label=label)
+    ci = np.array([s.stats.p99_ci_ms for s in summary.steps], dtype=float)
     if len(ci):
         ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.2, color="C3")
     if summary.slo_p99_ms is not None:
@@ -180,15 +178,10 @@ def throughput_vs_load(summary: RunSummary, lang: str) -> str:
     ax.plot(x, qps, marker="o", color="C0", label=t("goodput", lang))
     offered = [getattr(s.stats, "offered_qps", None) for s in summary.steps]
     if any(v is not None and v > 0 for v in offered):
-        ax.plot(
-            x, [np.nan if v is None else v for v in offered], ls="--", color="C7", label=t("offered", lang)
-        )
-    knee = summary.capacity.knee_index
+        ax.plot(x, np.array(offered, dtype=float), ls="--", color="C7", label=t("offered", lang))
     for xi, step in zip(x, summary.steps, strict=True):
-        if step.stats.index == knee:
-            ax.plot(
-                [xi], [step.stats.qps], marker="*", markersize=16, color="C3", label=t("knee_label", lang)
-            )
+        if step.stats.index == summary.capacity.knee_index:
+            ax.plot([xi], [step.stats.qps], marker="*", ms=16, color="C3", label=t("knee_label", lang))
     return finish(fig, ax, t("fig_throughput", lang), t(xkey, lang), t("qps", lang))
 
 

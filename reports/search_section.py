@@ -161,8 +161,8 @@ def search_figure(record: SearchRecord, lang: str) -> str:
             yerr = [np.clip(p99 - lower, 0.0, None), np.clip(upper - p99, 0.0, None)]
             label = t("fs_p99", lang, verdict=t(f"sv_{verdict}", lang))
             ax.errorbar(rate, p99, yerr=yerr, fmt="o", color=colour, capsize=3, label=label)
-            p50 = [p.p50_ms for p in probes]
-            ax.scatter(rate, [np.nan if v is None else v for v in p50], marker="x", color=colour, s=18)
+            p50 = np.array([p.p50_ms for p in probes], dtype=float)  # None: NaN
+            ax.scatter(rate, p50, marker="x", color=colour, s=18)
         low, high = record.uncertainty_rps
         if low is not None and high is not None:
             span = t("search_span", lang, low=f"{low:g}", high=f"{high:g}").lstrip("，, ")

@@ -16,27 +16,18 @@ def _v1_scenario(raw: dict[str, Any], stages: list[Any], kind: str | None) -> di
         return Scenario.model_validate(raw).model_dump(mode="json")
     except ValidationError:
         pass
-    scenario_kind = raw.get("kind") if raw.get("kind") in SCENARIO_KINDS else None
-    if scenario_kind is None:
-        scenario_kind = "openloop" if kind == "open_loop" else "ramp"
+    fallback_kind = "openloop" if kind == "open_loop" else "ramp"
+    scenario_kind = raw.get("kind") if raw.get("kind") in SCENARIO_KINDS else fallback_kind
+    load_key, load_default = ("rate", 1.0) if scenario_kind == "openloop" else ("users", 1)
     steps = []
     for stage in stages:
         st = dict(stage) if isinstance(stage, dict) else stage.model_dump()
         end = st.get("end_unix_s")
         duration_s = max(float(end) - float(st["start_unix_s"]), 1.0) if end is not None else 1.0
-        step: dict[str, Any] = {"label": st.get("label", ""), "duration_s": duration_s}
-        step["warmup_s"] = min(float(st.get("warmup_s") or 0.0), duration_s / 2)
-        if scenario_kind == "openloop":
-            step["rate"] = st.get("rate") or 1.0
-        else:
-            step["users"] = st.get("users") or 1
-        steps.append(step)
-    if not steps:
-        steps = [
-            {"duration_s": 1.0, "rate": 1.0}
-            if scenario_kind == "openloop"
-            else {"duration_s": 1.0, "users": 1}
-        ]
+        warmup_s = min(float(st.get("warmup_s") or 0.0), duration_s / 2)
+        step = {"label": st.get("label", ""), "duration_s": duration_s, "warmup_s": warmup_s}
+        steps.append(step | {load_key: st.get(load_key) or load_default})
+    steps = steps or [{"duration_s": 1.0, load_key: load_default}]
     return {"name": str(raw.get("name") or "unknown"), "kind": scenario_kind, "steps": steps}
 
 
