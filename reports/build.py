@@ -62,8 +62,6 @@ def _health_value(check: HealthCheck) -> str:
 
 def read_precision(folder: RunFolder) -> dict[str, Any] | None:
     """The precision check stored beside the run, if one was made (embedperf precision --run / matrix)."""
-    if not folder.precision.is_file():
-        return None
     try:
         data = json.loads(folder.precision.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -86,11 +84,8 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
     cap = summary.capacity
     per_1k = cap.plan_for(summary.devices_in_run, PLAN_REFERENCE_QPS, DEFAULT_HEADROOM)
     plan = target_plan(summary)
-    extras = {
-        "tokens": any(field(s.stats, "tokens_per_s") is not None for s in summary.steps),
-        "documents": any(field(s.stats, "documents_per_s") is not None for s in summary.steps),
-        "cosine": any(field(s.stats, "quality_cosine_mean") is not None for s in summary.steps),
-    }
+    cols = {"tokens": "tokens_per_s", "documents": "documents_per_s", "cosine": "quality_cosine_mean"}
+    extras = {key: any(field(s.stats, col) is not None for s in summary.steps) for key, col in cols.items()}
     start_s, end_s = summary.start_unix_s, summary.end_unix_s
     duration_s = end_s - start_s if end_s is not None and start_s is not None else None
     return render(

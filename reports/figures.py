@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import logging
 import warnings
@@ -41,10 +42,8 @@ def cjk_font() -> str | None:
     """A CJK-capable font family known to matplotlib, registering the Debian one if present."""
     for path in CJK_FONT_FILES:
         if Path(path).is_file():
-            try:
+            with contextlib.suppress(OSError, RuntimeError):
                 font_manager.fontManager.addfont(path)
-            except (OSError, RuntimeError):
-                continue
     names = {f.name for f in font_manager.fontManager.ttflist}
     return next((name for name in CJK_FONT_NAMES if name in names), None)
 
@@ -236,35 +235,29 @@ def time_series(analysis: RunAnalysis, lang: str) -> str:
 
 def latency_cdf(analysis: RunAnalysis, lang: str) -> str | None:
     """One latency CDF per step; None when no step has an ok answer to draw."""
+    cdf_ms = analysis.figures.cdf_ms
+    if not any(cdf_ms.get(s.stats.index) for s in analysis.summary.steps):
+        return None
     fig, ax = new_figure((6.5, 3.6))
-    plotted = False
     for i, step in enumerate(analysis.summary.steps):
-        quantiles = analysis.figures.cdf_ms.get(step.stats.index)
-        if quantiles:
+        if quantiles := cdf_ms.get(step.stats.index):
             y = np.linspace(0.0, 1.0, len(quantiles))
             ax.plot(quantiles, y, color=STEP_COLOURS[i % 8], label=step.stats.label)
-            plotted = True
-    if not plotted:
-        return None
     log_scale(ax, "x")
     return finish(fig, ax, t("fig_cdf", lang), t("latency_ms", lang), t("ax_cdf", lang), which="both")
 
 
 def batch_distribution(analysis: RunAnalysis, lang: str) -> str | None:
-    fig, ax = new_figure((6.5, 3.6))
-    plotted = False
-    n_steps = max(len(analysis.summary.steps), 1)
-    width = 0.8 / n_steps
-    for i, step in enumerate(analysis.summary.steps):
-        counts = analysis.figures.batch_sizes.get(step.stats.index)
-        if not counts:
-            continue
-        sizes = np.array(sorted(counts), dtype=np.float64)
-        n = np.array([counts[int(size)] for size in sizes], dtype=np.float64)
-        ax.bar(sizes + i * width, n / n.sum(), width=width, color=STEP_COLOURS[i % 8], label=step.stats.label)
-        plotted = True
-    if not plotted:
+    batch_sizes = analysis.figures.batch_sizes
+    if not any(batch_sizes.get(s.stats.index) for s in analysis.summary.steps):
         return None
+    fig, ax = new_figure((6.5, 3.6))
+    width = 0.8 / len(analysis.summary.steps)
+    for i, step in enumerate(analysis.summary.steps):
+        if counts := batch_sizes.get(step.stats.index):
+            sizes = np.array(sorted(counts), dtype=np.float64)
+            n = np.array([counts[int(size)] for size in sizes], dtype=np.float64)
+            ax.bar(sizes + i * width, n / n.sum(), width, color=STEP_COLOURS[i % 8], label=step.stats.label)
     return finish(fig, ax, t("fig_batch", lang), t("ax_batch", lang), t("ax_share", lang), axis="y")
 
 

@@ -102,9 +102,7 @@ def telemetry_rows(summary: RunSummary) -> tuple[list[TelemetryRow], list[Capped
     for step in summary.steps:
         label = step.stats.label
         m: TelemetryStats = step.telemetry
-        generator_cpu = m.generator_cpu_mean_pct
-        if generator_cpu is None:
-            generator_cpu = summary.generator_cpu.mean_pct
+        cpu = m.generator_cpu_mean_pct  # the load generator's; the run's own when the step has none
         rows.append(
             TelemetryRow(
                 step=label,
@@ -117,7 +115,7 @@ def telemetry_rows(summary: RunSummary) -> tuple[list[TelemetryRow], list[Capped
                 power_mean=figure(m.power_mean_w),
                 power_total=figure(m.power_total_mean_w),
                 mem_used=pair(figure(m.mem_used_max_mb, 0), figure(m.mem_max_pct), "%"),
-                generator_cpu=figure(generator_cpu),
+                generator_cpu=figure(summary.generator_cpu.mean_pct if cpu is None else cpu),
                 service_cpu=figure(m.service_cpu_mean_pct),
                 service_busy=pair(
                     shares.cell(m.service_busy_mean_pct, label, "cap_service_busy"),

@@ -25,10 +25,7 @@ def field(obj: Any, name: str, default: Any = None) -> Any:
 
 def goodput(stats: Any) -> float:
     """Successful requests per second of a step (goodput), whatever the summary's vintage."""
-    value = field(stats, "goodput_qps")
-    if value is None:
-        value = field(stats, "ok_qps", field(stats, "qps", 0.0))
-    return float(value)
+    return float(field(stats, "goodput_qps", field(stats, "ok_qps", field(stats, "qps", 0.0))))
 
 
 class Energy(BaseModel):
