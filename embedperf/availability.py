@@ -36,10 +36,8 @@ def bin_of(t_unix_s: float, start_unix_s: float) -> int:
 def spanned_bins(
     t_sent_unix_s: float, t_done_unix_s: float | None, start_unix_s: float, n_bins: int
 ) -> tuple[int, int]:
-    """(first, last) bin lying wholly inside [sent, done]; done None: still waiting at the window's end.
-
-    first > last when the request spans no whole bin.
-    """
+    """(first, last) bin lying wholly inside [sent, done], first > last if none; done None: still waiting at
+    the window's end."""
     first = int(math.ceil(t_sent_unix_s - start_unix_s - 1e-9))
     last = n_bins - 1 if t_done_unix_s is None else int(math.floor(t_done_unix_s - start_unix_s)) - 1
     return first, last
@@ -54,9 +52,8 @@ def unavailable_seconds(
 ) -> int:
     """Bins of the window without an ok completion that were wanted (see the module doc).
 
-    ok_bins: the bin of each ok completion; failed_bins: of each completion (or drop) that was not ok;
-    spans: (first, last) whole bins each failed request hung through (spanned_bins). Bins outside 0..n-1
-    are ignored.
+    ok_bins: the bin of each ok completion; failed_bins: of each completion (or drop) that was not ok; spans:
+    (first, last) whole bins each failed request hung through (spanned_bins). Bins outside 0..n-1 are ignored.
     """
     if n_bins <= 0:
         return 0

@@ -1,9 +1,8 @@
 """The user's cache folder: derived files that are expensive to make and safe to lose.
 
-$EMBEDPERF_CACHE_DIR; default $XDG_CACHE_HOME/embedperf or ~/.cache/embedperf. EMBEDPERF_CACHE_DIR=off
-turns every cache off. It holds the fp32 reference vectors (study/reference_vectors.py) and the report
-templates compiled to bytecode (reports/render.py); a reader that finds it unreadable or unwritable goes
-on without it.
+$EMBEDPERF_CACHE_DIR; default $XDG_CACHE_HOME/embedperf or ~/.cache/embedperf. EMBEDPERF_CACHE_DIR=off turns
+every cache off. It holds the fp32 reference vectors (study/reference_vectors.py) and the report templates
+compiled to bytecode (reports/render.py); a reader that finds it unreadable or unwritable goes on without it.
 """
 
 from __future__ import annotations

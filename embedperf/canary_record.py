@@ -9,13 +9,13 @@ recomputed from every row by analysis.run.canary.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from embedperf.errors import RunFolderError
+from embedperf.files import write_atomically
 from embedperf.verdicts import CanaryVerdict
 
 CANARY_FILE = "canary.json"
@@ -56,7 +56,7 @@ class WindowJudgement(_Strict):
 
     stage_index: int
     window_index: int
-    weight_pct: float
+    weight_pct: float = Field(description="The candidate's share of the load in the stage, in percent.")
     start_unix_s: float
     end_unix_s: float
     baseline: SideWindow = Field(default_factory=SideWindow)
@@ -117,12 +117,7 @@ def canary_path(run_root: Path) -> Path:
 
 
 def write_canary_record(run_root: Path, record: CanaryRecord) -> Path:
-    """Atomic: a reader (the CLI, a test watching the run) never sees half a file."""
-    path = canary_path(run_root)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(record.model_dump_json(indent=2), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_atomically(canary_path(run_root), record.model_dump_json(indent=2))
 
 
 def read_canary_record(run_root: Path) -> CanaryRecord | None:

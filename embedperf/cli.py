@@ -32,19 +32,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 def _usage() -> str:
     width = max(len(n) for n in SUBCOMMANDS)
-    lines = [
-        "usage: embedperf <command> [options]   (embedperf <command> --help for details)",
-        "",
-        "commands:",
-    ]
+    usage = "usage: embedperf <command> [options]   (embedperf <command> --help for details)"
+    lines = [usage, "", "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, (_, text) in SUBCOMMANDS.items()]
     return "\n".join(lines)
 
 
 def _load(name: str) -> Callable[[list[str]], int]:
-    module_name, _ = SUBCOMMANDS[name]
-    module = importlib.import_module(module_name)
-    main: Callable[[list[str]], int] = module.main
+    main: Callable[[list[str]], int] = importlib.import_module(SUBCOMMANDS[name][0]).main
     return main
 
 
@@ -58,9 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name = args[0]
     if name not in SUBCOMMANDS:
-        print(
-            f"embedperf: unknown command {name!r}; valid commands: {', '.join(SUBCOMMANDS)}", file=sys.stderr
-        )
+        valid = ", ".join(SUBCOMMANDS)
+        print(f"embedperf: unknown command {name!r}; valid commands: {valid}", file=sys.stderr)
         return 2
     try:
         return _load(name)(args[1:])

@@ -43,11 +43,15 @@ class SharedOption:
         return self.flag.removeprefix("--").replace("-", "_")
 
 
-def _percent(text: str) -> float:
+def _number(text: str, what: str = "a number") -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of percent (e.g. 0.1)") from exc
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from exc
+
+
+def _percent(text: str) -> float:
+    value = _number(text, "a number of percent (e.g. 0.1)")
     if not 0.0 <= value <= 100.0:
         raise argparse.ArgumentTypeError(f"{text} is not a percentage between 0 and 100")
     return value
@@ -61,10 +65,7 @@ def _percent_below_100(text: str) -> float:
 
 
 def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
+    value = _number(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be positive")
     return value
@@ -115,19 +116,11 @@ class _RetiredFlag(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        converted = self.retired.to_current(float(values))
-        print(
-            f"{parser.prog}: warning: {self.retired.flag} ({self.retired.unit}) is deprecated; "
-            f"use {self.current} {converted:g}",
-            file=sys.stderr,
-        )
+        old = self.retired
+        converted = old.to_current(float(values))
+        warning = f"{old.flag} ({old.unit}) is deprecated; use {self.current} {converted:g}"
+        print(f"{parser.prog}: warning: {warning}", file=sys.stderr)
         setattr(namespace, self.dest, converted)
-
-
-def _default_text(default: Any) -> str | None:
-    if default is None:
-        return None
-    return f"{default:g}" if isinstance(default, float) else str(default)
 
 
 def add_shared_option(
@@ -139,8 +132,9 @@ def add_shared_option(
     about it when that is not the value itself (e.g. "the scenario's slo.p99_ms").
     """
     opt = SHARED_OPTIONS[key]
-    said = default_text if default_text is not None else _default_text(default)
-    text = opt.help + (f" (default: {said})" if said else "")
+    if default_text is None and default is not None:
+        default_text = f"{default:g}" if isinstance(default, float) else str(default)
+    text = opt.help + (f" (default: {default_text})" if default_text else "")
     kwargs: dict[str, Any] = {"type": opt.type, "default": default, "help": text.replace("%", "%%")}
     if opt.choices is not None:
         kwargs["choices"] = list(opt.choices)

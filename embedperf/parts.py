@@ -76,11 +76,10 @@ def columns_to_batch(
 class PartsWriter:
     """Append rows (mappings or sequences in schema order) to `<parts_dir>/<name>.arrows`.
 
-    `write` only appends to a list: a background thread writes the buffered rows as one record
-    batch every `flush_interval_s` (and `write` does when `FLUSH_MAX_ROWS` are waiting), fsynced at
-    most every `SYNC_INTERVAL_S`, so a crash loses at most a few seconds and the request path pays no
-    encoding. Thread-safe. In a gevent process (Locust) the background thread is a greenlet sharing
-    the users' loop.
+    `write` only appends to a list: a background thread writes the buffered rows as one record batch every
+    `flush_interval_s` (and `write` does when `FLUSH_MAX_ROWS` are waiting), fsynced at most every
+    `SYNC_INTERVAL_S`, so a crash loses at most a few seconds and the request path pays no encoding.
+    Thread-safe. In a gevent process (Locust) the background thread is a greenlet sharing the users' loop.
     """
 
     def __init__(
@@ -186,9 +185,7 @@ def _fresh_path(parts_dir: Path, name: str) -> Path:
         return path
 
 
-# --------------------------------------------------------------------------------------------
 # Reading parts back (one batch at a time)
-# --------------------------------------------------------------------------------------------
 def part_files(parts_dir: Path) -> list[Path]:
     if not parts_dir.is_dir():
         return []
@@ -213,10 +210,8 @@ def _stream_batches(part: Path, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         while True:
             try:
                 batch = reader.read_next_batch()
-            except StopIteration:
-                return
-            except (pa.ArrowInvalid, OSError):
-                return  # torn final batch
+            except (StopIteration, pa.ArrowInvalid, OSError):
+                return  # the end, or a torn final batch
             yield conform(batch, schema)
 
 
@@ -266,9 +261,7 @@ def remove_parts(parts_dir: Path) -> None:
         parts_dir.rmdir()
 
 
-# --------------------------------------------------------------------------------------------
 # Finalising: parts -> one sorted Parquet file, streamed
-# --------------------------------------------------------------------------------------------
 ROW_GROUP_ROWS = 262_144  # a step or a minute of a long run spans few row groups
 FINALISE_MEMORY_LIMIT = "512MB"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import platform
@@ -16,18 +17,9 @@ import psutil
 from embedperf.schema import HostInfo
 
 TRACKED_PACKAGES = (
-    "embedperf",
-    "torch",
-    "torch_npu",
-    "transformers",
-    "locust",
-    "fastapi",
-    "uvicorn",
-    "pandas",
-    "pyarrow",
-    "numpy",
-    "nvidia-ml-py",
-)
+    "embedperf", "torch", "torch_npu", "transformers", "locust", "fastapi", "uvicorn", "pandas", "pyarrow",
+    "numpy", "nvidia-ml-py",
+)  # fmt: skip
 
 
 def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:
@@ -41,12 +33,10 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
 
 
 def _cpu_model() -> str:
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine()
 
 

@@ -5,7 +5,8 @@ Two answers are kept apart everywhere because a reader acts on them differently:
 - `no_verdict` is the absence of one: too few samples, too short a window, no interval, no SLO given.
 An interval that excludes zero is never "no difference", and a change the data cannot support is
 never "better", "worse" or "no difference". Each command uses the subset that fits it (the Literal
-types below); the words' texts, in English and Chinese, live here so every output says them alike.
+types below); the words' texts, in English and Chinese, are the reports' catalogue's ([verdicts] in
+reports/templates/i18n.toml).
 """
 
 from __future__ import annotations
@@ -18,26 +19,6 @@ ProbeVerdict = Literal["pass", "fail", "uncertain", "no_verdict"]  # search, per
 CapacityVerdict = Literal["pass", "partial", "fail", "no_verdict"]  # a run's SLO over its steps
 CanaryVerdict = Literal["promote", "rollback", "no_verdict"]  # canary, for the release
 CheckVerdict = Literal["pass", "warn", "fail"]  # verify, per check (a check that cannot run fails)
-
-VERDICT_TEXT: dict[str, tuple[str, str]] = {
-    "better": ("better", "更好"),
-    "worse": ("worse", "更差"),
-    "no_difference": ("no difference (95% interval includes zero)", "无差异（95% 置信区间包含零）"),
-    "no_verdict": ("no verdict (the data cannot judge)", "无结论（数据不足以判断）"),
-    "pass": ("pass", "通过"),
-    "fail": ("fail", "失败"),
-    "warn": ("warn", "警告"),
-    "partial": ("met at some steps only", "仅部分阶梯满足"),
-    "uncertain": ("uncertain (the interval straddles the threshold)", "不确定（置信区间跨越阈值）"),
-    "promote": ("PROMOTE", "放量"),
-    "rollback": ("ROLL BACK", "回滚"),
-}
-LANG_INDEX = {"en": 0, "zh": 1}
-
-
-def verdict_text(word: str, lang: str = "en") -> str:
-    """The word as a reader sees it, in `lang` (en or zh)."""
-    return VERDICT_TEXT[word][LANG_INDEX[lang]]
 
 
 def change_verdict(

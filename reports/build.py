@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +17,12 @@ from analysis.model.decomposition import COMPONENTS
 from analysis.run.analyse import analyse_folder
 from analysis.run.summary import RunAnalysis, write_analysis
 from embedperf.errors import ConfigError
+from embedperf.files import write_atomically as write_html
+from embedperf.options import LANGS
 from embedperf.schema import RunFolder, ServiceInfo
 from reports.canary_section import canary_section
 from reports.figures import run_figures
-from reports.i18n import LANGS, error_kind_text, reason_text, t
+from reports.i18n import error_kind_text, reason_text, t
 from reports.render import num, pct, render
 from reports.search_section import search_section
 from reports.tables import CAPPED_MARK, bottleneck_rows, telemetry_rows
@@ -41,16 +43,13 @@ SOAK_LIMITS: dict[str, float] = {
 }
 
 
-def _finding_text(lang: str) -> object:
-    def text(finding: Finding) -> str:
-        params = {k: (num(v, 1) if isinstance(v, float) else v) for k, v in finding.params.items()}
-        if "reason" in params:
-            params["reason"] = reason_text(str(params["reason"]), lang)
-        if "status" in params:
-            params["status"] = t(f"src_{params['status']}", lang)
-        return t(f"f_{finding.code}", lang, **params)
-
-    return text
+def _finding_text(finding: Finding, lang: str) -> str:
+    params = {k: (num(v, 1) if isinstance(v, float) else v) for k, v in finding.params.items()}
+    if "reason" in params:
+        params["reason"] = reason_text(str(params["reason"]), lang)
+    if "status" in params:
+        params["status"] = t(f"src_{params['status']}", lang)
+    return t(f"f_{finding.code}", lang, **params)
 
 
 def _health_limit(check: HealthCheck) -> str:
@@ -63,8 +62,6 @@ def _health_value(check: HealthCheck) -> str:
 
 def read_precision(folder: RunFolder) -> dict[str, Any] | None:
     """The precision check stored beside the run, if one was made (embedperf precision --run / matrix)."""
-    if not folder.precision.is_file():
-        return None
     try:
         data = json.loads(folder.precision.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -87,18 +84,10 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
     cap = summary.capacity
     per_1k = cap.plan_for(summary.devices_in_run, PLAN_REFERENCE_QPS, DEFAULT_HEADROOM)
     plan = target_plan(summary)
-    bn_rows, bn_capped = bottleneck_rows(summary, steps_bottlenecks)
-    tel_rows, tel_capped = telemetry_rows(summary)
-    extras = {
-        "tokens": any(field(s.stats, "tokens_per_s") is not None for s in summary.steps),
-        "documents": any(field(s.stats, "documents_per_s") is not None for s in summary.steps),
-        "cosine": any(field(s.stats, "quality_cosine_mean") is not None for s in summary.steps),
-    }
-    duration_s = (
-        summary.end_unix_s - summary.start_unix_s
-        if summary.end_unix_s is not None and summary.start_unix_s is not None
-        else None
-    )
+    cols = {"tokens": "tokens_per_s", "documents": "documents_per_s", "cosine": "quality_cosine_mean"}
+    extras = {key: any(field(s.stats, col) is not None for s in summary.steps) for key, col in cols.items()}
+    start_s, end_s = summary.start_unix_s, summary.end_unix_s
+    duration_s = end_s - start_s if end_s is not None and start_s is not None else None
     return render(
         "report.html.j2",
         lang,
@@ -106,21 +95,19 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
         info=summary.service_info or ServiceInfo(),
         headline=headline(summary, steps_bottlenecks),
         bottlenecks=steps_bottlenecks,
-        bottleneck_rows=bn_rows,
-        bottleneck_capped=bn_capped,
-        telemetry_rows=tel_rows,
-        telemetry_capped=tel_capped,
+        bottleneck_table=bottleneck_rows(summary, steps_bottlenecks),  # (rows, capped shares)
+        telemetry_table=telemetry_rows(summary),
         capped_mark=CAPPED_MARK,
         energy=energy(analysis),
         plan=plan,
         per_1k=per_1k,
         extras=extras,
         marks=_marks(analysis),
-        error_kind=lambda kind: error_kind_text(kind, lang),
+        error_kind=partial(error_kind_text, lang=lang),
         little_tol=LITTLE_MISMATCH,
         health_limit=_health_limit,
         health_value=_health_value,
-        reason=lambda text: reason_text(text, lang),
+        reason=partial(reason_text, lang=lang),
         goodput=goodput,
         manifest_extra=analysis.manifest,
         figures=run_figures(analysis, lang),
@@ -131,7 +118,7 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
         components=COMPONENTS,
         duration_s=duration_s,
         step_label=lambda index: labels.get(index, str(index)),
-        finding=_finding_text(lang),
+        finding=partial(_finding_text, lang=lang),
         top_errors=analysis.figures.top_errors[:TOP_ERRORS],
         precision=precision,
         soak_limits=SOAK_LIMITS,
@@ -142,12 +129,6 @@ def check_lang(lang: str) -> str:
     if lang not in LANGS:
         raise ConfigError(f"unknown language {lang!r}; choose one of {', '.join(LANGS)}")
     return lang
-
-
-def write_html(path: Path, html: str) -> None:
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def default_report_path(folder: RunFolder, lang: str) -> Path:

@@ -8,14 +8,14 @@ never reached (it stopped first) are <skipped>; a stage too thin to judge is <sk
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from embedperf.canary_record import CanaryRecord, read_canary_record
 from embedperf.errors import RunFolderError
+from embedperf.files import write_atomically
 from embedperf.schema import RunFolder, read_manifest
-from reports.ci_outputs import _atomic_write
+from reports.ci_outputs import JUnitCase, junit_document
 from scenarios.canary_models import Rollback
 
 TRIGGER_FIELDS: dict[str, str] = {  # trigger name -> the rollback field that enables it
@@ -38,13 +38,8 @@ def _record(folder: RunFolder) -> tuple[CanaryRecord, Rollback]:
 def canary_json(folder: RunFolder, html_path: Path | None = None) -> dict[str, Any]:
     """The verdict, the exit code, the triggers as configured and every window as judged."""
     record, rollback = _record(folder)
-    return {
-        "status": record.status,
-        "exit_code": record.exit_code,
-        "line": record.line,
-        "trigger": record.trigger,
-        "stage_index": record.stage_index,
-        "window_index": record.window_index,
+    verdict = ("status", "exit_code", "line", "trigger", "stage_index", "window_index")
+    return {key: getattr(record, key) for key in verdict} | {
         "baseline": record.baseline_url,
         "candidate": record.candidate_url,
         "run": folder.run_id,
@@ -56,48 +51,29 @@ def canary_json(folder: RunFolder, html_path: Path | None = None) -> dict[str, A
 
 
 def write_canary_json(path: Path, folder: RunFolder, html_path: Path | None = None) -> Path:
-    _atomic_write(path, json.dumps(canary_json(folder, html_path), indent=2, allow_nan=False))
-    return path
+    return write_atomically(path, json.dumps(canary_json(folder, html_path), indent=2, allow_nan=False))
 
 
 def canary_junit(folder: RunFolder) -> str:
     record, rollback = _record(folder)
     enabled = [name for name, attr in TRIGGER_FIELDS.items() if getattr(rollback, attr) is not None]
-    root = ET.Element("testsuites", name="embedperf canary")
-    suite = ET.SubElement(root, "testsuite", name=f"{record.candidate_url} vs {record.baseline_url}")
     reached = {w.stage_index for w in record.windows}
-    counts = {"tests": 0, "failures": 0, "skipped": 0}
+    cases = []
     for index, weight in enumerate(record.stages_pct):
         for name in enabled:
-            case = ET.SubElement(
-                suite,
-                "testcase",
-                classname=f"embedperf.canary.stage{index + 1}",
-                name=f"{name} @ {weight:g}%",
-            )
-            case.set("time", "0")
-            counts["tests"] += 1
+            outcome: Literal["passed", "failure", "skipped"] = "skipped"
+            message = record.line
             if record.status == "rollback" and record.trigger == name and record.stage_index == index:
-                counts["failures"] += 1
-                ET.SubElement(case, "failure", message=record.line, type="rollback").text = record.line
+                outcome = "failure"
             elif index not in reached:
-                counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=f"stage not reached: {record.line}")
-            elif record.status == "no_verdict" and record.stage_index == index:
-                counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=record.line)
-            else:
-                ET.SubElement(case, "system-out").text = f"no {name} trigger at stage {index + 1}"
-    for key, value in counts.items():
-        suite.set(key, str(value))
-        root.set(key, str(value))
-    for element in (suite, root):
-        element.set("errors", "0")
-    suite.set("time", "0")
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+                message = f"stage not reached: {record.line}"
+            elif record.status != "no_verdict" or record.stage_index != index:
+                outcome, message = "passed", f"no {name} trigger at stage {index + 1}"
+            classname = f"embedperf.canary.stage{index + 1}"
+            cases.append(JUnitCase(classname, f"{name} @ {weight:g}%", outcome, message, "rollback"))
+    suite = f"{record.candidate_url} vs {record.baseline_url}"
+    return junit_document("embedperf canary", [(suite, cases)])
 
 
 def write_canary_junit(path: Path, folder: RunFolder) -> Path:
-    _atomic_write(path, canary_junit(folder))
-    return path
+    return write_atomically(path, canary_junit(folder))

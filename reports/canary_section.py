@@ -14,13 +14,7 @@ from reports.figures import new_figure, style, to_data_uri
 from reports.i18n import t
 
 SIDE_COLOURS = {"baseline": "#4c72b0", "candidate": "#dd8452"}
-STATUS_CLASS = {
-    "promote": "pass",
-    "rollback": "fail",
-    "no_verdict": "warn",
-    "incomplete": "warn",
-    "running": "warn",
-}
+STATUS_CLASS = {"promote": "pass", "rollback": "fail"}  # no verdict, incomplete and running: warn
 
 
 @dataclass(frozen=True)
@@ -43,18 +37,13 @@ def canary_section(folder: RunFolder, manifest: Manifest, lang: str) -> CanarySe
     if analysis is None:
         return None
     record = analysis.record
+    stages, window_s = ", ".join(f"{w:g}" for w in record.stages_pct), f"{record.window_s:g}"
     return CanarySection(
         analysis=analysis,
         status=t(f"cn_status_{record.status}", lang),
-        status_class=STATUS_CLASS[record.status],
+        status_class=STATUS_CLASS.get(record.status, "warn"),
         detail=line_detail(record.line, record.status),
-        plan=t(
-            "cn_plan",
-            lang,
-            stages=", ".join(f"{w:g}" for w in record.stages_pct),
-            windows=record.windows_per_stage,
-            window_s=f"{record.window_s:g}",
-        ),
+        plan=t("cn_plan", lang, stages=stages, windows=record.windows_per_stage, window_s=window_s),
         triggers=trigger_texts(analysis, lang),
         figure=timeline_figure(analysis, lang),
         live={(w.stage_index, w.window_index): w for w in record.windows},
@@ -103,38 +92,17 @@ def timeline_figure(analysis: CanaryAnalysis, lang: str) -> str:
         origin = windows[0].start_unix_s
         x = np.array([(w.start_unix_s + w.end_unix_s) / 2.0 - origin for w in windows])
         for side in SIDES:
-            colour = SIDE_COLOURS[side]
-            ax_p99.plot(x, _series(windows, side, "p99_ms"), "o-", color=colour, label=t(f"cn_{side}", lang))
-            ax_err.plot(
-                x,
-                _series(windows, side, "error_rate", 100.0),
-                "o-",
-                color=colour,
-                label=t(f"cn_{side}", lang),
-            )
+            style_kw = {"color": SIDE_COLOURS[side], "label": t(f"cn_{side}", lang)}
+            ax_p99.plot(x, _series(windows, side, "p99_ms"), "o-", **style_kw)
+            ax_err.plot(x, _series(windows, side, "error_rate", 100.0), "o-", **style_kw)
         live = {(w.stage_index, w.window_index): w for w in record.windows}
         limits = [live.get((w.stage_index, w.window_index or 0)) for w in windows]
-        limit_ms = np.array(
-            [np.nan if j is None or j.p99_limit_ms is None else j.p99_limit_ms for j in limits]
-        )
+        limit_ms = np.array([None if j is None else j.p99_limit_ms for j in limits], dtype=float)  # None: NaN
+        limit_style = {"color": "#c44e52", "linestyle": "--", "linewidth": 1}
         if np.isfinite(limit_ms).any():
-            ax_p99.step(
-                x,
-                limit_ms,
-                where="mid",
-                color="#c44e52",
-                linestyle="--",
-                linewidth=1,
-                label=t("cn_p99_limit", lang),
-            )
+            ax_p99.step(x, limit_ms, where="mid", label=t("cn_p99_limit", lang), **limit_style)
         if rollback.max_error_rate_pct is not None:
-            ax_err.axhline(
-                rollback.max_error_rate_pct,
-                color="#c44e52",
-                linestyle="--",
-                linewidth=1,
-                label=t("cn_error_limit", lang),
-            )
+            ax_err.axhline(rollback.max_error_rate_pct, label=t("cn_error_limit", lang), **limit_style)
         for stage in analysis.stages[1:]:
             for ax in (ax_p99, ax_err):
                 ax.axvline(stage.start_unix_s - origin, color="#8c8c8c", linewidth=0.8)
@@ -148,12 +116,8 @@ def timeline_figure(analysis: CanaryAnalysis, lang: str) -> str:
                 textcoords="offset points",
             )
         if record.status == "rollback" and record.stage_index is not None:
-            fired = [
-                w
-                for w in windows
-                if (w.stage_index, w.window_index) == (record.stage_index, record.window_index)
-            ]
-            for w in fired:
+            where = (record.stage_index, record.window_index)
+            for w in (w for w in windows if (w.stage_index, w.window_index) == where):
                 for ax in (ax_p99, ax_err):
                     ax.axvspan(w.start_unix_s - origin, w.end_unix_s - origin, color="#c44e52", alpha=0.15)
         ax_p99.set_ylabel(t("cn_p99_ms", lang))

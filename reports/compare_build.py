@@ -33,10 +33,8 @@ def load_curves(
     """QPS and P99 against load, one line per run (the first drawn heavier: it is the baseline)."""
     flang = figure_lang(lang)
     if names is None:
-        names = [
-            (t("baseline", flang) if i == 0 else t("candidate", flang)) + f": {run.summary.run_id}"
-            for i, run in enumerate(runs)
-        ]
+        ids = [r.summary.run_id for r in runs]
+        names = [f"{t('candidate' if i else 'baseline', flang)}: {run_id}" for i, run_id in enumerate(ids)]
     with style(flang):
         fig, (ax_qps, ax_p99) = new_figure((11, 3.6), 1, 2)
         for i, (run, name) in enumerate(zip(runs, names, strict=True)):
@@ -60,6 +58,7 @@ def load_curves(
 
 
 def render_comparison(comparison: Comparison, runs: list[RunAnalysis], lang: str) -> str:
+    base, *others = (r.summary for r in runs)
     return render(
         "compare.html.j2",
         lang,
@@ -69,13 +68,8 @@ def render_comparison(comparison: Comparison, runs: list[RunAnalysis], lang: str
         failure_lines=partial(failure_lines, lang=lang),
         metrics=COMPARE_METRICS,
         figure=load_curves(runs, lang),
-        runs=[r.summary for r in runs],
-        differences=[
-            config_difference(
-                runs[0].summary.service_info, runs[0].summary.host, run.summary.service_info, run.summary.host
-            )
-            for run in runs[1:]
-        ],
+        runs=[base, *others],
+        differences=[config_difference(base.service_info, base.host, s.service_info, s.host) for s in others],
     )
 
 

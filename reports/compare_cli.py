@@ -16,11 +16,17 @@ from analysis.compare.gate import GATE_METRICS, parse_gate
 from embedperf.errors import ConfigError, GateFailed, GateInconclusive
 from embedperf.options import add_shared_option
 from embedperf.schema import open_run_folder
-from embedperf.verdicts import VERDICT_TEXT
 from reports.ci_outputs import write_json, write_junit
 from reports.compare_build import build_comparison
+from reports.i18n import VERDICT_TEXT
 from scenarios.cost_options import add_cost_options, cost_from_options
 
+DESCRIPTION = (
+    "Compare candidate runs against a baseline run. Overall is the comparison at the highest load both runs "
+    "share. Exit codes: 0 pass; 1 a gate rule or the error budget failed; 2 no verdict (loads that do not "
+    "match, a step without ok requests, steps too short for the statistic; with or without --gate) or a "
+    "usage error."
+)
 GATE_HELP = (
     "comma-separated rules METRIC:+N%% | METRIC:-N%% | METRIC:+N | METRIC:-N. '+' fails when the candidate "
     "rises by more than N, '-' when it falls by more than N; with %% N is relative to the baseline, without "
@@ -35,12 +41,7 @@ GATE_HELP = (
 
 def verdict_line(status: str, n_failed: int) -> str:
     """The comparison's verdict in words, printed before any detail."""
-    words = {
-        "pass": VERDICT_TEXT["pass"][0],
-        "fail": VERDICT_TEXT["fail"][0],
-        "no_verdict": VERDICT_TEXT["no_verdict"][0],
-    }
-    return words[status] + (f" ({n_failed} failed rule(s) and step(s), below)" if n_failed else "")
+    return VERDICT_TEXT[status][0] + (f" ({n_failed} failed rule(s) and step(s), below)" if n_failed else "")
 
 
 def warning_lines(comparison: Comparison) -> list[str]:
@@ -62,32 +63,15 @@ def warning_lines(comparison: Comparison) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="embedperf compare",
-        description=(
-            "Compare candidate runs against a baseline run. Overall is the comparison at the highest load "
-            "both runs share. Exit codes: 0 pass; 1 a gate rule or the error budget failed; 2 no verdict "
-            "(loads that do not match, a step without ok requests, steps too short for the statistic; with "
-            "or without --gate) or a usage error."
-        ),
-    )
+    parser = argparse.ArgumentParser(prog="embedperf compare", description=DESCRIPTION)
     parser.add_argument("base_run", type=Path, help="baseline run folder")
     parser.add_argument("cand_runs", type=Path, nargs="+", help="candidate run folder(s)")
     parser.add_argument("--gate", default=None, help=GATE_HELP)
     add_shared_option(parser, "error_budget_pct", default_text="each candidate's slo.error_budget_pct")
-    parser.add_argument(
-        "--out", type=Path, default=None, help="output HTML (default CAND/compare-<base_id>.html)"
-    )
-    parser.add_argument(
-        "--json", type=Path, default=None, metavar="FILE", help="also write the verdict as JSON"
-    )
-    parser.add_argument(
-        "--junit",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="also write JUnit XML (one test case per rule and step)",
-    )
+    parser.add_argument("--out", type=Path, help="output HTML (default CAND/compare-<base_id>.html)")
+    ci_files = (("--json", "the verdict as JSON"), ("--junit", "JUnit XML (one test case per rule and step)"))
+    for flag, what in ci_files:
+        parser.add_argument(flag, type=Path, metavar="FILE", help=f"also write {what}")
     add_shared_option(parser, "lang", "en")
     add_cost_options(parser, after_the_fact=True)
     args = parser.parse_args(argv)

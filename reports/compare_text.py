@@ -1,30 +1,23 @@
 """The comparison's lines in a report's language: gate reasons, failure lines and change warnings.
 
 The comparison keeps each reason as a code and its numbers (analysis/compare/reasons.py); English is
-its own text, other languages come from the catalogue (reports/i18n_compare.py).
+its own text, other languages come from the catalogue (reports/i18n.py, keys `cr_<code>`).
 """
 
 from __future__ import annotations
-
-from functools import partial
 
 from analysis.compare.changes import CandidateComparison
 from analysis.compare.gate import BUDGET_RULE_PREFIX, GateResult
 from analysis.compare.model import MetricChange
 from analysis.compare.reasons import Reason, render_reason
-from reports.i18n import CATALOGUE
-
-
-def _lookup(code: str, lang: str) -> str:
-    en, zh = CATALOGUE[f"cr_{code}"]
-    return zh if lang == "zh" else en
+from reports.i18n import t
 
 
 def _text(why: Reason | None, fallback: str | None, lang: str) -> str:
     """A reason in `lang`; a result or change written without a code keeps its English text."""
     if why is None:
         return fallback or ""
-    return render_reason(why, partial(_lookup, lang=lang))
+    return render_reason(why, lambda code: t(f"cr_{code}", lang))
 
 
 def gate_reason(result: GateResult, lang: str) -> str:
@@ -41,7 +34,7 @@ def failure_lines(cand: CandidateComparison, lang: str) -> list[str]:
     groups: dict[tuple[str, str], list[GateResult]] = {}
     for r in failed:
         groups.setdefault((r.scope, r.metric), []).append(r)
-    line, also = (CATALOGUE[k][1 if lang == "zh" else 0] for k in ("cr_line", "cr_also"))
+    line, also = t("cr_line", lang), t("cr_also", lang)
     return [
         line.format(rule=first.rule, scope=first.scope, reason=gate_reason(first, lang))
         + "".join(also.format(rule=r.rule) for r in rest)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import logging
 import warnings
@@ -24,12 +25,7 @@ from analysis.model.decomposition import COMPONENTS
 from analysis.run.summary import RunAnalysis, RunSummary
 from reports.i18n import t
 
-CJK_FONT_NAMES: tuple[str, ...] = (
-    "WenQuanYi Zen Hei",
-    "Noto Sans CJK SC",
-    "Noto Sans CJK JP",
-    "Source Han Sans SC",
-)
+CJK_FONT_NAMES = ("WenQuanYi Zen Hei", "Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC")
 CJK_FONT_FILES: tuple[str, ...] = ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",)
 MAX_SERIES_POINTS = 1500
 DPI = 90
@@ -46,10 +42,8 @@ def cjk_font() -> str | None:
     """A CJK-capable font family known to matplotlib, registering the Debian one if present."""
     for path in CJK_FONT_FILES:
         if Path(path).is_file():
-            try:
+            with contextlib.suppress(OSError, RuntimeError):
                 font_manager.fontManager.addfont(path)
-            except (OSError, RuntimeError):
-                continue
     names = {f.name for f in font_manager.fontManager.ttflist}
     return next((name for name in CJK_FONT_NAMES if name in names), None)
 
@@ -110,9 +104,8 @@ def new_figure(
     width_in, height_in = figsize
     fig = Figure(figsize=figsize, dpi=DPI)
     axes_width_in = (width_in - margins.left_in - margins.right_in - margins.wspace_in * (ncols - 1)) / ncols
-    axes_height_in = (
-        height_in - margins.bottom_in - margins.top_in - margins.hspace_in * (nrows - 1)
-    ) / nrows
+    rows_in = height_in - margins.bottom_in - margins.top_in - margins.hspace_in * (nrows - 1)
+    axes_height_in = rows_in / nrows
     fig.subplots_adjust(
         left=margins.left_in / width_in,
         right=1.0 - margins.right_in / width_in,
@@ -145,6 +138,19 @@ def to_data_uri(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def finish(
+    fig: Figure, ax: Axes, title: str, xlabel: str | None, ylabel: str, legend_size: int = 8, **grid: Any
+) -> str:
+    """A one-panel figure's title, axis labels, grid and legend, then the figure as a data URI."""
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3, **grid)
+    ax.legend(fontsize=legend_size)
+    return to_data_uri(fig)
+
+
 def _loads(summary: RunSummary) -> tuple[np.ndarray, str]:
     x = np.array([s.stats.load for s in summary.steps], dtype=float)
     return x, ("rate" if summary.open_loop else "users")
@@ -154,21 +160,14 @@ def percentiles_vs_load(summary: RunSummary, lang: str) -> str:
     fig, ax = new_figure((6.5, 3.6))
     x, xkey = _loads(summary)
     for name, label in (("p50", "P50"), ("p90", "P90"), ("p95", "P95"), ("p99", "P99"), ("p999", "P99.9")):
-        y = [getattr(s.stats.latency, f"{name}_ms") for s in summary.steps]
-        ax.plot(x, [np.nan if v is None else v for v in y], marker="o", label=label)
-    ci = np.array(
-        [[np.nan if v is None else v for v in s.stats.p99_ci_ms] for s in summary.steps], dtype=float
-    )
+        y = np.array([getattr(s.stats.latency, f"{name}_ms") for s in summary.steps], dtype=float)
+        ax.plot(x, y, marker="o", label=label)
+    ci = np.array([s.stats.p99_ci_ms for s in summary.steps], dtype=float)
     if len(ci):
         ax.fill_between(x, ci[:, 0], ci[:, 1], alpha=0.2, color="C3")
     if summary.slo_p99_ms is not None:
         ax.axhline(summary.slo_p99_ms, color="k", linestyle="--", linewidth=1, label=t("slo_label", lang))
-    ax.set_xlabel(t(xkey, lang))
-    ax.set_ylabel(t("latency_ms", lang))
-    ax.set_title(t("fig_percentiles", lang))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return to_data_uri(fig)
+    return finish(fig, ax, t("fig_percentiles", lang), t(xkey, lang), t("latency_ms", lang))
 
 
 def throughput_vs_load(summary: RunSummary, lang: str) -> str:
@@ -178,21 +177,11 @@ def throughput_vs_load(summary: RunSummary, lang: str) -> str:
     ax.plot(x, qps, marker="o", color="C0", label=t("goodput", lang))
     offered = [getattr(s.stats, "offered_qps", None) for s in summary.steps]
     if any(v is not None and v > 0 for v in offered):
-        ax.plot(
-            x, [np.nan if v is None else v for v in offered], ls="--", color="C7", label=t("offered", lang)
-        )
-    knee = summary.capacity.knee_index
+        ax.plot(x, np.array(offered, dtype=float), ls="--", color="C7", label=t("offered", lang))
     for xi, step in zip(x, summary.steps, strict=True):
-        if step.stats.index == knee:
-            ax.plot(
-                [xi], [step.stats.qps], marker="*", markersize=16, color="C3", label=t("knee_label", lang)
-            )
-    ax.set_xlabel(t(xkey, lang))
-    ax.set_ylabel(t("qps", lang))
-    ax.set_title(t("fig_throughput", lang))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return to_data_uri(fig)
+        if step.stats.index == summary.capacity.knee_index:
+            ax.plot([xi], [step.stats.qps], marker="*", ms=16, color="C3", label=t("knee_label", lang))
+    return finish(fig, ax, t("fig_throughput", lang), t(xkey, lang), t("qps", lang))
 
 
 def _request_series(analysis: RunAnalysis) -> pd.DataFrame:
@@ -200,15 +189,9 @@ def _request_series(analysis: RunAnalysis) -> pd.DataFrame:
     series = analysis.figures.request_series
     if series is None:
         return pd.DataFrame({"qps": [], "p50": [], "p99": []})
-    nan = float("nan")
-    return pd.DataFrame(
-        {
-            "qps": series.qps,
-            "p50": [nan if v is None else v for v in series.p50_ms],
-            "p99": [nan if v is None else v for v in series.p99_ms],
-        },
-        index=pd.Index(series.t_s, dtype=np.float64),
-    )
+    p50, p99 = (np.array(ms, dtype=np.float64) for ms in (series.p50_ms, series.p99_ms))  # None: NaN
+    index = pd.Index(series.t_s, dtype=np.float64)
+    return pd.DataFrame({"qps": series.qps, "p50": p50, "p99": p99}, index=index)
 
 
 def time_series(analysis: RunAnalysis, lang: str) -> str:
@@ -252,50 +235,30 @@ def time_series(analysis: RunAnalysis, lang: str) -> str:
 
 def latency_cdf(analysis: RunAnalysis, lang: str) -> str | None:
     """One latency CDF per step; None when no step has an ok answer to draw."""
-    fig, ax = new_figure((6.5, 3.6))
-    plotted = False
-    for i, step in enumerate(analysis.summary.steps):
-        quantiles = analysis.figures.cdf_ms.get(step.stats.index)
-        if quantiles:
-            ax.plot(
-                quantiles,
-                np.linspace(0.0, 1.0, len(quantiles)),
-                color=STEP_COLOURS[i % 8],
-                label=step.stats.label,
-            )
-            plotted = True
-    if not plotted:
+    cdf_ms = analysis.figures.cdf_ms
+    if not any(cdf_ms.get(s.stats.index) for s in analysis.summary.steps):
         return None
+    fig, ax = new_figure((6.5, 3.6))
+    for i, step in enumerate(analysis.summary.steps):
+        if quantiles := cdf_ms.get(step.stats.index):
+            y = np.linspace(0.0, 1.0, len(quantiles))
+            ax.plot(quantiles, y, color=STEP_COLOURS[i % 8], label=step.stats.label)
     log_scale(ax, "x")
-    ax.set_xlabel(t("latency_ms", lang))
-    ax.set_ylabel(t("ax_cdf", lang))
-    ax.set_title(t("fig_cdf", lang))
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    return to_data_uri(fig)
+    return finish(fig, ax, t("fig_cdf", lang), t("latency_ms", lang), t("ax_cdf", lang), which="both")
 
 
 def batch_distribution(analysis: RunAnalysis, lang: str) -> str | None:
-    fig, ax = new_figure((6.5, 3.6))
-    plotted = False
-    n_steps = max(len(analysis.summary.steps), 1)
-    width = 0.8 / n_steps
-    for i, step in enumerate(analysis.summary.steps):
-        counts = analysis.figures.batch_sizes.get(step.stats.index)
-        if not counts:
-            continue
-        sizes = np.array(sorted(counts), dtype=np.float64)
-        n = np.array([counts[int(size)] for size in sizes], dtype=np.float64)
-        ax.bar(sizes + i * width, n / n.sum(), width=width, color=STEP_COLOURS[i % 8], label=step.stats.label)
-        plotted = True
-    if not plotted:
+    batch_sizes = analysis.figures.batch_sizes
+    if not any(batch_sizes.get(s.stats.index) for s in analysis.summary.steps):
         return None
-    ax.set_xlabel(t("ax_batch", lang))
-    ax.set_ylabel(t("ax_share", lang))
-    ax.set_title(t("fig_batch", lang))
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, axis="y")
-    return to_data_uri(fig)
+    fig, ax = new_figure((6.5, 3.6))
+    width = 0.8 / len(analysis.summary.steps)
+    for i, step in enumerate(analysis.summary.steps):
+        if counts := batch_sizes.get(step.stats.index):
+            sizes = np.array(sorted(counts), dtype=np.float64)
+            n = np.array([counts[int(size)] for size in sizes], dtype=np.float64)
+            ax.bar(sizes + i * width, n / n.sum(), width, color=STEP_COLOURS[i % 8], label=step.stats.label)
+    return finish(fig, ax, t("fig_batch", lang), t("ax_batch", lang), t("ax_share", lang), axis="y")
 
 
 def decomposition_bars(summary: RunSummary, lang: str) -> str | None:
@@ -309,11 +272,7 @@ def decomposition_bars(summary: RunSummary, lang: str) -> str | None:
         values = np.array([s.decomposition.parts_ms[name] for s in steps if s.decomposition is not None])
         ax.bar(labels, values, bottom=bottom, label=t(name, lang), color=f"C{j}")
         bottom += values
-    ax.set_ylabel(t("latency_ms", lang))
-    ax.set_title(t("fig_decomposition", lang))
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3, axis="y")
-    return to_data_uri(fig)
+    return finish(fig, ax, t("fig_decomposition", lang), None, t("latency_ms", lang), 7, axis="y")
 
 
 class MinutePanel(NamedTuple):
@@ -336,22 +295,18 @@ def minute_frame(minutes: list[MinutePoint]) -> pd.DataFrame:
 def minute_panels(frame: pd.DataFrame, lang: str) -> list[MinutePanel]:
     """The panels of the per-minute figure, top to bottom; a line without any value, and a panel without
     any line, are left out."""
+    def one_line(column: str, key: str) -> MinutePanel:
+        return MinutePanel([(column, t(key, lang))], t(key, lang))
+
+    own_axes = (("temp_max_c", "ax_temp"), ("power_w", "ax_power"), ("clock_mhz", "ax_clock"))
+    per_s = t("ax_req_per_s", lang)
     candidates = [
-        MinutePanel(
-            [("goodput_qps", t("goodput", lang)), ("qps", t("offered", lang))], t("ax_req_per_s", lang)
-        ),
+        MinutePanel([("goodput_qps", t("goodput", lang)), ("qps", t("offered", lang))], per_s),
         MinutePanel([("p50_ms", "P50"), ("p99_ms", "P99")], t("latency_ms", lang)),
-        MinutePanel([("error_pct", t("error_rate_pct", lang))], t("error_rate_pct", lang)),
-        MinutePanel([("device_util_pct", t("ax_serving_util", lang))], t("ax_serving_util", lang)),
-        MinutePanel(
-            [
-                ("temp_max_c", t("ax_temp", lang)),
-                ("power_w", t("ax_power", lang)),
-                ("clock_mhz", t("ax_clock", lang)),
-            ],
-            None,
-        ),
-        MinutePanel([("service_rss_mb", t("ax_service_rss", lang))], t("ax_service_rss", lang)),
+        one_line("error_pct", "error_rate_pct"),
+        one_line("device_util_pct", "ax_serving_util"),
+        MinutePanel([(column, t(key, lang)) for column, key in own_axes], None),
+        one_line("service_rss_mb", "ax_service_rss"),
     ]
     panels = []
     for panel in candidates:
@@ -383,26 +338,16 @@ def soak_figure(analysis: RunAnalysis, lang: str) -> str | None:
     x = frame.index.to_numpy()
     own_axes = max((len(p.lines) for p in panels if p.ylabel is None), default=1)
     right_in = MARGINS.right_in + OWN_AXIS_IN * (own_axes - 1)
-    fig, axes = new_figure(
-        (10, 1.5 * len(panels) + 0.6),
-        len(panels),
-        1,
-        sharex=True,
-        margins=Margins(right_in=right_in),
-    )
+    size = (10, 1.5 * len(panels) + 0.6)
+    fig, axes = new_figure(size, len(panels), 1, sharex=True, margins=Margins(right_in=right_in))
     axes = np.atleast_1d(axes)
     for ax, panel in zip(axes, panels, strict=True):
         if panel.ylabel is None:
             _own_axes(ax, x, frame, panel.lines)
         else:
             for column, label in panel.lines:
-                ax.plot(
-                    x,
-                    frame[column].to_numpy(),
-                    linewidth=0.9,
-                    label=label,
-                    **MINUTE_LINE_STYLES.get(column, {}),
-                )
+                style_kw = MINUTE_LINE_STYLES.get(column, {})
+                ax.plot(x, frame[column].to_numpy(), linewidth=0.9, label=label, **style_kw)
             ax.set_ylabel(panel.ylabel, fontsize=8)
             ax.ticklabel_format(axis="y", style="plain", useOffset=False)
             if len(panel.lines) > 1:

@@ -21,22 +21,19 @@ MISSING = "n/a"  # an empty cell; a compound cell with nothing measured is one n
 
 
 def num(value: float | int | None, digits: int = 2) -> str:
+    """A figure with thousands separators; n/a when absent or NaN, a value that is no number as is."""
     if value is None:
         return MISSING
     try:
         f = float(value)
     except (TypeError, ValueError):
         return str(value)
-    if f != f:  # NaN
-        return MISSING
-    return f"{f:,.{digits}f}"
+    return MISSING if f != f else f"{f:,.{digits}f}"  # f != f: NaN
 
 
-def pct(fraction: float | None, digits: int = 3) -> str:
-    """A fraction as a percentage (0.0012 -> 0.120%)."""
-    if fraction is None:
-        return MISSING
-    return f"{fraction * 100:.{digits}f}%"
+def pct(fraction: float | None, digits: int = 3, sign: str = "") -> str:
+    """A fraction as a percentage (0.0012 -> 0.120%); sign "+" writes the sign of a change."""
+    return MISSING if fraction is None else f"{fraction * 100:{sign}.{digits}f}%"
 
 
 def pair(first: str, second: str, unit: str = "", sep: str = " / ") -> str:
@@ -47,15 +44,11 @@ def pair(first: str, second: str, unit: str = "", sep: str = " / ") -> str:
 
 
 def signed_pct(fraction: float | None, digits: int = 1) -> str:
-    if fraction is None:
-        return MISSING
-    return f"{fraction * 100:+.{digits}f}%"
+    return pct(fraction, digits, "+")
 
 
 def utc(ts: float | None) -> str:
-    if ts is None:
-        return MISSING
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return MISSING if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def kv(mapping: Any) -> str:
@@ -64,10 +57,6 @@ def kv(mapping: Any) -> str:
         mapping = mapping.model_dump(exclude_none=True, exclude_defaults=True)
     if not mapping:
         return MISSING
-    if hasattr(mapping, "model_dump"):
-        mapping = {k: v for k, v in mapping.model_dump().items() if v not in (None, "", [], {})}
-        if not mapping:
-            return MISSING
     if not isinstance(mapping, dict):
         return str(mapping)
     return ", ".join(f"{k}={kv(v) if isinstance(v, dict) else v}" for k, v in mapping.items())

@@ -10,7 +10,7 @@ from analysis.model.telemetry import TelemetryStats
 from analysis.run.summary import RunAnalysis
 from decisions.search.record import note_key
 from decisions.search.state import SearchRecord, devices_serving, read_search
-from reports.figures import log_scale, new_figure, style, to_data_uri
+from reports.figures import finish, log_scale, new_figure, style
 from reports.i18n import t
 
 VERDICT_COLOURS = {"pass": "#55a868", "fail": "#c44e52", "uncertain": "#dd8452", "no_verdict": "#8c8c8c"}
@@ -108,15 +108,8 @@ def measured_text(record: SearchRecord, lang: str) -> str:
     lower, upper = record.answer_p99_lower_ms, record.answer_p99_upper_ms
     if lower is None or upper is None:
         return t("search_measured", lang, p99=p99, probes=len(record.probes))
-    return t(
-        "search_measured_interval",
-        lang,
-        p99=p99,
-        confidence=f"{record.confidence:.0%}",
-        lower=f"{lower:.1f}",
-        upper=f"{upper:.1f}",
-        probes=len(record.probes),
-    )
+    interval = {"confidence": f"{record.confidence:.0%}", "lower": f"{lower:.1f}", "upper": f"{upper:.1f}"}
+    return t("search_measured_interval", lang, p99=p99, probes=len(record.probes), **interval)
 
 
 def verdict_text(record: SearchRecord, lang: str) -> str:
@@ -134,19 +127,10 @@ def search_headline(record: SearchRecord, devices: int, lang: str) -> str:
     """'N req/s per device at P99 <= X ms' in lang (decisions.search.state.headline is the console's)."""
     p99 = f"{record.slo_p99_ms:g}"
     if record.answer_rps is None:
-        return t(
-            "search_no_answer",
-            lang,
-            p99=p99,
-            status=t(f"sst_{record.status}", lang),
-            note=note_text(record, lang),
-        )
+        status = t(f"sst_{record.status}", lang)
+        return t("search_no_answer", lang, p99=p99, status=status, note=note_text(record, lang))
     low, high = record.uncertainty_rps
-    span = (
-        t("search_span", lang, low=f"{low:g}", high=f"{high:g}")
-        if low is not None and high is not None
-        else ""
-    )
+    span = t("search_span", lang, low=f"{low:g}", high=f"{high:g}") if None not in (low, high) else ""
     return t(
         "search_answer",
         lang,
@@ -174,17 +158,11 @@ def search_figure(record: SearchRecord, lang: str) -> str:
             p99 = np.array([p.p99_ms for p in probes], dtype=float)
             lower = np.array([p.p99_lower_ms if p.p99_lower_ms is not None else bottom_ms for p in probes])
             upper = np.array([p.p99_upper_ms if p.p99_upper_ms is not None else top_ms for p in probes])
-            ax.errorbar(
-                rate,
-                p99,
-                yerr=[np.clip(p99 - lower, 0.0, None), np.clip(upper - p99, 0.0, None)],
-                fmt="o",
-                color=colour,
-                capsize=3,
-                label=t("fs_p99", lang, verdict=t(f"sv_{verdict}", lang)),
-            )
-            p50 = [p.p50_ms for p in probes]
-            ax.scatter(rate, [np.nan if v is None else v for v in p50], marker="x", color=colour, s=18)
+            yerr = [np.clip(p99 - lower, 0.0, None), np.clip(upper - p99, 0.0, None)]
+            label = t("fs_p99", lang, verdict=t(f"sv_{verdict}", lang))
+            ax.errorbar(rate, p99, yerr=yerr, fmt="o", color=colour, capsize=3, label=label)
+            p50 = np.array([p.p50_ms for p in probes], dtype=float)  # None: NaN
+            ax.scatter(rate, p50, marker="x", color=colour, s=18)
         low, high = record.uncertainty_rps
         if low is not None and high is not None:
             span = t("search_span", lang, low=f"{low:g}", high=f"{high:g}").lstrip("，, ")
@@ -194,18 +172,8 @@ def search_figure(record: SearchRecord, lang: str) -> str:
                 ax.annotate(str(i), (p.rate, p.p99_ms), fontsize=7, xytext=(3, 3), textcoords="offset points")
         ax.axhline(record.slo_p99_ms, color="k", linestyle="--", linewidth=1, label=t("fs_slo", lang))
         if record.answer_rps is not None:
-            ax.axvline(
-                record.answer_rps,
-                color="#4c72b0",
-                linewidth=1.5,
-                label=t("fs_answer", lang, rps=f"{record.answer_rps:g}"),
-            )
+            answer = t("fs_answer", lang, rps=f"{record.answer_rps:g}")
+            ax.axvline(record.answer_rps, color="#4c72b0", linewidth=1.5, label=answer)
         log_scale(ax, "y")
-        ax.set_xlabel(t("fs_xlabel", lang))
-        ax.set_ylabel(t("fs_ylabel", lang))
-        ax.set_title(
-            f"{t('fig_search', lang)} · {t('fs_interval', lang, confidence=f'{record.confidence:.0%}')}"
-        )
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        return to_data_uri(fig)
+        title = f"{t('fig_search', lang)} · {t('fs_interval', lang, confidence=f'{record.confidence:.0%}')}"
+        return finish(fig, ax, title, t("fs_xlabel", lang), t("fs_ylabel", lang), 7)

@@ -1,11 +1,10 @@
 """Cells of the run report's per-step tables: shares capped at 100% (measured value kept), missing as n/a.
 
-A busy share (device utilisation, the inference worker's busy fraction, a stage's share of
-latency) cannot truly exceed 100%, yet a busy fraction summed over worker threads, or sampled
-over a window slightly shorter than the step, can read 102%. Printed raw it reads as an
-over-loaded device; so a table shows 100% with a mark, and the note under the table gives the
-measured value. Process CPU (generator, service) is a percentage of one core, where 250% means
-two and a half cores: it is a real figure above 100 and is never capped.
+A busy share (device utilisation, the inference worker's busy fraction, a stage's share of latency) cannot
+truly exceed 100%, yet a busy fraction summed over worker threads, or sampled over a window slightly shorter
+than the step, can read 102%. Printed raw it reads as an over-loaded device; so a table shows 100% with a
+mark, and the note under the table gives the measured value. Process CPU (generator, service) is a percentage
+of one core, where 250% means two and a half cores: it is a real figure above 100 and is never capped.
 """
 
 from __future__ import annotations
@@ -21,16 +20,10 @@ from reports.render import num, pair
 CAP_PCT = 100.0
 CAPPED_MARK = "*"
 # Evidence keys that are shares of a whole (capped); the others are process CPU in % of one core.
-SHARE_KEYS: frozenset[str] = frozenset(
-    {
-        "device_busy_pct",
-        "host_cpu_pct",
-        "queue_share_pct",
-        "tokenise_share_pct",
-        "compute_share_pct",
-        "client_network_share_pct",
-    }
-)
+SHARE_KEYS: frozenset[str] = frozenset({
+    "device_busy_pct", "host_cpu_pct", "queue_share_pct", "tokenise_share_pct", "compute_share_pct",
+    "client_network_share_pct",
+})  # fmt: skip
 
 
 def figure(value: float | None, digits: int = 1) -> str:
@@ -109,9 +102,7 @@ def telemetry_rows(summary: RunSummary) -> tuple[list[TelemetryRow], list[Capped
     for step in summary.steps:
         label = step.stats.label
         m: TelemetryStats = step.telemetry
-        generator_cpu = m.generator_cpu_mean_pct
-        if generator_cpu is None:
-            generator_cpu = summary.generator_cpu.mean_pct
+        cpu = m.generator_cpu_mean_pct  # the load generator's; the run's own when the step has none
         rows.append(
             TelemetryRow(
                 step=label,
@@ -124,7 +115,7 @@ def telemetry_rows(summary: RunSummary) -> tuple[list[TelemetryRow], list[Capped
                 power_mean=figure(m.power_mean_w),
                 power_total=figure(m.power_total_mean_w),
                 mem_used=pair(figure(m.mem_used_max_mb, 0), figure(m.mem_max_pct), "%"),
-                generator_cpu=figure(generator_cpu),
+                generator_cpu=figure(summary.generator_cpu.mean_pct if cpu is None else cpu),
                 service_cpu=figure(m.service_cpu_mean_pct),
                 service_busy=pair(
                     shares.cell(m.service_busy_mean_pct, label, "cap_service_busy"),

@@ -25,10 +25,7 @@ def field(obj: Any, name: str, default: Any = None) -> Any:
 
 def goodput(stats: Any) -> float:
     """Successful requests per second of a step (goodput), whatever the summary's vintage."""
-    value = field(stats, "goodput_qps")
-    if value is None:
-        value = field(stats, "ok_qps", field(stats, "qps", 0.0))
-    return float(value)
+    return float(field(stats, "goodput_qps", field(stats, "ok_qps", field(stats, "qps", 0.0))))
 
 
 class Energy(BaseModel):
@@ -70,10 +67,8 @@ def headline(summary: RunSummary, bottlenecks: list[Bottleneck]) -> Headline:
     by_index = {s.stats.index: s for s in summary.steps}
     best = by_index.get(cap.max_step_index) if cap.max_step_index is not None else None
     peak = max(summary.steps, key=lambda s: goodput(s.stats), default=None)
-    serving = [str(d) for d in field(summary, "serving_devices", [])]
-    if not serving:
-        device = field(summary.service_info, "device")
-        serving = [str(device)] if device else []
+    device = field(summary.service_info, "device")
+    serving = [str(d) for d in field(summary, "serving_devices", [])] or ([str(device)] if device else [])
     totals = field(summary, "totals")
     n_requests = field(totals, "n_requests", sum(s.stats.n_requests for s in summary.steps))
     n_ok = field(totals, "n_ok", sum(s.stats.n_ok for s in summary.steps))
@@ -103,10 +98,8 @@ def headline(summary: RunSummary, bottlenecks: list[Bottleneck]) -> Headline:
 
 def bottlenecks(summary: RunSummary) -> list[Bottleneck]:
     cores = field(summary.host, "cpu_cores_logical")
-    return [
-        step_bottleneck(s.stats, s.telemetry, s.decomposition, int(cores) if cores else None)
-        for s in summary.steps
-    ]
+    cores = int(cores) if cores else None
+    return [step_bottleneck(s.stats, s.telemetry, s.decomposition, cores) for s in summary.steps]
 
 
 def energy(analysis: RunAnalysis) -> list[Energy]:
@@ -136,9 +129,7 @@ def energy(analysis: RunAnalysis) -> list[Energy]:
 
 def target_plan(summary: RunSummary) -> DevicePlan | None:
     """Devices for the scenario's slo.target_qps (or the plan the analysis already made)."""
-    if summary.capacity.plan is not None:
-        return summary.capacity.plan
     target = field(field(summary.scenario, "slo"), "target_qps")
-    if target is None:
-        return None
+    if summary.capacity.plan is not None or target is None:
+        return summary.capacity.plan
     return summary.capacity.plan_for(summary.devices_in_run, float(target), DEFAULT_HEADROOM)

@@ -3,7 +3,7 @@
 A reason is a code and its parameters (`Reason`); a parameter may itself be a reason (a gate line quotes
 the change, which may quote why it has no verdict). The English text, kept in the comparison's JSON,
 JUnit and console lines, is rendered here; the reports render the same codes in their own language
-(reports/i18n_compare.py, keys `cr_<code>`), so a zh report says every line in Chinese.
+(reports/i18n.py, keys `cr_<code>`), so a zh report says every line in Chinese.
 """
 
 from __future__ import annotations

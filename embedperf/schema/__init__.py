@@ -1,8 +1,9 @@
 """The run folder: the one contract every stage (load, collectors, analysis, reports) reads and writes.
 
 Writers and readers import this package; nothing else knows file names or column sets. Its parts:
-request_row (the typed request record and its Arrow schema), tables (telemetry row schema, canonical metrics, Parquet compaction), manifest (the typed
-manifest.json), upgrade (reading version-1 manifests), folder (run ids, paths, reading and writing).
+request_row (the typed request record and its Arrow schema), tables (telemetry row schema, canonical
+metrics, Parquet compaction), manifest (the typed manifest.json), upgrade (reading version-1
+manifests), folder (run ids, paths, reading and writing).
 """
 
 from embedperf.schema.folder import (
@@ -27,7 +28,6 @@ from embedperf.schema.manifest import (
     GeneratorWorker,
     HostInfo,
     Manifest,
-    ServiceDevice,
     ServiceInfo,
     ServingDevices,
     ServingRule,
@@ -49,62 +49,18 @@ from embedperf.schema.tables import (
     SERVER_TIMING_COLUMNS,
     TELEMETRY_COLUMNS,
     TELEMETRY_SCHEMA,
-    TELEMETRY_SORT_KEYS,
-    TELEMETRY_SOURCES,
     TelemetrySample,
-    TelemetrySource,
     compact_parts,
     empty_request_row,
-    read_parts,
 )
-from embedperf.schema.upgrade import upgrade_v1
 
 __all__ = [
-    "RequestRow",
-    "SCHEMA_VERSION",
-    "REQUEST_SCHEMA",
-    "REQUEST_COLUMNS",
-    "SERVER_TIMING_COLUMNS",
-    "BATCH_SIZE_HEADER",
-    "BATCH_TOKENS_HEADER",
-    "REQUEST_ID_HEADER",
-    "SERVED_MODEL_HEADER",
-    "TELEMETRY_SCHEMA",
-    "TELEMETRY_COLUMNS",
-    "TelemetrySource",
-    "TELEMETRY_SOURCES",
-    "CANONICAL_METRICS",
-    "TelemetrySample",
-    "REQUEST_SORT_KEYS",
-    "TELEMETRY_SORT_KEYS",
-    "read_parts",
-    "compact_parts",
-    "empty_request_row",
-    "StageRecord",
-    "StepEnding",
-    "CollectorStatus",
-    "GeneratorCpu",
-    "GeneratorWorker",
-    "HostInfo",
-    "ServiceDevice",
-    "ServiceInfo",
-    "ServingRule",
-    "ServingDevices",
-    "AgentRecord",
-    "Manifest",
-    "new_manifest",
-    "upgrade_v1",
-    "RUN_ID_RE",
-    "make_run_id",
-    "RunFolder",
-    "new_run_folder",
-    "open_run_folder",
-    "latest_run_folder",
-    "resolve_run_folder",
-    "write_manifest",
-    "read_manifest",
-    "read_requests_table",
-    "read_telemetry_table",
-    "write_requests_parquet",
-    "write_telemetry_parquet",
-]
+    "RequestRow", "SCHEMA_VERSION", "REQUEST_SCHEMA", "REQUEST_COLUMNS", "SERVER_TIMING_COLUMNS",
+    "BATCH_SIZE_HEADER", "BATCH_TOKENS_HEADER", "REQUEST_ID_HEADER", "SERVED_MODEL_HEADER",
+    "TELEMETRY_SCHEMA", "TELEMETRY_COLUMNS", "CANONICAL_METRICS", "TelemetrySample", "REQUEST_SORT_KEYS",
+    "compact_parts", "empty_request_row", "StageRecord", "StepEnding", "CollectorStatus", "GeneratorCpu",
+    "GeneratorWorker", "HostInfo", "ServiceInfo", "ServingRule", "ServingDevices", "AgentRecord",
+    "Manifest", "new_manifest", "RUN_ID_RE", "make_run_id", "RunFolder", "new_run_folder",
+    "open_run_folder", "latest_run_folder", "resolve_run_folder", "write_manifest", "read_manifest",
+    "read_requests_table", "read_telemetry_table", "write_requests_parquet", "write_telemetry_parquet",
+]  # fmt: skip

@@ -14,27 +14,32 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from embedperf.errors import RunFolderError
+from embedperf.files import write_atomically
 from embedperf.schema.manifest import Manifest
 from embedperf.schema.tables import REQUEST_SCHEMA, SCHEMA_VERSION, TELEMETRY_SCHEMA, read_parts
 
-# --------------------------------------------------------------------------------------------
 # Paths
-# --------------------------------------------------------------------------------------------
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.-]+$")
 
 
 def make_run_id(scenario: str, label: str = "", now: datetime | None = None) -> str:
     """`<UTC yyyymmddThhmmssZ>-<scenario>[-<label>]`, safe as a folder name."""
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
-    parts = [stamp, _slug(scenario)]
-    if label:
-        parts.append(_slug(label))
-    return "-".join(parts)
+    return "-".join([stamp, _slug(scenario), *([_slug(label)] if label else [])])
 
 
 def _slug(text: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9_.]+", "_", text).strip("_")
-    return slug or "run"
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", text).strip("_") or "run"
+
+
+class _Entry:
+    """An entry of the run folder, read as an attribute: RunFolder(root).report is root/report.html."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, folder: RunFolder, owner: type[RunFolder]) -> Path:
+        return folder.root / self.name
 
 
 @dataclass(frozen=True)
@@ -42,58 +47,23 @@ class RunFolder:
     """Paths inside one run folder. Construct with the folder; nothing is created until asked."""
 
     root: Path
+    manifest = _Entry("manifest.json")
+    requests = _Entry("requests.parquet")
+    # Incremental Arrow stream parts, one file per writer; compacted into requests.parquet at the end.
+    requests_parts = _Entry("requests.parts")
+    telemetry = _Entry("telemetry.parquet")
+    telemetry_parts = _Entry("telemetry.parts")
+    collectors_status = _Entry("collectors.json")  # by `python -m collectors`; merged into the manifest
+    # By the collectors' agent pulls (clock offsets, missing seconds); merged into the manifest.
+    agents_status = _Entry("agents.json")
+    precision = _Entry("precision.json")  # a precision check of the configuration the run measured
+    locust = _Entry("locust")
+    analysis = _Entry("analysis")
+    report = _Entry("report.html")
 
     @property
     def run_id(self) -> str:
         return self.root.name
-
-    @property
-    def manifest(self) -> Path:
-        return self.root / "manifest.json"
-
-    @property
-    def requests(self) -> Path:
-        return self.root / "requests.parquet"
-
-    @property
-    def requests_parts(self) -> Path:
-        """Incremental Arrow stream parts, one file per writer; compacted into requests.parquet at the end."""
-        return self.root / "requests.parts"
-
-    @property
-    def telemetry(self) -> Path:
-        return self.root / "telemetry.parquet"
-
-    @property
-    def telemetry_parts(self) -> Path:
-        return self.root / "telemetry.parts"
-
-    @property
-    def collectors_status(self) -> Path:
-        """Written by `python -m collectors`; merged into the manifest by the load run."""
-        return self.root / "collectors.json"
-
-    @property
-    def agents_status(self) -> Path:
-        """Written by the collectors' agent pulls (clock offsets, missing seconds); merged into the manifest."""
-        return self.root / "agents.json"
-
-    @property
-    def precision(self) -> Path:
-        """Precision check of the configuration the run measured (embedperf precision / matrix)."""
-        return self.root / "precision.json"
-
-    @property
-    def locust(self) -> Path:
-        return self.root / "locust"
-
-    @property
-    def analysis(self) -> Path:
-        return self.root / "analysis"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report.html"
 
     def create(self) -> RunFolder:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -145,14 +115,9 @@ def resolve_run_folder(run_dir: Path | None, latest: bool, runs_dir: Path) -> Ru
     return open_run_folder(run_dir)
 
 
-# --------------------------------------------------------------------------------------------
 # Manifest I/O
-# --------------------------------------------------------------------------------------------
 def write_manifest(folder: RunFolder, manifest: Manifest) -> None:
-    """Atomic write (tmp + rename) so a reader never sees half a manifest."""
-    tmp = folder.manifest.with_suffix(".json.tmp")
-    tmp.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
-    os.replace(tmp, folder.manifest)
+    write_atomically(folder.manifest, manifest.model_dump_json(indent=2))
 
 
 def read_manifest(folder: RunFolder) -> Manifest:

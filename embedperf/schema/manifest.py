@@ -12,13 +12,14 @@ from embedperf.schema.upgrade import upgrade_v1
 from scenarios.models import Health, Scenario, Slo, Target
 
 
-# --------------------------------------------------------------------------------------------
-# Manifest
-# --------------------------------------------------------------------------------------------
-class StepEnding(BaseModel):
-    """Why an adaptive step (scenario steps.until) ended, and the P99 interval it had then."""
+class _Strict(BaseModel):
+    """A record embedperf writes itself: an unknown key is a writer's bug, refused on read."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class StepEnding(_Strict):
+    """Why an adaptive step (scenario steps.until) ended, and the P99 interval it had then."""
 
     reason: Literal["converged", "max_time"]
     target_rel_width: float = Field(description="The steps.until.p99_rel_width it aimed for.")
@@ -36,25 +37,23 @@ class StepEnding(BaseModel):
         return self.reason == "converged"
 
 
-class StageRecord(BaseModel):
+class StageRecord(_Strict):
     """Real boundaries of one load stage, as it happened (not as planned)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     index: int
     label: str
-    users: int | None = None
-    rate: float | None = None
+    users: int | None = Field(default=None, description="Closed loop: the users it held.")
+    rate: float | None = Field(
+        default=None, description="Open loop: the rate it offered, in requests per second."
+    )
     start_unix_s: float
     end_unix_s: float | None = None
     warmup_s: float = Field(0.0, description="Seconds at the start of the stage the analysis trims.")
     ending: StepEnding | None = Field(default=None, description="Adaptive steps only: why the step ended.")
 
 
-class CollectorStatus(BaseModel):
+class CollectorStatus(_Strict):
     """Outcome of one telemetry source during the run."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str
     status: Literal["ok", "skipped", "failed", "partial"]
@@ -63,10 +62,8 @@ class CollectorStatus(BaseModel):
     events: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class GeneratorCpu(BaseModel):
+class GeneratorCpu(_Strict):
     """The load generator's own CPU: on a shared host it competes with the service."""
-
-    model_config = ConfigDict(extra="forbid")
 
     mean_pct: float | None = None
     max_pct: float | None = None
@@ -76,10 +73,8 @@ class GeneratorCpu(BaseModel):
     note: str = ""
 
 
-class GeneratorWorker(BaseModel):
+class GeneratorWorker(_Strict):
     """One worker of a distributed load generator, as the master saw it (loadgen.lifecycle.worker_book)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     worker: str = Field(description="The worker's name in the request rows' `worker` column.")
     rows: int = Field(0, description="Request rows it forwarded.")
@@ -95,10 +90,8 @@ class GeneratorWorker(BaseModel):
     )
 
 
-class HostInfo(BaseModel):
+class HostInfo(_Strict):
     """The machine that generated the load; comparisons warn when it differs between runs."""
-
-    model_config = ConfigDict(extra="forbid")
 
     hostname: str = ""
     os: str = ""
@@ -157,10 +150,8 @@ class ServiceInfo(BaseModel):
 ServingRule = Literal["explicit", "service_info", "busy", "none"]
 
 
-class ServingDevices(BaseModel):
+class ServingDevices(_Strict):
     """Which accelerator indices serve the target and by which rule (explicit > /info > busy under load)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     rule: ServingRule = "none"
     indices: list[int] = Field(
@@ -168,10 +159,8 @@ class ServingDevices(BaseModel):
     )
 
 
-class AgentRecord(BaseModel):
+class AgentRecord(_Strict):
     """One `embedperf agent` the run pulled telemetry from, with the clock offset to it."""
-
-    model_config = ConfigDict(extra="forbid")
 
     url: str
     host: str = ""
@@ -232,16 +221,13 @@ class Manifest(BaseModel):
             return data
         if int(data.get("schema_version", SCHEMA_VERSION)) < 2:
             data = upgrade_v1(data, HostInfo)
-        if (
-            isinstance(data.get("scenario"), dict | Scenario)
-            and not {"target", "slo", "health"} <= data.keys()
-        ):
+        embedded = isinstance(data.get("scenario"), dict | Scenario)
+        if embedded and not {"target", "slo", "health"} <= data.keys():
             scenario = Scenario.model_validate(data["scenario"])
             data = {"slo": scenario.slo, "health": scenario.health, **data}
-        if "target" not in data and isinstance(data.get("scenario"), dict | Scenario):
-            scenario = Scenario.model_validate(data["scenario"])
-            base_url, path = _split_target_url(str(data.get("target_url") or ""), scenario.target)
-            data = {**data, "target": scenario.target.model_copy(update={"base_url": base_url, "path": path})}
+            if "target" not in data:
+                base_url, path = _split_target_url(str(data.get("target_url") or ""), scenario.target)
+                data["target"] = scenario.target.model_copy(update={"base_url": base_url, "path": path})
         return data
 
 

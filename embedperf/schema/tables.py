@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 
@@ -17,10 +17,7 @@ from embedperf.schema.request_row import REQUEST_COLUMNS, REQUEST_SCHEMA
 # CSV parts alike), and an older reader leaves a column it does not know unread.
 SCHEMA_VERSION = 2
 
-# --------------------------------------------------------------------------------------------
-# Request rows: one per request, kept raw; the record and its schema live in request_row.
-# --------------------------------------------------------------------------------------------
-
+# Request rows (one per request, kept raw; the record and its schema live in request_row):
 # Server-Timing metric name -> request column.
 SERVER_TIMING_COLUMNS: Mapping[str, str] = {
     "queue": "srv_queue_ms",
@@ -34,66 +31,33 @@ BATCH_TOKENS_HEADER = "X-Batch-Tokens"
 REQUEST_ID_HEADER = "X-Request-ID"  # sent with every request; the service echoes it and logs it
 SERVED_MODEL_HEADER = "X-Served-Model"  # the model that produced an answer's vectors (main or fallback)
 
-# --------------------------------------------------------------------------------------------
-# Telemetry rows: long format, one row per sample.
-# --------------------------------------------------------------------------------------------
-TELEMETRY_SCHEMA = pa.schema(
-    [
-        ("ts_unix_s", pa.float64()),
-        ("host", pa.string()),
-        ("source", pa.string()),
-        ("device", pa.string()),
-        ("metric", pa.string()),
-        ("value", pa.float64()),
-    ]
-)
-TELEMETRY_COLUMNS: tuple[str, ...] = tuple(TELEMETRY_SCHEMA.names)
-
-TelemetrySource = Literal["npu_smi", "nvml", "psutil", "service", "prometheus"]
-TELEMETRY_SOURCES: tuple[str, ...] = ("npu_smi", "nvml", "psutil", "service", "prometheus")
-
 # Canonical metric names, unit in the name. A value a device does not report is absent, never 0.
-CANONICAL_METRICS: frozenset[str] = frozenset(
-    {
-        "device_util_pct",
-        "aicore_util_pct",
-        "vector_util_pct",
-        "aicpu_util_pct",
-        "ctrlcpu_util_pct",
-        "mem_bw_util_pct",
-        "mem_util_pct",
-        "mem_used_mb",
-        "mem_total_mb",
-        "temp_c",
-        "power_w",
-        "clock_mhz",
-        "cpu_util_pct",
-        "rss_mb",
-        "queue_depth",
-        "busy_frac",
-        "request_rate_qps",
-        "batch_size_mean",
-        "tokens_per_s",
-        "cache_hit_ratio",
-    }
-)
+CANONICAL_METRICS: frozenset[str] = frozenset({
+    "device_util_pct", "aicore_util_pct", "vector_util_pct", "aicpu_util_pct", "ctrlcpu_util_pct",
+    "mem_bw_util_pct", "mem_util_pct", "mem_used_mb", "mem_total_mb", "temp_c", "power_w", "clock_mhz",
+    "cpu_util_pct", "rss_mb", "queue_depth", "busy_frac", "request_rate_qps", "batch_size_mean",
+    "tokens_per_s", "cache_hit_ratio",
+})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class TelemetrySample:
-    """One telemetry row; collectors produce these, `TelemetryWriter` stores them."""
+    """One telemetry row (long format, one row per sample); collectors produce these, `TelemetryWriter`
+    stores them, and TELEMETRY_SCHEMA is derived from its fields."""
 
     ts_unix_s: float
     host: str
-    source: str
+    source: str  # npu_smi | nvml | psutil | service | prometheus
     device: str
     metric: str
     value: float
 
 
-# --------------------------------------------------------------------------------------------
+_ARROW_TYPES: Mapping[str, pa.DataType] = {"float": pa.float64(), "str": pa.string()}
+TELEMETRY_SCHEMA = pa.schema([(f.name, _ARROW_TYPES[str(f.type)]) for f in fields(TelemetrySample)])
+TELEMETRY_COLUMNS: tuple[str, ...] = tuple(TELEMETRY_SCHEMA.names)
+
 # Row tables: incremental Arrow parts -> one Parquet file, sorted so a step or a window reads alone
-# --------------------------------------------------------------------------------------------
 REQUEST_SORT_KEYS: tuple[str, ...] = ("stage_index", "t_sent_unix_s")
 TELEMETRY_SORT_KEYS: tuple[str, ...] = ("ts_unix_s",)
 

@@ -16,53 +16,38 @@ def _v1_scenario(raw: dict[str, Any], stages: list[Any], kind: str | None) -> di
         return Scenario.model_validate(raw).model_dump(mode="json")
     except ValidationError:
         pass
-    scenario_kind = raw.get("kind") if raw.get("kind") in SCENARIO_KINDS else None
-    if scenario_kind is None:
-        scenario_kind = "openloop" if kind == "open_loop" else "ramp"
+    fallback_kind = "openloop" if kind == "open_loop" else "ramp"
+    scenario_kind = raw.get("kind") if raw.get("kind") in SCENARIO_KINDS else fallback_kind
+    load_key, load_default = ("rate", 1.0) if scenario_kind == "openloop" else ("users", 1)
     steps = []
     for stage in stages:
         st = dict(stage) if isinstance(stage, dict) else stage.model_dump()
         end = st.get("end_unix_s")
         duration_s = max(float(end) - float(st["start_unix_s"]), 1.0) if end is not None else 1.0
-        step: dict[str, Any] = {"label": st.get("label", ""), "duration_s": duration_s}
-        step["warmup_s"] = min(float(st.get("warmup_s") or 0.0), duration_s / 2)
-        if scenario_kind == "openloop":
-            step["rate"] = st.get("rate") or 1.0
-        else:
-            step["users"] = st.get("users") or 1
-        steps.append(step)
-    if not steps:
-        steps = [
-            {"duration_s": 1.0, "rate": 1.0}
-            if scenario_kind == "openloop"
-            else {"duration_s": 1.0, "users": 1}
-        ]
+        warmup_s = min(float(st.get("warmup_s") or 0.0), duration_s / 2)
+        step = {"label": st.get("label", ""), "duration_s": duration_s, "warmup_s": warmup_s}
+        steps.append(step | {load_key: st.get(load_key) or load_default})
+    steps = steps or [{"duration_s": 1.0, load_key: load_default}]
     return {"name": str(raw.get("name") or "unknown"), "kind": scenario_kind, "steps": steps}
 
 
-_V1_HEALTH_KEYS: dict[str, tuple[str, float]] = {
-    "temp_max_c": ("max_device_temp_c", 1.0),
-    "mem_max_pct": ("max_device_mem_pct", 1.0),
-    "error_rate_max": ("max_error_rate_pct", 100.0),
-    "mean_latency_max_ms": ("max_mean_latency_ms", 1.0),
+# A version-1 name -> the current one; _V1_SCALES: the factor a value takes where the unit changed too.
+_V1_HEALTH_KEYS: dict[str, str] = {
+    "temp_max_c": "max_device_temp_c",
+    "mem_max_pct": "max_device_mem_pct",
+    "error_rate_max": "max_error_rate_pct",
+    "mean_latency_max_ms": "max_mean_latency_ms",
 }
-_V1_HOST_KEYS: dict[str, tuple[str, float]] = {
-    "cpu": ("cpu_model", 1.0),
-    "cores": ("cpu_cores_logical", 1.0),
-    "memory_gb": ("mem_total_mb", 1024.0),
-}
+_V1_HOST_KEYS = {"cpu": "cpu_model", "cores": "cpu_cores_logical", "memory_gb": "mem_total_mb"}
+_V1_SCALES: dict[str, float] = {"error_rate_max": 100.0, "memory_gb": 1024.0}  # a fraction -> %, GB -> MB
 
 
-def _renamed(
-    raw: dict[str, Any], renames: dict[str, tuple[str, float]], model: type[BaseModel]
-) -> dict[str, Any]:
+def _renamed(raw: dict[str, Any], renames: dict[str, str], model: type[BaseModel]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key in renames:
-            new_key, factor = renames[key]
-            out.setdefault(
-                new_key, value * factor if isinstance(value, int | float) and factor != 1.0 else value
-            )
+            scale = _V1_SCALES.get(key)
+            out.setdefault(renames[key], value * scale if scale and isinstance(value, int | float) else value)
         elif key in model.model_fields:
             out[key] = value
     return out

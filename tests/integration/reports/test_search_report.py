@@ -16,7 +16,7 @@ from analysis.compare.quality_gate import QualityGate, QualityStep
 from analysis.model.lengths import LengthBin
 from decisions.search.state import SearchRecord
 from embedperf.schema import Manifest, RunFolder, read_manifest, write_manifest
-from reports import search_section
+from reports import figures, search_section
 from reports.build import build_report
 from reports.i18n import CATALOGUE
 from reports.render import render
@@ -159,7 +159,7 @@ def test_the_search_figure_draws_every_probe_interval_the_slo_and_the_answer(
 ) -> None:
     record = search_record()
     drawn: list[Figure] = []
-    monkeypatch.setattr(search_section, "to_data_uri", lambda fig: drawn.append(fig) or "data:")
+    monkeypatch.setattr(figures, "to_data_uri", lambda fig: drawn.append(fig) or "data:")
     search_section.search_figure(record, "en")
     (ax,) = drawn[0].axes
     bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]

@@ -13,8 +13,8 @@ from analysis.compare.reasons import Reason, reason
 from analysis.run.summary import _slo_verdict
 from decisions.canary_verdict import final_verdict
 from decisions.search.stats import ProbeMeasurement, judge
-from embedperf.verdicts import VERDICT_TEXT, change_verdict, verdict_text
-from reports.i18n import CATALOGUE
+from embedperf.verdicts import change_verdict
+from reports.i18n import CATALOGUE, VERDICT_TEXT
 from scenarios.canary_models import Canary
 from scenarios.models import Search, Slo
 from study.matrix.report import merge_verdicts
@@ -104,5 +104,4 @@ def test_the_two_words_read_differently_in_both_languages(lang: int) -> None:
     # the reports read the same texts as the vocabulary
     for word in ("better", "worse", "no_difference", "no_verdict"):
         assert CATALOGUE[word][lang] == VERDICT_TEXT[word][lang]
-    assert verdict_text("no_verdict", "zh") == VERDICT_TEXT["no_verdict"][1]
     assert "no_sig" not in CATALOGUE

@@ -21,7 +21,7 @@ from tests.golden.builders import search_record
 from tests.golden.fixtures import golden_copy
 
 TOLERANCE_PX = 1.0
-MODULES = (figures, compare_build, search_section)
+MODULES = (figures, compare_build)  # search_section's figure is encoded by figures.finish
 
 
 @pytest.fixture(scope="module")

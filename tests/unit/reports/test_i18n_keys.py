@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import tomllib
 import typing
 from pathlib import Path
 
 import reports
+from analysis.compare.reasons import REASONS as COMPARE_REASONS
 from decisions.search.state import NOTES, REASONS, Phase, SearchStatus, Verdict
-from reports.i18n import CATALOGUE
+from reports.i18n import CATALOGUE, REASON_PHRASES, VERDICT_TEXT
 
 ROOT = Path(reports.__file__).parent
 LITERAL = re.compile(r"""\b_\(\s*'([A-Za-z0-9_/]+)'\s*[,)]""")
@@ -59,3 +61,15 @@ def test_every_search_phase_verdict_status_reason_and_note_is_translated() -> No
 def test_the_chinese_of_every_key_uses_the_same_parameters() -> None:
     names = re.compile(r"\{(\w+)")
     assert [k for k, (en, zh) in CATALOGUE.items() if set(names.findall(en)) != set(names.findall(zh))] == []
+
+
+def test_every_key_of_the_catalogue_file_is_loaded_with_two_texts() -> None:
+    text = (ROOT / "templates" / "i18n.toml").read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    keys = [line for line in text.splitlines() if re.match(r'^("[^"]+"|[\w+-]+) = ', line)]
+    assert len(keys) == sum(len(table) for table in data.values()) == 640
+    assert len(REASON_PHRASES) == len(data["reason_phrases"]) == 21
+    assert len(VERDICT_TEXT) == len(data["verdicts"]) == 11
+    # the file's strings, the verdict words under 8 report keys, the comparison's reasons (cr_<code>)
+    assert len(CATALOGUE) == len(data["strings"]) + 8 + len(COMPARE_REASONS) == 616
+    assert all(isinstance(en, str) and isinstance(zh, str) for en, zh in CATALOGUE.values())
