@@ -16,6 +16,7 @@ from embedperf.options import add_shared_option
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 from scenarios.loader import add_override_option, load_scenario, parse_overrides
 from scenarios.until_models import Until
+from study.options import study_parser
 from study.sweep.grid import SweepTable
 from study.sweep.report import SUMMARY_FILE, build_sweep_report
 from study.sweep.runner import check_spec, run_sweep
@@ -41,23 +42,18 @@ def _ints(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="embedperf sweep",
-        description="Request-shape grid: inputs per request x users (x tokens per input), each cell a short adaptive step; "
+    parser = study_parser(
+        "embedperf sweep",
+        "Request-shape grid: inputs per request x users (x tokens per input), each cell a short adaptive step; "
         "heatmaps of embeddings/s and P99 with the best cell under the SLO. Exit 0: a cell meets the SLO; 1: none; 2: usage.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        EPILOG,
     )
     target = parser.add_mutually_exclusive_group()
-    target.add_argument(
-        "--host", default=None, help="target base URL (default: the scenario's target.base_url)"
-    )
+    target.add_argument("--host", help="target base URL (default: the scenario's target.base_url)")
     target.add_argument(
         "--serve", action="store_true", help="start the reference service for the sweep, stop it after"
     )
-    target.add_argument(
-        "--report-only", type=Path, default=None, metavar="SWEEP_DIR", help="rebuild a sweep's report"
-    )
+    target.add_argument("--report-only", type=Path, metavar="SWEEP_DIR", help="rebuild a sweep's report")
     parser.add_argument(
         "--scenario", default="ramp", help="closed-loop scenario the cells use (default ramp)"
     )
