@@ -21,7 +21,7 @@ from study.reference_vectors import fp32_reference_vectors
 from study.vectors import cosine_per_text
 from study.verify.target import TargetClient, embeddings_of
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, LayerResult, judged
+from study.verify.verdict import Check, CheckStatus, LayerResult, judged
 
 ENCODE_BATCH = 8
 WORST_SHOWN = 3
@@ -60,48 +60,29 @@ def validation_checks(client: TargetClient) -> tuple[list[Check], list[list[floa
     checks: list[Check] = []
     vectors: list[list[float]] = []
     for case in validation_cases():
-        name = case.endpoint.split(":", 1)[-1]
+        name = f"{case.endpoint.split(':', 1)[-1]} ({case.input_chars:,} characters)"
         answer = client.embed(case.inputs)
-        chars = f"{case.input_chars:,} characters"
         if case.expect_failure:
             refused = 400 <= answer.status < 500
+            note = "" if refused else "an empty input must be refused as the client's error"
+            status: CheckStatus = "pass" if refused else "fail"
             checks.append(
-                Check(
-                    name=f"{name} ({chars})",
-                    status="pass" if refused else "fail",
-                    measured=f"{answer.describe()}",
-                    limit="a 4xx refusal",
-                    note="" if refused else "an empty input must be refused as the client's error",
-                )
+                Check(name=name, status=status, measured=answer.describe(), limit="a 4xx refusal", note=note)
             )
             continue
         got = embeddings_of(answer) if answer.ok else None
         if got is not None and len(got) == len(case.inputs):
             vectors += got
-            checks.append(
-                Check(name=f"{name} ({chars})", status="pass", measured=f"HTTP 200, {len(got[0])} dims")
-            )
+            checks.append(Check(name=name, status="pass", measured=f"HTTP 200, {len(got[0])} dims"))
         elif answer.ok:
             checks.append(
-                Check(
-                    name=f"{name} ({chars})",
-                    status="fail",
-                    measured="HTTP 200 without one embedding per input",
-                )
+                Check(name=name, status="fail", measured="HTTP 200 without one embedding per input")
             )
         elif 400 <= answer.status < 500 and case.input_chars > 1000:
-            checks.append(
-                Check(
-                    name=f"{name} ({chars})",
-                    status="warn",
-                    measured=answer.describe(),
-                    note="the target refuses long texts: clients must split them (a truncating target answers 200)",
-                )
-            )
+            note = "the target refuses long texts: clients must split them (a truncating target answers 200)"
+            checks.append(Check(name=name, status="warn", measured=answer.describe(), note=note))
         else:
-            checks.append(
-                Check(name=f"{name} ({chars})", status="fail", measured=answer.describe(), limit="HTTP 200")
-            )
+            checks.append(Check(name=name, status="fail", measured=answer.describe(), limit="HTTP 200"))
     return checks, vectors
 
 

@@ -20,6 +20,7 @@ from embedperf.errors import RunFolderError, TargetError
 from embedperf.schema import RunFolder, read_telemetry_table
 from loadgen.cli.runner import run_scenario_outcome
 from loadgen.lifecycle.verdict import EXIT_INCOMPLETE, EXIT_USAGE
+from study.verify.thresholds import VerifyThresholds
 from study.verify.verdict import Check
 
 RUN_MARGIN_S = 120.0  # beyond the planned length: start-up, drains and collectors
@@ -90,6 +91,12 @@ def _per_second(ts_s: np.ndarray, values: np.ndarray, reduce: str) -> tuple[np.n
         np.add.at(out, inverse, values)
         out /= np.bincount(inverse)
     return keys, out
+
+
+def throttling_checks(folder: RunFolder, thresholds: VerifyThresholds) -> list[Check]:
+    """The throttling check when the run has both series (throttling_check)."""
+    check = throttling_check(folder, thresholds.throttle_temp_rise_c, thresholds.throttle_clock_drop_pct)
+    return [check] if check is not None else []
 
 
 def throttling_check(folder: RunFolder, temp_rise_c: float, clock_drop_pct: float) -> Check | None:

@@ -16,13 +16,14 @@ from analysis.run.summary import RunAnalysis, StepReport
 from decisions.search.state import COUNT_MARGIN, SearchRecord, read_search
 from embedperf.errors import RunFolderError
 from scenarios.loader import load_scenario
-from study.verify.load import LoadOptions, run_and_analyse, throttling_check
+from study.verify.load import LoadOptions, run_and_analyse, throttling_checks
 from study.verify.thresholds import VerifyThresholds
 from study.verify.verdict import Check, CheckStatus, LayerResult, judged
 
 NO_DEVICE_NOTE = (
     "no serving-device telemetry (a CPU target, or pass --agent / --devices for the service host)"
 )
+UTILISATION = "serving-device utilisation"
 
 
 def search_overrides(thresholds: VerifyThresholds) -> dict[str, str]:
@@ -48,38 +49,24 @@ def search_overrides(thresholds: VerifyThresholds) -> dict[str, str]:
 
 def capacity_check(record: SearchRecord, thresholds: VerifyThresholds) -> Check:
     """The answer against the target: pass with headroom, warn without it, fail below the target."""
-    answer = record.answer_rps
-    limit_text = f"P99 <= {record.slo_p99_ms:g} ms, errors <= {record.error_budget_pct:g}%"
+    answer, name = record.answer_rps, "capacity at the SLO"
+    limit = f"P99 <= {record.slo_p99_ms:g} ms, errors <= {record.error_budget_pct:g}%"
     if answer is None:
-        return Check(
-            name="capacity at the SLO",
-            status="fail",
-            measured=f"no probed rate meets it ({record.status}: {record.note})",
-            limit=limit_text,
-        )
+        measured = f"no probed rate meets it ({record.status}: {record.note})"
+        return Check(name=name, status="fail", measured=measured, limit=limit)
     measured = f"{answer:g} req/s ({record.status})"
     target, needed = thresholds.target_qps, thresholds.capacity_needed_qps
     if target is None or needed is None:
-        return Check(
-            name="capacity at the SLO",
-            status="warn",
-            measured=measured,
-            limit=limit_text,
-            note="no --target-qps: the capacity is shown, not judged",
-        )
+        note = "no --target-qps: the capacity is shown, not judged"
+        return Check(name=name, status="warn", measured=measured, limit=limit, note=note)
     status: CheckStatus = "pass" if answer >= needed * (1 - 1e-9) else "warn" if answer >= target else "fail"
     note = {
         "pass": "",
         "warn": f"meets {target:g} req/s without the {thresholds.headroom_pct:g}% headroom",
         "fail": f"below the target {target:g} req/s",
     }[status]
-    return Check(
-        name="capacity at the SLO",
-        status=status,
-        measured=measured,
-        limit=f">= {needed:g} req/s (target {target:g} + {thresholds.headroom_pct:g}%) at {limit_text}",
-        note=note,
-    )
+    limit = f">= {needed:g} req/s (target {target:g} + {thresholds.headroom_pct:g}%) at {limit}"
+    return Check(name=name, status=status, measured=measured, limit=limit, note=note)
 
 
 def answer_step(record: SearchRecord, analysis: RunAnalysis) -> StepReport | None:
@@ -160,15 +147,11 @@ def device_checks(
     }
     checks: list[Check] = []
     if tel.device_util_mean_pct is None:
-        checks.append(
-            Check(
-                name="serving-device utilisation", status="warn", measured="not measured", note=NO_DEVICE_NOTE
-            )
-        )
+        checks.append(Check(name=UTILISATION, status="warn", measured="not measured", note=NO_DEVICE_NOTE))
     elif thresholds.min_device_util_pct > 0:
         checks.append(
             Check(
-                name="serving-device utilisation",
+                name=UTILISATION,
                 status="pass" if tel.device_util_mean_pct >= thresholds.min_device_util_pct else "fail",
                 measured=f"{tel.device_util_mean_pct:.1f}% mean at the answer",
                 limit=f">= {thresholds.min_device_util_pct:g}%",
@@ -183,32 +166,21 @@ def device_checks(
                 limit=f"<= {thresholds.max_mem_bw_util_pct:g}% (not saturated)",
             )
         )
-    temps = [s.telemetry.temp_max_c for s in analysis.summary.steps if s.telemetry.temp_max_c is not None]
-    if temps:
-        checks.append(
-            Check(
-                name="device temperature",
-                status="pass" if max(temps) <= thresholds.max_temp_c else "fail",
-                measured=f"{max(temps):.0f} C max over the search",
-                limit=f"<= {thresholds.max_temp_c:g} C",
+    for name, field, limit, unit in (
+        ("device temperature", "temp_max_c", thresholds.max_temp_c, " C"),
+        ("device memory", "mem_max_pct", thresholds.max_device_mem_pct, "%"),
+    ):
+        values = [v for s in analysis.summary.steps if (v := getattr(s.telemetry, field)) is not None]
+        if values:
+            checks.append(
+                Check(
+                    name=name,
+                    status="pass" if max(values) <= limit else "fail",
+                    measured=f"{max(values):.0f}{unit} max over the search",
+                    limit=f"<= {limit:g}{unit}",
+                )
             )
-        )
-    mems = [s.telemetry.mem_max_pct for s in analysis.summary.steps if s.telemetry.mem_max_pct is not None]
-    if mems:
-        checks.append(
-            Check(
-                name="device memory",
-                status="pass" if max(mems) <= thresholds.max_device_mem_pct else "fail",
-                measured=f"{max(mems):.0f}% max over the search",
-                limit=f"<= {thresholds.max_device_mem_pct:g}%",
-            )
-        )
-    throttle = throttling_check(
-        analysis.folder, thresholds.throttle_temp_rise_c, thresholds.throttle_clock_drop_pct
-    )
-    if throttle is not None:
-        checks.append(throttle)
-    return checks, evidence
+    return checks + throttling_checks(analysis.folder, thresholds), evidence
 
 
 def run_perf_layer(host: str, thresholds: VerifyThresholds, options: LoadOptions) -> LayerResult:

@@ -17,7 +17,7 @@ import yaml
 from analysis.run.summary import RunAnalysis, StepReport
 from embedperf.errors import ConfigError
 from scenarios.loader import load_scenario
-from study.verify.load import LoadOptions, run_and_analyse, throttling_check
+from study.verify.load import LoadOptions, run_and_analyse, throttling_checks
 from study.verify.target import (
     DEVICE_ERRORS,
     FALLBACK,
@@ -28,9 +28,10 @@ from study.verify.target import (
     TargetClient,
 )
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, LayerResult, judged
+from study.verify.verdict import Check, CheckStatus, LayerResult, judged
 
 SOAK_FILE = "verify-soak.yaml"
+FALLBACK_SHARE = "fallback share"
 NO_RSS_NOTE = "the service process is not on this host (or --no-collectors): its memory was not sampled"
 
 
@@ -136,23 +137,12 @@ def counter_checks(
     ):
         grown = before.increase(after, counter) if before is not None and after is not None else None
         if grown is None:
-            checks.append(
-                Check(
-                    name=name,
-                    status="warn",
-                    measured="not counted",
-                    note=f"the target's /metrics has no {counter}",
-                )
-            )
-            continue
-        checks.append(
-            Check(
-                name=name,
-                status="pass" if grown <= limit else "fail",
-                measured=f"{grown:.0f} during the soak",
-                limit=f"<= {limit}",
-            )
-        )
+            note = f"the target's /metrics has no {counter}"
+            checks.append(Check(name=name, status="warn", measured="not counted", note=note))
+        else:
+            status: CheckStatus = "pass" if grown <= limit else "fail"
+            measured = f"{grown:.0f} during the soak"
+            checks.append(Check(name=name, status=status, measured=measured, limit=f"<= {limit}"))
     return checks
 
 
@@ -167,7 +157,7 @@ def fallback_check(
     named = sum(sum(s.stats.served_models.values()) for s in steps)
     if info.fallback_model is None:
         return Check(
-            name="fallback share", status="pass", measured="0% (the target declares no fallback model)"
+            name=FALLBACK_SHARE, status="pass", measured="0% (the target declares no fallback model)"
         )
     if named:
         served = sum(s.stats.served_models.get(info.fallback_model, 0) for s in steps)
@@ -177,14 +167,14 @@ def fallback_check(
         total = before.increase(after, SERVED) if before and after else None
         if fell is None or not total:
             return Check(
-                name="fallback share",
+                name=FALLBACK_SHARE,
                 status="warn",
                 measured="not measured",
                 note="no X-Served-Model, no counters",
             )
         share, source = 100.0 * fell / total, f"{fell:.0f} of {total:.0f} answers (/metrics)"
     return Check(
-        name="fallback share",
+        name=FALLBACK_SHARE,
         status="pass" if share <= thresholds.max_fallback_share_pct else "fail",
         measured=f"{share:.2f}% ({source})",
         limit=f"<= {thresholds.max_fallback_share_pct:g}%",
@@ -223,12 +213,8 @@ def run_soak_layer(
         restart_check(at_start, after_info, thresholds),
         *counter_checks(before, after, thresholds),
         fallback_check(steps, after_info, before, after, thresholds),
+        *throttling_checks(analysis.folder, thresholds),
     ]
-    throttle = throttling_check(
-        analysis.folder, thresholds.throttle_temp_rise_c, thresholds.throttle_clock_drop_pct
-    )
-    if throttle is not None:
-        checks.append(throttle)
     evidence = {
         "soak run": str(analysis.folder.root),
         "soak": f"{len(steps)} windows of {thresholds.soak_window_s:g} s",
