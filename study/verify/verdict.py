@@ -37,7 +37,7 @@ class Check(BaseModel):
     name: str
     status: CheckStatus
     measured: str = Field(description="The figure or observation, with its unit.")
-    limit: str = Field("", description="The threshold it was judged against (empty: a presence check).")
+    limit: str = Field(default="", description="The threshold judged against (empty: a presence check).")
     note: str = ""
 
     @property
