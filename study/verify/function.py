@@ -1,9 +1,7 @@
 """Layer 1, function and precision: the validation cases, the vectors' shape, and cosine to an fp32 reference.
 
-The validation cases are the load side's own (loadgen.traffic.payloads.validation_cases: a short Chinese
-phrase, a 5,000-character text, an empty input that must be refused with a 4xx). The reference set is a
-`embedperf precision --write-reference` file; without one, verify writes it from the fp32 build of the
-reference model on this host's CPU over the shipped evaluation corpus, and says so.
+The cases are the load side's (loadgen.traffic.payloads.validation_cases). The reference set is an
+`embedperf precision --write-reference` file; without one, verify writes it from the fp32 model on this CPU.
 """
 
 from __future__ import annotations

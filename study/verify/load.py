@@ -1,9 +1,6 @@
-"""The load runs behind layers 2 and 3: one run folder each, analysed as `embedperf report` analyses it.
-
-A run goes through the same runner as `embedperf run` (pre-flight, Locust, collectors, the exit verdict),
-so its folder is an ordinary run folder: `embedperf report RUN_DIR` draws it. Thermal throttling is read
-from the folder's telemetry the way analysis.engine.minute_series reads a soak's: the accelerators' clock falling
-while their temperature rises, first quarter of the run against the last.
+"""The load runs behind layers 2 and 3: ordinary run folders (the runner of `embedperf run`), analysed as
+`embedperf report` does, and thermal throttling read from their telemetry as analysis.engine.minute_series
+reads a soak's (the accelerators' clock falling while their temperature rises, first quarter against last).
 """
 
 from __future__ import annotations
@@ -45,11 +42,8 @@ def run_and_analyse(
     overrides: dict[str, str],
     planned_s: float,
 ) -> RunAnalysis:
-    """Run `scenario` against host and analyse its folder (summary.json written beside it).
-
-    Raises TargetError when the run measured nothing (pre-flight refused, no folder) and RunFolderError
-    when it stopped before the end: either leaves its layer incomplete.
-    """
+    """Run `scenario` against host and analyse its folder (summary.json written beside it); TargetError when
+    it measured nothing, RunFolderError when it stopped early: either leaves its layer incomplete."""
     outcome = run_scenario_outcome(
         scenario,
         host,

@@ -1,10 +1,8 @@
 """Layer 4, operational readiness: probes that mean what they say, the metrics monitoring reads, request IDs,
 and alert rules that are loaded and have fired.
 
-Readiness is judged from the start-up timeline when verify started the service (study.verify.startup):
-readiness answering yes while embeddings still fail is the failure orchestrators pay for (traffic routed to
-a replica that cannot serve). Without the timeline the probes are checked as they stand and the loading
-phase is reported as not observed.
+Readiness is judged from the start-up timeline (study.verify.startup): ready while embeddings still fail
+routes traffic to a replica that cannot serve. Without a timeline, loading is reported as not observed.
 """
 
 from __future__ import annotations

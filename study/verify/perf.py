@@ -1,10 +1,8 @@
 """Layer 2, performance and utilisation: a capacity search at the SLO, the tail and the devices at its answer.
 
-The search is `embedperf search`'s (open-loop probes, bracket, bisect, confirm); verify starts it at the
-target rate and, with a target, stops it at the target plus headroom: the question is whether the
-deployment carries the target, not how far beyond it goes. At the answer's probe it reads the tail
-(P99 / P50, P99.9 / P99) and the serving devices (utilisation, memory bandwidth, memory, power,
-temperature); throttling is read over the whole run's telemetry.
+The search (`embedperf search`'s) starts at the target rate and stops at the target plus headroom: the
+question is whether the deployment carries the target, not how far beyond. Tail and devices are read at
+the answer's probe, throttling over the whole run.
 """
 
 from __future__ import annotations

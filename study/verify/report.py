@@ -1,8 +1,6 @@
-"""What `embedperf verify` leaves: verify.json (the typed result), report.html (one section per layer) and JUnit.
-
-The HTML is rendered from the JSON alone (rebuildable, self-contained). JUnit layout: one <testsuite> per
-layer, one <testcase> per check; a failed check is a <failure> with its line, a warning passes with the line
-in <system-out>, a layer that did not run (skipped, not run, incomplete) is one <skipped> case with the reason.
+"""What `embedperf verify` leaves: verify.json (the typed result), report.html (rendered from it alone) and JUnit
+(a <testsuite> per layer, a <testcase> per check: a failure with its line, a warning passing with it in
+<system-out>; a layer that did not run is one case, skipped, or failed when incomplete).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Layer 3, stability: a soak at constant load, judged window by window, and what the service counted meanwhile.
 
-The soak is the chosen closed-loop scenario's payload at fixed users, cut into equal windows (one load
-step each), so drift is the last window against the first whatever the length: seconds in a test, hours
-for a release. The target's own counters (/metrics: out-of-memory splits, device errors) and its /info
-(pid, start time: a restart) are read before and after. Runs of ten minutes or more also carry the
-run analysis' per-minute trends (P99 slope, service memory growth, thermal throttling).
+The soak is a closed-loop scenario's payload at fixed users in equal windows (one step each), so drift is
+the last window against the first at any length. The target's /metrics counters and /info (a restart) are
+read before and after; runs of ten minutes or more also carry the analysis' per-minute trends.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """`embedperf verify --start-cmd`: start the service and watch its probes from the first second.
 
-Readiness is only provable while the model loads, so verify starts the service itself and polls liveness
-and readiness every startup_poll_s from the moment the process exists; whenever readiness says yes it
-also sends one embeddings request, the thing readiness promises. The timeline of what each poll saw is
-the evidence layer 4 judges (study.verify.ops). The process is stopped by its PID at the end (SIGTERM,
-then SIGKILL after a grace).
+Readiness is only provable while the model loads, so verify starts the service and polls liveness and
+readiness every startup_poll_s from the start, with one embeddings request whenever readiness says yes (what
+it promises). Layer 4 judges that timeline (study.verify.ops). The process is stopped by its PID at the end.
 """
 
 from __future__ import annotations
