@@ -1,15 +1,10 @@
 """Regressions across commits: the headline figures of every run of one series, and whether the newest is worse.
 
-A series is the runs that can be compared at all: the same scenario, loop kind and planned step loads, against
-the same kind of target (protocol, model, device kind). Runs of any other series are listed apart, never
-drawn into the trend. Each run gives one point per headline figure at the series' highest load: goodput with
-its 95% bootstrap interval (per-second counts resampled, as compare does) and P99 with the interval its
-summary holds.
-
-The newest run is flagged on a figure when it is worse than the previous runs beyond their noise: compare
-(analysis.compare.changes.compare_runs, at the highest load both share) calls it worse against every one of
-the last WINDOW previous runs, and its point is worse than the worst of theirs (beyond the spread between
-runs as well as the spread within one).
+A series is the runs that can be compared at all (same scenario, loop kind, step loads and kind of target);
+other runs are listed apart. Each run gives goodput and P99 at the series' highest load, each with its 95%
+interval. The newest run is flagged on a figure when compare (analysis.compare.changes.compare_runs) calls it
+worse against each of the last WINDOW runs and it is worse than the worst of theirs: beyond the spread
+between runs as well as within one.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The matrix's cheapest configuration: the lowest cost per million embeddings at the SLO.
-
-A configuration's figure is the median over its repeats of the cost per million embeddings at the step that
-gave its capacity under the SLO (analysis.figures.cost). Only configurations whose runs carry prices
-(the scenario's `cost` block, e.g. `--set cost.device_hour.npu=2.5` in the matrix's overrides) and that pass
-the precision gate compete; none priced: no cheapest configuration is named.
+"""The matrix's cheapest configuration: the lowest cost per million embeddings at the SLO (analysis.figures.cost,
+the median over repeats). Only priced runs (a `cost` block in the overrides) that pass the precision gate compete.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Run the optimisation matrix: each configuration in a fresh service process, the same scenario each time.
 
-The order is rotated every repeat (round r starts at configuration r) so that slow drift on a noisy
-machine spreads over all configurations instead of masquerading as an effect of one of them.
+The order rotates every repeat so that drift on a noisy machine spreads over all configurations instead of
+masquerading as an effect of one of them.
 """
 
 from __future__ import annotations
@@ -122,10 +122,7 @@ def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, 
 
 
 def search_timeout_s(spec: MatrixSpec, overrides: dict[str, str]) -> float | None:
-    """A search run's time bound (its --max-duration plus start-up and the final probe); None for steps.
-
-    Resolving the scenario also rejects a closed-loop scenario (ConfigError) before any service starts.
-    """
+    """A search run's time bound (None for steps); resolving the scenario refuses a closed-loop one early."""
     if spec.measure != "search":
         return None
     from study.bench.search import RUN_MARGIN_S  # it brings the report builder (matplotlib): search runs only

@@ -91,10 +91,8 @@ def probe_indexes(groups: Sequence[str], limit: int = ADVICE_PROBE_TEXTS) -> lis
 def fewest_kept(
     n_layers: int, check: Callable[[int], VariantCheck]
 ) -> tuple[VariantCheck | None, VariantCheck]:
-    """(the passing check with the fewest layers kept, the failing check with one fewer).
-
-    check(m) keeps the m most sensitive layers in fp32. Keeping all of them is fp32 itself and is
-    never run; (None, ...) when only that would pass."""
+    """(the passing check with the fewest layers kept, the failing one with one fewer); check(m) keeps the m most
+    sensitive in fp32. Keeping all is fp32 itself, never run: (None, ...) when only that would pass."""
     low = check(0)
     if low.passed:
         return low, low

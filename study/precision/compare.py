@@ -1,8 +1,5 @@
-"""Precision verification: a configuration's embeddings against an fp32 reference on an evaluation set.
-
-Figures: cosine per text (mean, P5, P1, min), the same per domain (language, length band, labels) with
-the worst inputs, and retrieval agreement (does each query find the same top-k neighbours?). The gate
-reads all three (study.precision.gate); the layer view and the int8 advice attach to the same result.
+"""Precision verification: a configuration's embeddings against an fp32 reference on an evaluation set: cosine
+per text and per domain, and retrieval agreement, all three read by the gate (study.precision.gate).
 """
 
 from __future__ import annotations
@@ -29,10 +26,8 @@ EMBEDDINGS_PATH = "/v1/embeddings"
 
 
 class PrecisionResult(BaseModel):
-    """What one comparison found; `passed` is the whole gate, `failures` says why not.
-
-    topk, topk_agreement_* and gate_min_mean_cosine are kept flat beside `retrieval` and `gates`: the run
-    report and the matrix read them from precision.json."""
+    """What one comparison found; `passed` is the whole gate, `failures` says why not. The flat topk* and
+    gate_min_mean_cosine are what the run report and the matrix read from precision.json."""
 
     candidate: str
     reference: str

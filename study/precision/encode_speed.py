@@ -1,8 +1,7 @@
 """Offline encode throughput of several variants on the same batch set, in interleaved rounds.
 
-This is not a load test: it times `encode` of one fixed text set per variant in one process, rotating
-the order every round so that drift on a busy host is shared out. The ratio to fp32 is what carries
-over to another host; the absolute texts/s belongs to this CPU and its load at the time.
+Not a load test: the order rotates every round so that drift on a busy host is shared out; the ratio to fp32
+carries over to another host, the absolute texts/s does not.
 """
 
 from __future__ import annotations

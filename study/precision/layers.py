@@ -1,10 +1,8 @@
 """Layer by layer: where a variant's hidden states start to leave fp32's, found with forward hooks.
 
-Both models run the same token batches; every encoder layer's output (and with `linear`, every
-Linear's output inside it) is compared token by token, padding masked out. Hidden states agree less
-than pooled embeddings (pooling averages errors out), so a variant can pass the embedding gate and
-still show layers below it: the view locates where the deviation starts, the verdict stays with the
-embedding gate.
+Every encoder layer's output (with `linear`, every Linear's too) is compared token by token, padding masked.
+Hidden states agree less than pooled embeddings, so the view only locates the deviation: the verdict stays
+with the embedding gate.
 """
 
 from __future__ import annotations

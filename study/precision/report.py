@@ -1,9 +1,4 @@
-"""The precision report: one self-contained HTML page per check, rebuilt from the result JSON alone.
-
-It answers in order: does the configuration pass, which domains and inputs suffer, do queries still
-find their neighbours, where in the network the deviation starts (agreement against depth) and, for
-int8, which layers to keep in fp32 at what speed.
-"""
+"""The precision report: one self-contained HTML page per check, rebuilt from the result JSON alone."""
 
 from __future__ import annotations
 
