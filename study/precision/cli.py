@@ -262,11 +262,7 @@ def _advise(
     def check(vectors: np.ndarray, kept: int) -> VariantCheck:
         result = evaluate(vectors, f"int8 keeping {kept} Linear layers in fp32")
         return VariantCheck(
-            kept_fp32=kept,
-            cosine_mean=result.cosine_mean,
-            topk=result.topk,
-            topk_agreement_mean=result.topk_agreement_mean,
-            failures=result.failures,
+            kept_fp32=kept, **result.model_dump(include=set(VariantCheck.model_fields) - {"kept_fp32"})
         )
 
     def load_variant(expression: str) -> EmbeddingModel:

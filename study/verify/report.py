@@ -48,28 +48,24 @@ def junit_xml(result: VerifyResult) -> str:
     for layer in result.layers:
         suite = ET.SubElement(root, "testsuite", name=f"layer {layer.number}: {layer.title}")
         classname = f"embedperf.verify.layer{layer.number}"
-        counts = {"tests": 0, "failures": 0, "skipped": 0}
+        counts = {"tests": 0, "failures": 0, "skipped": 0, "errors": 0, "time": 0}
+        cases: list[tuple[str, str, str]] = [(check.name, check.status, check.line) for check in layer.checks]
         if layer.status in ("skipped", "not_run", "incomplete"):
-            case = ET.SubElement(suite, "testcase", classname=classname, name=layer.title, time="0")
+            cases.insert(0, (layer.title, layer.status, layer.line))
+        for name, status, line in cases:
+            case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
             counts["tests"] += 1
-            if layer.status == "incomplete":
+            if status in ("fail", "incomplete"):
                 counts["failures"] += 1
-                ET.SubElement(case, "failure", message=layer.line, type="incomplete").text = layer.line
-            else:
+                kind = "verify" if status == "fail" else "incomplete"
+                ET.SubElement(case, "failure", message=line, type=kind).text = line
+            elif status in ("skipped", "not_run"):
                 counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=layer.line)
-        for check in layer.checks:
-            case = ET.SubElement(suite, "testcase", classname=classname, name=check.name, time="0")
-            counts["tests"] += 1
-            if check.status == "fail":
-                counts["failures"] += 1
-                ET.SubElement(case, "failure", message=check.line, type="verify").text = check.line
+                ET.SubElement(case, "skipped", message=line)
             else:
-                ET.SubElement(case, "system-out").text = f"{check.status.upper()}: {check.line}"
+                ET.SubElement(case, "system-out").text = f"{status.upper()}: {line}"
         for key, value in counts.items():
             suite.set(key, str(value))
-        suite.set("errors", "0")
-        suite.set("time", "0")
     for key in ("tests", "failures", "skipped", "errors"):
         root.set(key, str(sum(int(s.get(key, "0")) for s in root)))
     ET.indent(root)
