@@ -61,9 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", type=Path, help="model directory (default: packaged all-MiniLM-L6-v2)")
     cand = parser.add_argument_group("candidate (pick one; default --precision fp32)")
     cand.add_argument(
-        "--precision",
-        choices=["fp32", "fp16", "bf16", "int8"],
-        help="the same model at this precision",
+        "--precision", choices=["fp32", "fp16", "bf16", "int8"], help="the same model at this precision"
     )
     cand.add_argument(
         "--device", default="cpu", help="device of the candidate: cpu, cuda[:N], npu[:N] (default cpu)"
@@ -99,9 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="standard: mean cosine >= 0.99; strict: >= 0.999 (and the domain / agreement defaults)",
     )
     gate.add_argument(
-        "--min-domain-cosine",
-        type=float,
-        help="each domain's mean and P5 cosine (0.98 / 0.998)",
+        "--min-domain-cosine", type=float, help="each domain's mean and P5 cosine (0.98 / 0.998)"
     )
     gate.add_argument("--min-topk-agreement", type=float, help=f"mean agreement@{TOP_K} (0.95 / 0.98)")
     study = parser.add_argument_group("where precision is lost")

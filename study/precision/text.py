@@ -89,7 +89,7 @@ def format_advice(advice: Advice, check_args: str = "") -> str:
     top = ", ".join(f"{s.name} {s.cosine_drop:.5f}" for s in advice.sensitivities[:5])
     lines = [
         f"advice    : each of {advice.n_linear} Linear layers alone in int8 on {advice.probe_texts} of "
-        f"{advice.n_texts} texts; most sensitive: {top}",
+        f"{advice.n_texts} texts; most sensitive: {top}"
     ]
     if advice.expression is None or advice.verified is None:
         lines.append("no int8 variant passes the gate: keep this model in fp32 (or use bf16)")

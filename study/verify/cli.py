@@ -73,8 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", required=True, help="target base URL, e.g. http://127.0.0.1:8086")
     parser.add_argument(
-        "--model-name",
-        help=f"model name sent to the target (default: its /info, else {DEFAULT_MODEL})",
+        "--model-name", help=f"model name sent to the target (default: its /info, else {DEFAULT_MODEL})"
     )
     add_api_key_option(parser)
     parser.add_argument(
@@ -105,9 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a mean cosine below strict_cosine (0.999) fails instead of warning",
     )
     judged_by.add_argument(
-        "--reference",
-        type=Path,
-        help="fp32 reference set (embedperf precision --write-reference)",
+        "--reference", type=Path, help="fp32 reference set (embedperf precision --write-reference)"
     )
     judged_by.add_argument(
         "--reference-model", type=Path, help="without --reference: the model to write it from"

@@ -35,12 +35,7 @@ class LoadOptions:
 
 
 def run_and_analyse(
-    scenario: str,
-    host: str,
-    options: LoadOptions,
-    label: str,
-    overrides: dict[str, str],
-    planned_s: float,
+    scenario: str, host: str, options: LoadOptions, label: str, overrides: dict[str, str], planned_s: float
 ) -> RunAnalysis:
     """Run `scenario` against host and analyse its folder (summary.json written beside it); TargetError when
     it measured nothing, RunFolderError when it stopped early: either leaves its layer incomplete."""
