@@ -94,15 +94,8 @@ def load_dataset(path: Path, text_field: str = "text", label_fields: tuple[str, 
                 )
             text = raw[text_field]
             labels = {name: str(raw.get(name, NO_LABEL)) for name in label_fields}
-            items.append(
-                EvalText(
-                    id=str(raw.get("id", f"line-{number}")),
-                    lang=str(raw.get("lang") or detect_lang(text)),
-                    text=text,
-                    kind=str(raw.get("kind", "")),
-                    labels=labels,
-                )
-            )
+            lang, kind = str(raw.get("lang") or detect_lang(text)), str(raw.get("kind", ""))
+            items.append(EvalText(str(raw.get("id", f"line-{number}")), lang, text, kind, labels))
     if len(items) < 2:
         raise ConfigError(f"--dataset {path} has {len(items)} text(s); a precision check needs at least two")
     ids = [item.id for item in items]

@@ -143,10 +143,7 @@ def summarise(
         for name, kind, d in points:
             if d != depth:
                 continue
-            if kind == "linear":
-                linears.append(tallies[name].summary(name, kind, depth, before))
-            else:
-                layers.append(tallies[name].summary(name, kind, depth, before))
+            (linears if kind == "linear" else layers).append(tallies[name].summary(name, kind, depth, before))
         before = layers[-1].cosine_mean
     below = [layer.name for layer in layers if layer.cosine_mean < gate]
     return LayerReport(

@@ -10,7 +10,7 @@ from reports.build import check_lang, write_html
 from reports.figures import figure_lang, new_figure, style, to_data_uri
 from reports.i18n import t
 from reports.render import render
-from study.precision.compare import PrecisionResult, read_result
+from study.precision.compare import PrecisionResult
 from study.precision.layer_report import LayerAgreement, LayerReport
 
 # A Linear's role inside its layer: the name after the layer index (attention.self.query, output.dense).
@@ -36,12 +36,7 @@ def layers_figure(report: LayerReport, lang: str) -> str:
         first = next((p for p in report.layers if p.name == report.first_below_gate), None)
         if first is not None:
             ax.plot([first.depth], [first.cosine_mean], marker="*", markersize=15, color="C3", ls="")
-        ax.set_xticks(depth)
-        ax.set_xlabel(t("pr_fig_depth", lang))
         ax.set_ylabel(t("pr_fig_cosine", lang))
-        ax.set_title(t("fig_pr_layers", lang))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
         if report.linears:
             ax2 = axes[0][1]
             names = {p.depth: p.name for p in report.layers}
@@ -51,11 +46,12 @@ def layers_figure(report: LayerReport, lang: str) -> str:
             for role, points in roles.items():
                 ax2.plot([p.depth for p in points], [p.cosine_mean for p in points], marker="o", label=role)
             ax2.axhline(report.gate, color="k", ls="--", lw=1)
-            ax2.set_xticks(depth)
-            ax2.set_xlabel(t("pr_fig_depth", lang))
-            ax2.set_title(t("fig_pr_linears", lang))
-            ax2.grid(alpha=0.3)
-            ax2.legend(fontsize=7)
+        for panel, title, fontsize in zip(axes[0], ("fig_pr_layers", "fig_pr_linears"), (8, 7), strict=False):
+            panel.set_xticks(depth)
+            panel.set_xlabel(t("pr_fig_depth", lang))
+            panel.set_title(t(title, lang))
+            panel.grid(alpha=0.3)
+            panel.legend(fontsize=fontsize)
     return to_data_uri(fig)
 
 
@@ -71,8 +67,3 @@ def write_precision_report(result: PrecisionResult, path: Path, lang: str = "en"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_html(path, render_precision_report(result, lang))
     return path
-
-
-def rebuild_precision_report(result_json: Path, path: Path, lang: str = "en") -> Path:
-    """The report again from a result written with --out (or a run folder's precision.json)."""
-    return write_precision_report(read_result(result_json), path, lang)

@@ -125,18 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def thresholds_from(args: argparse.Namespace) -> VerifyThresholds:
+    # --set values parsed as YAML, the way scenario overrides are (empty: unset); None flags: not given
     flags: dict[str, Any] = {
-        name: _yaml_value(value) for name, value in parse_overrides(args.overrides).items()
+        name: yaml.safe_load(value) if value.strip() else None
+        for name, value in parse_overrides(args.overrides).items()
     }
-    flags.update({name: getattr(args, name) for name in FLAG_FIELDS})  # None: not given, left out
+    flags.update({name: getattr(args, name) for name in FLAG_FIELDS})
     if args.strict:
         flags["strict_action"] = "fail"
     return resolve_thresholds(args.config, flags)
-
-
-def _yaml_value(text: str) -> Any:
-    """A --set value parsed as YAML, the way scenario overrides are (empty: unset)."""
-    return yaml.safe_load(text) if text.strip() else None
 
 
 def main(argv: list[str]) -> int:
@@ -157,15 +154,7 @@ def main(argv: list[str]) -> int:
         service: StartedService | None = None
         if args.start_cmd:
             service = stack.enter_context(
-                StartedService(
-                    args.start_cmd,
-                    client,
-                    thresholds.health_path,
-                    thresholds.ready_path,
-                    out / "service.log",
-                    thresholds.startup_poll_s,
-                    thresholds.startup_timeout_s,
-                )
+                StartedService(args.start_cmd, client, thresholds, out / "service.log")
             )
             notes.append(f"service started by verify: {args.start_cmd} (output in {out / 'service.log'})")
         info = client.info(thresholds.info_path)

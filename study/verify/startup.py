@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from embedperf.errors import ConfigError, TargetError
 from loadgen.processes.child import stop_child
 from study.verify.target import TargetClient
+from study.verify.thresholds import VerifyThresholds
 
 STOP_GRACE_S = 20.0
 LOG_TAIL_CHARS = 2000
@@ -48,29 +49,20 @@ def start_command(command: str, base_url: str) -> list[str]:
     return argv
 
 
+@dataclass
 class StartedService:
     """`with StartedService(...) as svc:` the service is running and has answered embeddings once ready;
     `svc.timeline` holds every poll up to then."""
 
-    def __init__(
-        self,
-        command: str,
-        client: TargetClient,
-        health_path: str,
-        ready_path: str,
-        log_path: Path,
-        poll_s: float,
-        timeout_s: float,
-    ) -> None:
-        self.argv = start_command(command, client.base_url)
-        self.client = client
-        self.health_path = health_path
-        self.ready_path = ready_path
-        self.log_path = log_path
-        self.poll_s = poll_s
-        self.timeout_s = timeout_s
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.timeline: list[Observation] = []
+    command: str
+    client: TargetClient
+    thresholds: VerifyThresholds  # the probes' paths, startup_poll_s and startup_timeout_s
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    timeline: list[Observation] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.argv = start_command(self.command, self.client.base_url)
 
     def start(self) -> StartedService:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,6 +80,7 @@ class StartedService:
 
     def _watch(self) -> None:
         assert self.proc is not None
+        t, poll_s = self.thresholds, self.thresholds.startup_poll_s
         t0 = time.monotonic()
         while True:
             t_s = time.monotonic() - t0
@@ -95,18 +88,18 @@ class StartedService:
                 raise TargetError(
                     f"the service exited with {self.proc.returncode} before it was ready{self.log_tail()}"
                 )
-            health = self.client.get(self.health_path, timeout_s=self.poll_s * 5).status
-            ready = self.client.get(self.ready_path, timeout_s=self.poll_s * 5).status
+            health = self.client.get(t.health_path, timeout_s=poll_s * 5).status
+            ready = self.client.get(t.ready_path, timeout_s=poll_s * 5).status
             embed = self.client.embed([PROBE_TEXT]).status if ready == 200 else None
             self.timeline.append(Observation(round(t_s, 3), health, ready, embed))
             if embed == 200:
                 return
-            if t_s > self.timeout_s:
+            if t_s > t.startup_timeout_s:
                 raise TargetError(
-                    f"the service did not become ready and answer embeddings within {self.timeout_s:g} s "
+                    f"the service did not become ready and answer embeddings within {t.startup_timeout_s:g} s "
                     f"(startup_timeout_s){self.log_tail()}"
                 )
-            time.sleep(max(0.0, self.poll_s - (time.monotonic() - t0 - t_s)))
+            time.sleep(max(0.0, poll_s - (time.monotonic() - t0 - t_s)))
 
     def log_tail(self) -> str:
         if self.log_path.is_file():
