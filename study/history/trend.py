@@ -84,13 +84,11 @@ class History(BaseModel):
 
 
 def series_key(manifest: Manifest) -> SeriesKey:
-    info = manifest.service_info
-    steps = manifest.scenario.steps
-    open_loop = manifest.scenario.is_open_loop
+    info, open_loop = manifest.service_info, manifest.scenario.is_open_loop
     return SeriesKey(
         scenario=manifest.scenario.name,
         loop="open" if open_loop else "closed",
-        loads=[float((s.rate if open_loop else s.users) or 0) for s in steps],
+        loads=[float((s.rate if open_loop else s.users) or 0) for s in manifest.scenario.steps],
         protocol=manifest.scenario.target.protocol,
         model=info.model if info else None,
         device_kind=device_kind(
@@ -163,15 +161,9 @@ def flags(newest: RunAnalysis, previous: list[RunAnalysis], points: dict[str, Po
         mine = getattr(points[newest.summary.run_id], metric)
         if not _worse(metric, mine, worst):
             continue
-        out.append(
-            Flag(
-                metric=metric,
-                newest=mine,
-                worst_previous=worst,
-                reason=f"{metric} {mine:.4g} is worse than every one of the last {len(previous)} run(s) "
-                f"(compare: significantly worse against each; their worst {worst:.4g})",
-            )
-        )
+        reason = f"{metric} {mine:.4g} is worse than every one of the last {len(previous)} run(s) "
+        reason += f"(compare: significantly worse against each; their worst {worst:.4g})"
+        out.append(Flag(metric=metric, newest=mine, worst_previous=worst, reason=reason))
     return out
 
 
