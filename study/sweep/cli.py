@@ -57,36 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--scenario", default="ramp", help="closed-loop scenario the cells use (default ramp)"
     )
-    parser.add_argument(
-        "--inputs",
-        type=_ints,
-        default=[1, 4, 16, 64],
-        metavar="N,N,..",
-        help="inputs per request (default 1,4,16,64)",
-    )
-    parser.add_argument(
-        "--users", type=_ints, default=[1, 4, 16], metavar="U,U,..", help="concurrent users (default 1,4,16)"
-    )
-    parser.add_argument(
-        "--tokens",
-        type=_ints,
-        default=[],
-        metavar="T,T,..",
-        help="tokens per input, one grid each (default: the scenario's texts)",
-    )
-    parser.add_argument(
-        "--step-max-s", type=float, default=30.0, metavar="S", help="a cell's longest time (default 30)"
-    )
-    parser.add_argument(
-        "--warmup-s", type=float, default=2.0, metavar="S", help="trimmed warm-up of each cell (default 2)"
-    )
-    parser.add_argument(
-        "--p99-rel-width",
-        type=float,
-        default=0.25,
-        metavar="W",
-        help="a cell stops once its P99 interval is this narrow (default 0.25)",
-    )
+    for flag, type_, default, metavar, help_text in (
+        ("--inputs", _ints, [1, 4, 16, 64], "N,N,..", "inputs per request (default 1,4,16,64)"),
+        ("--users", _ints, [1, 4, 16], "U,U,..", "concurrent users (default 1,4,16)"),
+        ("--tokens", _ints, [], "T,T,..", "tokens per input, one grid each (default: the scenario's texts)"),
+        ("--step-max-s", float, 30.0, "S", "a cell's longest time (default 30)"),
+        ("--warmup-s", float, 2.0, "S", "trimmed warm-up of each cell (default 2)"),
+        (
+            "--p99-rel-width",
+            float,
+            0.25,
+            "W",
+            "a cell stops once its P99 interval is this narrow (default 0.25)",
+        ),
+    ):
+        parser.add_argument(flag, type=type_, default=default, metavar=metavar, help=help_text)
     add_shared_option(parser, "slo_p99_ms", default_text="the scenario's slo.p99_ms")
     add_shared_option(parser, "runs_dir", Path("runs"), "runs")
     add_shared_option(parser, "lang", "en")

@@ -88,6 +88,15 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
+def _ratio(name: str, high_ms: float, low_ms: float, limit: float, over: CheckStatus) -> Check:
+    """high / low against limit; `over` is the status above it."""
+    ratio = high_ms / low_ms
+    measured = f"{ratio:.2f} ({high_ms:.1f} / {low_ms:.1f} ms)"
+    return Check(
+        name=name, status="pass" if ratio <= limit else over, measured=measured, limit=f"<= {limit:g}"
+    )
+
+
 def tail_checks(step: StepReport, thresholds: VerifyThresholds) -> tuple[list[Check], dict[str, str]]:
     lat = _latency(step)
     evidence = {
@@ -105,24 +114,10 @@ def tail_checks(step: StepReport, thresholds: VerifyThresholds) -> tuple[list[Ch
     }
     checks: list[Check] = []
     if lat.p50_ms and lat.p99_ms is not None:
-        ratio = lat.p99_ms / lat.p50_ms
-        checks.append(
-            Check(
-                name="tail: P99 / P50",
-                status="pass" if ratio <= thresholds.max_p99_p50_ratio else "fail",
-                measured=f"{ratio:.2f} ({lat.p99_ms:.1f} / {lat.p50_ms:.1f} ms)",
-                limit=f"<= {thresholds.max_p99_p50_ratio:g}",
-            )
-        )
+        checks.append(_ratio("tail: P99 / P50", lat.p99_ms, lat.p50_ms, thresholds.max_p99_p50_ratio, "fail"))
     if lat.p999_ms is not None and lat.p99_ms:
-        spike = lat.p999_ms / lat.p99_ms
         checks.append(
-            Check(
-                name="spikes: P99.9 / P99",
-                status="pass" if spike <= thresholds.max_p999_p99_ratio else "warn",
-                measured=f"{spike:.2f} ({lat.p999_ms:.1f} / {lat.p99_ms:.1f} ms)",
-                limit=f"<= {thresholds.max_p999_p99_ratio:g}",
-            )
+            _ratio("spikes: P99.9 / P99", lat.p999_ms, lat.p99_ms, thresholds.max_p999_p99_ratio, "warn")
         )
     else:
         evidence["P99.9"] = f"not judged: it needs 1,000 ok answers at the answer, the probe had {lat.n}"
