@@ -1,4 +1,5 @@
-"""The matrix report: every configuration against the baseline, with CIs, precision and a recommendation."""
+"""The matrix report: every configuration against the baseline, with CIs, precision, a recommendation and the
+cheapest configuration at the SLO."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from embedperf.verdicts import ChangeVerdict
 from reports.build import check_lang, write_html
 from reports.compare_build import load_curves
 from reports.render import render
-from study.matrix.cost import cheapest
 from study.matrix.run import MatrixRecord, changes_numerics
 from study.matrix.spec import MatrixSpec
 
@@ -121,6 +121,41 @@ class ConfigRow:
     @property
     def peak_qps(self) -> float | None:
         return _median([v for r in self.runs if (v := r.summary.capacity.peak_qps) is not None])
+
+
+@dataclass(frozen=True)
+class Cheapest:
+    name: str
+    per_1m_embeddings: float
+    currency: str
+    qps_at_slo: float | None
+
+
+def cost_at_slo(row: ConfigRow) -> tuple[float, str] | None:
+    """Median cost per million embeddings at the capacity step over the repeats (analysis.figures.cost), and
+    its currency; None unless every run is priced (a `cost` block in the matrix's overrides)."""
+    values, currencies = [], set()
+    for run in row.runs:
+        cost, index = run.summary.cost, run.summary.capacity.max_step_index
+        step = cost.step(index) if cost is not None and index is not None else None
+        if cost is None or step is None or step.per_1m_embeddings is None:
+            return None
+        values.append(step.per_1m_embeddings)
+        currencies.add(cost.prices.currency)
+    if not values or len(currencies) != 1:
+        return None
+    return float(np.median(values)), currencies.pop()
+
+
+def cheapest(rows: list[ConfigRow]) -> Cheapest | None:
+    """The priced configuration passing the precision gate with the lowest cost per million embeddings."""
+    priced = [
+        (row, c) for row in rows if row.runs and row.precision_ok and (c := cost_at_slo(row)) is not None
+    ]
+    if not priced or len({c[1] for _, c in priced}) != 1:
+        return None
+    row, (per_1m, currency) = min(priced, key=lambda item: item[1][0])
+    return Cheapest(name=row.name, per_1m_embeddings=per_1m, currency=currency, qps_at_slo=row.qps_at_slo)
 
 
 def merge_verdicts(changes: list[MetricChange]) -> ChangeVerdict:
@@ -228,7 +263,7 @@ def build_matrix_report(folder: Path, lang: str = "en") -> Path:
         rows=rows,
         best=best,
         basis=basis,
-        cheapest=cheapest(list(rows)),
+        cheapest=cheapest(rows),
         failed_precision=failed_precision,
         failed_runs=[r for r in record.runs if not r.ok],
         slo_p99_ms=slo.slo_p99_ms if slo else None,
