@@ -12,7 +12,6 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from urllib.parse import urlsplit
 
 from embedperf.errors import ConfigError, TargetError
@@ -102,22 +101,19 @@ class StartedService:
             time.sleep(max(0.0, poll_s - (time.monotonic() - t0 - t_s)))
 
     def log_tail(self) -> str:
-        if self.log_path.is_file():
-            return f"; its output ({self.log_path}) ends:\n{self.log_path.read_text(errors='replace')[-LOG_TAIL_CHARS:]}"
-        return ""
+        tail = self.log_text()[-LOG_TAIL_CHARS:]
+        return f"; its output ({self.log_path}) ends:\n{tail}" if self.log_path.is_file() else ""
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""
 
-    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """SIGTERM by PID, SIGKILL after grace_s."""
+    def stop(self) -> None:
+        """SIGTERM by PID, SIGKILL after STOP_GRACE_S."""
         if self.proc is not None:
-            stop_child(self.proc, grace_s)
+            stop_child(self.proc, STOP_GRACE_S)
 
     def __enter__(self) -> StartedService:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.stop()
