@@ -64,6 +64,13 @@ def add_run_options(parser: argparse.ArgumentParser, label: str) -> None:
     group.add_argument("--no-report", action="store_true", help="do not build report.html")
 
 
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What add_run_options read, as run_scenario's keywords."""
+    return dict(
+        runs_dir=args.runs_dir, label=args.label, profile=args.profile, collectors=not args.no_collectors
+    )
+
+
 def add_verdict_outputs(parser: argparse.ArgumentParser) -> None:
     """The verdict in the forms a CI pipeline reads, beside the console and the report."""
     group = parser.add_argument_group("verdict files")

@@ -19,7 +19,7 @@ from embedperf.schema import read_manifest
 from loadgen.cli.runner import run_scenario
 from reports.build import build_report
 from scenarios.loader import OVERRIDE_HELP, load_scenario, parse_overrides
-from study.options import FieldFlag, add_field_flags, add_run_options, field_names, flag_values
+from study.options import FieldFlag, add_field_flags, add_run_options, field_names, flag_values, run_options
 
 DEFAULT_SCENARIO = "query"
 INCOMPLETE_EXIT = 3
@@ -86,20 +86,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    overrides = parse_overrides(args.overrides)
-    overrides["search.enabled"] = "true"
-    overrides.update(flag_values(args, FLAG_FIELDS))
+    overrides = {
+        **parse_overrides(args.overrides),
+        "search.enabled": "true",
+        **flag_values(args, FLAG_FIELDS),
+    }
     scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
     feasibility(scenario.search)  # ConfigError (exit 2) before any probe; the run prints a raised min_rate
     folder = run_scenario(
         args.scenario,
         host=args.host or scenario.target.base_url,
-        runs_dir=args.runs_dir,
-        label=args.label,
-        profile=args.profile,
         overrides=overrides,
-        collectors=not args.no_collectors,
         timeout_s=scenario.search.max_duration_s + RUN_MARGIN_S,
+        **run_options(args),
     )
     manifest = read_manifest(folder)
     record = read_search(manifest)

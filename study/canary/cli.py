@@ -26,6 +26,7 @@ from study.options import (
     add_verdict_outputs,
     field_names,
     flag_values,
+    run_options,
 )
 
 DEFAULT_SCENARIO = "query"
@@ -159,8 +160,7 @@ def canary_overrides(scenario: Scenario, overrides: dict[str, str]) -> dict[str,
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    overrides = parse_overrides(args.overrides)
-    overrides.update(flag_values(args, FLAG_FIELDS))
+    overrides = {**parse_overrides(args.overrides), **flag_values(args, FLAG_FIELDS)}
     planned = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
     baseline = normalise_base_url(args.baseline, planned.target.path)
     candidate = normalise_base_url(args.candidate, planned.target.path)
@@ -178,20 +178,16 @@ def main(argv: list[str]) -> int:
     export_api_key(args.api_key, scenario.target.api_key_env)
     check_target(scenario, candidate)  # the baseline is checked with the run; exit 2 before any load
     locustfile = LOCUSTFILES_DIR / ("canary_openloop.py" if scenario.is_open_loop else "canary.py")
-    total_s = scenario.total_duration_s
     with LocalWorkers(args.workers, locustfile) as workers:
         outcome = run_scenario_outcome(
             args.scenario,
             host=baseline,
-            runs_dir=args.runs_dir,
-            label=args.label,
-            profile=args.profile,
             overrides=overrides,
-            collectors=not args.no_collectors,
-            timeout_s=total_s + RUN_MARGIN_S,
+            timeout_s=scenario.total_duration_s + RUN_MARGIN_S,
             api_key=args.api_key,
             extra_args=DeviceOptions.from_namespace(args).command_args() + workers.master_args(),
             locustfile=locustfile,
+            **run_options(args),
         )
     if outcome.folder is None:
         print(f"embedperf canary: locust exited with {outcome.exit_code} without a run folder; see above")
