@@ -205,7 +205,7 @@ def _check_args(args: argparse.Namespace) -> str:
 
 
 def run_precision(args: argparse.Namespace, gates: PrecisionGates) -> PrecisionResult:
-    evalset: EvalSet = (
+    evalset = (
         load_dataset(args.dataset, args.field, tuple(args.label_field))
         if args.dataset
         else shipped_eval_set()
@@ -239,7 +239,7 @@ def run_precision(args: argparse.Namespace, gates: PrecisionGates) -> PrecisionR
             reference, candidate, texts, gates.min_mean_cosine, with_linear=args.layers == "linear"
         )
     if args.advise and isinstance(candidate, EmbeddingModel):
-        result.advice = _advise(args, reference, candidate, ref_vectors, evalset, token_counts, evaluate)
+        result.advice = _advise(args, reference, candidate, ref_vectors, evalset, evaluate)
     return result
 
 
@@ -249,7 +249,6 @@ def _advise(
     int8: EmbeddingModel,
     ref_vectors: np.ndarray,
     evalset: EvalSet,
-    token_counts: list[int],
     evaluate: Callable[[np.ndarray, str], PrecisionResult],
 ) -> Advice:
     axes = domain_groups(evalset.texts, None, evalset.label_fields)
