@@ -93,9 +93,6 @@ def main(argv: list[str]) -> int:
     print(f"matrix folder: {folder}")
     print(f"matrix report: {report}")
     if failed:
-        print(
-            f"{len(failed)} run(s) failed: "
-            + ", ".join(f"{r.config} (repeat {r.repeat + 1}): {r.error}" for r in failed)
-        )
-        return 1
-    return 0
+        runs = ", ".join(f"{r.config} (repeat {r.repeat + 1}): {r.error}" for r in failed)
+        print(f"{len(failed)} run(s) failed: {runs}")
+    return 1 if failed else 0

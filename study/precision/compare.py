@@ -19,7 +19,7 @@ from study.precision.domains import DomainAgreement, WorstInput, domain_breakdow
 from study.precision.gate import PrecisionGates, gate_failures
 from study.precision.layer_report import LayerReport
 from study.precision.retrieval import RetrievalAgreement, retrieval_agreement
-from study.vectors import cosine_per_text
+from study.vectors import cosine_per_text, cosine_summary
 
 WORST_OVERALL = 10
 EMBEDDINGS_PATH = "/v1/embeddings"
@@ -87,10 +87,8 @@ def compare_embeddings(
         reference=reference_name,
         dataset=dataset,
         n_texts=len(cos),
-        cosine_mean=float(cos.mean()),
-        cosine_p5=float(np.percentile(cos, 5)),
+        **cosine_summary(cos),
         cosine_p1=float(np.percentile(cos, 1)),
-        cosine_min=float(cos.min()),
         topk=retrieval.k,
         topk_agreement_mean=retrieval.agreement_mean,
         topk_agreement_min=retrieval.agreement_min,

@@ -17,6 +17,7 @@ import torch
 from embedperf.errors import ConfigError
 from modelcore.model import EmbeddingModel, repeated_blocks
 from study.precision.layer_report import LayerAgreement, LayerReport, PointKind
+from study.vectors import cosine_summary
 
 LAYER_BATCH_SIZE = 16
 _EPS = 1e-12
@@ -92,9 +93,7 @@ class _Tally:
             kind=kind,
             depth=depth,
             n_tokens=int(cos.size),
-            cosine_mean=float(cos.mean()),
-            cosine_p5=float(np.percentile(cos, 5)),
-            cosine_min=float(cos.min()),
+            **cosine_summary(cos),
             rel_error_mean=float(rel.mean()),
             rel_error_p95=float(np.percentile(rel, 95)),
             rel_error_max=float(rel.max()),
