@@ -138,14 +138,10 @@ class TargetClient:
     def get(self, path: str, timeout_s: float = PROBE_TIMEOUT_S) -> Answer:
         return self.request("GET", path, timeout_s=timeout_s)
 
-    def embed(
-        self, inputs: list[str], request_id: str | None = None, timeout_s: float = REQUEST_TIMEOUT_S
-    ) -> Answer:
+    def embed(self, inputs: list[str], request_id: str | None = None) -> Answer:
         """POST /v1/embeddings; request_id is sent as X-Request-ID when given."""
         headers = {REQUEST_ID_HEADER: request_id} if request_id else {}
-        return self.request(
-            "POST", "/v1/embeddings", {"input": inputs, "model": self.model}, headers, timeout_s=timeout_s
-        )
+        return self.request("POST", "/v1/embeddings", {"input": inputs, "model": self.model}, headers)
 
     def info(self, path: str) -> InfoSnapshot:
         answer = self.get(path)
