@@ -68,7 +68,6 @@ def compare_embeddings(
     gates: PrecisionGates,
     label_fields: Sequence[str] = (),
     token_counts: Sequence[int] | None = None,
-    reference_name: str = "fp32",
     dataset: str = "shipped evaluation corpus",
 ) -> PrecisionResult:
     """Every figure and the verdict of one candidate; without token_counts there is no length breakdown."""
@@ -84,7 +83,7 @@ def compare_embeddings(
     )
     return PrecisionResult(
         candidate=candidate_name,
-        reference=reference_name,
+        reference="fp32",
         dataset=dataset,
         n_texts=len(cos),
         **cosine_summary(cos),
