@@ -22,8 +22,9 @@ from study.precision.advice_plan import (
     VariantCheck,
     exclusion_regex,
     fewest_kept,
+    measure_speed,
+    method_text,
 )
-from study.precision.encode_speed import measure_speed, method_text
 from study.vectors import cosine_per_text
 
 

@@ -1,11 +1,13 @@
 """Precision verification: a configuration's embeddings against an fp32 reference on an evaluation set: cosine
-per text and per domain, and retrieval agreement, all three read by the gate (study.precision.gate).
+per text and per domain, and retrieval agreement, all three read by the gate (study.precision.gate). The
+result models need no torch (study/precision/layers.py computes the layer view with it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import numpy as np
@@ -17,12 +19,39 @@ from study.corpus import EvalText
 from study.precision.advice_plan import Advice
 from study.precision.domains import DomainAgreement, WorstInput, domain_breakdown, worst_inputs
 from study.precision.gate import PrecisionGates, gate_failures
-from study.precision.layer_report import LayerReport
 from study.precision.retrieval import RetrievalAgreement, retrieval_agreement
 from study.vectors import cosine_per_text, cosine_summary
 
 WORST_OVERALL = 10
 EMBEDDINGS_PATH = "/v1/embeddings"
+PointKind = Literal["layer", "linear"]
+
+
+class LayerAgreement(BaseModel):
+    """One hooked module: its output's cosine to fp32 (mean, P5, min over valid tokens of every input) and
+    relative error ‖cand − ref‖ / ‖ref‖ (mean, P95, max)."""
+
+    name: str
+    kind: PointKind
+    depth: int  # 1-based index of the encoder layer it belongs to
+    n_tokens: int
+    cosine_mean: float
+    cosine_p5: float
+    cosine_min: float
+    rel_error_mean: float
+    rel_error_p95: float
+    rel_error_max: float
+    drop: float  # mean cosine lost against the previous layer's output (1.0 before the first layer)
+
+
+class LayerReport(BaseModel):
+    gate: float
+    n_texts: int
+    layers: list[LayerAgreement]
+    linears: list[LayerAgreement]
+    first_below_gate: str | None  # the first layer whose mean cosine is below the gate
+    largest_drop: str | None  # the layer that loses the most mean cosine against its input
+    largest_drop_linear: str | None  # the Linear that loses the most against its layer's input
 
 
 class PrecisionResult(BaseModel):

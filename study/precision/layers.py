@@ -16,7 +16,7 @@ import torch
 
 from embedperf.errors import ConfigError
 from modelcore.model import EmbeddingModel, repeated_blocks
-from study.precision.layer_report import LayerAgreement, LayerReport, PointKind
+from study.precision.compare import LayerAgreement, LayerReport, PointKind
 from study.vectors import cosine_summary
 
 LAYER_BATCH_SIZE = 16

@@ -10,8 +10,7 @@ from reports.build import check_lang, write_html
 from reports.figures import figure_lang, new_figure, style, to_data_uri
 from reports.i18n import t
 from reports.render import render
-from study.precision.compare import PrecisionResult
-from study.precision.layer_report import LayerAgreement, LayerReport
+from study.precision.compare import LayerAgreement, LayerReport, PrecisionResult
 
 # A Linear's role inside its layer: the name after the layer index (attention.self.query, output.dense).
 LINEAR_ROLE_SEPARATOR = "."

@@ -5,8 +5,7 @@ from __future__ import annotations
 import shlex
 
 from study.precision.advice_plan import Advice, VariantCheck
-from study.precision.compare import PrecisionResult
-from study.precision.layer_report import LayerAgreement, LayerReport
+from study.precision.compare import LayerAgreement, LayerReport, PrecisionResult
 
 WORST_SHOWN = 5
 
