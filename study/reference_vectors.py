@@ -55,12 +55,10 @@ def fp32_reference_vectors(
     if directory is None:
         return encode()
     path = directory / f"fp32-{reference_key(model_dir, texts)}.npy"
-    cached = _read(path, len(texts))
-    if cached is not None:
+    if (cached := _read(path, len(texts))) is not None:
         return cached
     with _computing(path):  # another process computing the same vectors: wait for them, then read
-        cached = _read(path, len(texts))
-        if cached is not None:
+        if (cached := _read(path, len(texts))) is not None:
             return cached
         vectors = np.ascontiguousarray(encode(), dtype=np.float32)
         _write(path, vectors)

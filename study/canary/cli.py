@@ -144,17 +144,11 @@ def canary_overrides(scenario: Scenario, overrides: dict[str, str]) -> dict[str,
             f"canary.load_step {canary.load_step} names no step of {scenario.name!r} "
             f"({len(scenario.steps)} steps); pass --load-step 0..{len(scenario.steps) - 1}"
         ) from None
-    duration_s = canary.window_s * canary.windows_per_stage
-    steps = [
-        {
-            "label": f"{weight:g}%",
-            "duration_s": duration_s,
-            "warmup_s": 0.0,
-            **({"rate": step.rate} if scenario.is_open_loop else {"users": step.users}),
-            **({"spawn_rate": step.spawn_rate} if step.spawn_rate is not None else {}),
-        }
-        for weight in canary.stages_pct
-    ]
+    load: dict[str, object] = {"rate": step.rate} if scenario.is_open_loop else {"users": step.users}
+    if step.spawn_rate is not None:
+        load["spawn_rate"] = step.spawn_rate
+    held = {"duration_s": canary.window_s * canary.windows_per_stage, "warmup_s": 0.0, **load}
+    steps = [{"label": f"{weight:g}%", **held} for weight in canary.stages_pct]
     return {**overrides, "canary.enabled": "true", "steps": json.dumps(steps)}
 
 
