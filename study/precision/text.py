@@ -14,11 +14,9 @@ def format_result(result: PrecisionResult) -> str:
     verdict = "PASS" if result.passed else "FAIL"
     gates = result.gates
     r = result.retrieval
-    against = (
-        f"{r.n_queries} queries vs {r.n_documents} documents"
-        if r.mode == "queries_to_documents"
-        else (f"each of {r.n_queries} texts vs the others")
-    )
+    against = f"each of {r.n_queries} texts vs the others"
+    if r.mode == "queries_to_documents":
+        against = f"{r.n_queries} queries vs {r.n_documents} documents"
     lines = [
         f"candidate : {result.candidate}",
         f"reference : {result.reference} ({result.n_texts} texts, {result.dataset})",

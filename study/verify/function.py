@@ -45,10 +45,8 @@ def _vector_checks(vectors: list[list[float]]) -> tuple[int | None, bool]:
     """(common dimension or None when they differ, whether every value is finite and no vector is zero)."""
     dims = {len(v) for v in vectors}
     array = np.asarray(vectors, dtype=np.float64) if len(dims) == 1 else None
-    finite = (
-        array is not None
-        and bool(np.isfinite(array).all())
-        and bool((np.linalg.norm(array, axis=1) > 0).all())
+    finite = array is not None and bool(
+        np.isfinite(array).all() and (np.linalg.norm(array, axis=1) > 0).all()
     )
     return (dims.pop() if len(dims) == 1 else None), finite
 
@@ -97,8 +95,7 @@ def encode(client: TargetClient, texts: list[str]) -> np.ndarray:
                 "instead of one embedding each"
             )
         out += got
-    dims = {len(v) for v in out}
-    if len(dims) != 1:
+    if len(dims := {len(v) for v in out}) != 1:
         raise TargetError(
             f"the target returned vectors of {len(dims)} different sizes for the reference texts"
         )
@@ -144,21 +141,19 @@ def run_function_layer(
     dimension, finite = _vector_checks(vectors)
     expected = thresholds.dimension or info_dimension or int(ref_vectors.shape[1])
     source = "--dimension" if thresholds.dimension else "/info" if info_dimension else "the reference set"
-    checks.append(
+    checks += [
         Check(
             name="dimension",
             status="pass" if dimension == expected else "fail",
             measured=f"{dimension}" if dimension is not None else "vectors of different sizes",
             limit=f"{expected} ({source})",
-        )
-    )
-    checks.append(
+        ),
         Check(
             name="finite, non-zero vectors",
             status="pass" if finite else "fail",
             measured=f"{len(vectors)} vectors {'all finite' if finite else 'with NaN, inf or all-zero rows'}",
-        )
-    )
+        ),
+    ]
     evidence = {"reference set": str(reference)}
     if candidate.shape[1] == ref_vectors.shape[1]:
         cosines = cosine_per_text(ref_vectors, candidate)
