@@ -16,10 +16,6 @@ from study.precision.compare import LayerAgreement, LayerReport, PrecisionResult
 LINEAR_ROLE_SEPARATOR = "."
 
 
-def _role(linear: LayerAgreement, layer_name: str) -> str:
-    return linear.name[len(layer_name) + len(LINEAR_ROLE_SEPARATOR) :]
-
-
 def layers_figure(report: LayerReport, lang: str) -> str:
     """Mean, P5 and min token cosine of every layer's output against depth, the gate as a line; with
     Linear points, a second panel with one line per Linear role."""
@@ -41,7 +37,8 @@ def layers_figure(report: LayerReport, lang: str) -> str:
             names = {p.depth: p.name for p in report.layers}
             roles: dict[str, list[LayerAgreement]] = {}
             for linear in report.linears:
-                roles.setdefault(_role(linear, names[linear.depth]), []).append(linear)
+                role = linear.name[len(names[linear.depth]) + len(LINEAR_ROLE_SEPARATOR) :]
+                roles.setdefault(role, []).append(linear)
             for role, points in roles.items():
                 ax2.plot([p.depth for p in points], [p.cosine_mean for p in points], marker="o", label=role)
             ax2.axhline(report.gate, color="k", ls="--", lw=1)
@@ -54,15 +51,11 @@ def layers_figure(report: LayerReport, lang: str) -> str:
     return to_data_uri(fig)
 
 
-def render_precision_report(result: PrecisionResult, lang: str = "en") -> str:
+def write_precision_report(result: PrecisionResult, path: Path, lang: str = "en") -> Path:
     check_lang(lang)
     figures = {}
     if result.layers is not None and result.layers.layers:
         figures["layers"] = layers_figure(result.layers, figure_lang(lang))
-    return render("precision.html.j2", lang, r=result, figures=figures)
-
-
-def write_precision_report(result: PrecisionResult, path: Path, lang: str = "en") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_html(path, render_precision_report(result, lang))
+    write_html(path, render("precision.html.j2", lang, r=result, figures=figures))
     return path
