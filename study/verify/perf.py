@@ -16,7 +16,7 @@ from embedperf.errors import RunFolderError
 from scenarios.loader import load_scenario
 from study.verify.load import LoadOptions, run_and_analyse, throttling_checks
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, CheckStatus, LayerResult, judged
+from study.verify.verdict import Check, CheckStatus, LayerResult, at_most, judged
 
 NO_DEVICE_NOTE = (
     "no serving-device telemetry (a CPU target, or pass --agent / --devices for the service host)"
@@ -91,10 +91,7 @@ def _ms(value: float | None) -> str:
 def _ratio(name: str, high_ms: float, low_ms: float, limit: float, over: CheckStatus) -> Check:
     """high / low against limit; `over` is the status above it."""
     ratio = high_ms / low_ms
-    measured = f"{ratio:.2f} ({high_ms:.1f} / {low_ms:.1f} ms)"
-    return Check(
-        name=name, status="pass" if ratio <= limit else over, measured=measured, limit=f"<= {limit:g}"
-    )
+    return at_most(name, ratio, limit, f"{ratio:.2f} ({high_ms:.1f} / {low_ms:.1f} ms)", over=over)
 
 
 def tail_checks(step: StepReport, thresholds: VerifyThresholds) -> tuple[list[Check], dict[str, str]]:
@@ -150,14 +147,10 @@ def device_checks(
                 limit=f">= {thresholds.min_device_util_pct:g}%",
             )
         )
-    if tel.mem_bw_util_mean_pct is not None:
+    if (bw := tel.mem_bw_util_mean_pct) is not None:
+        measured = f"{bw:.1f}% mean at the answer"
         checks.append(
-            Check(
-                name="memory bandwidth",
-                status="pass" if tel.mem_bw_util_mean_pct <= thresholds.max_mem_bw_util_pct else "fail",
-                measured=f"{tel.mem_bw_util_mean_pct:.1f}% mean at the answer",
-                limit=f"<= {thresholds.max_mem_bw_util_pct:g}% (not saturated)",
-            )
+            at_most("memory bandwidth", bw, thresholds.max_mem_bw_util_pct, measured, "% (not saturated)")
         )
     for name, field, limit, unit in (
         ("device temperature", "temp_max_c", thresholds.max_temp_c, " C"),
@@ -166,12 +159,7 @@ def device_checks(
         values = [v for s in analysis.summary.steps if (v := getattr(s.telemetry, field)) is not None]
         if values:
             checks.append(
-                Check(
-                    name=name,
-                    status="pass" if max(values) <= limit else "fail",
-                    measured=f"{max(values):.0f}{unit} max over the search",
-                    limit=f"<= {limit:g}{unit}",
-                )
+                at_most(name, max(values), limit, f"{max(values):.0f}{unit} max over the search", unit)
             )
     return checks + throttling_checks(analysis.folder, thresholds), evidence
 

@@ -26,10 +26,11 @@ from study.verify.target import (
     TargetClient,
 )
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, CheckStatus, LayerResult, judged
+from study.verify.verdict import Check, LayerResult, at_most, judged
 
 SOAK_FILE = "verify-soak.yaml"
 FALLBACK_SHARE = "fallback share"
+NO_COUNTS_NOTE = "no X-Served-Model, no counters"
 NO_RSS_NOTE = "the service process is not on this host (or --no-collectors): its memory was not sampled"
 
 
@@ -113,15 +114,11 @@ def restart_check(at_start: InfoSnapshot, after: InfoSnapshot, thresholds: Verif
         return Check(
             name="restarts", status="warn", measured="not checked", note="/info names no pid or start time"
         )
-    restarts = 0 if same else 1
-    return Check(
-        name="restarts",
-        status="pass" if restarts <= thresholds.max_restarts else "fail",
-        measured="none (same pid and start time as when verify began)"
-        if same
-        else f"restarted: pid {at_start.pid} -> {after.pid}, started {at_start.started_unix_s} -> {after.started_unix_s}",
-        limit=f"<= {thresholds.max_restarts}",
-    )
+    measured = "none (same pid and start time as when verify began)"
+    if not same:
+        measured = f"restarted: pid {at_start.pid} -> {after.pid}, "
+        measured += f"started {at_start.started_unix_s} -> {after.started_unix_s}"
+    return at_most("restarts", 0 if same else 1, thresholds.max_restarts, measured)
 
 
 def counter_checks(
@@ -138,9 +135,7 @@ def counter_checks(
             note = f"the target's /metrics has no {counter}"
             checks.append(Check(name=name, status="warn", measured="not counted", note=note))
         else:
-            status: CheckStatus = "pass" if grown <= limit else "fail"
-            measured = f"{grown:.0f} during the soak"
-            checks.append(Check(name=name, status=status, measured=measured, limit=f"<= {limit}"))
+            checks.append(at_most(name, grown, limit, f"{grown:.0f} during the soak"))
     return checks
 
 
@@ -164,19 +159,9 @@ def fallback_check(
         fell = before.increase(after, FALLBACK) if before and after else None
         total = before.increase(after, SERVED) if before and after else None
         if fell is None or not total:
-            return Check(
-                name=FALLBACK_SHARE,
-                status="warn",
-                measured="not measured",
-                note="no X-Served-Model, no counters",
-            )
+            return Check(name=FALLBACK_SHARE, status="warn", measured="not measured", note=NO_COUNTS_NOTE)
         share, source = 100.0 * fell / total, f"{fell:.0f} of {total:.0f} answers (/metrics)"
-    return Check(
-        name=FALLBACK_SHARE,
-        status="pass" if share <= thresholds.max_fallback_share_pct else "fail",
-        measured=f"{share:.2f}% ({source})",
-        limit=f"<= {thresholds.max_fallback_share_pct:g}%",
-    )
+    return at_most(FALLBACK_SHARE, share, thresholds.max_fallback_share_pct, f"{share:.2f}% ({source})", "%")
 
 
 def run_soak_layer(

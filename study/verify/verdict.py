@@ -72,6 +72,14 @@ class LayerResult(BaseModel):
         return f"{head}: {len(self.checks)} checks passed"
 
 
+def at_most(
+    name: str, value: float, limit: float, measured: str, unit: str = "", over: CheckStatus = "fail"
+) -> Check:
+    """A figure against its upper limit: pass at or below it, `over` above it."""
+    status: CheckStatus = "pass" if value <= limit else over
+    return Check(name=name, status=status, measured=measured, limit=f"<= {limit:g}{unit}")
+
+
 def layer_status(checks: Sequence[Check]) -> LayerStatus:
     """fail if any check fails, warn if any warns, else pass; a layer with nothing judged is incomplete."""
     if not checks:
