@@ -141,6 +141,13 @@ class VerifyThresholds(BaseModel):
         return None if self.target_qps is None else self.target_qps * (1.0 + self.headroom_pct / 100.0)
 
 
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'verify'}: {str(e['msg']).removeprefix('Value error, ')}"
+        for e in exc.errors()
+    )
+
+
 def read_config_section(path: Path) -> dict[str, Any]:
     """The `verify:` mapping of a YAML file (a scenario-style file may hold other sections beside it)."""
     try:
@@ -164,11 +171,7 @@ def resolve_thresholds(config: Path | None, flags: dict[str, Any]) -> VerifyThre
     try:
         return VerifyThresholds.model_validate(values)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'verify'}: {str(e['msg']).removeprefix('Value error, ')}"
-            for e in exc.errors()
-        )
-        raise ConfigError(f"invalid verify settings: {problems}") from exc
+        raise ConfigError(f"invalid verify settings: {_problems(exc)}") from exc
 
 
 def parse_layers(text: str) -> tuple[int, ...]:
