@@ -55,10 +55,7 @@ def detect_lang(text: str) -> str:
 
 
 def load_eval_corpus(path: Path = EVAL_CORPUS_PATH) -> list[EvalText]:
-    """Every text of the shipped corpus, in file order (the order is part of the fixed corpus).
-
-    Each line states its source and licence; a line without them is refused, so no text of unknown
-    origin enters the corpus."""
+    """Every text of the shipped corpus, in file order; a line without source and licence is refused."""
     items = []
     with path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, 1):
@@ -77,10 +74,8 @@ def shipped_eval_set() -> EvalSet:
 
 
 def load_dataset(path: Path, text_field: str = "text", label_fields: tuple[str, ...] = ()) -> EvalSet:
-    """The user's JSONL evaluation set: one object per line with the text in `text_field`.
-
-    Optional keys: `id` (else the line number), `lang` (else detected by script), `kind` ("query" marks
-    retrieval queries). Each of `label_fields` becomes a breakdown; a line without it counts as "(none)"."""
+    """The user's JSONL set: the text in `text_field`; optional `id`, `lang` (else detected), `kind`, and the
+    `label_fields`, each a breakdown (absent: "(none)")."""
     if not path.is_file():
         raise ConfigError(f"--dataset {path} does not exist; pass a JSONL file with one object per line")
     items: list[EvalText] = []
@@ -99,15 +94,8 @@ def load_dataset(path: Path, text_field: str = "text", label_fields: tuple[str, 
                 )
             text = raw[text_field]
             labels = {name: str(raw.get(name, NO_LABEL)) for name in label_fields}
-            items.append(
-                EvalText(
-                    id=str(raw.get("id", f"line-{number}")),
-                    lang=str(raw.get("lang") or detect_lang(text)),
-                    text=text,
-                    kind=str(raw.get("kind", "")),
-                    labels=labels,
-                )
-            )
+            lang, kind = str(raw.get("lang") or detect_lang(text)), str(raw.get("kind", ""))
+            items.append(EvalText(str(raw.get("id", f"line-{number}")), lang, text, kind, labels))
     if len(items) < 2:
         raise ConfigError(f"--dataset {path} has {len(items)} text(s); a precision check needs at least two")
     ids = [item.id for item in items]

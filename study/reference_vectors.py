@@ -1,12 +1,8 @@
 """The fp32 reference vectors of a text set, computed once per model and kept on disk.
 
-`embedperf precision`, `verify` and `matrix` compare a candidate with the fp32 build of the model on the
-CPU over the same texts. Embedding the shipped corpus takes ~6 s of CPU and loading the model ~3 s more,
-so the vectors are kept in the cache folder ($EMBEDPERF_CACHE_DIR; default $XDG_CACHE_HOME/embedperf or
-~/.cache/embedperf), keyed by every file of the model folder (name, size, modification time), the torch
-and transformers versions and the texts themselves: a changed model or corpus is computed afresh.
-EMBEDPERF_CACHE_DIR=off computes every time. A cache that cannot be read or written is skipped, with a
-warning, never an error. Processes that need the same vectors at once compute them once (a file lock).
+Embedding the shipped corpus costs ~9 s of CPU, so the vectors are kept in the cache folder
+($EMBEDPERF_CACHE_DIR, off: never), keyed by the model folder's files, the torch and transformers versions
+and the texts. A cache that fails is skipped with a warning; processes computing the same vectors take a lock.
 """
 
 from __future__ import annotations
@@ -59,12 +55,10 @@ def fp32_reference_vectors(
     if directory is None:
         return encode()
     path = directory / f"fp32-{reference_key(model_dir, texts)}.npy"
-    cached = _read(path, len(texts))
-    if cached is not None:
+    if (cached := _read(path, len(texts))) is not None:
         return cached
     with _computing(path):  # another process computing the same vectors: wait for them, then read
-        cached = _read(path, len(texts))
-        if cached is not None:
+        if (cached := _read(path, len(texts))) is not None:
             return cached
         vectors = np.ascontiguousarray(encode(), dtype=np.float32)
         _write(path, vectors)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 import numpy as np
 
@@ -20,6 +20,18 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float64)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms == 0, 1.0, norms)
+
+
+class CosineSummary(TypedDict):
+    cosine_mean: float
+    cosine_p5: float
+    cosine_min: float
+
+
+def cosine_summary(cosine: np.ndarray) -> CosineSummary:
+    """Mean, P5 and min of per-item cosines, under the names the result models give them."""
+    mean, p5, low = cosine.mean(), np.percentile(cosine, 5), cosine.min()
+    return CosineSummary(cosine_mean=float(mean), cosine_p5=float(p5), cosine_min=float(low))
 
 
 def cosine_per_text(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:

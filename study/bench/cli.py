@@ -28,10 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8086, help="port the service listens on (default 8086)")
     parser.add_argument("--scenario", default="ramp", help="scenario to run (default ramp)")
     parser.add_argument(
-        "--service-arg",
-        action="append",
-        default=[],
-        help="extra argument for `python -m service` (repeatable)",
+        "--service-arg", action="append", default=[], help="extra `python -m service` argument (repeatable)"
     )
     add_override_option(parser, "override a scenario field, e.g. steps.duration_s=5 (repeatable)")
     parser.add_argument("--label", default="", help="label appended to the run id")

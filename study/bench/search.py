@@ -1,10 +1,5 @@
-"""`embedperf search`: the highest open-loop rate that meets the SLO, as one run folder and report.
-
-Exit codes: 0 an answer (found, at the SLO within --precision, or every rate up to --max-rate
-passed); 1 no probed rate meets the SLO; 2 usage or pre-flight error (nothing measured, e.g. probes
-that could never bound a P99); 3 the search did not finish; 4 the search could not narrow its
-answer to --precision (its status says why: the P99 interval too wide, time limit, unconfirmed).
-"""
+"""`embedperf search`: the highest open-loop rate that meets the SLO, as one run folder and report (exit codes:
+EXIT_HELP)."""
 
 from __future__ import annotations
 
@@ -13,7 +8,6 @@ import argparse
 from decisions.search.state import (
     QUANTILE,
     Outcome,
-    SearchRecord,
     devices_serving,
     feasibility,
     headline,
@@ -25,7 +19,7 @@ from embedperf.schema import read_manifest
 from loadgen.cli.runner import run_scenario
 from reports.build import build_report
 from scenarios.loader import OVERRIDE_HELP, load_scenario, parse_overrides
-from study.options import add_run_options, flag_values
+from study.options import FieldFlag, add_field_flags, add_run_options, field_names, flag_values, run_options
 
 DEFAULT_SCENARIO = "query"
 INCOMPLETE_EXIT = 3
@@ -40,18 +34,31 @@ EXIT_HELP = (
     "max_duration; unconfirmed). "
 )
 
-# flag -> scenario field it sets
+# the flags that set one search field each (search.<dest>)
+SEARCH_FLAGS = (
+    FieldFlag("--precision", float, "stop when the bracket is within this (0.05)"),
+    FieldFlag("--max-duration-s", float, "stop the search after this long"),
+    FieldFlag("--start-rate", float, "first probe's rate (req/s)"),
+    FieldFlag("--max-rate", float, "highest rate to try (req/s)"),
+    FieldFlag(
+        "--min-ok-requests",
+        int,
+        f"ok requests per probe (1000; at least {samples_to_bound(QUANTILE, 0.95)}, the fewest that bound "
+        "a P99 at 95%% confidence)",
+    ),
+    FieldFlag("--min-probe-s", float, "shortest probe"),
+    FieldFlag(
+        "--max-probe-s",
+        float,
+        "longest probe, repeats and confirming probes included (plus at most drain_s for answers "
+        "in flight); sets the lowest rate a probe can judge",
+    ),
+)
 FLAG_FIELDS: dict[str, str] = {
     "slo_p99_ms": "slo.p99_ms",
     "error_budget_pct": "slo.error_budget_pct",
     "arrival": "open_loop.arrival",
-    "precision": "search.precision",
-    "max_duration_s": "search.max_duration_s",
-    "start_rate": "search.start_rate",
-    "max_rate": "search.max_rate",
-    "min_ok_requests": "search.min_ok_requests",
-    "min_probe_s": "search.min_probe_s",
-    "max_probe_s": "search.max_probe_s",
+    **field_names("search.", SEARCH_FLAGS),
 }
 
 
@@ -68,51 +75,30 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_SCENARIO,
         help=f"open-loop scenario (default {DEFAULT_SCENARIO})",
     )
-    parser.add_argument("--host", default=None, help="target base URL (default: the scenario's)")
+    parser.add_argument("--host", help="target base URL (default: the scenario's)")
     add_shared_option(parser, "slo_p99_ms", default_text="the scenario's slo.p99_ms")
     add_shared_option(parser, "error_budget_pct", default_text="the scenario's slo.error_budget_pct")
-    parser.add_argument("--arrival", choices=("constant", "poisson"), default=None, help="arrival process")
-    parser.add_argument(
-        "--precision", type=float, default=None, help="stop when the bracket is within this (0.05)"
-    )
-    parser.add_argument("--max-duration-s", type=float, default=None, help="stop the search after this long")
-    parser.add_argument("--start-rate", type=float, default=None, help="first probe's rate (req/s)")
-    parser.add_argument("--max-rate", type=float, default=None, help="highest rate to try (req/s)")
-    parser.add_argument(
-        "--min-ok-requests",
-        type=int,
-        default=None,
-        help=f"ok requests per probe (1000; at least {samples_to_bound(QUANTILE, 0.95)}, the fewest that bound "
-        "a P99 at 95%% confidence)",
-    )
-    parser.add_argument("--min-probe-s", type=float, default=None, help="shortest probe")
-    parser.add_argument(
-        "--max-probe-s",
-        type=float,
-        default=None,
-        help="longest probe, repeats and confirming probes included (plus at most drain_s for answers "
-        "in flight); sets the lowest rate a probe can judge",
-    )
+    parser.add_argument("--arrival", choices=("constant", "poisson"), help="arrival process")
+    add_field_flags(parser, SEARCH_FLAGS)
     add_run_options(parser, label="search")
     return parser
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    overrides = parse_overrides(args.overrides)
-    overrides["search.enabled"] = "true"
-    overrides.update(flag_values(args, FLAG_FIELDS))
+    overrides = {
+        **parse_overrides(args.overrides),
+        "search.enabled": "true",
+        **flag_values(args, FLAG_FIELDS),
+    }
     scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
     feasibility(scenario.search)  # ConfigError (exit 2) before any probe; the run prints a raised min_rate
     folder = run_scenario(
         args.scenario,
         host=args.host or scenario.target.base_url,
-        runs_dir=args.runs_dir,
-        label=args.label,
-        profile=args.profile,
         overrides=overrides,
-        collectors=not args.no_collectors,
         timeout_s=scenario.search.max_duration_s + RUN_MARGIN_S,
+        **run_options(args),
     )
     manifest = read_manifest(folder)
     record = read_search(manifest)
@@ -126,9 +112,4 @@ def main(argv: list[str]) -> int:
     if not args.no_report:
         print(f"report: {build_report(folder)}")
     print(f"run folder: {folder.root}")
-    return exit_code(record)
-
-
-def exit_code(record: SearchRecord) -> int:
-    """0 an answer, 1 no probed rate meets the SLO, 4 not narrowed to --precision (see EXIT_HELP)."""
     return EXIT_CODES[record.outcome]

@@ -1,9 +1,5 @@
-"""`embedperf canary --baseline URL --candidate URL`: shift one load to a candidate stage by stage; promote or roll back.
-
-Exit codes: 0 promote (every stage judged, no trigger fired); 1 roll back (a trigger fired: the line
-says which, where and with what numbers); 2 no verdict (a stage too thin to judge) or a usage or
-pre-flight error (nothing measured); 3 incomplete (the run stopped before every window was judged).
-"""
+"""`embedperf canary --baseline URL --candidate URL`: shift one load to a candidate stage by stage; promote or roll back
+(exit codes: EXIT_HELP)."""
 
 from __future__ import annotations
 
@@ -23,7 +19,15 @@ from reports.build import build_report
 from reports.canary_outputs import write_canary_json, write_canary_junit
 from scenarios.loader import OVERRIDE_HELP, load_scenario, parse_overrides
 from scenarios.models import Scenario
-from study.options import add_run_options, add_verdict_outputs, flag_values
+from study.options import (
+    FieldFlag,
+    add_field_flags,
+    add_run_options,
+    add_verdict_outputs,
+    field_names,
+    flag_values,
+    run_options,
+)
 
 DEFAULT_SCENARIO = "query"
 RUN_MARGIN_S = 120.0  # beyond the stages: start-up, the last window's settling, the drain
@@ -35,23 +39,6 @@ EXIT_HELP = (
 )
 OFF = ("off", "none", "null")
 OPENAI_EMBEDDINGS_PATH = "/v1/embeddings"
-# flag -> scenario field it sets
-FLAG_FIELDS: dict[str, str] = {
-    "window_s": "canary.window_s",
-    "windows_per_stage": "canary.windows_per_stage",
-    "agreement_fraction": "canary.agreement_fraction",
-    "seed": "canary.seed",
-    "load_step": "canary.load_step",
-    "min_window_requests": "canary.min_window_requests",
-    "min_stage_requests": "canary.min_stage_requests",
-    "max_error_rate_pct": "rollback.max_error_rate_pct",
-    "max_p99_ms": "rollback.max_p99_ms",
-    "max_p99_increase_pct": "rollback.max_p99_increase_pct",
-    "p99_windows": "rollback.p99_windows",
-    "min_agreement_cosine": "rollback.min_agreement_cosine",
-    "max_temp_c": "rollback.max_temp_c",
-    "max_unavailable_s": "rollback.max_unavailable_s",
-}
 
 
 def _limit(text: str) -> str:
@@ -73,6 +60,36 @@ def _stages(text: str) -> str:
             f"{text!r}: give candidate weights in percent, e.g. 5,20,50,100"
         ) from exc
     return json.dumps(weights)
+
+
+# the flags that set one field each of the scenario's canary: and rollback: sections
+STAGE_FLAGS = (
+    FieldFlag("--stages", _stages, "candidate weights (5,20,50,100)", "PCT,...", field="stages_pct"),
+    FieldFlag("--window-s", float, "length of a judged window (60)", "S"),
+    FieldFlag("--windows-per-stage", int, "windows per stage (3)", "N"),
+    FieldFlag("--load-step", int, "scenario step whose load every stage holds (-1)", "I"),
+    FieldFlag(
+        "--agreement-fraction",
+        float,
+        "fraction of requests also sent to the other side, their answers' cosine recorded (0.05)",
+        "F",
+    ),
+    FieldFlag("--seed", int, "seed of the side draws (0)"),
+    FieldFlag("--min-window-requests", int, "fewer: a window too thin to judge (20)", "N"),
+    FieldFlag("--min-stage-requests", int, "fewer at a stage: no verdict (50)", "N"),
+)
+TRIGGER_FLAGS = (
+    FieldFlag("--max-error-rate-pct", _limit, "per window (1)", "X"),
+    FieldFlag("--max-p99-ms", _limit, "in N consecutive windows (off)", "Y"),
+    FieldFlag(
+        "--max-p99-increase-pct", _limit, "P99 above the baseline's by Z%% in N consecutive windows (50)", "Z"
+    ),
+    FieldFlag("--p99-windows", int, "consecutive windows (3)", "N"),
+    FieldFlag("--min-agreement-cosine", _limit, "0.99 (0.999 for strict uses)", "C"),
+    FieldFlag("--max-temp-c", _limit, "candidate devices (85)", "T"),
+    FieldFlag("--max-unavailable-s", _limit, "seconds without success per window (2)", "S"),
+)
+FLAG_FIELDS = field_names("canary.", STAGE_FLAGS) | field_names("rollback.", TRIGGER_FLAGS)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,72 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="accept one URL on both sides: an A/A check of the canary itself (otherwise refused, exit 2)",
     )
-    stages = parser.add_argument_group("stages and windows (the scenario's canary: section)")
-    stages.add_argument(
-        "--stages", type=_stages, default=None, metavar="PCT,...", help="candidate weights (5,20,50,100)"
-    )
-    stages.add_argument(
-        "--window-s", type=float, default=None, metavar="S", help="length of a judged window (60)"
-    )
-    stages.add_argument(
-        "--windows-per-stage", type=int, default=None, metavar="N", help="windows per stage (3)"
-    )
-    stages.add_argument(
-        "--load-step",
-        type=int,
-        default=None,
-        metavar="I",
-        help="scenario step whose load every stage holds (-1)",
-    )
-    stages.add_argument(
-        "--agreement-fraction",
-        type=float,
-        default=None,
-        metavar="F",
-        help="fraction of requests also sent to the other side, their answers' cosine recorded (0.05)",
-    )
-    stages.add_argument("--seed", type=int, default=None, help="seed of the side draws (0)")
-    stages.add_argument(
-        "--min-window-requests",
-        type=int,
-        default=None,
-        metavar="N",
-        help="fewer: a window too thin to judge (20)",
-    )
-    stages.add_argument(
-        "--min-stage-requests", type=int, default=None, metavar="N", help="fewer at a stage: no verdict (50)"
-    )
-    triggers = parser.add_argument_group(
-        "rollback triggers (the scenario's rollback: section; `off` disables one)"
-    )
-    triggers.add_argument(
-        "--max-error-rate-pct", type=_limit, default=None, metavar="X", help="per window (1)"
-    )
-    triggers.add_argument(
-        "--max-p99-ms", type=_limit, default=None, metavar="Y", help="in N consecutive windows (off)"
-    )
-    triggers.add_argument(
-        "--max-p99-increase-pct",
-        type=_limit,
-        default=None,
-        metavar="Z",
-        help="P99 above the baseline's by Z%% in N consecutive windows (50)",
-    )
-    triggers.add_argument(
-        "--p99-windows", type=int, default=None, metavar="N", help="consecutive windows (3)"
-    )
-    triggers.add_argument(
-        "--min-agreement-cosine", type=_limit, default=None, metavar="C", help="0.99 (0.999 for strict uses)"
-    )
-    triggers.add_argument(
-        "--max-temp-c", type=_limit, default=None, metavar="T", help="candidate devices (85)"
-    )
-    triggers.add_argument(
-        "--max-unavailable-s",
-        type=_limit,
-        default=None,
-        metavar="S",
-        help="seconds without success per window (2)",
+    add_field_flags(parser, STAGE_FLAGS, "stages and windows (the scenario's canary: section)")
+    add_field_flags(
+        parser, TRIGGER_FLAGS, "rollback triggers (the scenario's rollback: section; `off` disables one)"
     )
     add_run_options(parser, label="canary")
     add_api_key_option(parser)
@@ -190,26 +144,17 @@ def canary_overrides(scenario: Scenario, overrides: dict[str, str]) -> dict[str,
             f"canary.load_step {canary.load_step} names no step of {scenario.name!r} "
             f"({len(scenario.steps)} steps); pass --load-step 0..{len(scenario.steps) - 1}"
         ) from None
-    duration_s = canary.window_s * canary.windows_per_stage
-    steps = [
-        {
-            "label": f"{weight:g}%",
-            "duration_s": duration_s,
-            "warmup_s": 0.0,
-            **({"rate": step.rate} if scenario.is_open_loop else {"users": step.users}),
-            **({"spawn_rate": step.spawn_rate} if step.spawn_rate is not None else {}),
-        }
-        for weight in canary.stages_pct
-    ]
+    load: dict[str, object] = {"rate": step.rate} if scenario.is_open_loop else {"users": step.users}
+    if step.spawn_rate is not None:
+        load["spawn_rate"] = step.spawn_rate
+    held = {"duration_s": canary.window_s * canary.windows_per_stage, "warmup_s": 0.0, **load}
+    steps = [{"label": f"{weight:g}%", **held} for weight in canary.stages_pct]
     return {**overrides, "canary.enabled": "true", "steps": json.dumps(steps)}
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    overrides = parse_overrides(args.overrides)
-    overrides.update(flag_values(args, FLAG_FIELDS))
-    if args.stages is not None:
-        overrides["canary.stages_pct"] = args.stages
+    overrides = {**parse_overrides(args.overrides), **flag_values(args, FLAG_FIELDS)}
     planned = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
     baseline = normalise_base_url(args.baseline, planned.target.path)
     candidate = normalise_base_url(args.candidate, planned.target.path)
@@ -227,20 +172,16 @@ def main(argv: list[str]) -> int:
     export_api_key(args.api_key, scenario.target.api_key_env)
     check_target(scenario, candidate)  # the baseline is checked with the run; exit 2 before any load
     locustfile = LOCUSTFILES_DIR / ("canary_openloop.py" if scenario.is_open_loop else "canary.py")
-    total_s = scenario.total_duration_s
     with LocalWorkers(args.workers, locustfile) as workers:
         outcome = run_scenario_outcome(
             args.scenario,
             host=baseline,
-            runs_dir=args.runs_dir,
-            label=args.label,
-            profile=args.profile,
             overrides=overrides,
-            collectors=not args.no_collectors,
-            timeout_s=total_s + RUN_MARGIN_S,
+            timeout_s=scenario.total_duration_s + RUN_MARGIN_S,
             api_key=args.api_key,
             extra_args=DeviceOptions.from_namespace(args).command_args() + workers.master_args(),
             locustfile=locustfile,
+            **run_options(args),
         )
     if outcome.folder is None:
         print(f"embedperf canary: locust exited with {outcome.exit_code} without a run folder; see above")

@@ -20,7 +20,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("runs_dir", type=Path, help="folder holding run folders (runs/)")
     parser.add_argument(
         "--scenario",
-        default=None,
         metavar="NAME",
         help="the series of this scenario's newest run (default: the newest run's series); runs of other "
         "scenarios, loads or target kinds are listed apart",
@@ -35,7 +34,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        default=None,
         metavar="PATH",
         help=f"the HTML page (default RUNS_DIR/{HISTORY_REPORT}; the JSON beside it)",
     )

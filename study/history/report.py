@@ -8,15 +8,13 @@ from reports.build import check_lang, write_html
 from reports.figures import figure_lang, new_figure, style, to_data_uri
 from reports.i18n import t
 from reports.render import render
-from study.history.trend import History, Point
+from study.history.trend import History
 
 HISTORY_REPORT = "history.html"
 HISTORY_JSON = "history.json"
 
 
-def _errors(
-    points: list[Point], values: list[float], cis: list[tuple[float | None, float | None]]
-) -> list[list[float]]:
+def _errors(values: list[float], cis: list[tuple[float | None, float | None]]) -> list[list[float]]:
     """Error bar lengths below and above each point (0 where an end is unknown)."""
     low = [v - lo if lo is not None else 0.0 for v, (lo, _) in zip(values, cis, strict=True)]
     high = [hi - v if hi is not None else 0.0 for v, (_, hi) in zip(values, cis, strict=True)]
@@ -35,7 +33,7 @@ def trend_figure(result: History, lang: str) -> str:
         for ax, metric, unit in ((axes[0], "qps", "req/s"), (axes[1], "p99_ms", "ms")):
             values = [getattr(p, metric) or 0.0 for p in points]
             cis = [p.qps_ci if metric == "qps" else p.p99_ci_ms for p in points]
-            ax.errorbar(xs, values, yerr=_errors(points, values, cis), fmt="o-", color="#1f6feb", capsize=3)
+            ax.errorbar(xs, values, yerr=_errors(values, cis), fmt="o-", color="#1f6feb", capsize=3)
             if points and metric in flagged:
                 ax.plot(
                     [xs[-1]],

@@ -1,15 +1,10 @@
 """Regressions across commits: the headline figures of every run of one series, and whether the newest is worse.
 
-A series is the runs that can be compared at all: the same scenario, loop kind and planned step loads, against
-the same kind of target (protocol, model, device kind). Runs of any other series are listed apart, never
-drawn into the trend. Each run gives one point per headline figure at the series' highest load: goodput with
-its 95% bootstrap interval (per-second counts resampled, as compare does) and P99 with the interval its
-summary holds.
-
-The newest run is flagged on a figure when it is worse than the previous runs beyond their noise: compare
-(analysis.compare.changes.compare_runs, at the highest load both share) calls it worse against every one of
-the last WINDOW previous runs, and its point is worse than the worst of theirs (beyond the spread between
-runs as well as the spread within one).
+A series is the runs that can be compared at all (same scenario, loop kind, step loads and kind of target);
+other runs are listed apart. Each run gives goodput and P99 at the series' highest load, each with its 95%
+interval. The newest run is flagged on a figure when compare (analysis.compare.changes.compare_runs) calls it
+worse against each of the last WINDOW runs and it is worse than the worst of theirs: beyond the spread
+between runs as well as within one.
 """
 
 from __future__ import annotations
@@ -89,13 +84,11 @@ class History(BaseModel):
 
 
 def series_key(manifest: Manifest) -> SeriesKey:
-    info = manifest.service_info
-    steps = manifest.scenario.steps
-    open_loop = manifest.scenario.is_open_loop
+    info, open_loop = manifest.service_info, manifest.scenario.is_open_loop
     return SeriesKey(
         scenario=manifest.scenario.name,
         loop="open" if open_loop else "closed",
-        loads=[float((s.rate if open_loop else s.users) or 0) for s in steps],
+        loads=[float((s.rate if open_loop else s.users) or 0) for s in manifest.scenario.steps],
         protocol=manifest.scenario.target.protocol,
         model=info.model if info else None,
         device_kind=device_kind(
@@ -168,15 +161,9 @@ def flags(newest: RunAnalysis, previous: list[RunAnalysis], points: dict[str, Po
         mine = getattr(points[newest.summary.run_id], metric)
         if not _worse(metric, mine, worst):
             continue
-        out.append(
-            Flag(
-                metric=metric,
-                newest=mine,
-                worst_previous=worst,
-                reason=f"{metric} {mine:.4g} is worse than every one of the last {len(previous)} run(s) "
-                f"(compare: significantly worse against each; their worst {worst:.4g})",
-            )
-        )
+        reason = f"{metric} {mine:.4g} is worse than every one of the last {len(previous)} run(s) "
+        reason += f"(compare: significantly worse against each; their worst {worst:.4g})"
+        out.append(Flag(metric=metric, newest=mine, worst_previous=worst, reason=reason))
     return out
 
 

@@ -11,6 +11,7 @@ from scenarios.loader import add_override_option
 from study.matrix.report import build_matrix_report
 from study.matrix.run import MatrixRecord, run_matrix
 from study.matrix.spec import load_matrix_spec
+from study.options import study_parser
 
 EPILOG = """\
 examples:
@@ -29,12 +30,11 @@ Results: <runs-dir>/<time>-matrix-<scenario>/ holding matrix.json, one run folde
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="embedperf matrix",
-        description="Optimisation before/after matrix: each configuration of scenarios/optimizations.yaml "
-        "against the baseline, with confidence intervals, precision checks and a recommendation.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = study_parser(
+        "embedperf matrix",
+        "Optimisation before/after matrix: each configuration of scenarios/optimizations.yaml against the "
+        "baseline, with confidence intervals, precision checks and a recommendation.",
+        EPILOG,
     )
     parser.add_argument(
         "spec",
@@ -50,15 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--only", default="", help="comma-separated configuration names (the baseline is always kept)"
     )
-    parser.add_argument("--scenario", default=None, help="run this scenario instead of the file's")
-    parser.add_argument(
-        "--profile", choices=["quick", "full"], default=None, help="scenario profile (default: the file's)"
-    )
+    parser.add_argument("--scenario", help="run this scenario instead of the file's")
+    parser.add_argument("--profile", choices=["quick", "full"], help="scenario profile (default: the file's)")
     add_override_option(parser, "scenario override for every configuration (repeatable)")
     parser.add_argument(
         "--measure",
         choices=["steps", "search"],
-        default=None,
         help="steps: the scenario's load steps; search: a capacity search per configuration (default: the file's)",
     )
     parser.add_argument("--no-precision", action="store_true", help="skip the precision checks")
@@ -66,7 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--report-only",
         type=Path,
-        default=None,
         metavar="MATRIX_DIR",
         help="rebuild the report of an existing matrix folder and stop",
     )
@@ -84,13 +80,7 @@ def main(argv: list[str]) -> int:
     spec = load_matrix_spec(args.spec)
     if args.only:
         spec = spec.select([n.strip() for n in args.only.split(",") if n.strip()])
-    updates: dict[str, object] = {}
-    if args.scenario:
-        updates["scenario"] = args.scenario
-    if args.profile:
-        updates["profile"] = args.profile
-    if args.measure:
-        updates["measure"] = args.measure
+    updates: dict[str, object] = {k: v for k in ("scenario", "profile", "measure") if (v := getattr(args, k))}
     if args.overrides:
         extra = dict(item.split("=", 1) for item in args.overrides if "=" in item)
         updates["scenario_overrides"] = {**spec.scenario_overrides, **extra}
@@ -103,9 +93,6 @@ def main(argv: list[str]) -> int:
     print(f"matrix folder: {folder}")
     print(f"matrix report: {report}")
     if failed:
-        print(
-            f"{len(failed)} run(s) failed: "
-            + ", ".join(f"{r.config} (repeat {r.repeat + 1}): {r.error}" for r in failed)
-        )
-        return 1
-    return 0
+        runs = ", ".join(f"{r.config} (repeat {r.repeat + 1}): {r.error}" for r in failed)
+        print(f"{len(failed)} run(s) failed: {runs}")
+    return 1 if failed else 0

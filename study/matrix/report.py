@@ -1,4 +1,5 @@
-"""The matrix report: every configuration against the baseline, with CIs, precision and a recommendation."""
+"""The matrix report: every configuration against the baseline, with CIs, precision, a recommendation and the
+cheapest configuration at the SLO."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from embedperf.verdicts import ChangeVerdict
 from reports.build import check_lang, write_html
 from reports.compare_build import load_curves
 from reports.render import render
-from study.matrix.cost import cheapest
 from study.matrix.run import MatrixRecord, changes_numerics
 from study.matrix.spec import MatrixSpec
 
@@ -28,6 +28,11 @@ HEADLINE_METRICS = (
 )  # fmt: skip
 
 
+def _median(values: list[float]) -> float | None:
+    """The median over repeats (None without any)."""
+    return float(np.median(values)) if values else None
+
+
 @dataclass
 class MergedChange:
     """One metric's change over all repeats: per-repeat changes and the combined verdict."""
@@ -35,15 +40,6 @@ class MergedChange:
     metric: str
     repeats: list[MetricChange]
     verdict: ChangeVerdict
-
-    @property
-    def first(self) -> MetricChange:
-        return self.repeats[0]
-
-    @property
-    def rel_median(self) -> float | None:
-        rels = [c.rel for c in self.repeats if c.rel is not None]
-        return float(np.median(rels)) if rels else None
 
 
 @dataclass
@@ -67,7 +63,7 @@ class ConfigRow:
 
     @property
     def qps_within_budget(self) -> float | None:
-        """Most QPS of a step whose error rate is within the run's budget, whatever its latency (median of repeats)."""
+        """Most QPS of a step whose error rate is within the run's budget, whatever its latency (every repeat)."""
         values = []
         for run in self.runs:
             budget = run.summary.error_budget
@@ -78,13 +74,11 @@ class ConfigRow:
             ]
             if ok:
                 values.append(max(ok))
-        return float(np.median(values)) if len(values) == len(self.runs) and values else None
+        return _median(values) if len(values) == len(self.runs) else None
 
     @property
     def qps_at_slo(self) -> float | None:
-        values = [r.summary.capacity.max_qps_meeting_slo for r in self.runs]
-        known = [v for v in values if v is not None]
-        return float(np.median(known)) if known else None
+        return _median([v for r in self.runs if (v := r.summary.capacity.max_qps_meeting_slo) is not None])
 
     @property
     def cache_hit_ratio(self) -> float | None:
@@ -96,7 +90,7 @@ class ConfigRow:
                 hits = tel.loc[tel["metric"] == "cache_hit_ratio", "value"]
                 if len(hits):
                     values.append(float(hits.mean()))
-        return float(np.median(values)) if values else None
+        return _median(values)
 
     @property
     def searches(self) -> list[SearchSummary]:
@@ -104,9 +98,8 @@ class ConfigRow:
 
     @property
     def searched_rps(self) -> float | None:
-        """Searched capacity per device, the median over repeats (None when no repeat found one)."""
-        known = [s.per_device_rps for s in self.searches if s.per_device_rps is not None]
-        return float(np.median(known)) if known else None
+        """Searched capacity per device (None when no repeat found one)."""
+        return _median([s.per_device_rps for s in self.searches if s.per_device_rps is not None])
 
     @property
     def searched_bracket(self) -> tuple[float | None, float | None]:
@@ -118,8 +111,7 @@ class ConfigRow:
 
     @property
     def searched_p99_ms(self) -> float | None:
-        known = [s.p99_ms for s in self.searches if s.p99_ms is not None]
-        return float(np.median(known)) if known else None
+        return _median([s.p99_ms for s in self.searches if s.p99_ms is not None])
 
     @property
     def search_status(self) -> str:
@@ -128,8 +120,42 @@ class ConfigRow:
 
     @property
     def peak_qps(self) -> float | None:
-        values = [r.summary.capacity.peak_qps for r in self.runs if r.summary.capacity.peak_qps is not None]
-        return float(np.median(values)) if values else None
+        return _median([v for r in self.runs if (v := r.summary.capacity.peak_qps) is not None])
+
+
+@dataclass(frozen=True)
+class Cheapest:
+    name: str
+    per_1m_embeddings: float
+    currency: str
+    qps_at_slo: float | None
+
+
+def cost_at_slo(row: ConfigRow) -> tuple[float, str] | None:
+    """Median cost per million embeddings at the capacity step over the repeats (analysis.figures.cost), and
+    its currency; None unless every run is priced (a `cost` block in the matrix's overrides)."""
+    values, currencies = [], set()
+    for run in row.runs:
+        cost, index = run.summary.cost, run.summary.capacity.max_step_index
+        step = cost.step(index) if cost is not None and index is not None else None
+        if cost is None or step is None or step.per_1m_embeddings is None:
+            return None
+        values.append(step.per_1m_embeddings)
+        currencies.add(cost.prices.currency)
+    if not values or len(currencies) != 1:
+        return None
+    return float(np.median(values)), currencies.pop()
+
+
+def cheapest(rows: list[ConfigRow]) -> Cheapest | None:
+    """The priced configuration passing the precision gate with the lowest cost per million embeddings."""
+    priced = [
+        (row, c) for row in rows if row.runs and row.precision_ok and (c := cost_at_slo(row)) is not None
+    ]
+    if not priced or len({c[1] for _, c in priced}) != 1:
+        return None
+    row, (per_1m, currency) = min(priced, key=lambda item: item[1][0])
+    return Cheapest(name=row.name, per_1m_embeddings=per_1m, currency=currency, qps_at_slo=row.qps_at_slo)
 
 
 def merge_verdicts(changes: list[MetricChange]) -> ChangeVerdict:
@@ -198,10 +224,8 @@ def ranked_by_search(rows: list[ConfigRow]) -> list[ConfigRow]:
 
 
 def recommend(rows: list[ConfigRow], measure: str = "steps") -> tuple[ConfigRow | None, str]:
-    """The configuration with the most QPS at the SLO among those whose precision was checked and passed
-    (or that keep fp32 numerics); when none meets the SLO, the most QPS of a step within the error
-    budget, so a configuration is never recommended at a load where it fails too many requests.
-    A matrix measured by search ranks by the searched capacity instead (same precision rule)."""
+    """The most QPS at the SLO (by search: the searched capacity) among the precision_ok configurations; when
+    none meets it, the most QPS within the error budget, never a load where too many requests fail."""
     eligible = [r for r in rows if r.runs and r.precision_ok]
     if measure == "search":
         searched = [r for r in eligible if r.searched_rps is not None]
@@ -209,8 +233,7 @@ def recommend(rows: list[ConfigRow], measure: str = "steps") -> tuple[ConfigRow 
             return ranked_by_search(searched)[0], "search"
     at_slo = [r for r in eligible if r.qps_at_slo is not None]  # meets_slo includes the error budget
     if at_slo:
-        best = max(at_slo, key=lambda r: r.qps_at_slo or 0.0)
-        return best, "slo"
+        return max(at_slo, key=lambda r: r.qps_at_slo or 0.0), "slo"
     in_budget = [r for r in eligible if r.qps_within_budget is not None]
     if in_budget:
         return max(in_budget, key=lambda r: r.qps_within_budget or 0.0), "peak"
@@ -240,7 +263,7 @@ def build_matrix_report(folder: Path, lang: str = "en") -> Path:
         rows=rows,
         best=best,
         basis=basis,
-        cheapest=cheapest(list(rows)),
+        cheapest=cheapest(rows),
         failed_precision=failed_precision,
         failed_runs=[r for r in record.runs if not r.ok],
         slo_p99_ms=slo.slo_p99_ms if slo else None,

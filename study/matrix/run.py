@@ -1,7 +1,7 @@
 """Run the optimisation matrix: each configuration in a fresh service process, the same scenario each time.
 
-The order is rotated every repeat (round r starts at configuration r) so that slow drift on a noisy
-machine spreads over all configurations instead of masquerading as an effect of one of them.
+The order rotates every repeat so that drift on a noisy machine spreads over all configurations instead of
+masquerading as an effect of one of them.
 """
 
 from __future__ import annotations
@@ -69,11 +69,7 @@ class MatrixRecord:
 
 def run_order(configs: list[Configuration], repeat: int) -> list[tuple[int, Configuration]]:
     """(repeat index, configuration) in execution order: rotated by one configuration per round."""
-    order = []
-    n = len(configs)
-    for r in range(repeat):
-        order += [(r, configs[(r + i) % n]) for i in range(n)]
-    return order
+    return [(r, configs[(r + i) % len(configs)]) for r in range(repeat) for i in range(len(configs))]
 
 
 def precision_of(settings: dict[str, Any]) -> str:
@@ -122,10 +118,7 @@ def check_precisions(spec: MatrixSpec, log: Callable[[str], None]) -> dict[str, 
 
 
 def search_timeout_s(spec: MatrixSpec, overrides: dict[str, str]) -> float | None:
-    """A search run's time bound (its --max-duration plus start-up and the final probe); None for steps.
-
-    Resolving the scenario also rejects a closed-loop scenario (ConfigError) before any service starts.
-    """
+    """A search run's time bound (None for steps); resolving the scenario refuses a closed-loop one early."""
     if spec.measure != "search":
         return None
     from study.bench.search import RUN_MARGIN_S  # it brings the report builder (matplotlib): search runs only
@@ -162,32 +155,31 @@ def run_matrix(
     for order, (r, config) in enumerate(plan):
         args = service_args(spec.service_settings(config))
         overrides = {**spec.search_overrides(), **spec.scenario_overrides, **config.scenario_overrides}
-        if spec.slo_p99_ms is not None:
-            overrides.setdefault("slo.p99_ms", str(spec.slo_p99_ms))
-        if spec.error_budget_pct is not None:
-            overrides.setdefault("slo.error_budget_pct", str(spec.error_budget_pct))
+        for key, value in (("slo.p99_ms", spec.slo_p99_ms), ("slo.error_budget_pct", spec.error_budget_pct)):
+            if value is not None:
+                overrides.setdefault(key, str(value))
         log(f"[{order + 1}/{len(plan)}] {config.name} (repeat {r + 1}): embedperf serve {' '.join(args)}")
-        started = time.monotonic()
+        started, name = time.monotonic(), f"{config.name}-r{r}"  # the run's label, its logs' and cache's name
         run = MatrixRun(config=config.name, repeat=r, order=order, run_dir=None, ok=False, service_args=args)
         try:
             with contextlib.ExitStack() as stack:
                 # A private cache per run: no entry survives from one configuration to the next.
                 if config.redis:
-                    redis = stack.enter_context(RedisServer(folder / "redis" / f"{config.name}-r{r}"))
+                    redis = stack.enter_context(RedisServer(folder / "redis" / name))
                     args = [*args, "--cache", redis.url]
                     run.service_args = args
                     log(f"  shared cache: a private redis-server at {redis.url}")
                 service = stack.enter_context(
-                    ServiceProcess(args, log_path=folder / "logs" / f"service-{config.name}-r{r}.log")
+                    ServiceProcess(args, log_path=folder / "logs" / f"service-{name}.log")
                 )
                 locust_log = stack.enter_context(
-                    open(folder / "logs" / f"locust-{config.name}-r{r}.log", "w", encoding="utf-8")
+                    open(folder / "logs" / f"locust-{name}.log", "w", encoding="utf-8")
                 )
                 run_folder = run_scenario(
                     spec.scenario,
                     service.url,
                     runs_dir=folder / "runs",
-                    label=f"{config.name}-r{r}",
+                    label=name,
                     profile=spec.profile,
                     overrides=overrides,
                     echo=locust_log,
@@ -197,10 +189,8 @@ def run_matrix(
                 log(f"  searched: {searched_answer(run_folder)}")
             run.run_dir = str(run_folder.root.relative_to(folder))
             run.ok = True
-            if config.name in record.precision:
-                run_folder.precision.write_text(
-                    json.dumps(record.precision[config.name], indent=2), encoding="utf-8"
-                )
+            if (precision := record.precision.get(config.name)) is not None:
+                run_folder.precision.write_text(json.dumps(precision, indent=2), encoding="utf-8")
         except EmbedperfError as exc:
             run.error = str(exc)
             log(f"  failed: {exc}")

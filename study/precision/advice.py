@@ -1,13 +1,9 @@
 """Which Linear layers to keep in fp32 so that int8 passes the gate: sensitivity scan, then the fewest kept.
 
-Each Linear is quantised alone and the cosine it costs is measured; the most sensitive are kept in
-fp32 first. The number kept is bisected on the whole evaluation set against the whole gate, assuming
-that keeping more layers never hurts (it holds closely: int8 errors of different layers add up).
-
-The variants are built by swapping modules: the fp32 network borrows the quantised Linear modules of
-the service's own int8 build (the same per-channel dynamic quantisation, module for module), so the
-scan needs one model load per precision, not one per layer. The advised expression is then loaded
-through the service's loader with `int8_exclude`, exactly as `--int8-exclude` would, and verified.
+The most sensitive Linears (each quantised alone) are kept first; the number kept is bisected against the
+whole gate, assuming more kept never hurts (int8 errors of different layers add up). The fp32 network
+borrows the modules of the service's own int8 build, so the scan needs one model load per precision; the
+advised expression is then loaded as `--int8-exclude` would load it, and verified.
 """
 
 from __future__ import annotations
@@ -26,8 +22,9 @@ from study.precision.advice_plan import (
     VariantCheck,
     exclusion_regex,
     fewest_kept,
+    measure_speed,
+    method_text,
 )
-from study.precision.encode_speed import measure_speed, method_text
 from study.vectors import cosine_per_text
 
 
@@ -85,10 +82,8 @@ def advise(
     speed_rounds: int,
     log: Callable[[str], None],
 ) -> Advice:
-    """The whole advice: scan, fewest kept, the expression loaded and verified, the three speeds.
-
-    evaluate(vectors, kept) applies the whole gate to the whole set; fp32's network is borrowed for the
-    variants and restored before this returns."""
+    """Scan, fewest kept, the expression loaded and verified, the speeds; evaluate(vectors, kept) applies the
+    whole gate to the whole set."""
     linears = quantised_linears(fp32, int8)
     names = list(linears)
     sensitivities = scan_sensitivity(fp32, linears, [texts[i] for i in probe], reference[probe], log)

@@ -1,19 +1,32 @@
-"""The torch-free half of the int8 advice: its result model, the exclusion expression, the probe set and
-the bisection of the number of layers kept (study/precision/advice.py runs them on the model)."""
+"""The torch-free half of the int8 advice: its result model, the exclusion expression, the probe set, the
+bisection of the number of layers kept (study/precision/advice.py runs them on the model), and the offline
+encode speed of the variants: not a load test, the order rotates every round so that drift on a busy host
+is shared out; the ratio to fp32 carries over to another host, the absolute texts/s does not."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 from pydantic import BaseModel
 
-from study.precision.encode_speed import SpeedFigure
+from study.vectors import Encoder
 
 # The hand-written exclusion the advice is measured against: every projection after attention in fp32.
 ATTENTION_ONLY_EXCLUDE = r"output\.dense|intermediate"
 ADVICE_PROBE_TEXTS = 36
 _INDEXED = re.compile(r"^(?P<prefix>.*?\.)(?P<index>\d+)(?P<suffix>\..+)?$")
+ENCODE_BATCH_SIZE = 32
+BASELINE = "fp32"
+
+
+class SpeedFigure(BaseModel):
+    variant: str
+    texts_per_s: float  # median over rounds
+    round_s: list[float]  # seconds of each round, in round order
+    ratio_to_fp32: float
 
 
 class LayerSensitivity(BaseModel):
@@ -91,10 +104,8 @@ def probe_indexes(groups: Sequence[str], limit: int = ADVICE_PROBE_TEXTS) -> lis
 def fewest_kept(
     n_layers: int, check: Callable[[int], VariantCheck]
 ) -> tuple[VariantCheck | None, VariantCheck]:
-    """(the passing check with the fewest layers kept, the failing check with one fewer).
-
-    check(m) keeps the m most sensitive layers in fp32. Keeping all of them is fp32 itself and is
-    never run; (None, ...) when only that would pass."""
+    """(the passing check with the fewest layers kept, the failing one with one fewer); check(m) keeps the m most
+    sensitive in fp32. Keeping all is fp32 itself, never run: (None, ...) when only that would pass."""
     low = check(0)
     if low.passed:
         return low, low
@@ -108,3 +119,34 @@ def fewest_kept(
         else:
             lo, low = mid, result
     return high, low
+
+
+def method_text(n_texts: int, rounds: int) -> str:
+    return (
+        f"offline encode of the same {n_texts} texts (batches of {ENCODE_BATCH_SIZE}, sorted by length), "
+        f"{rounds} interleaved round(s), median; the ratio to fp32 carries over, texts/s is this host's"
+    )
+
+
+def measure_speed(variants: Mapping[str, Encoder], texts: list[str], rounds: int) -> list[SpeedFigure]:
+    """texts/s of every variant (a key must be "fp32": the ratios are to it)."""
+    if BASELINE not in variants:
+        raise ValueError(f"measure_speed needs a {BASELINE!r} variant for the ratios")
+    names = list(variants)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for i in range(len(names)):
+            name = names[(r + i) % len(names)]
+            start = time.perf_counter()
+            variants[name].encode(texts, batch_size=ENCODE_BATCH_SIZE)
+            seconds[name].append(time.perf_counter() - start)
+    rate = {name: len(texts) / statistics.median(values) for name, values in seconds.items()}
+    return [
+        SpeedFigure(
+            variant=name,
+            texts_per_s=rate[name],
+            round_s=seconds[name],
+            ratio_to_fp32=rate[name] / rate[BASELINE],
+        )
+        for name in names
+    ]

@@ -18,6 +18,7 @@ from loadgen.traffic.quality import write_reference_set
 from modelcore.model import EmbeddingModel, load_model
 from modelcore.model_folder import model_dir
 from study.corpus import EvalSet, load_dataset, shipped_eval_set
+from study.options import study_parser
 from study.precision.advice import advise
 from study.precision.advice_plan import Advice, VariantCheck, probe_indexes
 from study.precision.compare import EndpointEncoder, PrecisionResult, compare_embeddings, write_result
@@ -49,24 +50,18 @@ usage error. With --advise: 0 when an int8 variant passes (its expression is pri
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="embedperf precision",
-        description="Check a configuration's embeddings against an fp32 reference on the shipped "
-        "evaluation corpus (Chinese and English, queries and passages, four domains) or your own set: "
-        "cosine per text, per domain and top-10 retrieval agreement; where the layers lose precision; "
-        "which Linear layers int8 should keep in fp32.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = study_parser(
+        "embedperf precision",
+        "Check a configuration's embeddings against an fp32 reference on the shipped evaluation corpus "
+        "(Chinese and English, queries and passages, four domains) or your own set: cosine per text, per "
+        "domain and top-10 retrieval agreement; where the layers lose precision; which Linear layers int8 "
+        "should keep in fp32.",
+        EPILOG,
     )
-    parser.add_argument(
-        "--model", type=Path, default=None, help="model directory (default: packaged all-MiniLM-L6-v2)"
-    )
+    parser.add_argument("--model", type=Path, help="model directory (default: packaged all-MiniLM-L6-v2)")
     cand = parser.add_argument_group("candidate (pick one; default --precision fp32)")
     cand.add_argument(
-        "--precision",
-        choices=["fp32", "fp16", "bf16", "int8"],
-        default=None,
-        help="the same model at this precision",
+        "--precision", choices=["fp32", "fp16", "bf16", "int8"], help="the same model at this precision"
     )
     cand.add_argument(
         "--device", default="cpu", help="device of the candidate: cpu, cuda[:N], npu[:N] (default cpu)"
@@ -76,10 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="with --precision int8: regex of Linear layers kept in fp32, e.g. 'output\\.dense|intermediate'",
     )
-    cand.add_argument("--candidate-model", type=Path, default=None, help="another model build (a directory)")
-    cand.add_argument(
-        "--endpoint", default=None, help="a running OpenAI-compatible base URL, e.g. http://127.0.0.1:8086"
-    )
+    cand.add_argument("--candidate-model", type=Path, help="another model build (a directory)")
+    cand.add_argument("--endpoint", help="a running OpenAI-compatible base URL, e.g. http://127.0.0.1:8086")
     cand.add_argument("--endpoint-model", default="all-MiniLM-L6-v2", help="model name sent to --endpoint")
     cand.add_argument(
         "--api-key-env",
@@ -87,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="environment variable holding the endpoint's API key (default %(default)s)",
     )
     data = parser.add_argument_group("evaluation set (default: the shipped corpus)")
-    data.add_argument("--dataset", type=Path, default=None, help="your own texts: JSONL, one object per line")
+    data.add_argument("--dataset", type=Path, help="your own texts: JSONL, one object per line")
     data.add_argument("--field", default="text", help="the key holding the text (default %(default)s)")
     data.add_argument(
         "--label-field",
@@ -104,14 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="standard: mean cosine >= 0.99; strict: >= 0.999 (and the domain / agreement defaults)",
     )
     gate.add_argument(
-        "--min-domain-cosine",
-        type=float,
-        default=None,
-        help="each domain's mean and P5 cosine (0.98 / 0.998)",
+        "--min-domain-cosine", type=float, help="each domain's mean and P5 cosine (0.98 / 0.998)"
     )
-    gate.add_argument(
-        "--min-topk-agreement", type=float, default=None, help=f"mean agreement@{TOP_K} (0.95 / 0.98)"
-    )
+    gate.add_argument("--min-topk-agreement", type=float, help=f"mean agreement@{TOP_K} (0.95 / 0.98)")
     study = parser.add_argument_group("where precision is lost")
     study.add_argument(
         "--layers",
@@ -130,14 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--speed-rounds", type=int, default=3, help="with --advise: interleaved encode rounds (default 3)"
     )
     out = parser.add_argument_group("output")
-    out.add_argument("--threads", type=int, default=None, help="torch threads for local models")
-    out.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
-    out.add_argument("--report", type=Path, default=None, help="also write the precision report (HTML) here")
+    out.add_argument("--threads", type=int, help="torch threads for local models")
+    out.add_argument("--out", type=Path, help="also write the result as JSON here")
+    out.add_argument("--report", type=Path, help="also write the precision report (HTML) here")
     add_shared_option(out, "lang", "en")
     out.add_argument(
         "--write-reference",
         type=Path,
-        default=None,
         metavar="PATH",
         help="also store the texts and their fp32 embeddings as a quality-probe reference set "
         "(Parquet) for a scenario's payload.quality_probes.reference",
@@ -145,7 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument(
         "--run",
         type=Path,
-        default=None,
         metavar="RUN_DIR",
         help="store the result in RUN_DIR/precision.json so the run's report shows it",
     )
@@ -219,7 +205,7 @@ def _check_args(args: argparse.Namespace) -> str:
 
 
 def run_precision(args: argparse.Namespace, gates: PrecisionGates) -> PrecisionResult:
-    evalset: EvalSet = (
+    evalset = (
         load_dataset(args.dataset, args.field, tuple(args.label_field))
         if args.dataset
         else shipped_eval_set()
@@ -253,7 +239,7 @@ def run_precision(args: argparse.Namespace, gates: PrecisionGates) -> PrecisionR
             reference, candidate, texts, gates.min_mean_cosine, with_linear=args.layers == "linear"
         )
     if args.advise and isinstance(candidate, EmbeddingModel):
-        result.advice = _advise(args, reference, candidate, ref_vectors, evalset, token_counts, evaluate)
+        result.advice = _advise(args, reference, candidate, ref_vectors, evalset, evaluate)
     return result
 
 
@@ -263,7 +249,6 @@ def _advise(
     int8: EmbeddingModel,
     ref_vectors: np.ndarray,
     evalset: EvalSet,
-    token_counts: list[int],
     evaluate: Callable[[np.ndarray, str], PrecisionResult],
 ) -> Advice:
     axes = domain_groups(evalset.texts, None, evalset.label_fields)
@@ -272,11 +257,7 @@ def _advise(
     def check(vectors: np.ndarray, kept: int) -> VariantCheck:
         result = evaluate(vectors, f"int8 keeping {kept} Linear layers in fp32")
         return VariantCheck(
-            kept_fp32=kept,
-            cosine_mean=result.cosine_mean,
-            topk=result.topk,
-            topk_agreement_mean=result.topk_agreement_mean,
-            failures=result.failures,
+            kept_fp32=kept, **result.model_dump(include=set(VariantCheck.model_fields) - {"kept_fp32"})
         )
 
     def load_variant(expression: str) -> EmbeddingModel:

@@ -1,14 +1,13 @@
-"""Precision verification: a configuration's embeddings against an fp32 reference on an evaluation set.
-
-Figures: cosine per text (mean, P5, P1, min), the same per domain (language, length band, labels) with
-the worst inputs, and retrieval agreement (does each query find the same top-k neighbours?). The gate
-reads all three (study.precision.gate); the layer view and the int8 advice attach to the same result.
+"""Precision verification: a configuration's embeddings against an fp32 reference on an evaluation set: cosine
+per text and per domain, and retrieval agreement, all three read by the gate (study.precision.gate). The
+result models need no torch (study/precision/layers.py computes the layer view with it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import numpy as np
@@ -20,19 +19,44 @@ from study.corpus import EvalText
 from study.precision.advice_plan import Advice
 from study.precision.domains import DomainAgreement, WorstInput, domain_breakdown, worst_inputs
 from study.precision.gate import PrecisionGates, gate_failures
-from study.precision.layer_report import LayerReport
 from study.precision.retrieval import RetrievalAgreement, retrieval_agreement
-from study.vectors import cosine_per_text
+from study.vectors import cosine_per_text, cosine_summary
 
 WORST_OVERALL = 10
 EMBEDDINGS_PATH = "/v1/embeddings"
+PointKind = Literal["layer", "linear"]
+
+
+class LayerAgreement(BaseModel):
+    """One hooked module: its output's cosine to fp32 (mean, P5, min over valid tokens of every input) and
+    relative error ‖cand − ref‖ / ‖ref‖ (mean, P95, max)."""
+
+    name: str
+    kind: PointKind
+    depth: int  # 1-based index of the encoder layer it belongs to
+    n_tokens: int
+    cosine_mean: float
+    cosine_p5: float
+    cosine_min: float
+    rel_error_mean: float
+    rel_error_p95: float
+    rel_error_max: float
+    drop: float  # mean cosine lost against the previous layer's output (1.0 before the first layer)
+
+
+class LayerReport(BaseModel):
+    gate: float
+    n_texts: int
+    layers: list[LayerAgreement]
+    linears: list[LayerAgreement]
+    first_below_gate: str | None  # the first layer whose mean cosine is below the gate
+    largest_drop: str | None  # the layer that loses the most mean cosine against its input
+    largest_drop_linear: str | None  # the Linear that loses the most against its layer's input
 
 
 class PrecisionResult(BaseModel):
-    """What one comparison found; `passed` is the whole gate, `failures` says why not.
-
-    topk, topk_agreement_* and gate_min_mean_cosine are kept flat beside `retrieval` and `gates`: the run
-    report and the matrix read them from precision.json."""
+    """What one comparison found; `passed` is the whole gate, `failures` says why not. The flat topk* and
+    gate_min_mean_cosine are what the run report and the matrix read from precision.json."""
 
     candidate: str
     reference: str
@@ -73,7 +97,6 @@ def compare_embeddings(
     gates: PrecisionGates,
     label_fields: Sequence[str] = (),
     token_counts: Sequence[int] | None = None,
-    reference_name: str = "fp32",
     dataset: str = "shipped evaluation corpus",
 ) -> PrecisionResult:
     """Every figure and the verdict of one candidate; without token_counts there is no length breakdown."""
@@ -89,13 +112,11 @@ def compare_embeddings(
     )
     return PrecisionResult(
         candidate=candidate_name,
-        reference=reference_name,
+        reference="fp32",
         dataset=dataset,
         n_texts=len(cos),
-        cosine_mean=float(cos.mean()),
-        cosine_p5=float(np.percentile(cos, 5)),
+        **cosine_summary(cos),
         cosine_p1=float(np.percentile(cos, 1)),
-        cosine_min=float(cos.min()),
         topk=retrieval.k,
         topk_agreement_mean=retrieval.agreement_mean,
         topk_agreement_min=retrieval.agreement_min,

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from study.corpus import EvalText
+from study.vectors import cosine_summary
 
 # Upper bounds of the length bands in tokens (special tokens included, after truncation).
 LENGTH_BANDS_TOKENS: tuple[int, ...] = (32, 128)
@@ -87,18 +88,10 @@ def domain_breakdown(
         group_arr = np.asarray(groups)
         for name in sorted(set(groups)):
             indexes = np.flatnonzero(group_arr == name)
-            values = cosine[indexes]
-            mean, p5 = float(values.mean()), float(np.percentile(values, 5))
+            figures = cosine_summary(cosine[indexes])
+            passed = figures["cosine_mean"] >= min_domain_cosine and figures["cosine_p5"] >= min_domain_cosine
+            worst = worst_inputs(cosine, texts, indexes, WORST_PER_DOMAIN)
             out.append(
-                DomainAgreement(
-                    axis=axis,
-                    name=name,
-                    n=len(indexes),
-                    cosine_mean=mean,
-                    cosine_p5=p5,
-                    cosine_min=float(values.min()),
-                    passed=mean >= min_domain_cosine and p5 >= min_domain_cosine,
-                    worst=worst_inputs(cosine, texts, indexes, WORST_PER_DOMAIN),
-                )
+                DomainAgreement(axis=axis, name=name, n=len(indexes), **figures, passed=passed, worst=worst)
             )
     return out

@@ -1,10 +1,8 @@
 """Layer by layer: where a variant's hidden states start to leave fp32's, found with forward hooks.
 
-Both models run the same token batches; every encoder layer's output (and with `linear`, every
-Linear's output inside it) is compared token by token, padding masked out. Hidden states agree less
-than pooled embeddings (pooling averages errors out), so a variant can pass the embedding gate and
-still show layers below it: the view locates where the deviation starts, the verdict stays with the
-embedding gate.
+Every encoder layer's output (with `linear`, every Linear's too) is compared token by token, padding masked.
+Hidden states agree less than pooled embeddings, so the view only locates the deviation: the verdict stays
+with the embedding gate.
 """
 
 from __future__ import annotations
@@ -18,7 +16,8 @@ import torch
 
 from embedperf.errors import ConfigError
 from modelcore.model import EmbeddingModel, repeated_blocks
-from study.precision.layer_report import LayerAgreement, LayerReport, PointKind
+from study.precision.compare import LayerAgreement, LayerReport, PointKind
+from study.vectors import cosine_summary
 
 LAYER_BATCH_SIZE = 16
 _EPS = 1e-12
@@ -94,9 +93,7 @@ class _Tally:
             kind=kind,
             depth=depth,
             n_tokens=int(cos.size),
-            cosine_mean=float(cos.mean()),
-            cosine_p5=float(np.percentile(cos, 5)),
-            cosine_min=float(cos.min()),
+            **cosine_summary(cos),
             rel_error_mean=float(rel.mean()),
             rel_error_p95=float(np.percentile(rel, 95)),
             rel_error_max=float(rel.max()),
@@ -145,10 +142,7 @@ def summarise(
         for name, kind, d in points:
             if d != depth:
                 continue
-            if kind == "linear":
-                linears.append(tallies[name].summary(name, kind, depth, before))
-            else:
-                layers.append(tallies[name].summary(name, kind, depth, before))
+            (linears if kind == "linear" else layers).append(tallies[name].summary(name, kind, depth, before))
         before = layers[-1].cosine_mean
     below = [layer.name for layer in layers if layer.cosine_mean < gate]
     return LayerReport(

@@ -1,9 +1,4 @@
-"""The precision report: one self-contained HTML page per check, rebuilt from the result JSON alone.
-
-It answers in order: does the configuration pass, which domains and inputs suffer, do queries still
-find their neighbours, where in the network the deviation starts (agreement against depth) and, for
-int8, which layers to keep in fp32 at what speed.
-"""
+"""The precision report: one self-contained HTML page per check, rebuilt from the result JSON alone."""
 
 from __future__ import annotations
 
@@ -15,15 +10,10 @@ from reports.build import check_lang, write_html
 from reports.figures import figure_lang, new_figure, style, to_data_uri
 from reports.i18n import t
 from reports.render import render
-from study.precision.compare import PrecisionResult, read_result
-from study.precision.layer_report import LayerAgreement, LayerReport
+from study.precision.compare import LayerAgreement, LayerReport, PrecisionResult
 
 # A Linear's role inside its layer: the name after the layer index (attention.self.query, output.dense).
 LINEAR_ROLE_SEPARATOR = "."
-
-
-def _role(linear: LayerAgreement, layer_name: str) -> str:
-    return linear.name[len(layer_name) + len(LINEAR_ROLE_SEPARATOR) :]
 
 
 def layers_figure(report: LayerReport, lang: str) -> str:
@@ -41,43 +31,31 @@ def layers_figure(report: LayerReport, lang: str) -> str:
         first = next((p for p in report.layers if p.name == report.first_below_gate), None)
         if first is not None:
             ax.plot([first.depth], [first.cosine_mean], marker="*", markersize=15, color="C3", ls="")
-        ax.set_xticks(depth)
-        ax.set_xlabel(t("pr_fig_depth", lang))
         ax.set_ylabel(t("pr_fig_cosine", lang))
-        ax.set_title(t("fig_pr_layers", lang))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
         if report.linears:
             ax2 = axes[0][1]
             names = {p.depth: p.name for p in report.layers}
             roles: dict[str, list[LayerAgreement]] = {}
             for linear in report.linears:
-                roles.setdefault(_role(linear, names[linear.depth]), []).append(linear)
+                role = linear.name[len(names[linear.depth]) + len(LINEAR_ROLE_SEPARATOR) :]
+                roles.setdefault(role, []).append(linear)
             for role, points in roles.items():
                 ax2.plot([p.depth for p in points], [p.cosine_mean for p in points], marker="o", label=role)
             ax2.axhline(report.gate, color="k", ls="--", lw=1)
-            ax2.set_xticks(depth)
-            ax2.set_xlabel(t("pr_fig_depth", lang))
-            ax2.set_title(t("fig_pr_linears", lang))
-            ax2.grid(alpha=0.3)
-            ax2.legend(fontsize=7)
+        for panel, title, fontsize in zip(axes[0], ("fig_pr_layers", "fig_pr_linears"), (8, 7), strict=False):
+            panel.set_xticks(depth)
+            panel.set_xlabel(t("pr_fig_depth", lang))
+            panel.set_title(t(title, lang))
+            panel.grid(alpha=0.3)
+            panel.legend(fontsize=fontsize)
     return to_data_uri(fig)
 
 
-def render_precision_report(result: PrecisionResult, lang: str = "en") -> str:
+def write_precision_report(result: PrecisionResult, path: Path, lang: str = "en") -> Path:
     check_lang(lang)
     figures = {}
     if result.layers is not None and result.layers.layers:
         figures["layers"] = layers_figure(result.layers, figure_lang(lang))
-    return render("precision.html.j2", lang, r=result, figures=figures)
-
-
-def write_precision_report(result: PrecisionResult, path: Path, lang: str = "en") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_html(path, render_precision_report(result, lang))
+    write_html(path, render("precision.html.j2", lang, r=result, figures=figures))
     return path
-
-
-def rebuild_precision_report(result_json: Path, path: Path, lang: str = "en") -> Path:
-    """The report again from a result written with --out (or a run folder's precision.json)."""
-    return write_precision_report(read_result(result_json), path, lang)

@@ -73,12 +73,9 @@ def rank_correlation(
 
 
 def query_mask(kinds: Sequence[str]) -> np.ndarray | None:
-    """Texts of kind "query" against the rest when the set has both; None (every text against the others)
-    otherwise."""
+    """Texts of kind "query" against the rest when the set has both; else None (each text against the others)."""
     mask = np.array([kind == "query" for kind in kinds], dtype=bool)
-    if mask.any() and (~mask).sum() >= 2:
-        return mask
-    return None
+    return mask if mask.any() and (~mask).sum() >= 2 else None
 
 
 def retrieval_agreement(

@@ -5,8 +5,7 @@ from __future__ import annotations
 import shlex
 
 from study.precision.advice_plan import Advice, VariantCheck
-from study.precision.compare import PrecisionResult
-from study.precision.layer_report import LayerAgreement, LayerReport
+from study.precision.compare import LayerAgreement, LayerReport, PrecisionResult
 
 WORST_SHOWN = 5
 
@@ -15,11 +14,9 @@ def format_result(result: PrecisionResult) -> str:
     verdict = "PASS" if result.passed else "FAIL"
     gates = result.gates
     r = result.retrieval
-    against = (
-        f"{r.n_queries} queries vs {r.n_documents} documents"
-        if r.mode == "queries_to_documents"
-        else (f"each of {r.n_queries} texts vs the others")
-    )
+    against = f"each of {r.n_queries} texts vs the others"
+    if r.mode == "queries_to_documents":
+        against = f"{r.n_queries} queries vs {r.n_documents} documents"
     lines = [
         f"candidate : {result.candidate}",
         f"reference : {result.reference} ({result.n_texts} texts, {result.dataset})",
@@ -89,7 +86,7 @@ def format_advice(advice: Advice, check_args: str = "") -> str:
     top = ", ".join(f"{s.name} {s.cosine_drop:.5f}" for s in advice.sensitivities[:5])
     lines = [
         f"advice    : each of {advice.n_linear} Linear layers alone in int8 on {advice.probe_texts} of "
-        f"{advice.n_texts} texts; most sensitive: {top}",
+        f"{advice.n_texts} texts; most sensitive: {top}"
     ]
     if advice.expression is None or advice.verified is None:
         lines.append("no int8 variant passes the gate: keep this model in fp32 (or use bf16)")

@@ -16,6 +16,7 @@ from embedperf.options import add_shared_option
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 from scenarios.loader import add_override_option, load_scenario, parse_overrides
 from scenarios.until_models import Until
+from study.options import study_parser
 from study.sweep.grid import SweepTable
 from study.sweep.report import SUMMARY_FILE, build_sweep_report
 from study.sweep.runner import check_spec, run_sweep
@@ -41,56 +42,36 @@ def _ints(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="embedperf sweep",
-        description="Request-shape grid: inputs per request x users (x tokens per input), each cell a short adaptive step; "
+    parser = study_parser(
+        "embedperf sweep",
+        "Request-shape grid: inputs per request x users (x tokens per input), each cell a short adaptive step; "
         "heatmaps of embeddings/s and P99 with the best cell under the SLO. Exit 0: a cell meets the SLO; 1: none; 2: usage.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        EPILOG,
     )
     target = parser.add_mutually_exclusive_group()
-    target.add_argument(
-        "--host", default=None, help="target base URL (default: the scenario's target.base_url)"
-    )
+    target.add_argument("--host", help="target base URL (default: the scenario's target.base_url)")
     target.add_argument(
         "--serve", action="store_true", help="start the reference service for the sweep, stop it after"
     )
-    target.add_argument(
-        "--report-only", type=Path, default=None, metavar="SWEEP_DIR", help="rebuild a sweep's report"
-    )
+    target.add_argument("--report-only", type=Path, metavar="SWEEP_DIR", help="rebuild a sweep's report")
     parser.add_argument(
         "--scenario", default="ramp", help="closed-loop scenario the cells use (default ramp)"
     )
-    parser.add_argument(
-        "--inputs",
-        type=_ints,
-        default=[1, 4, 16, 64],
-        metavar="N,N,..",
-        help="inputs per request (default 1,4,16,64)",
-    )
-    parser.add_argument(
-        "--users", type=_ints, default=[1, 4, 16], metavar="U,U,..", help="concurrent users (default 1,4,16)"
-    )
-    parser.add_argument(
-        "--tokens",
-        type=_ints,
-        default=[],
-        metavar="T,T,..",
-        help="tokens per input, one grid each (default: the scenario's texts)",
-    )
-    parser.add_argument(
-        "--step-max-s", type=float, default=30.0, metavar="S", help="a cell's longest time (default 30)"
-    )
-    parser.add_argument(
-        "--warmup-s", type=float, default=2.0, metavar="S", help="trimmed warm-up of each cell (default 2)"
-    )
-    parser.add_argument(
-        "--p99-rel-width",
-        type=float,
-        default=0.25,
-        metavar="W",
-        help="a cell stops once its P99 interval is this narrow (default 0.25)",
-    )
+    for flag, type_, default, metavar, help_text in (
+        ("--inputs", _ints, [1, 4, 16, 64], "N,N,..", "inputs per request (default 1,4,16,64)"),
+        ("--users", _ints, [1, 4, 16], "U,U,..", "concurrent users (default 1,4,16)"),
+        ("--tokens", _ints, [], "T,T,..", "tokens per input, one grid each (default: the scenario's texts)"),
+        ("--step-max-s", float, 30.0, "S", "a cell's longest time (default 30)"),
+        ("--warmup-s", float, 2.0, "S", "trimmed warm-up of each cell (default 2)"),
+        (
+            "--p99-rel-width",
+            float,
+            0.25,
+            "W",
+            "a cell stops once its P99 interval is this narrow (default 0.25)",
+        ),
+    ):
+        parser.add_argument(flag, type=type_, default=default, metavar=metavar, help=help_text)
     add_shared_option(parser, "slo_p99_ms", default_text="the scenario's slo.p99_ms")
     add_shared_option(parser, "runs_dir", Path("runs"), "runs")
     add_shared_option(parser, "lang", "en")

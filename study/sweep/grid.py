@@ -1,10 +1,5 @@
-"""The sweep's cells from its run folders: embeddings/s and P99 per (text length, inputs per request, users),
-and the best cell under the SLO.
-
-A cell is one adaptive step of one run. Its embeddings/s are the inputs of its ok requests per second of the
-steady window (as the energy and cost figures count them), its P99 and interval the step's own. The best
-cell has the most embeddings/s among those that meet the SLO (P99 and error budget, as the capacity plan
-judges a step); a cell that never converged can still be it, and says so.
+"""The sweep's cells from its run folders (one adaptive step each: embeddings/s of ok requests in the steady
+window, the step's P99) and the best cell: the most embeddings/s among those meeting the SLO and budget.
 """
 
 from __future__ import annotations

@@ -16,17 +16,8 @@ RUNS_SUBDIR = "runs"
 
 def shape_overrides(spec: SweepSpec, inputs: int, tokens: int | None) -> dict[str, str]:
     """The `--set` overrides of one request shape: its inputs, its text length, one adaptive step per user count."""
-    until = spec.until.model_dump()
-    steps = [
-        {
-            "label": f"u{u}",
-            "users": u,
-            "duration_s": spec.step_max_s,
-            "warmup_s": spec.warmup_s,
-            "until": until,
-        }
-        for u in spec.users
-    ]
+    step = {"duration_s": spec.step_max_s, "warmup_s": spec.warmup_s, "until": spec.until.model_dump()}
+    steps = [{"label": f"u{u}", "users": u, **step} for u in spec.users]
     out = {
         "payload.inputs_per_request": json.dumps([{"n": inputs, "weight": 1.0}]),
         "steps": json.dumps(steps),

@@ -17,9 +17,7 @@ class SweepSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    scenario: str = Field(
-        "ramp", description="Closed-loop scenario whose target, payload and SLO the cells use."
-    )
+    scenario: str = Field("ramp", description="Closed-loop scenario whose target, payload and SLO cells use.")
     inputs: list[int] = Field(
         default_factory=lambda: [1, 4, 16, 64], description="Inputs per request (rows)."
     )

@@ -1,10 +1,5 @@
-"""`embedperf verify`: the four-layer release verdict against one target, as one report, JSON and JUnit.
-
-Layers, in order, the first failure stopping the rest: (1) function and precision, (2) performance and
-utilisation, (3) stability, (4) operational readiness. Exit codes: 0 every layer passed (a warning passes),
-1 a layer failed, 2 usage or pre-flight error (nothing measured), 3 incomplete (a layer could not finish or
-was left out with --layers).
-"""
+"""`embedperf verify`: the four-layer release verdict against one target, as one report, JSON and JUnit
+(the layers and exit codes: study/verify/verdict.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +18,7 @@ from embedperf.options import add_shared_option
 from loadgen.lifecycle.options import add_api_key_option, export_api_key
 from loadgen.lifecycle.preflight import check_target, normalise_base_url
 from scenarios.loader import load_scenario, parse_overrides
+from study.options import FieldFlag, add_field_flags, add_verdict_outputs, study_parser
 from study.verify.function import run_function_layer, write_default_reference
 from study.verify.load import LoadOptions
 from study.verify.ops import ops_checks
@@ -51,38 +47,37 @@ Thresholds default to the seeds' go-live values; every one is a field of the `ve
 failure stops the layers after it. Exit codes: 0 every layer passed, 1 a layer failed, 2 usage or
 pre-flight error, 3 incomplete.
 """
-# flag attribute -> VerifyThresholds field
-FLAG_FIELDS: dict[str, str] = {
-    "slo_p99_ms": "slo_p99_ms",
-    "error_budget_pct": "error_budget_pct",
-    "target_qps": "target_qps",
-    "headroom_pct": "headroom_pct",
-    "soak_s": "soak_s",
-    "soak_windows": "soak_windows",
-    "soak_users": "soak_users",
-    "dimension": "dimension",
-    "prometheus_lookback_s": "prometheus_lookback_s",
+# the flags that set the VerifyThresholds field of their name
+SHARED_THRESHOLDS = {
+    "slo_p99_ms": "300",
+    "error_budget_pct": "0.1",
+    "target_qps": "none: capacity is shown, not judged",
+    "headroom_pct": "25",
 }
+SOAK_FLAGS = (
+    FieldFlag("--soak-s", float, "soak length in seconds (3600)"),
+    FieldFlag("--soak-windows", int, "windows the soak is judged in (6)"),
+    FieldFlag("--soak-users", int, "users of the soak (the scenario's)"),
+    FieldFlag("--dimension", int, "expected embedding size (the target's /info)"),
+)
+LOOKBACK_FLAG = FieldFlag("--prometheus-lookback-s", float, "alerts must have fired within this")
+FLAG_FIELDS = (*SHARED_THRESHOLDS, *(f.dest for f in (*SOAK_FLAGS, LOOKBACK_FLAG)))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="embedperf verify",
-        description="Run the four layers of a go-live check against a target, in order, stopping at the first "
-        "that fails: function and precision, performance and utilisation, stability, operational readiness.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = study_parser(
+        "embedperf verify",
+        "Run the four layers of a go-live check against a target, in order, stopping at the first that fails: "
+        "function and precision, performance and utilisation, stability, operational readiness.",
+        EPILOG,
     )
     parser.add_argument("--host", required=True, help="target base URL, e.g. http://127.0.0.1:8086")
     parser.add_argument(
-        "--model-name",
-        default=None,
-        help=f"model name sent to the target (default: its /info, else {DEFAULT_MODEL})",
+        "--model-name", help=f"model name sent to the target (default: its /info, else {DEFAULT_MODEL})"
     )
     add_api_key_option(parser)
     parser.add_argument(
         "--start-cmd",
-        default=None,
         metavar="CMD",
         help="start the service with this command ({port} becomes --host's port) and watch /health and /ready "
         "from its first second; it is stopped at the end",
@@ -91,9 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--layers", default="1,2,3,4", help="layers to run (default all); others count as skipped"
     )
     judged_by = parser.add_argument_group("thresholds (the `verify:` section; flags win)")
-    judged_by.add_argument(
-        "--config", type=Path, default=None, metavar="FILE", help="YAML with a `verify:` section"
-    )
+    judged_by.add_argument("--config", type=Path, metavar="FILE", help="YAML with a `verify:` section")
     judged_by.add_argument(
         "--set",
         dest="overrides",
@@ -102,65 +95,45 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="any field (repeatable)",
     )
-    add_shared_option(judged_by, "slo_p99_ms", default_text="300")
-    add_shared_option(judged_by, "error_budget_pct", default_text="0.1")
-    add_shared_option(judged_by, "target_qps", default_text="none: capacity is shown, not judged")
-    add_shared_option(judged_by, "headroom_pct", default_text="25")
-    judged_by.add_argument("--soak-s", type=float, default=None, help="soak length in seconds (3600)")
-    judged_by.add_argument("--soak-windows", type=int, default=None, help="windows the soak is judged in (6)")
-    judged_by.add_argument("--soak-users", type=int, default=None, help="users of the soak (the scenario's)")
-    judged_by.add_argument(
-        "--dimension", type=int, default=None, help="expected embedding size (the target's /info)"
-    )
+    for name, default_text in SHARED_THRESHOLDS.items():
+        add_shared_option(judged_by, name, default_text=default_text)
+    add_field_flags(judged_by, SOAK_FLAGS)
     judged_by.add_argument(
         "--strict",
         action="store_true",
         help="a mean cosine below strict_cosine (0.999) fails instead of warning",
     )
     judged_by.add_argument(
-        "--reference",
-        type=Path,
-        default=None,
-        help="fp32 reference set (embedperf precision --write-reference)",
+        "--reference", type=Path, help="fp32 reference set (embedperf precision --write-reference)"
     )
     judged_by.add_argument(
-        "--reference-model", type=Path, default=None, help="without --reference: the model to write it from"
+        "--reference-model", type=Path, help="without --reference: the model to write it from"
     )
     ops = parser.add_argument_group("operational readiness")
     ops.add_argument("--rules", type=Path, action="append", default=[], metavar="FILE",
                      help="alert rules to require (default: deploy/prometheus/*.yml)")  # fmt: skip
     ops.add_argument("--dashboard", type=Path, action="append", default=[], metavar="FILE",
                      help="Grafana dashboards whose metrics the target must expose (default: deploy/grafana/*.json)")  # fmt: skip
-    ops.add_argument(
-        "--prometheus-lookback-s", type=float, default=None, help="alerts must have fired within this"
-    )
+    add_field_flags(ops, [LOOKBACK_FLAG])
     out = parser.add_argument_group("output")
-    out.add_argument(
-        "--out", type=Path, default=None, help="folder for the report, JSON and runs (runs/verify-<time>)"
-    )
-    out.add_argument("--json", type=Path, default=None, help="also write the JSON verdict here")
-    out.add_argument("--junit", type=Path, default=None, help="also write JUnit XML here")
+    out.add_argument("--out", type=Path, help="folder for the report, JSON and runs (runs/verify-<time>)")
     add_shared_option(out, "lang", "en")
     out.add_argument("--no-collectors", action="store_true", help="do not sample telemetry during the runs")
+    add_verdict_outputs(parser)
     add_device_options(parser)
     return parser
 
 
 def thresholds_from(args: argparse.Namespace) -> VerifyThresholds:
+    # --set values parsed as YAML, the way scenario overrides are (empty: unset); None flags: not given
     flags: dict[str, Any] = {
-        name: _yaml_value(value) for name, value in parse_overrides(args.overrides).items()
+        name: yaml.safe_load(value) if value.strip() else None
+        for name, value in parse_overrides(args.overrides).items()
     }
-    flags.update(
-        {field: getattr(args, attr) for attr, field in FLAG_FIELDS.items() if getattr(args, attr) is not None}
-    )
+    flags.update({name: getattr(args, name) for name in FLAG_FIELDS})
     if args.strict:
         flags["strict_action"] = "fail"
     return resolve_thresholds(args.config, flags)
-
-
-def _yaml_value(text: str) -> Any:
-    """A --set value parsed as YAML, the way scenario overrides are (empty: unset)."""
-    return yaml.safe_load(text) if text.strip() else None
 
 
 def main(argv: list[str]) -> int:
@@ -181,15 +154,7 @@ def main(argv: list[str]) -> int:
         service: StartedService | None = None
         if args.start_cmd:
             service = stack.enter_context(
-                StartedService(
-                    args.start_cmd,
-                    client,
-                    thresholds.health_path,
-                    thresholds.ready_path,
-                    out / "service.log",
-                    thresholds.startup_poll_s,
-                    thresholds.startup_timeout_s,
-                )
+                StartedService(args.start_cmd, client, thresholds, out / "service.log")
             )
             notes.append(f"service started by verify: {args.start_cmd} (output in {out / 'service.log'})")
         info = client.info(thresholds.info_path)

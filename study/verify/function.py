@@ -1,9 +1,7 @@
 """Layer 1, function and precision: the validation cases, the vectors' shape, and cosine to an fp32 reference.
 
-The validation cases are the load side's own (loadgen.traffic.payloads.validation_cases: a short Chinese
-phrase, a 5,000-character text, an empty input that must be refused with a 4xx). The reference set is a
-`embedperf precision --write-reference` file; without one, verify writes it from the fp32 build of the
-reference model on this host's CPU over the shipped evaluation corpus, and says so.
+The cases are the load side's (loadgen.traffic.payloads.validation_cases). The reference set is an
+`embedperf precision --write-reference` file; without one, verify writes it from the fp32 model on this CPU.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from study.reference_vectors import fp32_reference_vectors
 from study.vectors import cosine_per_text
 from study.verify.target import TargetClient, embeddings_of
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, LayerResult, judged
+from study.verify.verdict import Check, CheckStatus, LayerResult, judged
 
 ENCODE_BATCH = 8
 WORST_SHOWN = 3
@@ -47,10 +45,8 @@ def _vector_checks(vectors: list[list[float]]) -> tuple[int | None, bool]:
     """(common dimension or None when they differ, whether every value is finite and no vector is zero)."""
     dims = {len(v) for v in vectors}
     array = np.asarray(vectors, dtype=np.float64) if len(dims) == 1 else None
-    finite = (
-        array is not None
-        and bool(np.isfinite(array).all())
-        and bool((np.linalg.norm(array, axis=1) > 0).all())
+    finite = array is not None and bool(
+        np.isfinite(array).all() and (np.linalg.norm(array, axis=1) > 0).all()
     )
     return (dims.pop() if len(dims) == 1 else None), finite
 
@@ -60,48 +56,29 @@ def validation_checks(client: TargetClient) -> tuple[list[Check], list[list[floa
     checks: list[Check] = []
     vectors: list[list[float]] = []
     for case in validation_cases():
-        name = case.endpoint.split(":", 1)[-1]
+        name = f"{case.endpoint.split(':', 1)[-1]} ({case.input_chars:,} characters)"
         answer = client.embed(case.inputs)
-        chars = f"{case.input_chars:,} characters"
         if case.expect_failure:
             refused = 400 <= answer.status < 500
+            note = "" if refused else "an empty input must be refused as the client's error"
+            status: CheckStatus = "pass" if refused else "fail"
             checks.append(
-                Check(
-                    name=f"{name} ({chars})",
-                    status="pass" if refused else "fail",
-                    measured=f"{answer.describe()}",
-                    limit="a 4xx refusal",
-                    note="" if refused else "an empty input must be refused as the client's error",
-                )
+                Check(name=name, status=status, measured=answer.describe(), limit="a 4xx refusal", note=note)
             )
             continue
         got = embeddings_of(answer) if answer.ok else None
         if got is not None and len(got) == len(case.inputs):
             vectors += got
-            checks.append(
-                Check(name=f"{name} ({chars})", status="pass", measured=f"HTTP 200, {len(got[0])} dims")
-            )
+            checks.append(Check(name=name, status="pass", measured=f"HTTP 200, {len(got[0])} dims"))
         elif answer.ok:
             checks.append(
-                Check(
-                    name=f"{name} ({chars})",
-                    status="fail",
-                    measured="HTTP 200 without one embedding per input",
-                )
+                Check(name=name, status="fail", measured="HTTP 200 without one embedding per input")
             )
         elif 400 <= answer.status < 500 and case.input_chars > 1000:
-            checks.append(
-                Check(
-                    name=f"{name} ({chars})",
-                    status="warn",
-                    measured=answer.describe(),
-                    note="the target refuses long texts: clients must split them (a truncating target answers 200)",
-                )
-            )
+            note = "the target refuses long texts: clients must split them (a truncating target answers 200)"
+            checks.append(Check(name=name, status="warn", measured=answer.describe(), note=note))
         else:
-            checks.append(
-                Check(name=f"{name} ({chars})", status="fail", measured=answer.describe(), limit="HTTP 200")
-            )
+            checks.append(Check(name=name, status="fail", measured=answer.describe(), limit="HTTP 200"))
     return checks, vectors
 
 
@@ -118,8 +95,7 @@ def encode(client: TargetClient, texts: list[str]) -> np.ndarray:
                 "instead of one embedding each"
             )
         out += got
-    dims = {len(v) for v in out}
-    if len(dims) != 1:
+    if len(dims := {len(v) for v in out}) != 1:
         raise TargetError(
             f"the target returned vectors of {len(dims)} different sizes for the reference texts"
         )
@@ -165,21 +141,19 @@ def run_function_layer(
     dimension, finite = _vector_checks(vectors)
     expected = thresholds.dimension or info_dimension or int(ref_vectors.shape[1])
     source = "--dimension" if thresholds.dimension else "/info" if info_dimension else "the reference set"
-    checks.append(
+    checks += [
         Check(
             name="dimension",
             status="pass" if dimension == expected else "fail",
             measured=f"{dimension}" if dimension is not None else "vectors of different sizes",
             limit=f"{expected} ({source})",
-        )
-    )
-    checks.append(
+        ),
         Check(
             name="finite, non-zero vectors",
             status="pass" if finite else "fail",
             measured=f"{len(vectors)} vectors {'all finite' if finite else 'with NaN, inf or all-zero rows'}",
-        )
-    )
+        ),
+    ]
     evidence = {"reference set": str(reference)}
     if candidate.shape[1] == ref_vectors.shape[1]:
         cosines = cosine_per_text(ref_vectors, candidate)

@@ -1,9 +1,6 @@
-"""The load runs behind layers 2 and 3: one run folder each, analysed as `embedperf report` analyses it.
-
-A run goes through the same runner as `embedperf run` (pre-flight, Locust, collectors, the exit verdict),
-so its folder is an ordinary run folder: `embedperf report RUN_DIR` draws it. Thermal throttling is read
-from the folder's telemetry the way analysis.engine.minute_series reads a soak's: the accelerators' clock falling
-while their temperature rises, first quarter of the run against the last.
+"""The load runs behind layers 2 and 3: ordinary run folders (the runner of `embedperf run`), analysed as
+`embedperf report` does, and thermal throttling read from their telemetry as analysis.engine.minute_series
+reads a soak's (the accelerators' clock falling while their temperature rises, first quarter against last).
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ from embedperf.errors import RunFolderError, TargetError
 from embedperf.schema import RunFolder, read_telemetry_table
 from loadgen.cli.runner import run_scenario_outcome
 from loadgen.lifecycle.verdict import EXIT_INCOMPLETE, EXIT_USAGE
+from study.verify.thresholds import VerifyThresholds
 from study.verify.verdict import Check
 
 RUN_MARGIN_S = 120.0  # beyond the planned length: start-up, drains and collectors
@@ -37,18 +35,10 @@ class LoadOptions:
 
 
 def run_and_analyse(
-    scenario: str,
-    host: str,
-    options: LoadOptions,
-    label: str,
-    overrides: dict[str, str],
-    planned_s: float,
+    scenario: str, host: str, options: LoadOptions, label: str, overrides: dict[str, str], planned_s: float
 ) -> RunAnalysis:
-    """Run `scenario` against host and analyse its folder (summary.json written beside it).
-
-    Raises TargetError when the run measured nothing (pre-flight refused, no folder) and RunFolderError
-    when it stopped before the end: either leaves its layer incomplete.
-    """
+    """Run `scenario` against host and analyse its folder (summary.json written beside it); TargetError when
+    it measured nothing, RunFolderError when it stopped early: either leaves its layer incomplete."""
     outcome = run_scenario_outcome(
         scenario,
         host,
@@ -90,6 +80,12 @@ def _per_second(ts_s: np.ndarray, values: np.ndarray, reduce: str) -> tuple[np.n
         np.add.at(out, inverse, values)
         out /= np.bincount(inverse)
     return keys, out
+
+
+def throttling_checks(folder: RunFolder, thresholds: VerifyThresholds) -> list[Check]:
+    """The throttling check when the run has both series (throttling_check)."""
+    check = throttling_check(folder, thresholds.throttle_temp_rise_c, thresholds.throttle_clock_drop_pct)
+    return [check] if check is not None else []
 
 
 def throttling_check(folder: RunFolder, temp_rise_c: float, clock_drop_pct: float) -> Check | None:

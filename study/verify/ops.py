@@ -1,10 +1,8 @@
 """Layer 4, operational readiness: probes that mean what they say, the metrics monitoring reads, request IDs,
 and alert rules that are loaded and have fired.
 
-Readiness is judged from the start-up timeline when verify started the service (study.verify.startup):
-readiness answering yes while embeddings still fail is the failure orchestrators pay for (traffic routed to
-a replica that cannot serve). Without the timeline the probes are checked as they stand and the loading
-phase is reported as not observed.
+Readiness is judged from the start-up timeline (study.verify.startup): ready while embeddings still fail
+routes traffic to a replica that cannot serve. Without a timeline, loading is reported as not observed.
 """
 
 from __future__ import annotations
@@ -24,6 +22,10 @@ from study.verify.verdict import Check
 LOG_WAIT_S = 10.0  # a guard while the access log line is flushed, not a performance bound
 LOG_POLL_S = 0.2
 NAMES_SHOWN = 8
+READINESS = "readiness false while the model loads"
+LIVENESS = "liveness separate from readiness"
+LOGS = "logs searchable by request ID"
+ALERTS = "alert rules loaded and fired"
 
 
 def _span(observations: Sequence[Observation]) -> str:
@@ -39,45 +41,33 @@ def startup_checks(timeline: Sequence[Observation], health_path: str, ready_path
     first = next((o for o in timeline if o.health or o.ready), None)
     if lies:
         readiness = Check(
-            name="readiness false while the model loads",
+            name=READINESS,
             status="fail",
             measured=f"{ready_path} answered 200 at {_span(lies)} while POST /v1/embeddings answered "
             f"{sorted({o.embed or 0 for o in lies})} ({len(lies)} polls)",
             note="readiness is true before the model loads: traffic would reach a replica that cannot serve",
         )
     elif loading:
-        readiness = Check(
-            name="readiness false while the model loads",
-            status="pass",
-            measured=f"{ready_path} {sorted({o.ready for o in loading})} at {_span(loading)}, then 200 with "
-            f"embeddings answering at {served.t_s if served else float('nan'):.1f} s",
-        )
+        measured = f"{ready_path} {sorted({o.ready for o in loading})} at {_span(loading)}, then 200 with "
+        measured += f"embeddings answering at {served.t_s if served else float('nan'):.1f} s"
+        readiness = Check(name=READINESS, status="pass", measured=measured)
     else:
-        readiness = Check(
-            name="readiness false while the model loads",
-            status="warn",
-            measured=f"loading not observed: {ready_path} was ready from the first answer "
-            f"({first.t_s if first else float('nan'):.1f} s)",
-        )
+        measured = f"loading not observed: {ready_path} was ready from the first answer "
+        measured += f"({first.t_s if first else float('nan'):.1f} s)"
+        readiness = Check(name=READINESS, status="warn", measured=measured)
     if live_loading:
-        liveness = Check(
-            name="liveness separate from readiness",
-            status="pass",
-            measured=f"{health_path} 200 while {ready_path} was not ({_span(live_loading)})",
-        )
+        measured = f"{health_path} 200 while {ready_path} was not ({_span(live_loading)})"
+        liveness = Check(name=LIVENESS, status="pass", measured=measured)
     elif loading:
         liveness = Check(
-            name="liveness separate from readiness",
+            name=LIVENESS,
             status="fail",
             measured=f"{health_path} did not answer 200 while loading ({sorted({o.health for o in loading})})",
             note="an orchestrator would restart a service that is only loading its model",
         )
     else:
-        liveness = Check(
-            name="liveness separate from readiness",
-            status="warn",
-            measured=f"not shown: {ready_path} was never false, so the two could not be told apart",
-        )
+        measured = f"not shown: {ready_path} was never false, so the two could not be told apart"
+        liveness = Check(name=LIVENESS, status="warn", measured=measured)
     return [readiness, liveness]
 
 
@@ -91,20 +81,16 @@ def standing_checks(client: TargetClient, health_path: str, ready_path: str) -> 
         limit="200 each on a serving target",
     )
     distinct = health.ok and ready.ok and health.body != ready.body
+    note = "pass --start-cmd so verify starts the service and polls its probes from the first second"
     return [
         exists,
         Check(
-            name="liveness separate from readiness",
+            name=LIVENESS,
             status="pass" if distinct else "warn",
             measured="different answers" if distinct else "the same answer (or one is missing)",
             note="" if distinct else "two paths over one check cannot tell loading from dead",
         ),
-        Check(
-            name="readiness false while the model loads",
-            status="warn",
-            measured="loading not observed",
-            note="pass --start-cmd so verify starts the service and polls its probes from the first second",
-        ),
+        Check(name=READINESS, status="warn", measured="loading not observed", note=note),
     ]
 
 
@@ -139,15 +125,8 @@ def request_id_checks(client: TargetClient, log_text: Callable[[], str] | None) 
         )
     ]
     if log_text is None:
-        checks.append(
-            Check(
-                name="logs searchable by request ID",
-                status="warn",
-                measured="not checked",
-                note="pass --start-cmd so verify captures the service's output",
-            )
-        )
-        return checks
+        note = "pass --start-cmd so verify captures the service's output"
+        return [*checks, Check(name=LOGS, status="warn", measured="not checked", note=note)]
     deadline = time.monotonic() + LOG_WAIT_S
     found = sent in log_text()
     while not found and time.monotonic() < deadline:
@@ -155,7 +134,7 @@ def request_id_checks(client: TargetClient, log_text: Callable[[], str] | None) 
         found = sent in log_text()
     checks.append(
         Check(
-            name="logs searchable by request ID",
+            name=LOGS,
             status="pass" if found else "warn",
             measured=f"{sent} {'found' if found else 'not found'} in the service's output",
             note="" if found else "its access log may go to a file (--access-log)",
@@ -167,24 +146,11 @@ def request_id_checks(client: TargetClient, log_text: Callable[[], str] | None) 
 def alert_checks(prometheus_url: str | None, rule_files: list[Path], lookback_s: float) -> list[Check]:
     """The shipped alerts loaded in Prometheus, and each fired within the look-back window."""
     if prometheus_url is None:
-        return [
-            Check(
-                name="alert rules loaded and fired",
-                status="warn",
-                measured="not checked",
-                note="pass --prometheus-url of the Prometheus that evaluates the shipped rules",
-            )
-        ]
+        note = "pass --prometheus-url of the Prometheus that evaluates the shipped rules"
+        return [Check(name=ALERTS, status="warn", measured="not checked", note=note)]
     wanted = alert_names(rule_files)
     if not wanted:
-        return [
-            Check(
-                name="alert rules loaded and fired",
-                status="warn",
-                measured="no alert rules found",
-                note="pass --rules FILE",
-            )
-        ]
+        return [Check(name=ALERTS, status="warn", measured="no alert rules found", note="pass --rules FILE")]
     api = PrometheusAPI(prometheus_url)
     loaded = api.loaded_alerts()
     not_loaded = [name for name in wanted if name not in loaded]

@@ -1,10 +1,8 @@
 """Layer 2, performance and utilisation: a capacity search at the SLO, the tail and the devices at its answer.
 
-The search is `embedperf search`'s (open-loop probes, bracket, bisect, confirm); verify starts it at the
-target rate and, with a target, stops it at the target plus headroom: the question is whether the
-deployment carries the target, not how far beyond it goes. At the answer's probe it reads the tail
-(P99 / P50, P99.9 / P99) and the serving devices (utilisation, memory bandwidth, memory, power,
-temperature); throttling is read over the whole run's telemetry.
+The search (`embedperf search`'s) starts at the target rate and stops at the target plus headroom: the
+question is whether the deployment carries the target, not how far beyond. Tail and devices are read at
+the answer's probe, throttling over the whole run.
 """
 
 from __future__ import annotations
@@ -16,13 +14,14 @@ from analysis.run.summary import RunAnalysis, StepReport
 from decisions.search.state import COUNT_MARGIN, SearchRecord, read_search
 from embedperf.errors import RunFolderError
 from scenarios.loader import load_scenario
-from study.verify.load import LoadOptions, run_and_analyse, throttling_check
+from study.verify.load import LoadOptions, run_and_analyse, throttling_checks
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, CheckStatus, LayerResult, judged
+from study.verify.verdict import Check, CheckStatus, LayerResult, at_most, judged
 
 NO_DEVICE_NOTE = (
     "no serving-device telemetry (a CPU target, or pass --agent / --devices for the service host)"
 )
+UTILISATION = "serving-device utilisation"
 
 
 def search_overrides(thresholds: VerifyThresholds) -> dict[str, str]:
@@ -48,38 +47,24 @@ def search_overrides(thresholds: VerifyThresholds) -> dict[str, str]:
 
 def capacity_check(record: SearchRecord, thresholds: VerifyThresholds) -> Check:
     """The answer against the target: pass with headroom, warn without it, fail below the target."""
-    answer = record.answer_rps
-    limit_text = f"P99 <= {record.slo_p99_ms:g} ms, errors <= {record.error_budget_pct:g}%"
+    answer, name = record.answer_rps, "capacity at the SLO"
+    limit = f"P99 <= {record.slo_p99_ms:g} ms, errors <= {record.error_budget_pct:g}%"
     if answer is None:
-        return Check(
-            name="capacity at the SLO",
-            status="fail",
-            measured=f"no probed rate meets it ({record.status}: {record.note})",
-            limit=limit_text,
-        )
+        measured = f"no probed rate meets it ({record.status}: {record.note})"
+        return Check(name=name, status="fail", measured=measured, limit=limit)
     measured = f"{answer:g} req/s ({record.status})"
     target, needed = thresholds.target_qps, thresholds.capacity_needed_qps
     if target is None or needed is None:
-        return Check(
-            name="capacity at the SLO",
-            status="warn",
-            measured=measured,
-            limit=limit_text,
-            note="no --target-qps: the capacity is shown, not judged",
-        )
+        note = "no --target-qps: the capacity is shown, not judged"
+        return Check(name=name, status="warn", measured=measured, limit=limit, note=note)
     status: CheckStatus = "pass" if answer >= needed * (1 - 1e-9) else "warn" if answer >= target else "fail"
     note = {
         "pass": "",
         "warn": f"meets {target:g} req/s without the {thresholds.headroom_pct:g}% headroom",
         "fail": f"below the target {target:g} req/s",
     }[status]
-    return Check(
-        name="capacity at the SLO",
-        status=status,
-        measured=measured,
-        limit=f">= {needed:g} req/s (target {target:g} + {thresholds.headroom_pct:g}%) at {limit_text}",
-        note=note,
-    )
+    limit = f">= {needed:g} req/s (target {target:g} + {thresholds.headroom_pct:g}%) at {limit}"
+    return Check(name=name, status=status, measured=measured, limit=limit, note=note)
 
 
 def answer_step(record: SearchRecord, analysis: RunAnalysis) -> StepReport | None:
@@ -103,6 +88,12 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
+def _ratio(name: str, high_ms: float, low_ms: float, limit: float, over: CheckStatus) -> Check:
+    """high / low against limit; `over` is the status above it."""
+    ratio = high_ms / low_ms
+    return at_most(name, ratio, limit, f"{ratio:.2f} ({high_ms:.1f} / {low_ms:.1f} ms)", over=over)
+
+
 def tail_checks(step: StepReport, thresholds: VerifyThresholds) -> tuple[list[Check], dict[str, str]]:
     lat = _latency(step)
     evidence = {
@@ -120,24 +111,10 @@ def tail_checks(step: StepReport, thresholds: VerifyThresholds) -> tuple[list[Ch
     }
     checks: list[Check] = []
     if lat.p50_ms and lat.p99_ms is not None:
-        ratio = lat.p99_ms / lat.p50_ms
-        checks.append(
-            Check(
-                name="tail: P99 / P50",
-                status="pass" if ratio <= thresholds.max_p99_p50_ratio else "fail",
-                measured=f"{ratio:.2f} ({lat.p99_ms:.1f} / {lat.p50_ms:.1f} ms)",
-                limit=f"<= {thresholds.max_p99_p50_ratio:g}",
-            )
-        )
+        checks.append(_ratio("tail: P99 / P50", lat.p99_ms, lat.p50_ms, thresholds.max_p99_p50_ratio, "fail"))
     if lat.p999_ms is not None and lat.p99_ms:
-        spike = lat.p999_ms / lat.p99_ms
         checks.append(
-            Check(
-                name="spikes: P99.9 / P99",
-                status="pass" if spike <= thresholds.max_p999_p99_ratio else "warn",
-                measured=f"{spike:.2f} ({lat.p999_ms:.1f} / {lat.p99_ms:.1f} ms)",
-                limit=f"<= {thresholds.max_p999_p99_ratio:g}",
-            )
+            _ratio("spikes: P99.9 / P99", lat.p999_ms, lat.p99_ms, thresholds.max_p999_p99_ratio, "warn")
         )
     else:
         evidence["P99.9"] = f"not judged: it needs 1,000 ok answers at the answer, the probe had {lat.n}"
@@ -160,55 +137,31 @@ def device_checks(
     }
     checks: list[Check] = []
     if tel.device_util_mean_pct is None:
-        checks.append(
-            Check(
-                name="serving-device utilisation", status="warn", measured="not measured", note=NO_DEVICE_NOTE
-            )
-        )
+        checks.append(Check(name=UTILISATION, status="warn", measured="not measured", note=NO_DEVICE_NOTE))
     elif thresholds.min_device_util_pct > 0:
         checks.append(
             Check(
-                name="serving-device utilisation",
+                name=UTILISATION,
                 status="pass" if tel.device_util_mean_pct >= thresholds.min_device_util_pct else "fail",
                 measured=f"{tel.device_util_mean_pct:.1f}% mean at the answer",
                 limit=f">= {thresholds.min_device_util_pct:g}%",
             )
         )
-    if tel.mem_bw_util_mean_pct is not None:
+    if (bw := tel.mem_bw_util_mean_pct) is not None:
+        measured = f"{bw:.1f}% mean at the answer"
         checks.append(
-            Check(
-                name="memory bandwidth",
-                status="pass" if tel.mem_bw_util_mean_pct <= thresholds.max_mem_bw_util_pct else "fail",
-                measured=f"{tel.mem_bw_util_mean_pct:.1f}% mean at the answer",
-                limit=f"<= {thresholds.max_mem_bw_util_pct:g}% (not saturated)",
-            )
+            at_most("memory bandwidth", bw, thresholds.max_mem_bw_util_pct, measured, "% (not saturated)")
         )
-    temps = [s.telemetry.temp_max_c for s in analysis.summary.steps if s.telemetry.temp_max_c is not None]
-    if temps:
-        checks.append(
-            Check(
-                name="device temperature",
-                status="pass" if max(temps) <= thresholds.max_temp_c else "fail",
-                measured=f"{max(temps):.0f} C max over the search",
-                limit=f"<= {thresholds.max_temp_c:g} C",
+    for name, field, limit, unit in (
+        ("device temperature", "temp_max_c", thresholds.max_temp_c, " C"),
+        ("device memory", "mem_max_pct", thresholds.max_device_mem_pct, "%"),
+    ):
+        values = [v for s in analysis.summary.steps if (v := getattr(s.telemetry, field)) is not None]
+        if values:
+            checks.append(
+                at_most(name, max(values), limit, f"{max(values):.0f}{unit} max over the search", unit)
             )
-        )
-    mems = [s.telemetry.mem_max_pct for s in analysis.summary.steps if s.telemetry.mem_max_pct is not None]
-    if mems:
-        checks.append(
-            Check(
-                name="device memory",
-                status="pass" if max(mems) <= thresholds.max_device_mem_pct else "fail",
-                measured=f"{max(mems):.0f}% max over the search",
-                limit=f"<= {thresholds.max_device_mem_pct:g}%",
-            )
-        )
-    throttle = throttling_check(
-        analysis.folder, thresholds.throttle_temp_rise_c, thresholds.throttle_clock_drop_pct
-    )
-    if throttle is not None:
-        checks.append(throttle)
-    return checks, evidence
+    return checks + throttling_checks(analysis.folder, thresholds), evidence
 
 
 def run_perf_layer(host: str, thresholds: VerifyThresholds, options: LoadOptions) -> LayerResult:

@@ -1,11 +1,10 @@
 """What the shipped monitoring needs and whether a Prometheus proves it: metric names, loaded and fired alerts.
 
-The shipped Prometheus rules (deploy/prometheus/*.yml, their promtool tests left out) and Grafana dashboards
-(deploy/grafana/*.json) name the metrics a service must expose; the reference service's metric families
-(`SERVICE_FAMILIES`) say which of those names are a service's (the rest are the agent's or a run's live
-export). Given a Prometheus, an alert counts as loaded when /api/v1/rules lists it, and as fired when its
-`ALERTS{alertstate="firing"}` series has a sample within the look-back window (Prometheus writes that series
-at every evaluation while the alert fires, so within its retention this is proof) or it fires now.
+The shipped rules (deploy/prometheus/*.yml, promtool tests left out) and dashboards (deploy/grafana/*.json)
+name the metrics a service must expose; `SERVICE_FAMILIES` says which of them are a service's (the rest are
+the agent's or a run's). An alert is loaded when /api/v1/rules lists it, and fired when it fires now or its
+`ALERTS{alertstate="firing"}` series (written at every evaluation while it fires) has a sample within the
+look-back window.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What `embedperf verify` leaves: verify.json (the typed result), report.html (one section per layer) and JUnit.
-
-The HTML is rendered from the JSON alone (rebuildable, self-contained). JUnit layout: one <testsuite> per
-layer, one <testcase> per check; a failed check is a <failure> with its line, a warning passes with the line
-in <system-out>, a layer that did not run (skipped, not run, incomplete) is one <skipped> case with the reason.
+"""What `embedperf verify` leaves: verify.json (the typed result), report.html (rendered from it alone) and JUnit
+(a <testsuite> per layer, a <testcase> per check: a failure with its line, a warning passing with it in
+<system-out>; a layer that did not run is one case, skipped, or failed when incomplete).
 """
 
 from __future__ import annotations
@@ -50,28 +48,24 @@ def junit_xml(result: VerifyResult) -> str:
     for layer in result.layers:
         suite = ET.SubElement(root, "testsuite", name=f"layer {layer.number}: {layer.title}")
         classname = f"embedperf.verify.layer{layer.number}"
-        counts = {"tests": 0, "failures": 0, "skipped": 0}
+        counts = {"tests": 0, "failures": 0, "skipped": 0, "errors": 0, "time": 0}
+        cases: list[tuple[str, str, str]] = [(check.name, check.status, check.line) for check in layer.checks]
         if layer.status in ("skipped", "not_run", "incomplete"):
-            case = ET.SubElement(suite, "testcase", classname=classname, name=layer.title, time="0")
+            cases.insert(0, (layer.title, layer.status, layer.line))
+        for name, status, line in cases:
+            case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
             counts["tests"] += 1
-            if layer.status == "incomplete":
+            if status in ("fail", "incomplete"):
                 counts["failures"] += 1
-                ET.SubElement(case, "failure", message=layer.line, type="incomplete").text = layer.line
-            else:
+                kind = "verify" if status == "fail" else "incomplete"
+                ET.SubElement(case, "failure", message=line, type=kind).text = line
+            elif status in ("skipped", "not_run"):
                 counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=layer.line)
-        for check in layer.checks:
-            case = ET.SubElement(suite, "testcase", classname=classname, name=check.name, time="0")
-            counts["tests"] += 1
-            if check.status == "fail":
-                counts["failures"] += 1
-                ET.SubElement(case, "failure", message=check.line, type="verify").text = check.line
+                ET.SubElement(case, "skipped", message=line)
             else:
-                ET.SubElement(case, "system-out").text = f"{check.status.upper()}: {check.line}"
+                ET.SubElement(case, "system-out").text = f"{status.upper()}: {line}"
         for key, value in counts.items():
             suite.set(key, str(value))
-        suite.set("errors", "0")
-        suite.set("time", "0")
     for key in ("tests", "failures", "skipped", "errors"):
         root.set(key, str(sum(int(s.get(key, "0")) for s in root)))
     ET.indent(root)

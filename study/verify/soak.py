@@ -1,10 +1,8 @@
 """Layer 3, stability: a soak at constant load, judged window by window, and what the service counted meanwhile.
 
-The soak is the chosen closed-loop scenario's payload at fixed users, cut into equal windows (one load
-step each), so drift is the last window against the first whatever the length: seconds in a test, hours
-for a release. The target's own counters (/metrics: out-of-memory splits, device errors) and its /info
-(pid, start time: a restart) are read before and after. Runs of ten minutes or more also carry the
-run analysis' per-minute trends (P99 slope, service memory growth, thermal throttling).
+The soak is a closed-loop scenario's payload at fixed users in equal windows (one step each), so drift is
+the last window against the first at any length. The target's /metrics counters and /info (a restart) are
+read before and after; runs of ten minutes or more also carry the analysis' per-minute trends.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import yaml
 from analysis.run.summary import RunAnalysis, StepReport
 from embedperf.errors import ConfigError
 from scenarios.loader import load_scenario
-from study.verify.load import LoadOptions, run_and_analyse, throttling_check
+from study.verify.load import LoadOptions, run_and_analyse, throttling_checks
 from study.verify.target import (
     DEVICE_ERRORS,
     FALLBACK,
@@ -28,9 +26,11 @@ from study.verify.target import (
     TargetClient,
 )
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, LayerResult, judged
+from study.verify.verdict import Check, LayerResult, at_most, judged
 
 SOAK_FILE = "verify-soak.yaml"
+FALLBACK_SHARE = "fallback share"
+NO_COUNTS_NOTE = "no X-Served-Model, no counters"
 NO_RSS_NOTE = "the service process is not on this host (or --no-collectors): its memory was not sampled"
 
 
@@ -114,15 +114,11 @@ def restart_check(at_start: InfoSnapshot, after: InfoSnapshot, thresholds: Verif
         return Check(
             name="restarts", status="warn", measured="not checked", note="/info names no pid or start time"
         )
-    restarts = 0 if same else 1
-    return Check(
-        name="restarts",
-        status="pass" if restarts <= thresholds.max_restarts else "fail",
-        measured="none (same pid and start time as when verify began)"
-        if same
-        else f"restarted: pid {at_start.pid} -> {after.pid}, started {at_start.started_unix_s} -> {after.started_unix_s}",
-        limit=f"<= {thresholds.max_restarts}",
-    )
+    measured = "none (same pid and start time as when verify began)"
+    if not same:
+        measured = f"restarted: pid {at_start.pid} -> {after.pid}, "
+        measured += f"started {at_start.started_unix_s} -> {after.started_unix_s}"
+    return at_most("restarts", 0 if same else 1, thresholds.max_restarts, measured)
 
 
 def counter_checks(
@@ -136,23 +132,10 @@ def counter_checks(
     ):
         grown = before.increase(after, counter) if before is not None and after is not None else None
         if grown is None:
-            checks.append(
-                Check(
-                    name=name,
-                    status="warn",
-                    measured="not counted",
-                    note=f"the target's /metrics has no {counter}",
-                )
-            )
-            continue
-        checks.append(
-            Check(
-                name=name,
-                status="pass" if grown <= limit else "fail",
-                measured=f"{grown:.0f} during the soak",
-                limit=f"<= {limit}",
-            )
-        )
+            note = f"the target's /metrics has no {counter}"
+            checks.append(Check(name=name, status="warn", measured="not counted", note=note))
+        else:
+            checks.append(at_most(name, grown, limit, f"{grown:.0f} during the soak"))
     return checks
 
 
@@ -167,7 +150,7 @@ def fallback_check(
     named = sum(sum(s.stats.served_models.values()) for s in steps)
     if info.fallback_model is None:
         return Check(
-            name="fallback share", status="pass", measured="0% (the target declares no fallback model)"
+            name=FALLBACK_SHARE, status="pass", measured="0% (the target declares no fallback model)"
         )
     if named:
         served = sum(s.stats.served_models.get(info.fallback_model, 0) for s in steps)
@@ -176,19 +159,9 @@ def fallback_check(
         fell = before.increase(after, FALLBACK) if before and after else None
         total = before.increase(after, SERVED) if before and after else None
         if fell is None or not total:
-            return Check(
-                name="fallback share",
-                status="warn",
-                measured="not measured",
-                note="no X-Served-Model, no counters",
-            )
+            return Check(name=FALLBACK_SHARE, status="warn", measured="not measured", note=NO_COUNTS_NOTE)
         share, source = 100.0 * fell / total, f"{fell:.0f} of {total:.0f} answers (/metrics)"
-    return Check(
-        name="fallback share",
-        status="pass" if share <= thresholds.max_fallback_share_pct else "fail",
-        measured=f"{share:.2f}% ({source})",
-        limit=f"<= {thresholds.max_fallback_share_pct:g}%",
-    )
+    return at_most(FALLBACK_SHARE, share, thresholds.max_fallback_share_pct, f"{share:.2f}% ({source})", "%")
 
 
 def run_soak_layer(
@@ -223,12 +196,8 @@ def run_soak_layer(
         restart_check(at_start, after_info, thresholds),
         *counter_checks(before, after, thresholds),
         fallback_check(steps, after_info, before, after, thresholds),
+        *throttling_checks(analysis.folder, thresholds),
     ]
-    throttle = throttling_check(
-        analysis.folder, thresholds.throttle_temp_rise_c, thresholds.throttle_clock_drop_pct
-    )
-    if throttle is not None:
-        checks.append(throttle)
     evidence = {
         "soak run": str(analysis.folder.root),
         "soak": f"{len(steps)} windows of {thresholds.soak_window_s:g} s",

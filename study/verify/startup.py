@@ -1,10 +1,8 @@
 """`embedperf verify --start-cmd`: start the service and watch its probes from the first second.
 
-Readiness is only provable while the model loads, so verify starts the service itself and polls liveness
-and readiness every startup_poll_s from the moment the process exists; whenever readiness says yes it
-also sends one embeddings request, the thing readiness promises. The timeline of what each poll saw is
-the evidence layer 4 judges (study.verify.ops). The process is stopped by its PID at the end (SIGTERM,
-then SIGKILL after a grace).
+Readiness is only provable while the model loads, so verify starts the service and polls liveness and
+readiness every startup_poll_s from the start, with one embeddings request whenever readiness says yes (what
+it promises). Layer 4 judges that timeline (study.verify.ops). The process is stopped by its PID at the end.
 """
 
 from __future__ import annotations
@@ -12,14 +10,14 @@ from __future__ import annotations
 import shlex
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from urllib.parse import urlsplit
 
 from embedperf.errors import ConfigError, TargetError
 from loadgen.processes.child import stop_child
 from study.verify.target import TargetClient
+from study.verify.thresholds import VerifyThresholds
 
 STOP_GRACE_S = 20.0
 LOG_TAIL_CHARS = 2000
@@ -50,29 +48,20 @@ def start_command(command: str, base_url: str) -> list[str]:
     return argv
 
 
+@dataclass
 class StartedService:
     """`with StartedService(...) as svc:` the service is running and has answered embeddings once ready;
     `svc.timeline` holds every poll up to then."""
 
-    def __init__(
-        self,
-        command: str,
-        client: TargetClient,
-        health_path: str,
-        ready_path: str,
-        log_path: Path,
-        poll_s: float,
-        timeout_s: float,
-    ) -> None:
-        self.argv = start_command(command, client.base_url)
-        self.client = client
-        self.health_path = health_path
-        self.ready_path = ready_path
-        self.log_path = log_path
-        self.poll_s = poll_s
-        self.timeout_s = timeout_s
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.timeline: list[Observation] = []
+    command: str
+    client: TargetClient
+    thresholds: VerifyThresholds  # the probes' paths, startup_poll_s and startup_timeout_s
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    timeline: list[Observation] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.argv = start_command(self.command, self.client.base_url)
 
     def start(self) -> StartedService:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,6 +79,7 @@ class StartedService:
 
     def _watch(self) -> None:
         assert self.proc is not None
+        t, poll_s = self.thresholds, self.thresholds.startup_poll_s
         t0 = time.monotonic()
         while True:
             t_s = time.monotonic() - t0
@@ -97,36 +87,33 @@ class StartedService:
                 raise TargetError(
                     f"the service exited with {self.proc.returncode} before it was ready{self.log_tail()}"
                 )
-            health = self.client.get(self.health_path, timeout_s=self.poll_s * 5).status
-            ready = self.client.get(self.ready_path, timeout_s=self.poll_s * 5).status
+            health = self.client.get(t.health_path, timeout_s=poll_s * 5).status
+            ready = self.client.get(t.ready_path, timeout_s=poll_s * 5).status
             embed = self.client.embed([PROBE_TEXT]).status if ready == 200 else None
             self.timeline.append(Observation(round(t_s, 3), health, ready, embed))
             if embed == 200:
                 return
-            if t_s > self.timeout_s:
+            if t_s > t.startup_timeout_s:
                 raise TargetError(
-                    f"the service did not become ready and answer embeddings within {self.timeout_s:g} s "
+                    f"the service did not become ready and answer embeddings within {t.startup_timeout_s:g} s "
                     f"(startup_timeout_s){self.log_tail()}"
                 )
-            time.sleep(max(0.0, self.poll_s - (time.monotonic() - t0 - t_s)))
+            time.sleep(max(0.0, poll_s - (time.monotonic() - t0 - t_s)))
 
     def log_tail(self) -> str:
-        if self.log_path.is_file():
-            return f"; its output ({self.log_path}) ends:\n{self.log_path.read_text(errors='replace')[-LOG_TAIL_CHARS:]}"
-        return ""
+        tail = self.log_text()[-LOG_TAIL_CHARS:]
+        return f"; its output ({self.log_path}) ends:\n{tail}" if self.log_path.is_file() else ""
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""
 
-    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """SIGTERM by PID, SIGKILL after grace_s."""
+    def stop(self) -> None:
+        """SIGTERM by PID, SIGKILL after STOP_GRACE_S."""
         if self.proc is not None:
-            stop_child(self.proc, grace_s)
+            stop_child(self.proc, STOP_GRACE_S)
 
     def __enter__(self) -> StartedService:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.stop()

@@ -1,9 +1,6 @@
-"""The target as `embedperf verify` sees it over HTTP: probes, one embeddings request, /info and /metrics.
+"""The target as `embedperf verify` sees it over HTTP: probes, embeddings, /info and /metrics as typed snapshots.
 
-Every layer talks to the target through this one client (one HTTP stack, one place for the API key), and
-the figures that show a restart or an out-of-memory split between two moments (/info's pid and start time,
-/metrics counters) are read here as typed snapshots.
-"""
+Every layer talks to the target through this one client: one HTTP stack, one place for the API key."""
 
 from __future__ import annotations
 
@@ -93,11 +90,9 @@ def parse_metrics(text: str) -> MetricsSnapshot:
 
 
 class TargetClient:
-    """HTTP to the target's base URL, with its API key (from `api_key_env`) on every request.
-
-    One httpx client for every request (building one costs ~40 ms of CPU: it loads the CA bundle), each
-    request on a connection of its own, as a prober's should be: a probe during start-up or after a
-    restart never rides on a connection to the process that was there before. Close it when done."""
+    """HTTP to the target with its API key (from `api_key_env`). One httpx client (building one costs ~40 ms:
+    the CA bundle), each request on a fresh connection, so a probe never rides on one to a process that was
+    there before a restart. Close it when done."""
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "EMBEDPERF_TARGET_API_KEY") -> None:
         self.base_url = base_url.rstrip("/")
@@ -143,14 +138,10 @@ class TargetClient:
     def get(self, path: str, timeout_s: float = PROBE_TIMEOUT_S) -> Answer:
         return self.request("GET", path, timeout_s=timeout_s)
 
-    def embed(
-        self, inputs: list[str], request_id: str | None = None, timeout_s: float = REQUEST_TIMEOUT_S
-    ) -> Answer:
+    def embed(self, inputs: list[str], request_id: str | None = None) -> Answer:
         """POST /v1/embeddings; request_id is sent as X-Request-ID when given."""
         headers = {REQUEST_ID_HEADER: request_id} if request_id else {}
-        return self.request(
-            "POST", "/v1/embeddings", {"input": inputs, "model": self.model}, headers, timeout_s=timeout_s
-        )
+        return self.request("POST", "/v1/embeddings", {"input": inputs, "model": self.model}, headers)
 
     def info(self, path: str) -> InfoSnapshot:
         answer = self.get(path)
@@ -160,14 +151,16 @@ class TargetClient:
             value = body.get(key)
             return float(value) if isinstance(value, int | float) else None
 
-        pid, started, dim = number("pid"), number("started_unix_s"), number("dimension")
-        model, fallback = body.get("model"), body.get("fallback_model")
+        def text(key: str) -> str | None:
+            return str(body[key]) if body.get(key) else None
+
+        pid, dim = number("pid"), number("dimension")
         return InfoSnapshot(
             pid=int(pid) if pid is not None else None,
-            started_unix_s=started,
+            started_unix_s=number("started_unix_s"),
             dimension=int(dim) if dim is not None else None,
-            model=str(model) if model else None,
-            fallback_model=str(fallback) if fallback else None,
+            model=text("model"),
+            fallback_model=text("fallback_model"),
         )
 
     def metrics(self, path: str) -> MetricsSnapshot | None:

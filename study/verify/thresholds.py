@@ -25,9 +25,7 @@ class VerifyThresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # Layer 1: function and precision
-    min_cosine: float = Field(
-        0.99, gt=0, le=1, description="Mean cosine to the fp32 reference set: below fails."
-    )
+    min_cosine: float = Field(0.99, gt=0, le=1, description="Mean cosine to the fp32 reference: below fails.")
     strict_cosine: float = Field(
         0.999,
         gt=0,
@@ -42,9 +40,7 @@ class VerifyThresholds(BaseModel):
     )
     # Layer 2: performance and utilisation
     slo_p99_ms: float = Field(300.0, gt=0, description="P99 objective of the capacity search, ms.")
-    error_budget_pct: float = Field(
-        0.1, ge=0, le=100, description="Error budget of a probe and of the soak, %."
-    )
+    error_budget_pct: float = Field(0.1, ge=0, le=100, description="Error budget of a probe and the soak, %.")
     target_qps: float | None = Field(
         None,
         gt=0,
@@ -53,9 +49,7 @@ class VerifyThresholds(BaseModel):
     headroom_pct: float = Field(
         25.0, ge=0, le=400, description="Capacity above target_qps that passes; between the two warns."
     )
-    max_p99_p50_ratio: float = Field(
-        5.0, gt=1, description="Long tail at the answer: P99 / P50 above this fails."
-    )
+    max_p99_p50_ratio: float = Field(5.0, gt=1, description="Tail at the answer: P99 / P50 above this fails.")
     max_p999_p99_ratio: float = Field(
         3.0, gt=1, description="Spikes at the answer: P99.9 / P99 above this warns."
     )
@@ -69,9 +63,7 @@ class VerifyThresholds(BaseModel):
         90.0, gt=0, le=100, description="Memory bandwidth above this is saturated."
     )
     max_temp_c: float = Field(85.0, gt=0, description="Device temperature limit, C.")
-    max_device_mem_pct: float = Field(
-        80.0, gt=0, le=100, description="Device memory use limit, % of the total."
-    )
+    max_device_mem_pct: float = Field(80.0, gt=0, le=100, description="Device memory use limit, % of total.")
     throttle_temp_rise_c: float = Field(
         5.0, gt=0, description="Throttling: temperature rising this much (first to last quarter) ..."
     )
@@ -95,9 +87,7 @@ class VerifyThresholds(BaseModel):
     search_max_duration_s: float = Field(600.0, gt=0, description="Stop the search after this long, s.")
     # Layer 3: stability
     soak_s: float = Field(3600.0, gt=0, description="Length of the soak, s (hours for a release).")
-    soak_windows: int = Field(
-        6, ge=2, le=1000, description="Equal windows the soak is judged in (first vs last)."
-    )
+    soak_windows: int = Field(6, ge=2, le=1000, description="Equal windows judging the soak (first vs last).")
     soak_users: int | None = Field(
         None, ge=1, description="Closed-loop users of the soak (default: the scenario's)."
     )
@@ -109,12 +99,8 @@ class VerifyThresholds(BaseModel):
     max_memory_growth_pct: float = Field(
         10.0, gt=0, description="Service RSS growth, first to last window, above this is a leak, %."
     )
-    max_restarts: int = Field(
-        0, ge=0, description="Service restarts (a new pid or start time in /info) allowed."
-    )
-    max_oom_splits: int = Field(
-        0, ge=0, description="Batches split after running out of device memory allowed."
-    )
+    max_restarts: int = Field(0, ge=0, description="Restarts (a new pid or start time in /info) allowed.")
+    max_oom_splits: int = Field(0, ge=0, description="Batches split on running out of device memory allowed.")
     max_device_errors: int = Field(0, ge=0, description="Batches failed with a device error allowed.")
     max_fallback_share_pct: float = Field(
         0.0, ge=0, le=100, description="Share of answers a fallback model may serve during the soak, %."
@@ -125,7 +111,7 @@ class VerifyThresholds(BaseModel):
     metrics_path: str = Field("/metrics", description="Prometheus exposition of the target.")
     info_path: str = Field("/info", description="Service description (pid, start time, dimension).")
     startup_timeout_s: float = Field(
-        600.0, gt=0, description="With --start-cmd: longest wait for readiness, s."
+        600.0, gt=0, description="With --start-cmd: longest wait to be ready, s."
     )
     startup_poll_s: float = Field(
         0.05, gt=0, le=1, description="With --start-cmd: probe interval from the start, s."

@@ -1,19 +1,17 @@
 """The four-layer verdict: each layer's checks, the order the layers run in, and the one exit code.
 
-Layers run in order and the first that fails stops the rest (reported as not run): a service whose
-embeddings are wrong is not worth a soak. A warning passes (the release may go, the report says what to
-look at); only a failure blocks. A layer that could not finish (its run stopped, the target went away)
-leaves the verdict incomplete, as does a layer skipped with --layers: a partial check is never a pass.
-
-Exit codes (the same as every embedperf command): 0 every layer passed (warnings allowed); 1 a layer
-failed; 2 usage or pre-flight error (nothing measured, decided before this module); 3 incomplete.
+Layers run in order and the first that fails stops the rest (not run): a service whose embeddings are
+wrong is not worth a soak. A warning passes; only a failure blocks. A layer that could not finish or was
+skipped with --layers leaves the verdict incomplete: a partial check is never a pass. Exit codes, as every
+embedperf command's: 0 pass (warnings allowed), 1 a layer failed, 2 usage or pre-flight error (decided
+before this module), 3 incomplete.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -39,9 +37,7 @@ class Check(BaseModel):
     name: str
     status: CheckStatus
     measured: str = Field(description="The figure or observation, with its unit.")
-    limit: str = Field(
-        default="", description="The threshold it was judged against (empty: a presence check)."
-    )
+    limit: str = Field(default="", description="The threshold judged against (empty: a presence check).")
     note: str = ""
 
     @property
@@ -59,7 +55,7 @@ class LayerResult(BaseModel):
     status: LayerStatus
     checks: list[Check] = Field(default_factory=list)
     evidence: dict[str, str] = Field(
-        default_factory=dict, description="Name -> path or value backing the checks."
+        default_factory=dict, description="Name -> path or value backing checks."
     )
     reason: str = Field("", description="Why the layer is incomplete, not run or skipped.")
 
@@ -76,6 +72,14 @@ class LayerResult(BaseModel):
         return f"{head}: {len(self.checks)} checks passed"
 
 
+def at_most(
+    name: str, value: float, limit: float, measured: str, unit: str = "", over: CheckStatus = "fail"
+) -> Check:
+    """A figure against its upper limit: pass at or below it, `over` above it."""
+    status: CheckStatus = "pass" if value <= limit else over
+    return Check(name=name, status=status, measured=measured, limit=f"<= {limit:g}{unit}")
+
+
 def layer_status(checks: Sequence[Check]) -> LayerStatus:
     """fail if any check fails, warn if any warns, else pass; a layer with nothing judged is incomplete."""
     if not checks:
@@ -88,14 +92,11 @@ def judged(number: int, checks: list[Check], evidence: dict[str, str] | None = N
     """A layer's result from its checks."""
     status = layer_status(checks)
     reason = "nothing was judged" if status == "incomplete" else ""
-    return LayerResult(
-        number=number,
-        title=LAYER_TITLES[number],
-        status=status,
-        checks=checks,
-        evidence=evidence or {},
-        reason=reason,
-    )
+    return _result(number, status, reason, checks=checks, evidence=evidence or {})
+
+
+def _result(number: int, status: LayerStatus, reason: str, **found: Any) -> LayerResult:
+    return LayerResult(number=number, title=LAYER_TITLES[number], status=status, reason=reason, **found)
 
 
 @dataclass(frozen=True)
@@ -110,33 +111,21 @@ def run_layers(layers: Sequence[Layer], selected: Sequence[int]) -> list[LayerRe
     """Run the selected layers in order; after a failure or an incomplete layer the rest are not run.
 
     An EmbedperfError raised inside a layer (its load run stopped, the target refused) makes that layer
-    incomplete with the error as its reason, never a traceback.
-    """
+    incomplete with the error as its reason, never a traceback."""
     results: list[LayerResult] = []
     stopped_by: LayerResult | None = None
     for layer in sorted(layers, key=lambda item: item.number):
-        title = LAYER_TITLES[layer.number]
         if layer.number not in selected:
-            results.append(
-                LayerResult(
-                    number=layer.number, title=title, status="skipped", reason="not selected (--layers)"
-                )
-            )
+            results.append(_result(layer.number, "skipped", "not selected (--layers)"))
             continue
         if stopped_by is not None:
-            results.append(
-                LayerResult(
-                    number=layer.number,
-                    title=title,
-                    status="not_run",
-                    reason=f"layer {stopped_by.number} is {stopped_by.status.replace('_', ' ')}",
-                )
-            )
+            stopped = f"layer {stopped_by.number} is {stopped_by.status.replace('_', ' ')}"
+            results.append(_result(layer.number, "not_run", stopped))
             continue
         try:
             result = layer.run()
         except EmbedperfError as exc:
-            result = LayerResult(number=layer.number, title=title, status="incomplete", reason=str(exc))
+            result = _result(layer.number, "incomplete", str(exc))
         results.append(result)
         if result.status in ("fail", "incomplete"):
             stopped_by = result

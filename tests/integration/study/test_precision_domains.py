@@ -11,7 +11,8 @@ import pytest
 from embedperf import cli
 from modelcore.model import load_model
 from study.corpus import load_eval_corpus
-from study.precision.report import rebuild_precision_report
+from study.precision.compare import read_result
+from study.precision.report import write_precision_report
 from tests.fakes.perturbing_endpoint import perturbing_endpoint
 
 MARKER = "§"
@@ -77,4 +78,4 @@ def test_the_damaged_domain_fails_and_the_report_lists_its_worst_inputs(
     worst_table = re.search(r'<table id="precision-worst">(.*?)</table>', html, re.S)
     assert worst_table is not None and all(text in worst_table.group(1) for _, text in LEGAL)
     # The result JSON alone rebuilds the same report (the typed result survives the round trip).
-    assert rebuild_precision_report(out, tmp_path / "again.html").read_text() == html
+    assert write_precision_report(read_result(out), tmp_path / "again.html").read_text() == html

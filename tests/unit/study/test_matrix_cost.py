@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis.run.analyse import analyse_folder
-from study.matrix.cost import cheapest, cost_at_slo
-from study.matrix.report import ConfigRow
+from study.matrix.report import ConfigRow, cheapest, cost_at_slo
 from tests.unit.analysis.test_analysis_cost import priced_run
 
 
