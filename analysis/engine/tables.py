@@ -32,12 +32,8 @@ class Totals:
 
 
 def totals(con: duckdb.DuckDBPyConnection) -> Totals:
-    row = con.execute("SELECT count(*), count(*) FILTER (outcome = 0) FROM tagged WHERE NOT probe").fetchone()
-    assert row is not None
-    pairs = con.execute(
-        "SELECT status_code, coalesce(error, ''), count(*) FROM tagged WHERE NOT probe AND outcome <> 0 GROUP BY ALL"
-    ).fetchall()
-    return Totals(n_requests=int(row[0]), n_ok=int(row[1]), errors_by_kind=ooc.kinds_of(pairs))
+    [(n, n_ok)] = con.execute("SELECT count(*), count(*) FILTER (outcome = 0) FROM tagged WHERE NOT probe").fetchall()
+    return Totals(n_requests=int(n), n_ok=int(n_ok), errors_by_kind=ooc.errors_by_kind(con, "tagged WHERE NOT probe", []))
 
 
 def outage_windows(con: duckdb.DuckDBPyConnection) -> list[OutageWindow]:
