@@ -33,8 +33,8 @@ def _replicates(
 
 
 def cost_change(
-    base: RunAnalysis, cand: RunAnalysis, indexes: tuple[int, int], samples: tuple[Samples, Samples], n_boot: int,
-    seed: int, min_seconds: int,
+    base: RunAnalysis, cand: RunAnalysis, indexes: tuple[int, int], samples: tuple[Samples, Samples],
+    n_boot: int, seed: int, min_seconds: int,
 ) -> dict[str, MetricChange]:  # fmt: skip
     """{COST_METRIC: change} when both steps are costed in one currency, else {} (no price: no figure)."""
     b_cost, c_cost = base.summary.cost, cand.summary.cost

@@ -32,8 +32,9 @@ class Totals:
 
 
 def totals(con: duckdb.DuckDBPyConnection) -> Totals:
-    [(n, n_ok)] = con.execute("SELECT count(*), count(*) FILTER (outcome = 0) FROM tagged WHERE NOT probe").fetchall()
-    return Totals(n_requests=int(n), n_ok=int(n_ok), errors_by_kind=ooc.errors_by_kind(con, "tagged WHERE NOT probe", []))
+    by_outcome = "SELECT count(*), count(*) FILTER (outcome = 0) FROM tagged WHERE NOT probe"
+    [(n, n_ok)] = con.execute(by_outcome).fetchall()
+    return Totals(int(n), int(n_ok), ooc.errors_by_kind(con, "tagged WHERE NOT probe", []))
 
 
 def outage_windows(con: duckdb.DuckDBPyConnection) -> list[OutageWindow]:

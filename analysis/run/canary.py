@@ -72,9 +72,10 @@ def _side(
 ) -> SideFigures:
     where = "NOT probe AND side = ? AND stage = ? AND t_sent_unix_s >= ? AND t_sent_unix_s < ?"
     params = [side, stage, start, end]
-    [(requests, n_ok)] = con.execute(
-        f"SELECT count(*), count(*) FILTER (outcome = 0 AND isfinite(latency_ms)) FROM tagged WHERE {where}", params
-    ).fetchall()
+    counts = (
+        f"SELECT count(*), count(*) FILTER (outcome = 0 AND isfinite(latency_ms)) FROM tagged WHERE {where}"
+    )
+    [(requests, n_ok)] = con.execute(counts, params).fetchall()
     pcts: list[float | None] = [None, None, None]
     ci: tuple[float | None, float | None] = (None, None)
     if n_ok:
@@ -85,14 +86,14 @@ def _side(
     return SideFigures(
         requests=requests, ok=n_ok, error_rate=(requests - n_ok) / requests if requests else None,
         errors_by_kind=errors_by_kind(con, f"tagged WHERE {where}", params),
-        goodput_rps=n_ok / (end - start) if end > start else 0.0, p50_ms=pcts[0], p95_ms=pcts[1], p99_ms=pcts[2],
-        p99_ci_ms=ci, unavailable_s=window_unavailable_s(con, start, end, side=side),
+        goodput_rps=n_ok / (end - start) if end > start else 0.0, p50_ms=pcts[0], p95_ms=pcts[1],
+        p99_ms=pcts[2], p99_ci_ms=ci, unavailable_s=window_unavailable_s(con, start, end, side=side),
     )  # fmt: skip
 
 
 def _span(
-    con: duckdb.DuckDBPyConnection, stage: int, window: int | None, weight_pct: float, start: float, end: float,
-    n_boot: int,
+    con: duckdb.DuckDBPyConnection, stage: int, window: int | None, weight_pct: float, start: float,
+    end: float, n_boot: int,
 ) -> SpanFigures:  # fmt: skip
     seed = stage * 1000 + (window if window is not None else 999)
     sides = {side: _side(con, side, stage, start, end, seed, n_boot) for side in SIDES}
