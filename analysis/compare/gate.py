@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from analysis.compare.model import StepComparison
-from analysis.compare.reasons import Reason, reason, render_reason, sides_reason
+from analysis.compare.reasons import Reason, missing_in, reason, render_reason, sides_reason
 from embedperf.errors import ConfigError
 from embedperf.verdicts import GateVerdict
 
@@ -85,15 +85,11 @@ def parse_gate(spec: str) -> list[GateRule]:
         metric, sign, number, percent = match.groups()
         if metric not in GATE_METRICS:
             raise ConfigError(f"gate metric {metric!r} is unknown; valid metrics: {', '.join(GATE_METRICS)}")
-        rules.append(
-            GateRule(
-                metric=metric,
-                sign=1 if sign == "+" else -1,
-                threshold=float(number),
-                relative=bool(percent),
-                text=part.strip(),
-            )
-        )
+        rule = GateRule(
+            metric=metric, sign=1 if sign == "+" else -1, threshold=float(number), relative=bool(percent),
+            text=part.strip(),
+        )  # fmt: skip
+        rules.append(rule)
     if not rules:
         raise ConfigError("--gate is empty; give rules such as 'p99_ms:+5%,qps:-3%'")
     return rules
@@ -171,24 +167,10 @@ def change_reason(
     )  # fmt: skip
 
 
-def describe_change(
-    metric: str,
-    base: float | None,
-    cand: float | None,
-    rel: float | None,
-    ci: tuple[float | None, float | None],
-) -> str:
-    return render_reason(change_reason(metric, base, cand, rel, ci))
-
-
 def _speed_result(rule: GateRule, scope: StepComparison) -> GateResult:
     change = scope.metrics.get(rule.metric)
-    figures = None
-    if change is not None:
-        figures = StepChange(
-            base=change.base, cand=change.cand, diff=change.diff, rel=change.rel,
-            ci_low=change.ci_low, ci_high=change.ci_high,
-        )  # fmt: skip
+    quoted = set(StepChange.model_fields)
+    figures = StepChange(**change.model_dump(include=quoted)) if change is not None else None
 
     def result(status: GateStatus, why: Reason) -> GateResult:
         return GateResult(
@@ -196,10 +178,9 @@ def _speed_result(rule: GateRule, scope: StepComparison) -> GateResult:
             why=why, change=figures,
         )  # fmt: skip
 
-    empty = empty_sides(scope.base_n_ok, scope.cand_n_ok)
+    empty = missing_in(scope.base_n_ok, scope.cand_n_ok)
     if empty:
-        sides = [name for name, n in (("baseline", scope.base_n_ok), ("candidate", scope.cand_n_ok)) if n == 0]
-        return result("no_verdict", reason("rule_empty", sides=sides_reason(sides)))
+        return result("no_verdict", reason("rule_empty", sides=sides_reason(empty)))
     if change is None:
         return result("no_verdict", reason("rule_unmeasured", metric=rule.metric))
     text = change_reason(rule.metric, change.base, change.cand, change.rel, (change.ci_low, change.ci_high))
@@ -235,15 +216,13 @@ def _budget_result(scope: BudgetScope, budget: float) -> GateResult:
         "rate": fmt_value(ERROR_BUDGET_METRIC, rate), "failed": f"{scope.n_failed:,}",
         "requests": f"{scope.n_requests:,}", "budget": fmt_value(ERROR_BUDGET_METRIC, budget),
     }  # fmt: skip
-    return result("fail", reason("budget_fail", **numbers)) if rate > budget else result(
-        "pass", reason("budget_pass", **numbers)
-    )
+    status: GateStatus = "fail" if rate > budget else "pass"
+    return result(status, reason(f"budget_{status}", **numbers))
 
 
 def empty_sides(base_n_ok: int, cand_n_ok: int) -> str | None:
     """Which run has no ok requests at a step ("baseline", "candidate", both), or None."""
-    sides = [name for name, n in (("baseline", base_n_ok), ("candidate", cand_n_ok)) if n == 0]
-    return " and the ".join(sides) if sides else None
+    return " and the ".join(missing_in(base_n_ok, cand_n_ok)) or None
 
 
 def evaluate_gate(
