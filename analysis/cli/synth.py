@@ -94,14 +94,9 @@ def _with_ids(chunk: pa.Table, first_id: int) -> pa.Table:
 
 
 def _request_chunk(
-    rng: np.random.Generator,
-    run_id: str,
-    stages: list[StageRecord],
-    k: int,
-    n: int,
-    sent_window: tuple[float, float],
-    mean_latency_ms: float,
-) -> pa.Table:
+    rng: np.random.Generator, run_id: str, stages: list[StageRecord], k: int, n: int,
+    sent_window: tuple[float, float], mean_latency_ms: float,
+) -> pa.Table:  # fmt: skip
     stage = stages[k]
     sigma = 0.3 + 0.1 * k
     latency = rng.lognormal(np.log(mean_latency_ms) - sigma**2 / 2, sigma, n)
@@ -112,20 +107,17 @@ def _request_chunk(
     ok = ~failed
     net = np.minimum(0.8 + rng.exponential(0.7, n), 0.3 * latency)
     srv_total = latency - net
-    shares = np.stack(
-        [
-            STEP_QUEUE_SHARE[k] * rng.uniform(0.5, 1.5, n),
-            0.05 * rng.uniform(0.5, 1.5, n),
-            (0.88 - STEP_QUEUE_SHARE[k]) * rng.uniform(0.8, 1.2, n),
-            0.03 * rng.uniform(0.5, 1.5, n),
-            np.full(n, 0.02),
-        ]
-    )
+    shares = np.stack([
+        STEP_QUEUE_SHARE[k] * rng.uniform(0.5, 1.5, n), 0.05 * rng.uniform(0.5, 1.5, n),
+        (0.88 - STEP_QUEUE_SHARE[k]) * rng.uniform(0.8, 1.2, n), 0.03 * rng.uniform(0.5, 1.5, n),
+        np.full(n, 0.02),
+    ])  # fmt: skip
     shares /= shares.sum(axis=0)
     batch = np.minimum(rng.poisson(STEP_BATCH_LAMBDA[k], n) + 1, 32)
     worker_code = rng.integers(0, 4, n)
     input_tokens = rng.integers(16, 128, n)
     error_code = np.where(timeout, 1, np.where(failed, 2, 0))
+    errors = np.array([None, "timeout: no response within 30 s", "503 Service Unavailable: queue full"])
     srv = {
         name: srv_total * shares[j]
         for j, name in enumerate(("srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms"))
@@ -147,12 +139,7 @@ def _request_chunk(
             "endpoint": _strings(["embeddings"], np.zeros(n, np.int32)),
             "status_code": pa.array(np.where(timeout, 504, np.where(failed, 503, 200)), pa.int32()),
             "ok": pa.array(ok),
-            "error": pa.array(
-                np.array([None, "timeout: no response within 30 s", "503 Service Unavailable: queue full"])[
-                    error_code
-                ],
-                pa.string(),
-            ),
+            "error": pa.array(errors[error_code], pa.string()),
             "n_inputs": pa.array(np.ones(n, np.int32)),
             "input_chars": pa.array(input_tokens * 4),
             "input_tokens": pa.array(input_tokens),
@@ -188,12 +175,8 @@ def _telemetry_chunk(
     util_base = np.array(STEP_DEVICE_UTIL_PCT)[step]
     n_t = len(ts)
     ts_parts, dev_parts, met_parts, val_parts, src_parts = [], [], [], [], []
-    devices = [f"npu{d}.chip0" for d in range(n_devices)] + [
-        "cpu",
-        "proc:generator",
-        "proc:service",
-        "service",
-    ]
+    others = ["cpu", "proc:generator", "proc:service", "service"]  # psutil's host and processes, the service
+    devices = [f"npu{d}.chip0" for d in range(n_devices)] + others
     metrics: list[str] = []
 
     def emit(device: int, source: int, metric: str, values: np.ndarray) -> None:
@@ -222,12 +205,8 @@ def _telemetry_chunk(
     emit(base + 1, 1, "rss_mb", 350 + rng.normal(0, 2, n_t))
     emit(base + 2, 1, "cpu_util_pct", np.clip(20 + 15 * step + rng.normal(0, 3, n_t), 0, 400))
     emit(base + 2, 1, "rss_mb", SERVICE_RSS_MB + rng.normal(0, 3, n_t))
-    emit(
-        base + 3,
-        2,
-        "queue_depth",
-        np.maximum(rng.poisson(np.array(STEP_BATCH_LAMBDA)[step]), 0).astype(float),
-    )
+    queue = np.maximum(rng.poisson(np.array(STEP_BATCH_LAMBDA)[step]), 0).astype(float)
+    emit(base + 3, 2, "queue_depth", queue)
     emit(base + 3, 2, "busy_frac", util_base / 100.0)
     n_all = n_t * len(ts_parts)
     return pa.table(
@@ -250,14 +229,9 @@ def _write_chunks(path: Path, schema: pa.Schema, chunks: Iterator[pa.Table]) -> 
 
 
 def synthesize(
-    out_dir: Path,
-    n_requests: int = 1_000_000,
-    n_devices: int = 16,
-    hours: float = 1.0,
-    seed: int = 0,
-    start_unix_s: float = DEFAULT_START_UNIX_S,
-    latency_scale: float = 1.0,
-) -> RunFolder:
+    out_dir: Path, n_requests: int = 1_000_000, n_devices: int = 16, hours: float = 1.0, seed: int = 0,
+    start_unix_s: float = DEFAULT_START_UNIX_S, latency_scale: float = 1.0,
+) -> RunFolder:  # fmt: skip
     """Write the run folder at out_dir. latency_scale < 1 models a faster candidate (more QPS, same users)."""
     if n_requests < 100 or n_devices < 1 or hours <= 0:
         raise ConfigError("synth needs --requests >= 100, --devices >= 1 and --hours > 0")
@@ -267,28 +241,18 @@ def synthesize(
     warmup_s = min(WARMUP_MAX_S, WARMUP_FRACTION * step_s)
     stages = [
         StageRecord(
-            index=i,
-            label=f"users={u}",
-            users=u,
-            start_unix_s=start_unix_s + i * step_s,
-            end_unix_s=start_unix_s + (i + 1) * step_s,
-            warmup_s=warmup_s,
+            index=i, label=f"users={u}", users=u, start_unix_s=start_unix_s + i * step_s,
+            end_unix_s=start_unix_s + (i + 1) * step_s, warmup_s=warmup_s,
         )
         for i, u in enumerate(STEP_USERS)
-    ]
+    ]  # fmt: skip
     n_total = int(round(n_requests / latency_scale))
-    _write_chunks(
-        folder.requests, REQUEST_SCHEMA, synth_request_chunks(rng, folder.run_id, stages, n_total, latency_scale)
-    )
+    requests = synth_request_chunks(rng, folder.run_id, stages, n_total, latency_scale)
+    _write_chunks(folder.requests, REQUEST_SCHEMA, requests)
     _write_chunks(folder.telemetry, TELEMETRY_SCHEMA, synth_telemetry_chunks(rng, stages, n_devices))
-    scenario = Scenario.model_validate(
-        {
-            "name": "synthetic-ramp",
-            "kind": "ramp",
-            "steps": [{"label": s.label, "users": s.users, "duration_s": step_s, "warmup_s": warmup_s} for s in stages],
-            "slo": {"p99_ms": 300.0, "error_budget_pct": 0.1},
-        }
-    )
+    steps = [{"label": s.label, "users": s.users, "duration_s": step_s, "warmup_s": warmup_s} for s in stages]
+    slo = {"p99_ms": 300.0, "error_budget_pct": 0.1}
+    scenario = Scenario.model_validate({"name": "synthetic-ramp", "kind": "ramp", "steps": steps, "slo": slo})
     manifest = new_manifest(
         folder.run_id,
         scenario,
@@ -296,10 +260,7 @@ def synthesize(
         kind="synthetic",
         label="synthetic",
         service_info={
-            "model": MODEL,
-            "dimension": 384,
-            "device": f"npu (x{n_devices}, synthetic)",
-            "precision": "fp16",
+            "model": MODEL, "dimension": 384, "device": f"npu (x{n_devices}, synthetic)", "precision": "fp16",
             "config": {"batching": True, "max_batch_size": 32, "max_wait_ms": 5},
             "versions": {"torch": "synthetic"},
         },
@@ -309,11 +270,7 @@ def synthesize(
         start_unix_s=start_unix_s,
         end_unix_s=start_unix_s + hours * 3600.0,
         stages=stages,
-        collectors=[
-            CollectorStatus(name="npu_smi", status="ok"),
-            CollectorStatus(name="psutil", status="ok"),
-            CollectorStatus(name="service", status="ok"),
-        ],
+        collectors=[CollectorStatus(name=name, status="ok") for name in ("npu_smi", "psutil", "service")],
         generator_cpu=GeneratorCpu(mean_pct=26.0, max_pct=45.0, p95_pct=40.0, saturated=False),
         complete=True,
         notes=["synthetic run written by `embedperf synth`; not a measurement"],
