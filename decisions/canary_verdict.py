@@ -68,13 +68,8 @@ def _p99_limit(
         limits.append((rollback.max_p99_ms, "p99_ms", f"{rollback.max_p99_ms:g} ms"))
     if rollback.max_p99_increase_pct is not None and baseline_p99_ms is not None:
         limit = baseline_p99_ms * (1.0 + rollback.max_p99_increase_pct / 100.0)
-        limits.append(
-            (
-                limit,
-                "p99_increase",
-                f"{limit:.1f} ms (baseline {baseline_p99_ms:.1f} ms +{rollback.max_p99_increase_pct:g}%)",
-            )
-        )
+        text = f"{limit:.1f} ms (baseline {baseline_p99_ms:.1f} ms +{rollback.max_p99_increase_pct:g}%)"
+        limits.append((limit, "p99_increase", text))
     if not limits:
         return None, None, ""
     return min(limits, key=lambda item: item[0])
@@ -99,15 +94,14 @@ def annotate(
         annotated = window.model_copy(
             update={"p99_limit_ms": limit, "p99_over": over, "p99_streak": streak, "thin": thin}
         )
-        fired: TriggerName | None = None
-        text = ""
         if over and streak >= rollback.p99_windows:
-            fired = name
             text = (
                 f"candidate P99 {_ms(cand.p99_ms)} > {limit_text} in {streak} consecutive windows "
                 f"(baseline P99 {_ms(window.baseline.p99_ms)})"
             )
-        out.append((annotated, fired, text))
+            out.append((annotated, name, text))
+        else:
+            out.append((annotated, None, ""))
     return out
 
 
@@ -144,15 +138,9 @@ def window_trigger(
             f"agreement cosine {window.agreement_mean:.4f} < {rollback.min_agreement_cosine:g} "
             f"(mean of {window.agreement_n} texts sent to both sides{low})"
         )
-    if (
-        rollback.max_temp_c is not None
-        and window.temp_c_max is not None
-        and window.temp_c_max > rollback.max_temp_c
-    ):
-        return (
-            "temperature",
-            f"candidate device temperature {window.temp_c_max:.0f} C > {rollback.max_temp_c:g} C",
-        )
+    hottest_c = window.temp_c_max
+    if rollback.max_temp_c is not None and hottest_c is not None and hottest_c > rollback.max_temp_c:
+        return "temperature", f"candidate device temperature {hottest_c:.0f} C > {rollback.max_temp_c:g} C"
     return None
 
 

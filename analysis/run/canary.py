@@ -52,8 +52,8 @@ class SpanFigures(BaseModel):
     end_unix_s: float
     baseline: SideFigures
     candidate: SideFigures
-    agreement_n: int = Field(0, description="Texts sent to both sides whose answers were compared.")
-    agreement_mean: float | None = Field(None, description="Mean cosine between the two sides' answers.")
+    agreement_n: int = Field(default=0, description="Texts sent to both sides whose answers were compared.")
+    agreement_mean: float | None = Field(default=None, description="Mean cosine of the two sides' answers.")
     agreement_min: float | None = None
 
 

@@ -51,33 +51,11 @@ from decisions.search.stats import (
 from scenarios.models import Search, Slo
 
 __all__ = [
-    "COUNT_MARGIN",
-    "NOTES",
-    "OUTCOMES",
-    "QUANTILE",
-    "REASONS",
-    "RULE",
-    "Feasibility",
-    "Outcome",
-    "Phase",
-    "ProbeMeasurement",
-    "ProbePlan",
-    "ProbeRecord",
-    "SearchRecord",
-    "SearchState",
-    "SearchStatus",
-    "SearchSummary",
-    "Verdict",
-    "devices_serving",
-    "feasibility",
-    "headline",
-    "judge",
-    "quantile_ci",
-    "read_search",
-    "reason_text",
-    "samples_to_bound",
-    "search_summary",
-]
+    "COUNT_MARGIN", "NOTES", "OUTCOMES", "QUANTILE", "REASONS", "RULE", "Feasibility", "Outcome", "Phase",
+    "ProbeMeasurement", "ProbePlan", "ProbeRecord", "SearchRecord", "SearchState", "SearchStatus",
+    "SearchSummary", "Verdict", "devices_serving", "feasibility", "headline", "judge", "quantile_ci",
+    "read_search", "reason_text", "samples_to_bound", "search_summary",
+]  # fmt: skip
 
 # A failed confirmation is information too (the pass it checked was noise): the search narrows below
 # it and confirms again; after this many it stops, status unconfirmed.
@@ -121,28 +99,18 @@ class SearchState:
         self.at_slo: dict[float, ProbeRecord] = {}  # rate -> the pooled probe whose interval holds the SLO
         self.confirms = 0
         self.done = False
+        rule = RULE.format(
+            confidence=spec.confidence, p99=slo.p99_ms, budget=slo.error_budget_pct,
+            goodput=1.0 - spec.goodput_tolerance, growth=spec.growth, precision=spec.precision,
+            confirm=spec.confirm_factor,
+        )  # fmt: skip
         self.record = SearchRecord(
-            rule=RULE.format(
-                confidence=spec.confidence,
-                p99=slo.p99_ms,
-                budget=slo.error_budget_pct,
-                goodput=1.0 - spec.goodput_tolerance,
-                growth=spec.growth,
-                precision=spec.precision,
-                confirm=spec.confirm_factor,
-            ),
-            slo_p99_ms=slo.p99_ms,
-            error_budget_pct=slo.error_budget_pct,
-            precision=spec.precision,
-            confidence=spec.confidence,
-            arrival=arrival,
-            growth=spec.growth,
-            goodput_tolerance=spec.goodput_tolerance,
-            confirm_factor=spec.confirm_factor,
-            samples_needed=self.limits.samples_needed,
-            floor_rps=self.limits.floor_rps,
+            rule=rule, slo_p99_ms=slo.p99_ms, error_budget_pct=slo.error_budget_pct, arrival=arrival,
+            precision=spec.precision, confidence=spec.confidence, growth=spec.growth,
+            goodput_tolerance=spec.goodput_tolerance, confirm_factor=spec.confirm_factor,
+            samples_needed=self.limits.samples_needed, floor_rps=self.limits.floor_rps,
             min_rate_rps=self.limits.min_rate,
-        )
+        )  # fmt: skip
         self._last: ProbeRecord | None = None
         self._last_plan: ProbePlan | None = None
         self._last_measurement: ProbeMeasurement | None = None
@@ -250,12 +218,10 @@ class SearchState:
         # an unbounded end (too few samples) shows the point estimate instead
         point = probe.p99_ms if probe.p99_ms is not None else self.slo.p99_ms
         return {
-            "rate": rate,
-            "answer": answer,
-            "confidence_pct": self.spec.confidence * 100.0,
+            "rate": rate, "answer": answer, "confidence_pct": self.spec.confidence * 100.0,
             "lower_ms": probe.p99_lower_ms if probe.p99_lower_ms is not None else point,
             "upper_ms": probe.p99_upper_ms if probe.p99_upper_ms is not None else point,
-        }
+        }  # fmt: skip
 
     def add(self, plan: ProbePlan, stage_index: int, label: str, m: ProbeMeasurement) -> ProbeRecord:
         """Record a probe's measurement and move the bracket (a repeat is judged on both samples pooled)."""
@@ -266,27 +232,16 @@ class SearchState:
         verdict, code, params, (point, lower, upper) = judge(m, self.slo, self.spec)
         ok = np.asarray(m.ok_latency_ms, dtype=float)
         probe = ProbeRecord(
-            stage_index=stage_index,
-            label=label,
-            phase=plan.phase,
-            rate=plan.rate,
-            duration_s=own.duration_s,
-            scheduled=own.scheduled,
-            ok=own.ok,
+            stage_index=stage_index, label=label, phase=plan.phase, rate=plan.rate, duration_s=own.duration_s,
+            scheduled=own.scheduled, ok=own.ok,
             error_rate=own.errors / own.scheduled if own.scheduled else 0.0,
             offered_rps=own.scheduled / own.duration_s if own.duration_s > 0 else 0.0,
             goodput_rps=own.ok_done / own.duration_s if own.duration_s > 0 else 0.0,
-            unfinished=len(own.unfinished_ms),
-            judged_samples=len(m.ok_latency_ms) + len(m.unfinished_ms),
-            p50_ms=float(np.quantile(ok, 0.5, method="inverted_cdf")) if len(ok) else None,
-            p99_ms=point,
-            p99_lower_ms=_finite(lower),
-            p99_upper_ms=_finite(upper),
-            verdict=verdict,
-            reason=reason_text(code, params),
-            reason_code=code,
-            reason_params=params,
-        )
+            unfinished=len(own.unfinished_ms), judged_samples=len(m.ok_latency_ms) + len(m.unfinished_ms),
+            p50_ms=float(np.quantile(ok, 0.5, method="inverted_cdf")) if len(ok) else None, p99_ms=point,
+            p99_lower_ms=_finite(lower), p99_upper_ms=_finite(upper), verdict=verdict,
+            reason=reason_text(code, params), reason_code=code, reason_params=params,
+        )  # fmt: skip
         if verdict == "pass":
             self.passes.append(plan.rate)
             if plan.phase == "confirm" or (plan.phase == "repeat" and self._confirming is not None):
@@ -313,12 +268,9 @@ class SearchState:
         last = next((p for p in reversed(self.record.probes) if p.rate == rate), None)
         if last is not None and last.reason_code == "error_budget":
             return {"rate": rate, "cause": "errors", **last.reason_params}
-        return {
-            "rate": rate,
-            "floor": self.limits.floor_rps,
-            "probe_s": self.spec.max_probe_s,
-            "samples": float(self.limits.samples_needed),
-        }
+        limits = self.limits
+        return {"rate": rate, "floor": limits.floor_rps, "probe_s": self.spec.max_probe_s,
+                "samples": float(limits.samples_needed)}
 
     def _finish(self, status: SearchStatus, note_params: Params) -> None:
         self.done = True
