@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from analysis.engine import requests as ooc
-from analysis.figures.soak import DRIFT_MAX_PCT_PER_H, LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H, MINUTE_S
+from analysis.figures.soak import MINUTE_S, drifts, grows, slope_per_h
 from analysis.model.telemetry import ACCELERATOR_SOURCES, SERVICE_DEVICE
 
 # Grouped quantiles hold every group's values and a hash table at once: a quarter of a selection pass.
@@ -142,13 +142,6 @@ def add_telemetry_minutes(
             )
 
 
-def _slope_per_h(minutes: np.ndarray, values: np.ndarray) -> float | None:
-    keep = np.isfinite(values)
-    if keep.sum() < 3 or np.ptp(minutes[keep]) == 0:
-        return None
-    return float(np.polyfit(minutes[keep] * MINUTE_S, values[keep], 1)[0] * 3600.0)
-
-
 def _series(points: list[MinutePoint], name: str) -> np.ndarray:
     return np.array(
         [np.nan if getattr(p, name) is None else getattr(p, name) for p in points], dtype=np.float64
@@ -165,12 +158,12 @@ def _quarter_change(values: np.ndarray) -> tuple[float, float] | None:
 
 
 def soak_findings(points: list[MinutePoint]) -> SoakFindings:
-    minutes = np.array([p.minute for p in points], dtype=np.float64)
+    minutes_s = np.array([p.minute for p in points], dtype=np.float64) * MINUTE_S
     p99 = _series(points, "p99_ms")
     rss = _series(points, "service_rss_mb")
-    p99_slope = _slope_per_h(minutes, p99)
+    p99_slope = slope_per_h(minutes_s, p99)
     p99_median = float(np.nanmedian(p99)) if np.isfinite(p99).any() else None
-    rss_slope = _slope_per_h(minutes, rss)
+    rss_slope = slope_per_h(minutes_s, rss)
     rss_mean = float(np.nanmean(rss)) if np.isfinite(rss).any() else None
     temp = _quarter_change(_series(points, "temp_max_c"))
     changes: dict[str, float | None] = {}
@@ -180,23 +173,12 @@ def soak_findings(points: list[MinutePoint]) -> SoakFindings:
     temp_rise = temp[1] - temp[0] if temp else None
     dropping = any(c is not None and c <= -THROTTLE_DROP_FRACTION * 100.0 for c in changes.values())
     return SoakFindings(
-        p99_slope_ms_per_h=p99_slope,
-        p99_median_ms=p99_median,
-        rss_slope_mb_per_h=rss_slope,
+        p99_slope_ms_per_h=p99_slope, p99_median_ms=p99_median, rss_slope_mb_per_h=rss_slope,
         rss_mean_mb=rss_mean,
-        latency_drift=bool(
-            p99_slope is not None and p99_median and p99_slope > DRIFT_MAX_PCT_PER_H / 100.0 * p99_median
-        ),
-        memory_growth=bool(
-            rss_slope is not None
-            and rss_mean
-            and rss_slope > max(LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H / 100.0 * rss_mean)
-        ),
+        latency_drift=drifts(p99_slope, p99_median), memory_growth=grows(rss_slope, rss_mean),
         thermal_throttling=bool(temp_rise is not None and temp_rise >= THROTTLE_TEMP_RISE_C and dropping),
-        temp_rise_c=temp_rise,
-        clock_change_pct=changes["clock_mhz"],
-        power_change_pct=changes["power_w"],
-    )
+        temp_rise_c=temp_rise, clock_change_pct=changes["clock_mhz"], power_change_pct=changes["power_w"],
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

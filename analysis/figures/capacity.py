@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from analysis.figures.bottleneck import GENERATOR_BUSY_PCT
 from analysis.model.steps import StepStats
@@ -53,8 +53,8 @@ class LittleCheck(BaseModel):
 
     index: int
     users: float
-    expected_users: float
-    mismatch: float
+    expected_users: float = Field(description="QPS x (mean latency of every answer + think time).")
+    mismatch: float = Field(description="|expected_users - users| / users; flagged above LITTLE_MISMATCH.")
     flagged: bool
     cause: LittleCause | None = None
     error_rate: float | None = None
@@ -108,13 +108,8 @@ class CapacityResult(BaseModel):
         plan is made, so a lower-bound capacity always gives an at-most device count."""
         if self.max_qps_meeting_slo is None or self.max_qps_meeting_slo <= 0:
             return None
-        return device_plan(
-            self.max_qps_meeting_slo,
-            devices_in_run,
-            target_qps,
-            headroom,
-            capacity_lower_bound=self.lower_bound,
-        )
+        qps, lower_bound = self.max_qps_meeting_slo, self.lower_bound
+        return device_plan(qps, devices_in_run, target_qps, headroom, capacity_lower_bound=lower_bound)
 
 
 def within_error_budget(step: StepStats, error_budget: float) -> bool:
@@ -186,28 +181,20 @@ def little_checks(
         mismatch = abs(expected - step.users) / step.users
         cpu = (generator_cpu_pct or {}).get(step.index)
         flagged = mismatch > LITTLE_MISMATCH
-        checks.append(
-            LittleCheck(
-                index=step.index,
-                users=float(step.users),
-                expected_users=expected,
-                mismatch=mismatch,
-                flagged=flagged,
-                cause=_little_cause(step, cpu) if flagged else None,
-                error_rate=step.error_rate,
-                generator_cpu_pct=cpu,
-            )
-        )
+        check = LittleCheck(
+            index=step.index, users=float(step.users), expected_users=expected, mismatch=mismatch,
+            flagged=flagged,
+            cause=_little_cause(step, cpu) if flagged else None, error_rate=step.error_rate,
+            generator_cpu_pct=cpu,
+        )  # fmt: skip
+        checks.append(check)
     return checks
 
 
 def device_plan(
-    max_qps: float,
-    devices_in_run: int,
-    target_qps: float,
-    headroom: float,
+    max_qps: float, devices_in_run: int, target_qps: float, headroom: float,
     capacity_lower_bound: bool = False,
-) -> DevicePlan:
+) -> DevicePlan:  # fmt: skip
     """Replicas of the measured configuration: ceil(target / (max_qps_meeting_slo × (1 − headroom))).
 
     A lower-bound max_qps (the load never reached the limit) makes the device count an upper bound."""
@@ -215,14 +202,10 @@ def device_plan(
     replicas = math.ceil(target_qps / usable) if usable > 0 else 0
     per_replica = max(devices_in_run, 1)
     return DevicePlan(
-        target_qps=target_qps,
-        headroom=headroom,
-        usable_qps_per_replica=usable,
-        replicas=replicas,
-        devices_per_replica=per_replica,
-        devices=replicas * per_replica,
+        target_qps=target_qps, headroom=headroom, usable_qps_per_replica=usable, replicas=replicas,
+        devices_per_replica=per_replica, devices=replicas * per_replica,
         devices_upper_bound=capacity_lower_bound,
-    )
+    )  # fmt: skip
 
 
 def highest_step(steps: list[StepStats]) -> StepStats | None:
@@ -247,34 +230,24 @@ def higher_load_override(step: StepStats) -> str:
 
 
 def capacity(
-    steps: list[StepStats],
-    slo_p99_ms: float | None,
-    error_budget: float = DEFAULT_ERROR_BUDGET,
-    think_s: float = 0.0,
-    devices_in_run: int = 1,
-    target_qps: float | None = None,
-    headroom: float = DEFAULT_HEADROOM,
-    generator_cpu_pct: Mapping[int, float | None] | None = None,
-) -> CapacityResult:
+    steps: list[StepStats], slo_p99_ms: float | None, error_budget: float = DEFAULT_ERROR_BUDGET,
+    think_s: float = 0.0, devices_in_run: int = 1, target_qps: float | None = None,
+    headroom: float = DEFAULT_HEADROOM, generator_cpu_pct: Mapping[int, float | None] | None = None,
+) -> CapacityResult:  # fmt: skip
     meeting = [s for s in steps if meets_slo(s, slo_p99_ms, error_budget)]
     best = max(meeting, key=lambda s: s.qps) if meeting else None
     knee = find_knee(steps, error_budget)
     knee_step = next((s for s in steps if s.index == knee), None)
     top = highest_step(steps)
     result = CapacityResult(
-        slo_p99_ms=slo_p99_ms,
-        error_budget=error_budget,
-        steps_meeting_slo=[s.index for s in meeting],
-        max_step_index=best.index if best else None,
-        max_qps_meeting_slo=best.qps if best else None,
-        max_load_meeting_slo=best.load if best else None,
-        knee_index=knee,
-        knee_qps=knee_step.qps if knee_step else None,
-        peak_qps=max((s.qps for s in steps), default=None),
+        slo_p99_ms=slo_p99_ms, error_budget=error_budget, steps_meeting_slo=[s.index for s in meeting],
+        max_step_index=best.index if best else None, max_qps_meeting_slo=best.qps if best else None,
+        max_load_meeting_slo=best.load if best else None, knee_index=knee,
+        knee_qps=knee_step.qps if knee_step else None, peak_qps=max((s.qps for s in steps), default=None),
         little=little_checks(steps, think_s, generator_cpu_pct),
         lower_bound=never_reached_limit(steps, knee, slo_p99_ms, error_budget),
         highest_step_index=top.index if top else None,
-    )
+    )  # fmt: skip
     if target_qps is not None:
         result.plan = result.plan_for(devices_in_run, target_qps, headroom)
     return result

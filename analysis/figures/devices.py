@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
-from analysis.figures.quality import Finding
+from analysis.figures.quality import Finding, finding
 from collectors.agent_pull import seconds_ranges
 from embedperf.schema import AgentRecord, ServingDevices, ServingRule
 
@@ -164,51 +164,22 @@ def deployment_findings(serving: ServingResult, agents: list[AgentRecord]) -> li
     """What a reviewer must know about devices and remote hosts: how the serving devices were found,
     clock offsets to agents above AGENT_OFFSET_WARN_S, and the seconds an agent did not cover."""
     out: list[Finding] = []
+    table = serving.table
     if serving.rule == "busy":
-        idle = [r.device for r in serving.table if not r.serving]
-        out.append(
-            Finding(
-                code="serving_busy",
-                severity="info",
-                params={"devices": ", ".join(serving.devices), "idle": len(idle)},
-            )
-        )
-    elif serving.rule in ("explicit", "service_info") and serving.table and not serving.devices:
-        out.append(
-            Finding(
-                code="serving_not_seen",
-                severity="warn",
-                params={
-                    "indices": ", ".join(map(str, serving.indices)),
-                    "seen": ", ".join(r.device for r in serving.table),
-                },
-            )
-        )
-    elif serving.rule == "none" and len(serving.table) > 1:
-        out.append(Finding(code="serving_unknown", severity="warn", params={"n": len(serving.table)}))
+        idle = [r.device for r in table if not r.serving]
+        out.append(finding("serving_busy", "info", devices=", ".join(serving.devices), idle=len(idle)))
+    elif serving.rule in ("explicit", "service_info") and table and not serving.devices:
+        indices, seen = ", ".join(map(str, serving.indices)), ", ".join(r.device for r in table)
+        out.append(finding("serving_not_seen", indices=indices, seen=seen))
+    elif serving.rule == "none" and len(table) > 1:
+        out.append(finding("serving_unknown", n=len(table)))
     for agent in agents:
+        host = agent.host or agent.url
         if agent.offset_s is not None and abs(agent.offset_s) > AGENT_OFFSET_WARN_S:
-            out.append(
-                Finding(
-                    code="agent_clock_offset",
-                    severity="warn",
-                    params={
-                        "host": agent.host or agent.url,
-                        "offset_ms": agent.offset_s * 1000.0,
-                        "uncertainty_ms": (agent.offset_uncertainty_s or 0.0) * 1000.0,
-                    },
-                )
-            )
+            uncertainty_ms = (agent.offset_uncertainty_s or 0.0) * 1000.0
+            offset = {"offset_ms": agent.offset_s * 1000.0, "uncertainty_ms": uncertainty_ms}
+            out.append(finding("agent_clock_offset", host=host, **offset))
         if agent.missing_s:
-            out.append(
-                Finding(
-                    code="agent_gap",
-                    severity="warn",
-                    params={
-                        "host": agent.host or agent.url,
-                        "missing_s": len(agent.missing_s),
-                        "seconds": seconds_ranges(agent.missing_s),
-                    },
-                )
-            )
+            gap = {"missing_s": len(agent.missing_s), "seconds": seconds_ranges(agent.missing_s)}
+            out.append(finding("agent_gap", host=host, **gap))
     return out
