@@ -150,12 +150,9 @@ def fmt_value(metric: str, value: float | None, signed: bool = False) -> str:
 
 
 def change_reason(
-    metric: str,
-    base: float | None,
-    cand: float | None,
-    rel: float | None,
+    metric: str, base: float | None, cand: float | None, rel: float | None,
     ci: tuple[float | None, float | None],
-) -> Reason:
+) -> Reason:  # fmt: skip
     """Like: baseline 120.0 ms, candidate 140.0 ms, change +16.7% (95% CI of the difference ...)."""
     if metric == ERROR_BUDGET_METRIC and base is not None and cand is not None:
         change = f"{(cand - base) * 100.0:+.3f} pp"
@@ -167,16 +164,21 @@ def change_reason(
     )  # fmt: skip
 
 
+def _result(
+    rule: str, scope: str, metric: str, status: GateStatus, why: Reason, change: StepChange | None = None
+) -> GateResult:
+    return GateResult(
+        rule=rule, scope=scope, metric=metric, status=status, reason=render_reason(why), why=why, change=change,
+    )  # fmt: skip
+
+
 def _speed_result(rule: GateRule, scope: StepComparison) -> GateResult:
     change = scope.metrics.get(rule.metric)
     quoted = set(StepChange.model_fields)
     figures = StepChange(**change.model_dump(include=quoted)) if change is not None else None
 
     def result(status: GateStatus, why: Reason) -> GateResult:
-        return GateResult(
-            rule=rule.text, scope=scope.label, metric=rule.metric, status=status, reason=render_reason(why),
-            why=why, change=figures,
-        )  # fmt: skip
+        return _result(rule.text, scope.label, rule.metric, status, why, figures)
 
     empty = missing_in(scope.base_n_ok, scope.cand_n_ok)
     if empty:
@@ -202,22 +204,15 @@ def budget_rule_text(budget: float) -> str:
 
 def _budget_result(scope: BudgetScope, budget: float) -> GateResult:
     rule = budget_rule_text(budget)
-
-    def result(status: GateStatus, why: Reason) -> GateResult:
-        return GateResult(
-            rule=rule, scope=scope.label, metric=ERROR_BUDGET_METRIC, status=status, reason=render_reason(why),
-            why=why,
-        )  # fmt: skip
-
     if scope.n_requests == 0:
-        return result("no_verdict", reason("budget_none"))
+        return _result(rule, scope.label, ERROR_BUDGET_METRIC, "no_verdict", reason("budget_none"))
     rate = scope.n_failed / scope.n_requests
     numbers = {
         "rate": fmt_value(ERROR_BUDGET_METRIC, rate), "failed": f"{scope.n_failed:,}",
         "requests": f"{scope.n_requests:,}", "budget": fmt_value(ERROR_BUDGET_METRIC, budget),
     }  # fmt: skip
     status: GateStatus = "fail" if rate > budget else "pass"
-    return result(status, reason(f"budget_{status}", **numbers))
+    return _result(rule, scope.label, ERROR_BUDGET_METRIC, status, reason(f"budget_{status}", **numbers))
 
 
 def empty_sides(base_n_ok: int, cand_n_ok: int) -> str | None:
@@ -226,10 +221,7 @@ def empty_sides(base_n_ok: int, cand_n_ok: int) -> str | None:
 
 
 def evaluate_gate(
-    rules: list[GateRule],
-    steps: list[StepComparison],
-    budget_scopes: list[BudgetScope],
-    error_budget: float,
+    rules: list[GateRule], steps: list[StepComparison], budget_scopes: list[BudgetScope], error_budget: float
 ) -> list[GateResult]:
     """Every rule at every matched step, then the error budget at every candidate step."""
     results = [_speed_result(rule, step) for step in steps for rule in rules]

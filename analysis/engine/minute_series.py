@@ -12,7 +12,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from analysis.engine import requests as ooc
 from analysis.figures.soak import MINUTE_S, drifts, grows, slope_per_h
@@ -34,8 +34,8 @@ class MinutePoint(BaseModel):
     p50_ms: float | None
     p99_ms: float | None
     device_util_pct: float | None = None
-    temp_max_c: float | None = None
-    power_w: float | None = None
+    temp_max_c: float | None = Field(default=None, description="The hottest serving device's peak.")
+    power_w: float | None = Field(default=None, description="The serving devices' means, summed.")
     clock_mhz: float | None = None
     service_rss_mb: float | None = None
 
@@ -115,10 +115,7 @@ def prepare_telemetry_minutes(con: duckdb.DuckDBPyConnection, t0: float) -> None
 def add_telemetry_minutes(
     con: duckdb.DuckDBPyConnection, points: list[MinutePoint], serving: list[str] | None = None
 ) -> None:
-    """Serving-device utilisation (mean), temperature (max), power (sum of device means), clock, service RSS.
-
-    From the tables of prepare_telemetry_minutes.
-    """
+    """Each point's serving-device figures and service RSS, from prepare_telemetry_minutes' tables."""
     if not points:
         return
     device_filter = f"WHERE device IN ({', '.join(repr(d) for d in serving)})" if serving else ""
@@ -143,9 +140,8 @@ def add_telemetry_minutes(
 
 
 def _series(points: list[MinutePoint], name: str) -> np.ndarray:
-    return np.array(
-        [np.nan if getattr(p, name) is None else getattr(p, name) for p in points], dtype=np.float64
-    )
+    values = [getattr(p, name) for p in points]
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
 def _quarter_change(values: np.ndarray) -> tuple[float, float] | None:
@@ -219,14 +215,11 @@ def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -
                GROUP BY k ORDER BY k""",
             [t0, bucket_s, t0 + (lo - 1) * bucket_s, t0 + (hi + 1) * bucket_s, t0, bucket_s, lo, hi - 1],
         ).fetchall()
-    rows = [(k * bucket_s, n, q) for k, n, q in rows]
     return RequestSeries(
-        bucket_s=bucket_s,
-        t_s=[float(b) for b, _, _ in rows],
+        bucket_s=bucket_s, t_s=[float(k * bucket_s) for k, _, _ in rows],
         qps=[n / bucket_s for _, n, _ in rows],
-        p50_ms=[q[0] if q else None for _, _, q in rows],
-        p99_ms=[q[1] if q else None for _, _, q in rows],
-    )
+        p50_ms=[q[0] if q else None for _, _, q in rows], p99_ms=[q[1] if q else None for _, _, q in rows],
+    )  # fmt: skip
 
 
 def batch_histograms(con: duckdb.DuckDBPyConnection) -> dict[int, dict[int, int]]:

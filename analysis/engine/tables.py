@@ -84,9 +84,8 @@ def latency_by_input_tokens(con: duckdb.DuckDBPyConnection, max_bins: int = MAX_
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW banded AS SELECT ({band}) AS band, tokens, latency_ms FROM lengths"
     )
-    bands = con.execute(
-        "SELECT band, min(tokens), max(tokens), count(*) FROM banded GROUP BY band ORDER BY band"
-    ).fetchall()
+    per_band = "SELECT band, min(tokens), max(tokens), count(*) FROM banded GROUP BY band ORDER BY band"
+    bands = con.execute(per_band).fetchall()
     band_ranks = {
         int(b): sorted({r for q in (50.0, 99.0) for r in order_stats.linear_ranks(int(n), q)[:2]})
         for b, _, _, n in bands
@@ -94,28 +93,16 @@ def latency_by_input_tokens(con: duckdb.DuckDBPyConnection, max_bins: int = MAX_
     quantiles: dict[int, list[float]] = {}
     sizes = {str(int(b)): int(n) for b, _, _, n in bands}
     for group in ooc.passes(sizes):  # as many bands a pass as DuckDB can hold the latencies of
-        parts = [
-            "quantile_disc(latency_ms, [{}]) FILTER (band = {})".format(
-                ", ".join(repr((k + 0.5) / sizes[b]) for k in band_ranks[int(b)]), int(b)
-            )
-            for b in group
-        ]
+        fractions = {b: ", ".join(repr((k + 0.5) / sizes[b]) for k in band_ranks[int(b)]) for b in group}
+        parts = [f"quantile_disc(latency_ms, [{fractions[b]}]) FILTER (band = {int(b)})" for b in group]
         [row] = con.execute(f"SELECT {', '.join(parts)} FROM banded").fetchall()
         quantiles.update({int(b): list(values) for b, values in zip(group, row, strict=True)})
     out: list[LengthBin] = []
     for b, lo, hi, n in bands:
-        band_values = quantiles[int(b)]
-        by_rank = {k: float(v) for k, v in zip(band_ranks[int(b)], band_values, strict=True)}
+        by_rank = {k: float(v) for k, v in zip(band_ranks[int(b)], quantiles[int(b)], strict=True)}
         p50, p99 = order_stats.exact_percentiles(int(n), [50.0, 99.0], _lookup(by_rank))
-        out.append(
-            LengthBin(
-                lo_tokens=int(lo),
-                hi_tokens=int(hi),
-                n=int(n),
-                p50_ms=p50,
-                p99_ms=p99 if n >= MIN_PER_BIN else None,
-            )
-        )
+        p99_ms = p99 if n >= MIN_PER_BIN else None
+        out.append(LengthBin(lo_tokens=int(lo), hi_tokens=int(hi), n=int(n), p50_ms=p50, p99_ms=p99_ms))
     return out
 
 
@@ -140,26 +127,24 @@ def soak_inputs(con: duckdb.DuckDBPyConnection, t0: float, minutes: list[MinuteP
             continue
         wanted = min(half - before, int(n_sent))
         if wanted:
-            cut = con.execute(
+            [(cut,)] = con.execute(
                 f"SELECT quantile_disc(t_sent_unix_s, ?) FROM prepared WHERE {steady} AND stage = ?",
                 [(wanted - 0.5) / int(n_sent), stage],
-            ).fetchone()
-            assert cut is not None
-            got = con.execute(
+            ).fetchall()
+            [(got,)] = con.execute(
                 f"SELECT count(*) FILTER (outcome <> 0) FROM prepared WHERE {steady} AND stage = ? "
                 "AND t_sent_unix_s <= ?",
-                [stage, cut[0]],
-            ).fetchone()
-            first_errors += int(got[0]) if got else 0
+                [stage, cut],
+            ).fetchall()
+            first_errors += int(got)
         break
     all_errors = sum(int(r[2]) for r in per_stage)
     with_ok = [p for p in minutes if p.p99_ms is not None and p.p50_ms is not None]
     return SoakInputs(
-        t0_unix_s=t0,
-        minutes=[p.minute for p in with_ok],
+        t0_unix_s=t0, minutes=[p.minute for p in with_ok],
         p50_ms=[float(p.p50_ms) for p in with_ok if p.p50_ms is not None],
         p99_ms=[float(p.p99_ms) for p in with_ok if p.p99_ms is not None],
         error_rate={p.minute: p.error_rate for p in minutes},
         error_rate_first_half=first_errors / half if half else None,
         error_rate_second_half=(all_errors - first_errors) / (n - half) if half else None,
-    )
+    )  # fmt: skip

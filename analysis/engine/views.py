@@ -38,8 +38,7 @@ IN_MEMORY_BELOW_ROWS = 250_000
 def connect(
     work_dir: Path | None = None, memory_limit: str = MEMORY_LIMIT, threads: int = THREADS
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A DuckDB connection with a memory limit, `threads` threads (2 by default) and a spill folder (removed
-    afterwards)."""
+    """A DuckDB connection with a memory limit, `threads` threads and a spill folder (removed afterwards)."""
     spill = Path(tempfile.mkdtemp(prefix="duckdb-spill-", dir=work_dir))
     con = duckdb.connect(config={"memory_limit": memory_limit, "threads": threads})
     try:
@@ -89,10 +88,9 @@ class StepWindows:
             if end is None and i + 1 < len(ordered):
                 end = ordered[i + 1].start_unix_s
             if end is None:
-                row = con.execute(
-                    "SELECT max(t_done_unix_s) FROM src WHERE stage_index = ?", [stage.index]
-                ).fetchone()
-                end = float(row[0]) if row and row[0] is not None else stage.start_unix_s
+                last_done = "SELECT max(t_done_unix_s) FROM src WHERE stage_index = ?"
+                [(done,)] = con.execute(last_done, [stage.index]).fetchall()
+                end = float(done) if done is not None else stage.start_unix_s
             windows[stage.index] = (min(stage.start_unix_s + stage.warmup_s, end), float(end))
         return cls(windows)
 
@@ -120,9 +118,7 @@ def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list
     last = ordered[-1].index if ordered else "NULL"
     stage_expr = (
         f"CASE WHEN stage_index IS NOT NULL THEN stage_index WHEN t_sent_unix_s IS NULL THEN {last} "
-        f"{by_time} ELSE NULL END"
-        if ordered
-        else "stage_index"
+        f"{by_time} ELSE NULL END" if ordered else "stage_index"
     )
     timeout_codes = ", ".join(str(c) for c in sorted(TIMEOUT_STATUS_CODES))
     con.execute(

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from analysis.figures.quality import Finding, finding
 from collectors.agent_pull import seconds_ranges
@@ -34,7 +34,7 @@ class DeviceRow(BaseModel):
     device: str
     host: str
     serving: bool
-    util_idle_pct: float | None = None
+    util_idle_pct: float | None = Field(default=None, description="Mean outside load (of 2 samples or more).")
     util_load_mean_pct: float | None = None
     util_load_max_pct: float | None = None
     power_mean_w: float | None = None
@@ -68,11 +68,8 @@ def _util(frame: pd.DataFrame) -> pd.DataFrame:
     """device_util_pct where a device reports it, else its AI-core rate."""
     metric = frame["metric"]  # compared as labels: no string per row
     util = frame[(metric == UTIL_METRICS[0]).to_numpy()]
-    fallback = frame[
-        (
-            (metric == UTIL_METRICS[1]) & ~frame["device"].isin({str(d) for d in util["device"].unique()})
-        ).to_numpy()
-    ]
+    reported = {str(d) for d in util["device"].unique()}
+    fallback = frame[((metric == UTIL_METRICS[1]) & ~frame["device"].isin(reported)).to_numpy()]
     return pd.concat([util, fallback]) if len(fallback) else util
 
 
@@ -100,10 +97,9 @@ def _busy(rows: list[DeviceRow]) -> list[str]:
 def device_table(
     accelerator: pd.DataFrame, windows: list[tuple[float, float]], load_span: tuple[float, float] | None
 ) -> list[DeviceRow]:
-    """Per device (names from TelemetryIndex, host-prefixed with several hosts): idle and under-load utilisation, power, temperature, memory (serving unmarked yet).
-
-    windows: the steady load windows; load_span: first stage start to last stage end (idle is outside).
-    """
+    """Per device (names from TelemetryIndex, host-prefixed with several hosts): idle and under-load
+    utilisation, power, temperature, memory (serving unmarked yet). windows: the steady load windows;
+    load_span: first stage start to last stage end (idle is outside)."""
     if not len(accelerator):
         return []
     rows = []
@@ -121,28 +117,23 @@ def device_table(
         power, temp, mem = (
             g_loaded[(metric == m).to_numpy()]["value"] for m in ("power_w", "temp_c", "mem_used_mb")
         )
-        rows.append(
-            DeviceRow(
-                device=device,
-                host=host_name,
-                serving=False,
-                util_idle_pct=float(util_idle.mean()) if len(util_idle) >= 2 else None,
-                util_load_mean_pct=float(util_load.mean()) if len(util_load) else None,
-                util_load_max_pct=float(util_load.max()) if len(util_load) else None,
-                power_mean_w=float(power.mean()) if len(power) else None,
-                temp_max_c=float(temp.max()) if len(temp) else None,
-                mem_used_max_mb=float(mem.max()) if len(mem) else None,
-            )
-        )
+        row = DeviceRow(
+            device=device, host=host_name, serving=False,
+            util_idle_pct=float(util_idle.mean()) if len(util_idle) >= 2 else None,
+            util_load_mean_pct=float(util_load.mean()) if len(util_load) else None,
+            util_load_max_pct=float(util_load.max()) if len(util_load) else None,
+            power_mean_w=float(power.mean()) if len(power) else None,
+            temp_max_c=float(temp.max()) if len(temp) else None,
+            mem_used_max_mb=float(mem.max()) if len(mem) else None,
+        )  # fmt: skip
+        rows.append(row)
     return rows
 
 
 def serving_devices(
-    accelerator: pd.DataFrame,
-    recorded: ServingDevices,
-    windows: list[tuple[float, float]],
+    accelerator: pd.DataFrame, recorded: ServingDevices, windows: list[tuple[float, float]],
     load_span: tuple[float, float] | None,
-) -> ServingResult:
+) -> ServingResult:  # fmt: skip
     """Apply the rules: the manifest's explicit or /info indices, else the devices busy under load."""
     table = device_table(accelerator, windows, load_span)
     rule: ServingRule = recorded.rule

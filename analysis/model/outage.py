@@ -40,9 +40,7 @@ def windows_from_seconds(per_second: list[tuple[int, int, int]]) -> list[OutageW
 
 
 def _window(first_s: int, last_s: int, n: int) -> OutageWindow:
+    end = float(last_s + 1)
     return OutageWindow(
-        start_unix_s=float(first_s),
-        end_unix_s=float(last_s + 1),
-        duration_s=float(last_s + 1 - first_s),
-        n_connection_errors=n,
+        start_unix_s=float(first_s), end_unix_s=end, duration_s=end - first_s, n_connection_errors=n
     )

@@ -34,12 +34,9 @@ class RequestTotals(BaseModel):
     @classmethod
     def of(cls, n_requests: int, n_ok: int, errors: dict[str, int]) -> RequestTotals:
         n_failed = n_requests - n_ok
+        error_rate = n_failed / n_requests if n_requests else None
         return cls(
-            n_requests=n_requests,
-            n_ok=n_ok,
-            n_failed=n_failed,
-            error_rate=n_failed / n_requests if n_requests else None,
-            errors_by_kind=errors,
+            n_requests=n_requests, n_ok=n_ok, n_failed=n_failed, error_rate=error_rate, errors_by_kind=errors
         )
 
 

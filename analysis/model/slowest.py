@@ -19,16 +19,9 @@ if TYPE_CHECKING:
 
 SLOWEST_REQUESTS = 10
 COLUMNS: tuple[str, ...] = (
-    "stage_index",
-    "t_sent_unix_s",
-    "latency_ms",
-    "srv_total_ms",
-    "n_inputs",
-    "input_tokens",
-    "worker",
-    "request_id",
-    "served_model",
-)
+    "stage_index", "t_sent_unix_s", "latency_ms", "srv_total_ms", "n_inputs", "input_tokens", "worker",
+    "request_id", "served_model",
+)  # fmt: skip
 
 
 class SlowRequest(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 ACCELERATOR_SOURCES = frozenset({"npu_smi", "nvml"})
 GENERATOR_DEVICE = "proc:generator"
@@ -17,12 +17,12 @@ class TelemetryStats(BaseModel):
     """Means and maxima over one window; None where no source reported the metric."""
 
     n_samples: int = 0
-    n_devices: int = 0
+    n_devices: int = Field(default=0, description="Serving devices with samples in the window.")
     device_util_mean_pct: float | None = None
     device_util_max_pct: float | None = None
     mem_bw_util_mean_pct: float | None = None
     temp_max_c: float | None = None
-    power_mean_w: float | None = None
+    power_mean_w: float | None = Field(default=None, description="Mean power of one serving device.")
     power_total_mean_w: float | None = None
     mem_used_max_mb: float | None = None
     mem_max_pct: float | None = None
@@ -91,9 +91,8 @@ class TelemetryIndex:
         if len(accel):
             by_metric = MetricRows(accel)
             stats.n_devices = int(accel["device"].nunique())
-            stats.device_util_mean_pct, stats.device_util_max_pct = _mean_max(
-                by_metric.get("device_util_pct")
-            )
+            util = by_metric.get("device_util_pct")
+            stats.device_util_mean_pct, stats.device_util_max_pct = _mean_max(util)
             stats.mem_bw_util_mean_pct = _mean_max(by_metric.get("mem_bw_util_pct"))[0]
             stats.temp_max_c = _mean_max(by_metric.get("temp_c"))[1]
             power = by_metric.get("power_w")
@@ -140,13 +139,8 @@ class TelemetryIndex:
                 if not mask.any():
                     continue
                 grouped = pd.Series(value[mask]).groupby(np.floor(ts[mask]))
-                agg = (
-                    grouped.max()
-                    if name == "temp_c"
-                    else grouped.sum()
-                    if name == "power_w"
-                    else grouped.mean()
-                )
+                how = "max" if name == "temp_c" else "sum" if name == "power_w" else "mean"
+                agg = getattr(grouped, how)()
                 columns[name] = columns[name].combine_first(agg) if name in columns else agg
         if not columns:
             return pd.DataFrame()
@@ -159,9 +153,8 @@ class TelemetryIndex:
     def service_rss_series(self) -> tuple[np.ndarray, np.ndarray]:
         if not len(self.other):
             return np.array([]), np.array([])
-        mask = (self.other_device == SERVICE_DEVICE) & (
-            self.other["metric"].astype(str).to_numpy() == "rss_mb"
-        )
+        metric = self.other["metric"].astype(str).to_numpy()
+        mask = (self.other_device == SERVICE_DEVICE) & (metric == "rss_mb")
         sub = self.other[mask]
         return sub["ts_unix_s"].to_numpy(), sub["value"].to_numpy()
 

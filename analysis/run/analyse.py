@@ -50,31 +50,26 @@ def analyse_run(
         t0, minutes = minute_series.request_minutes(con) if long_run else (None, [])
         done = con.execute("SELECT max(t_done_unix_s) FROM tagged WHERE isfinite(t_done_unix_s)").fetchone()
         t_done_max = float(done[0]) if done and done[0] is not None else None
+        steps = requests.steps
         rows = RowFigures(
-            stats=[s.stats for s in requests.steps.values()],
-            decomposition={i: s.decomposition for i, s in requests.steps.items()},
-            dropped=requests.dropped,
-            warmup_trimmed=requests.warmup_trimmed,
+            stats=[s.stats for s in steps.values()],
+            decomposition={i: s.decomposition for i, s in steps.items()},
+            dropped=requests.dropped, warmup_trimmed=requests.warmup_trimmed,
             totals=RequestTotals.of(totals.n_requests, totals.n_ok, totals.errors_by_kind),
-            outage_windows=ooc_tables.outage_windows(con),
-            t_done_max_unix_s=t_done_max,
+            outage_windows=ooc_tables.outage_windows(con), t_done_max_unix_s=t_done_max,
             soak=ooc_tables.soak_inputs(con, t0, minutes) if t0 is not None and is_soak(manifest) else None,
-            slowest=slowest_requests_ooc(con),
-            embeddings={i: s.n_embeddings for i, s in requests.steps.items()},
-        )
+            slowest=slowest_requests_ooc(con), embeddings={i: s.n_embeddings for i, s in steps.items()},
+        )  # fmt: skip
         run_t0, run_t1 = run_window(manifest, t_done_max)
+        series = None
+        if t_done_max is not None:
+            series = minute_series.request_series(con, run_t0 or 0.0, MAX_SERIES_POINTS)
         figures = ReportFigures(
-            request_series=minute_series.request_series(con, run_t0 or 0.0, MAX_SERIES_POINTS)
-            if t_done_max is not None
-            else None,
-            cdf_ms={i: s.cdf_ms for i, s in requests.steps.items() if s.cdf_ms},
-            batch_sizes=minute_series.batch_histograms(con),
-            top_errors=minute_series.top_errors(con),
-            lengths=ooc_tables.latency_by_input_tokens(con),
-            embeddings={i: s.n_embeddings for i, s in requests.steps.items()},
-            tokens={i: s.n_tokens for i, s in requests.steps.items()},
-            minutes=minutes,
-        )
+            request_series=series, cdf_ms={i: s.cdf_ms for i, s in steps.items() if s.cdf_ms},
+            batch_sizes=minute_series.batch_histograms(con), top_errors=minute_series.top_errors(con),
+            lengths=ooc_tables.latency_by_input_tokens(con), embeddings=rows.embeddings,
+            tokens={i: s.n_tokens for i, s in steps.items()}, minutes=minutes,
+        )  # fmt: skip
         # pass 2, on the same connection: pass 1 materialised nothing, so it holds no memory here
         ooc_telemetry.create_view(con, telemetry_files)
         if t0 is not None and minutes:
