@@ -168,7 +168,8 @@ def _result(
     rule: str, scope: str, metric: str, status: GateStatus, why: Reason, change: StepChange | None = None
 ) -> GateResult:
     return GateResult(
-        rule=rule, scope=scope, metric=metric, status=status, reason=render_reason(why), why=why, change=change,
+        rule=rule, scope=scope, metric=metric, status=status, reason=render_reason(why), why=why,
+        change=change,
     )  # fmt: skip
 
 
