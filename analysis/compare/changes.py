@@ -270,11 +270,6 @@ def environment_mismatches(base: RunAnalysis, cand: RunAnalysis) -> list[str]:
     return [name for name, differs in checks.items() if differs]
 
 
-def highest_shared(steps: list[StepComparison]) -> StepComparison | None:
-    """The matched step at the highest load: what "overall" means for every metric."""
-    return max(steps, key=lambda s: s.base_load or 0.0, default=None)
-
-
 def unconverged_sides(base: RunAnalysis, b_index: int, cand: RunAnalysis, c_index: int) -> list[str]:
     """Which runs' step is adaptive and reached its longest time before its P99 interval was narrow enough."""
     sides = []
@@ -328,7 +323,7 @@ def compare_runs(
             )
             for b_index, c_index in pairs
         ]  # fmt: skip
-        top = highest_shared(steps)
+        top = max(steps, key=lambda s: s.base_load or 0.0, default=None)  # "overall": the highest shared load
         none = StepComparison(
             index=OVERALL_INDEX, label="overall", base_load=None, cand_load=None, metrics={}, base_n_ok=0,
             cand_n_ok=0,

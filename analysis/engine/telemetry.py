@@ -13,8 +13,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from analysis.engine.views import table_files
 from analysis.model.telemetry import ACCELERATOR_SOURCES, TelemetryIndex
-from embedperf.parts import finalise_parts, part_files
 from embedperf.schema import TELEMETRY_SCHEMA, RunFolder
 
 TELEMETRY_ANALYSIS_COLUMNS: tuple[str, ...] = ("ts_unix_s", "host", "source", "device", "metric", "value")
@@ -23,12 +23,8 @@ _ACCELERATOR = "source IN ({})".format(", ".join(f"'{s}'" for s in sorted(ACCELE
 
 def telemetry_files(folder: RunFolder, work_dir: Path) -> list[Path]:
     """telemetry.parquet, plus the parts an interrupted run left, streamed into a Parquet beside it."""
-    files = [folder.telemetry] if folder.telemetry.is_file() else []
-    if part_files(folder.telemetry_parts):
-        leftover = work_dir / "telemetry.parts.parquet"
-        finalise_parts(folder.telemetry_parts, leftover, TELEMETRY_SCHEMA, ["ts_unix_s"])
-        files.append(leftover)
-    return files
+    leftover = work_dir / "telemetry.parts.parquet"
+    return table_files(folder.telemetry, folder.telemetry_parts, leftover, TELEMETRY_SCHEMA, ["ts_unix_s"])
 
 
 def create_view(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:

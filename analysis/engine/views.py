@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.model.steps import TIMEOUT_STATUS_CODES, VALIDATION_ENDPOINT_PREFIX
@@ -59,18 +60,21 @@ def threads_for(files: Sequence[Path]) -> int:
     return 1 if row_count(files) < ONE_THREAD_BELOW_ROWS else THREADS
 
 
-def request_files(folder: RunFolder, work_dir: Path) -> list[Path]:
-    """requests.parquet, plus the parts an interrupted run left, streamed into a Parquet beside it."""
-    files = [folder.requests] if folder.requests.is_file() else []
-    if part_files(folder.requests_parts):
-        leftover = work_dir / "requests.parts.parquet"
-        finalise_parts(folder.requests_parts, leftover, REQUEST_SCHEMA, REQUEST_SORT_KEYS)
+def table_files(
+    whole: Path, parts: Path, leftover: Path, schema: pa.Schema, sort_keys: Sequence[str]
+) -> list[Path]:
+    """A run's table file, plus the parts an interrupted run left, streamed into a Parquet (leftover)."""
+    files = [whole] if whole.is_file() else []
+    if part_files(parts):
+        finalise_parts(parts, leftover, schema, sort_keys)
         files.append(leftover)
     return files
 
 
-def sql_list(values: Sequence[float | int | str]) -> str:
-    return ", ".join(repr(v) if isinstance(v, str) else repr(float(v)) for v in values)
+def request_files(folder: RunFolder, work_dir: Path) -> list[Path]:
+    """requests.parquet, plus the parts an interrupted run left, streamed into a Parquet beside it."""
+    leftover = work_dir / "requests.parts.parquet"
+    return table_files(folder.requests, folder.requests_parts, leftover, REQUEST_SCHEMA, REQUEST_SORT_KEYS)
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,7 @@ def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list
             coalesce(starts_with(endpoint, '{VALIDATION_ENDPOINT_PREFIX}'), false) AS probe
         FROM src"""
     )
-    known = sql_list(list(windows.windows)) or "NULL"
+    known = ", ".join(repr(float(i)) for i in windows.windows) or "NULL"
     steady = " ".join(f"WHEN {i} THEN {w[0]!r}" for i, w in windows.windows.items())
     steady_expr = f"CASE stage {steady} END" if steady else "NULL"
     con.execute(

@@ -30,9 +30,6 @@ QUEUE_SHARE_PCT = 30.0
 STAGE_SHARE_PCT = 30.0
 CPU_BUSY_PCT = 90.0
 CLIENT_SHARE_PCT = 50.0
-KINDS: tuple[str, ...] = (
-    "generator", "host_launch", "device", "queue_idle", "tokenise", "service_cpu", "client_network", "none", "no_data",
-)  # fmt: skip
 
 
 class Bottleneck(BaseModel):
@@ -43,11 +40,6 @@ class Bottleneck(BaseModel):
     evidence: dict[str, float]
 
 
-def _device_busy(tel: TelemetryStats) -> float | None:
-    """Accelerator utilisation where a device reports it, else the inference worker's busy share."""
-    return tel.device_util_mean_pct if tel.device_util_mean_pct is not None else tel.service_busy_mean_pct
-
-
 def step_bottleneck(
     stats: StepStats,
     tel: TelemetryStats,
@@ -55,7 +47,8 @@ def step_bottleneck(
     cpu_cores: int | None = None,
 ) -> Bottleneck:
     evidence: dict[str, float] = {}
-    busy = _device_busy(tel)
+    # accelerator utilisation where a device reports it, else the inference worker's busy share
+    busy = tel.device_util_mean_pct if tel.device_util_mean_pct is not None else tel.service_busy_mean_pct
     shares = decomposition.parts_pct if decomposition else {}
     for key, value in (
         ("generator_cpu_pct", tel.generator_cpu_mean_pct),

@@ -164,13 +164,6 @@ def _distinct(labels: pd.Series) -> list[str]:
     return sorted({str(v) for v in labels.unique() if v is not None and v == v})
 
 
-def _labels(labels: pd.Series) -> pd.Series:
-    """A label column as a categorical of its observed values (groupby keys, no string per row)."""
-    if isinstance(labels.dtype, pd.CategoricalDtype):
-        return labels.cat.remove_unused_categories()
-    return labels.astype(str).astype("category")
-
-
 class MetricRows:
     """One metric's rows of a window, selected when asked for: never every metric's copy at once."""
 

@@ -23,7 +23,7 @@ from analysis.figures.soak import SOAK_MIN_DURATION_S, is_soak
 from analysis.model.row_figures import RequestTotals, RowFigures
 from analysis.model.slowest import slowest_requests_ooc
 from analysis.run.summary import RunAnalysis, Settings, is_open_loop, run_window, summarise, write_analysis
-from embedperf.schema import Manifest, RunFolder, open_run_folder, read_manifest
+from embedperf.schema import RunFolder, open_run_folder, read_manifest
 
 MAX_SERIES_POINTS = 1500
 
@@ -35,7 +35,10 @@ def analyse_run(
     manifest = read_manifest(folder)
     work = folder.analysis
     work.mkdir(parents=True, exist_ok=True)
-    long_run = is_soak(manifest) or _duration_s(manifest) >= SOAK_MIN_DURATION_S  # gets per-minute series
+    starts = [s.start_unix_s for s in manifest.stages]
+    ends = [s.end_unix_s for s in manifest.stages if s.end_unix_s is not None]
+    duration_s = max(ends) - min(starts) if starts and ends else 0.0  # first stage start to last stage end
+    long_run = is_soak(manifest) or duration_s >= SOAK_MIN_DURATION_S  # gets per-minute series
     request_files = views.request_files(folder, work)
     telemetry_files = ooc_telemetry.telemetry_files(folder, work)
     threads = views.threads_for([*request_files, *telemetry_files])
@@ -86,13 +89,6 @@ def analyse_run(
 def analyse_folder(folder: RunFolder, slo_p99_ms: float | None = None, **kwargs: Any) -> RunAnalysis:
     """analyse_run with its Settings from keyword options (slo_p99_ms, error_budget, target_qps, ...)."""
     return analyse_run(folder, Settings(slo_p99_ms=slo_p99_ms, **kwargs))
-
-
-def _duration_s(manifest: Manifest) -> float:
-    """First stage start to last stage end (0 without stages or ends)."""
-    starts = [s.start_unix_s for s in manifest.stages]
-    ends = [s.end_unix_s for s in manifest.stages if s.end_unix_s is not None]
-    return max(ends) - min(starts) if starts and ends else 0.0
 
 
 def main(argv: list[str]) -> int:

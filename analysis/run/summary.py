@@ -148,13 +148,6 @@ def _slo_verdict(meeting: list[bool], slo_p99_ms: float | None) -> CapacityVerdi
     return "partial" if any(meeting) else "fail"
 
 
-def _devices_in_run(index: TelemetryIndex, serving: ServingResult) -> int:
-    """Serving devices: those in the telemetry, else the indices the run was told (no device telemetry)."""
-    if index.devices:
-        return len(index.devices)
-    return max(len(serving.indices), 1)
-
-
 def _serving(manifest: Manifest, index: TelemetryIndex, stats: list[StepStats]) -> ServingResult:
     windows = [(s.steady_start_unix_s, s.steady_end_unix_s) for s in stats]
     starts = [s.start_unix_s for s in manifest.stages]
@@ -202,7 +195,8 @@ def summarise(
                 meets_slo=meets_slo(step, slo_p99_ms, error_budget),
             )
         )  # fmt: skip
-    devices = _devices_in_run(index, serving)
+    # serving devices: those in the telemetry, else the indices the run was told (no device telemetry)
+    devices = len(index.devices) if index.devices else max(len(serving.indices), 1)
     cap = capacity(
         stats, slo_p99_ms, error_budget,
         think_s=0.0,  # users send back to back (loadgen.wiring.users); no scenario has think time
@@ -211,6 +205,8 @@ def summarise(
     )  # fmt: skip
     run_t0, run_t1 = run_window(manifest, rows.t_done_max_unix_s)
     run_seconds = (run_t1 - run_t0) if run_t0 is not None and run_t1 is not None else 0.0
+    known_cpu = [c for c in (s.telemetry.generator_cpu_mean_pct for s in steps) if c is not None]
+    generator_cpu_pct = float(np.mean(known_cpu)) if known_cpu else None
     soak = None
     if is_soak(manifest) and rows.soak is not None:
         rss_t, rss = index.service_rss_series()
@@ -222,7 +218,7 @@ def summarise(
         slo_verdict=_slo_verdict([s.meets_slo for s in steps], slo_p99_ms),
         percentile_method=PERCENTILE_METHOD, devices_in_run=devices, steps=steps, capacity=cap, soak=soak,
         findings=[
-            *findings(manifest, rows.dropped, stats, gaps, run_seconds, sources, _generator_cpu(steps)),
+            *findings(manifest, rows.dropped, stats, gaps, run_seconds, sources, generator_cpu_pct),
             *deployment_findings(serving, manifest.agents),
         ],
         dropped_rows=rows.dropped, warmup_trimmed_rows=sum(rows.warmup_trimmed.values()), totals=rows.totals,
@@ -268,12 +264,6 @@ def run_cost(summary: RunSummary, rows: RowFigures, settings: Settings) -> RunCo
         plan=plan_cost(plan, prices, kind, at_capacity, summary.capacity.uncertain) if plan else None,
         notes=cost_notes(prices, kind, steps, [s.telemetry for s in summary.steps]),
     )  # fmt: skip
-
-
-def _generator_cpu(steps: list[StepReport]) -> float | None:
-    values = [s.telemetry.generator_cpu_mean_pct for s in steps]
-    known = [v for v in values if v is not None]
-    return float(np.mean(known)) if known else None
 
 
 STEP_COLUMNS: tuple[str, ...] = (
