@@ -141,12 +141,9 @@ def _point(samples: Samples, q: float) -> float | None:
 
 
 def _change(
-    metric: str,
-    base: float | None,
-    cand: float | None,
-    ci: tuple[float | None, float | None],
+    metric: str, base: float | None, cand: float | None, ci: tuple[float | None, float | None],
     why: Reason | None = None,
-) -> MetricChange:
+) -> MetricChange:  # fmt: skip
     """why: the reason the data cannot support a verdict (reasons.REASONS), None when they can."""
     diff = cand - base if base is not None and cand is not None else None
     rel = diff / base if diff is not None and base else None
@@ -295,12 +292,9 @@ def _n_ok(samples: Samples) -> int:
 
 
 def compare_runs(
-    base: RunAnalysis,
-    candidates: list[RunAnalysis],
-    rules: list[GateRule] | None = None,
-    n_boot: int = DEFAULT_N_BOOT,
-    error_budget: float | None = None,
-) -> Comparison:
+    base: RunAnalysis, candidates: list[RunAnalysis], rules: list[GateRule] | None = None,
+    n_boot: int = DEFAULT_N_BOOT, error_budget: float | None = None,
+) -> Comparison:  # fmt: skip
     """Compare each candidate with the baseline; the gate always holds the candidate's error budget."""
     base_samples = step_samples(base)
     results = []

@@ -258,10 +258,9 @@ def _quality(agg: dict[str, Any]) -> dict[str, Any]:
     if not agg["cosine_count"]:
         return {}
     return {
-        "n_quality_probes": int(agg["cosine_count"]),
-        "quality_cosine_mean": float(agg["cosine_avg"]),
+        "n_quality_probes": int(agg["cosine_count"]), "quality_cosine_mean": float(agg["cosine_avg"]),
         "quality_cosine_min": float(agg["cosine_min"]),
-    }
+    }  # fmt: skip
 
 
 def _warnings(n_requests: int, n_ok: int) -> list[str]:
@@ -288,10 +287,9 @@ def _step_stats(
     ok_n, ok_ranks = ranks("ok", [*pcts, *CDF_LEVELS_PCT])
     wanted = {
         "ok": (ok_n, ok_ranks + bootstrap_ranks(ok_n, 99.0, n_boot, stage.index)),
-        "error": ranks("error", pcts),
-        "batch": ranks("batch", [50.0]),
+        "error": ranks("error", pcts), "batch": ranks("batch", [50.0]),
         **({"intended": ranks("intended", pcts), "lateness": ranks("lateness", [99.0])} if open_loop else {}),
-    }
+    }  # fmt: skip
     order = step_order_stats(con, stage.index, wanted)  # every order statistic of the step in one pass
     latency = _latency_stats("ok", agg, order["ok"])
     n_requests, n_error, n_timeout = int(agg["n_requests"]), int(agg["n_error"]), int(agg["n_timeout"])
@@ -320,14 +318,11 @@ def _step_stats(
 
 
 def request_aggregates(
-    con: duckdb.DuckDBPyConnection,
-    stages: list[StageRecord],
-    windows: StepWindows,
-    open_loop: bool,
+    con: duckdb.DuckDBPyConnection, stages: list[StageRecord], windows: StepWindows, open_loop: bool,
     n_boot: int = DEFAULT_N_BOOT,
     lateness_tolerance_ms: float = OpenLoop.model_fields["lateness_tolerance_ms"].default,
     fallback_model: str | None = None,
-) -> RequestAggregates:
+) -> RequestAggregates:  # fmt: skip
     """Every per-step figure of the run from the `prepared` view (create_views first).
 
     fallback_model: the target's /info `fallback_model`, whose share of each step's answers is counted.

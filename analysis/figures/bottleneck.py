@@ -41,11 +41,8 @@ class Bottleneck(BaseModel):
 
 
 def step_bottleneck(
-    stats: StepStats,
-    tel: TelemetryStats,
-    decomposition: Decomposition | None,
-    cpu_cores: int | None = None,
-) -> Bottleneck:
+    stats: StepStats, tel: TelemetryStats, decomposition: Decomposition | None, cpu_cores: int | None = None,
+) -> Bottleneck:  # fmt: skip
     evidence: dict[str, float] = {}
     # accelerator utilisation where a device reports it, else the inference worker's busy share
     busy = tel.device_util_mean_pct if tel.device_util_mean_pct is not None else tel.service_busy_mean_pct

@@ -27,14 +27,9 @@ def finding(code: str, severity: str = "warn", /, **params: Any) -> Finding:
 
 
 def findings(
-    manifest: Manifest,
-    dropped: dict[str, int],
-    steps: list[StepStats],
-    gaps: dict[str, int],
-    run_seconds: float,
-    telemetry_sources: set[str],
-    generator_cpu_mean_pct: float | None = None,
-) -> list[Finding]:
+    manifest: Manifest, dropped: dict[str, int], steps: list[StepStats], gaps: dict[str, int],
+    run_seconds: float, telemetry_sources: set[str], generator_cpu_mean_pct: float | None = None,
+) -> list[Finding]:  # fmt: skip
     """generator_cpu_mean_pct: from proc:generator telemetry when the manifest has no summary."""
     out: list[Finding] = []
     if not manifest.complete:

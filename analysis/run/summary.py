@@ -170,13 +170,9 @@ def run_window(manifest: Manifest, t_done_max_unix_s: float | None) -> tuple[flo
 
 
 def summarise(
-    manifest: Manifest,
-    rows: RowFigures,
-    index: TelemetryIndex,
-    gaps: dict[str, int],
-    sources: set[str],
+    manifest: Manifest, rows: RowFigures, index: TelemetryIndex, gaps: dict[str, int], sources: set[str],
     settings: Settings = Settings(),
-) -> tuple[RunSummary, ServingResult]:
+) -> tuple[RunSummary, ServingResult]:  # fmt: skip
     """The summary from the row figures and the telemetry, however each was read."""
     slo = manifest.slo
     slo_p99_ms = settings.slo_p99_ms if settings.slo_p99_ms is not None else slo.p99_ms

@@ -207,10 +207,9 @@ class SearchState:
         widest = above[-1]
         if (widest - low) / widest > self.spec.precision:
             return "wide_interval", self._at_slo_params(widest, low) | {
-                "gap_pct": (widest - low) / low * 100.0,
-                "precision_pct": self.spec.precision * 100.0,
+                "gap_pct": (widest - low) / low * 100.0, "precision_pct": self.spec.precision * 100.0,
                 "samples": float(self.at_slo[widest].judged_samples),
-            }
+            }  # fmt: skip
         return "at_slo", self._at_slo_params(above[0], low)
 
     def _at_slo_params(self, rate: float, answer: float) -> Params:
