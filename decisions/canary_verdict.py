@@ -110,13 +110,9 @@ def window_trigger(
 ) -> tuple[TriggerName, str] | None:
     """The first non-latency trigger this window fires, with its numbers."""
     cand, base = window.candidate, window.baseline
-    rate = cand.error_rate_pct
-    if (
-        rollback.max_error_rate_pct is not None
-        and cand.requests >= canary.min_window_requests
-        and rate is not None
-        and rate > rollback.max_error_rate_pct
-    ):
+    rate, max_rate = cand.error_rate_pct, rollback.max_error_rate_pct
+    judged = cand.requests >= canary.min_window_requests
+    if max_rate is not None and judged and rate is not None and rate > max_rate:
         return "error_rate", (
             f"candidate error rate {_pct(rate)} > {rollback.max_error_rate_pct:g}% "
             f"({cand.errors} of {cand.requests}; baseline {_pct(base.error_rate_pct)})"
@@ -127,15 +123,11 @@ def window_trigger(
             f"candidate unavailable {cand.unavailable_s} s of {span_s:.0f} s > {rollback.max_unavailable_s:g} s "
             f"(baseline {base.unavailable_s} s)"
         )
-    if (
-        rollback.min_agreement_cosine is not None
-        and window.agreement_n > 0
-        and window.agreement_mean is not None
-        and window.agreement_mean < rollback.min_agreement_cosine
-    ):
+    mean, floor = window.agreement_mean, rollback.min_agreement_cosine
+    if floor is not None and window.agreement_n > 0 and mean is not None and mean < floor:
         low = f"; min {window.agreement_min:.4f}" if window.agreement_min is not None else ""
         return "agreement", (
-            f"agreement cosine {window.agreement_mean:.4f} < {rollback.min_agreement_cosine:g} "
+            f"agreement cosine {mean:.4f} < {floor:g} "
             f"(mean of {window.agreement_n} texts sent to both sides{low})"
         )
     hottest_c = window.temp_c_max

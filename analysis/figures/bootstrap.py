@@ -10,11 +10,14 @@ replicates cost 2B draws instead of B * n.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 
 DEFAULT_N_BOOT = 2000
 DEFAULT_SEED = 0
 CI_LEVEL = 0.95
+Values = TypeVar("Values", float, np.ndarray)
 
 
 def rng_for(seed: int = DEFAULT_SEED) -> np.random.Generator:
@@ -39,8 +42,8 @@ def resampled_ranks(
     return lo, hi, weight
 
 
-def lerp(low: np.ndarray, high: np.ndarray, weight: float) -> np.ndarray:
-    """numpy's `_lerp`, term for term, so a replicate equals np.percentile of its resample."""
+def lerp(low: Values, high: Values, weight: float) -> Values:
+    """numpy's `_lerp`, term for term, so a value (or replicate) equals np.percentile's to the last bit."""
     diff = high - low
     return high - diff * (1.0 - weight) if weight >= 0.5 else low + diff * weight
 
