@@ -14,6 +14,7 @@ from analysis.figures.capacity import (
     KNEE_MAX_QPS_GAIN,
     KNEE_MIN_P99_RISE,
     LITTLE_MISMATCH,
+    DevicePlan,
     device_plan,
     higher_load_override,
     little_cause_text,
@@ -36,11 +37,17 @@ def plan_lines(manifest: Manifest, target_qps: float | None, headroom: float) ->
     lines = [f"  capacity search: {headline(record, devices)}"]
     if target_qps is not None and record.answer_rps is not None:
         plan = device_plan(record.answer_rps, devices, target_qps, headroom)
-        lines.append(
-            f"  from the searched answer, for {target_qps:g} QPS with {headroom:.0%} headroom: {plan.replicas} "
-            f"replica(s) x {plan.devices_per_replica} device(s) = {plan.devices} device(s)"
-        )
+        lines.append(f"  from the searched answer, {_plan_text(plan)}")
     return lines
+
+
+def _plan_text(plan: DevicePlan) -> str:
+    """'for T QPS with H headroom: R replica(s) x D device(s) = N device(s)', "at most" where it is."""
+    most = "at most " if plan.devices_upper_bound else ""
+    return (
+        f"for {plan.target_qps:g} QPS with {plan.headroom:.0%} headroom: {most}{plan.replicas} replica(s) x "
+        f"{plan.devices_per_replica} device(s) = {most}{plan.devices} device(s)"
+    )
 
 
 def no_success_line(summary: RunSummary) -> str | None:
@@ -137,13 +144,7 @@ def format_plan(summary: RunSummary) -> str:
         )
     plan = cap.plan
     if plan is not None:
-        most = "at most " if plan.devices_upper_bound else ""
-        lines.append(
-            f"  for {plan.target_qps:g} QPS with {plan.headroom:.0%} headroom: "
-            f"{most}{plan.replicas} replica(s) x {plan.devices_per_replica} device(s) = "
-            f"{most}{plan.devices} device(s) "
-            f"(usable {plan.usable_qps_per_replica:.1f} QPS per replica)"
-        )
+        lines.append(f"  {_plan_text(plan)} (usable {plan.usable_qps_per_replica:.1f} QPS per replica)")
         if plan.devices_upper_bound:
             lines.append(
                 "    (at most: the capacity is a lower bound, so fewer devices may serve the target)"

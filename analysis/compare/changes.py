@@ -107,12 +107,8 @@ class CandidateComparison(BaseModel):
     @property
     def warnings(self) -> list[str]:
         """Changes the data cannot support (too few samples, too short, zero-width), one line each."""
-        return [
-            f"{m.metric} at {step.label}: {m.warning}"
-            for step in self.steps
-            for m in step.metrics.values()
-            if m.warning
-        ]
+        changes = [(step.label, m) for step in self.steps for m in step.metrics.values()]
+        return [f"{m.metric} at {label}: {m.warning}" for label, m in changes if m.warning]
 
 
 class Comparison(BaseModel):
@@ -269,11 +265,8 @@ def environment_mismatches(base: RunAnalysis, cand: RunAnalysis) -> list[str]:
 
 def unconverged_sides(base: RunAnalysis, b_index: int, cand: RunAnalysis, c_index: int) -> list[str]:
     """Which runs' step is adaptive and reached its longest time before its P99 interval was narrow enough."""
-    sides = []
-    for name, run, index in (("baseline", base, b_index), ("candidate", cand, c_index)):
-        if any(s.stats.index == index and s.unconverged for s in run.summary.steps):
-            sides.append(name)
-    return sides
+    sides = (("baseline", base.summary, b_index), ("candidate", cand.summary, c_index))
+    return [name for name, run, i in sides if any(s.stats.index == i and s.unconverged for s in run.steps)]
 
 
 def uncertain_where_unconverged(metrics: dict[str, MetricChange], sides: list[str]) -> dict[str, MetricChange]:

@@ -65,13 +65,9 @@ class GateRule(BaseModel):
     def crossed(self, diff: float | None, rel: float | None) -> bool:
         """Whether a change (absolute diff in the metric's unit, rel as a fraction) crosses this rule."""
         if self.relative:
-            if rel is None:
-                return False
-            return self.sign * rel * 100.0 > self.threshold
-        if diff is None:
-            return False
-        scaled = diff * 100.0 if self.metric == "error_rate" else diff
-        return self.sign * scaled > self.threshold
+            return rel is not None and self.sign * rel * 100.0 > self.threshold
+        scaled = diff * 100.0 if diff is not None and self.metric == "error_rate" else diff
+        return scaled is not None and self.sign * scaled > self.threshold
 
 
 def parse_gate(spec: str) -> list[GateRule]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from analysis.compare.model import LATENCY_METRICS, OVERALL_INDEX, Samples, load_key
 from analysis.engine import order_stats, views
-from analysis.model.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE
+from analysis.model.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE, window
 from analysis.run.summary import RunAnalysis
 
 MAX_LATENCY_SAMPLES = 100_000
@@ -122,9 +122,7 @@ def telemetry_samples(analysis: RunAnalysis, start: float, end: float) -> dict[s
     for name, frame, device, metric in picks:
         if not len(frame):
             continue
-        ts = frame["ts_unix_s"].to_numpy()
-        lo, hi = np.searchsorted(ts, start, side="left"), np.searchsorted(ts, end, side="right")
-        sub = frame.iloc[lo:hi]
+        sub = window(frame, start, end)
         mask = (sub["metric"] == metric).to_numpy()  # labels compared as codes, no string per row
         if device is not None:
             mask = mask & (sub["device"] == device).to_numpy()

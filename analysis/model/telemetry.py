@@ -79,14 +79,8 @@ class TelemetryIndex:
     def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.sort_values("ts_unix_s", kind="stable").reset_index(drop=True)
 
-    def _window(self, frame: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
-        ts = frame["ts_unix_s"].to_numpy()
-        lo, hi = np.searchsorted(ts, t0, side="left"), np.searchsorted(ts, t1, side="right")
-        return frame.iloc[lo:hi]
-
     def window_stats(self, t0: float, t1: float) -> TelemetryStats:
-        accel = self._window(self.accelerator, t0, t1)
-        other = self._window(self.other, t0, t1)
+        accel, other = window(self.accelerator, t0, t1), window(self.other, t0, t1)
         stats = TelemetryStats(n_samples=len(accel) + len(other))
         if len(accel):
             by_metric = MetricRows(accel)
@@ -157,6 +151,12 @@ class TelemetryIndex:
         mask = (self.other_device == SERVICE_DEVICE) & (metric == "rss_mb")
         sub = self.other[mask]
         return sub["ts_unix_s"].to_numpy(), sub["value"].to_numpy()
+
+
+def window(frame: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
+    """The rows of a frame sorted by time with t0 <= ts_unix_s <= t1 (a view, no copy)."""
+    ts = frame["ts_unix_s"].to_numpy()
+    return frame.iloc[np.searchsorted(ts, t0, side="left") : np.searchsorted(ts, t1, side="right")]
 
 
 def _distinct(labels: pd.Series) -> list[str]:

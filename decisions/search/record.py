@@ -61,20 +61,24 @@ NOTES: dict[str, str] = {
 }
 
 
+class Strict(BaseModel):
+    """A search model that refuses unknown fields rather than dropping them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 def note_key(status: str, params: Mapping[str, object]) -> str:
     """The NOTES (and report sn_<key>) entry of a status: a `cause` parameter names a variant of it."""
     cause = params.get("cause")
     return f"{status}_{cause}" if cause else status
 
 
-class ProbeRecord(BaseModel):
+class ProbeRecord(Strict):
     """One probe as the manifest keeps it (step index = the run folder's stage index).
 
     Rates, counts and the duration are this probe's own; the percentiles, their interval and the
     verdict are from the sample it was judged on (a repeat pools its own with the probe it repeats).
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     stage_index: int
     label: str
@@ -102,10 +106,8 @@ class ProbeRecord(BaseModel):
     reason_params: Params = Field(default_factory=dict)
 
 
-class SearchRecord(BaseModel):
+class SearchRecord(Strict):
     """manifest.search: the rule, every probe in run order, the bracket history and the answer."""
-
-    model_config = ConfigDict(extra="forbid")
 
     rule: str
     slo_p99_ms: float
@@ -187,17 +189,13 @@ def headline(record: SearchRecord, devices: int) -> str:
     )
 
 
-class SearchSlo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SearchSlo(Strict):
     p99_ms: float
     error_budget_pct: float
 
 
-class SearchSummary(BaseModel):
+class SearchSummary(Strict):
     """summary.json `search`: the searched answer for CI tools and the matrix, without the manifest."""
-
-    model_config = ConfigDict(extra="forbid")
 
     status: SearchStatus
     outcome: Outcome = Field(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from decisions.search.record import (
     NOTES,
@@ -28,6 +27,7 @@ from decisions.search.record import (
     SearchRecord,
     SearchStatus,
     SearchSummary,
+    Strict,
     devices_serving,
     headline,
     note_key,
@@ -73,10 +73,8 @@ RULE = (
 )
 
 
-class ProbePlan(BaseModel):
+class ProbePlan(Strict):
     """The next probe the search wants."""
-
-    model_config = ConfigDict(extra="forbid")
 
     rate: float
     duration_s: float
