@@ -104,18 +104,14 @@ class TelemetryIndex:
             def pick(dev: str, met: str) -> np.ndarray:
                 return value[(device == dev) & (metric == met)]
 
-            stats.host_cpu_mean_pct = _stat(pick(HOST_CPU_DEVICE, "cpu_util_pct"), np.mean)
+            stats.host_cpu_mean_pct = _mean_max(pick(HOST_CPU_DEVICE, "cpu_util_pct"))[0]
             gen = pick(GENERATOR_DEVICE, "cpu_util_pct")
-            stats.generator_cpu_mean_pct = _stat(gen, np.mean)
-            stats.generator_cpu_max_pct = _stat(gen, np.max)
-            stats.service_cpu_mean_pct = _stat(pick(SERVICE_DEVICE, "cpu_util_pct"), np.mean)
-            stats.service_rss_max_mb = _stat(pick(SERVICE_DEVICE, "rss_mb"), np.max)
+            stats.generator_cpu_mean_pct, stats.generator_cpu_max_pct = _mean_max(gen)
+            stats.service_cpu_mean_pct = _mean_max(pick(SERVICE_DEVICE, "cpu_util_pct"))[0]
+            stats.service_rss_max_mb = _mean_max(pick(SERVICE_DEVICE, "rss_mb"))[1]
             busy = value[metric == "busy_frac"] * 100.0
-            stats.service_busy_mean_pct = _stat(busy, np.mean)
-            stats.service_busy_max_pct = _stat(busy, np.max)
-            queue = value[metric == "queue_depth"]
-            stats.queue_depth_mean = _stat(queue, np.mean)
-            stats.queue_depth_max = _stat(queue, np.max)
+            stats.service_busy_mean_pct, stats.service_busy_max_pct = _mean_max(busy)
+            stats.queue_depth_mean, stats.queue_depth_max = _mean_max(value[metric == "queue_depth"])
         return stats
 
     def per_second_series(self, max_points: int = 1500) -> pd.DataFrame:
@@ -184,16 +180,11 @@ def _with_device_keys(accelerator: pd.DataFrame) -> pd.DataFrame:
     return accelerator.assign(device=keys.astype("category"))
 
 
-def _stat(values: np.ndarray, fn: object) -> float | None:
-    if not len(values):
-        return None
-    return float(fn(values))  # type: ignore[operator]
-
-
-def _mean_max(group: pd.DataFrame | None) -> tuple[float | None, float | None]:
-    if group is None or not len(group):
+def _mean_max(rows: pd.DataFrame | np.ndarray | None) -> tuple[float | None, float | None]:
+    """Mean and maximum of some values (a frame's `value` column), None without any."""
+    values = rows["value"].to_numpy() if isinstance(rows, pd.DataFrame) else rows
+    if values is None or not len(values):
         return None, None
-    values = group["value"].to_numpy()
     return float(values.mean()), float(values.max())
 
 
