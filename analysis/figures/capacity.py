@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -134,19 +134,6 @@ def find_knee(steps: list[StepStats], error_budget: float = DEFAULT_ERROR_BUDGET
         if qps_gain < KNEE_MAX_QPS_GAIN and p99_rise > KNEE_MIN_P99_RISE:
             return here.index
     return None
-
-
-def think_time_s(scenario: dict[str, Any]) -> float:
-    """Mean think time between a user's requests, from the scenario (0 when it has none)."""
-    for key in ("think_time_s", "wait_time_s"):
-        value = scenario.get(key)
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, list | tuple) and len(value) == 2:
-            return (float(value[0]) + float(value[1])) / 2.0
-        if isinstance(value, dict) and {"min", "max"} <= value.keys():
-            return (float(value["min"]) + float(value["max"])) / 2.0
-    return 0.0
 
 
 def little_cause_text(check: LittleCheck) -> str:
