@@ -177,9 +177,7 @@ def soak_findings(points: list[MinutePoint]) -> SoakFindings:
     )  # fmt: skip
 
 
-# --------------------------------------------------------------------------------------------
 # Figure series: what reports/figures.py draws, without the rows
-# --------------------------------------------------------------------------------------------
 class RequestSeries(BaseModel):
     """QPS and ok-latency P50/P99 per time bucket (seconds from t0), at most max_points buckets."""
 

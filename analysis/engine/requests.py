@@ -49,9 +49,6 @@ SORTED_PASS_VALUES = 100_000
 CDF_POINTS = 200
 CDF_LEVELS_PCT: tuple[float, ...] = tuple(float(q) for q in np.linspace(0.0, 100.0, CDF_POINTS))
 
-# --------------------------------------------------------------------------------------------
-# Per-step statistics
-# --------------------------------------------------------------------------------------------
 _OK = "NOT probe AND outcome = 0"
 _SRV = f"{_OK} AND isfinite(srv_total_ms)"
 _DEC = f"{_OK} AND isfinite(latency_ms) AND isfinite(srv_total_ms)"

@@ -32,9 +32,6 @@ ONE_THREAD_BELOW_ROWS = 100_000
 IN_MEMORY_BELOW_ROWS = 250_000
 
 
-# --------------------------------------------------------------------------------------------
-# The connection and the prepared-rows view
-# --------------------------------------------------------------------------------------------
 @contextmanager
 def connect(
     work_dir: Path | None = None, memory_limit: str = MEMORY_LIMIT, threads: int = THREADS
@@ -109,13 +106,9 @@ def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list
     """
     paths = ", ".join(f"'{p}'" for p in files)
     con.register("requests_empty", REQUEST_SCHEMA.empty_table())
-    if files:  # every schema column, NULL where an older file lacks it (as the in-memory reader does)
-        con.execute(
-            "CREATE VIEW src AS SELECT * FROM requests_empty "
-            f"UNION ALL BY NAME SELECT * FROM read_parquet([{paths}], union_by_name = true)"
-        )
-    else:
-        con.execute("CREATE VIEW src AS SELECT * FROM requests_empty")
+    # every schema column, NULL where an older file lacks it (as the in-memory reader does)
+    union = f" UNION ALL BY NAME SELECT * FROM read_parquet([{paths}], union_by_name = true)"
+    con.execute(f"CREATE VIEW src AS SELECT * FROM requests_empty{union if files else ''}")
     windows = StepWindows.of(con, stages)
     ordered = sorted(stages, key=lambda s: s.start_unix_s)
     by_time = " ".join(f"WHEN t_sent_unix_s >= {s.start_unix_s!r} THEN {s.index}" for s in reversed(ordered))
