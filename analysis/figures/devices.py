@@ -37,7 +37,7 @@ class DeviceRow(BaseModel):
     util_idle_pct: float | None = Field(default=None, description="Mean outside load (of 2 samples or more).")
     util_load_mean_pct: float | None = None
     util_load_max_pct: float | None = None
-    power_mean_w: float | None = None
+    power_mean_w: float | None = Field(default=None, description="The device's mean power under load.")
     temp_max_c: float | None = None
     mem_used_max_mb: float | None = None
 

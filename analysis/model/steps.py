@@ -22,13 +22,13 @@ OUTCOME_TIMEOUT = 2
 class LatencyStats(BaseModel):
     """Exact statistics of one latency sample in ms (None where the sample is empty)."""
 
-    n: int = 0
+    n: int = Field(default=0, description="Rows in the sample (every percentile is exact over all).")
     mean_ms: float | None = None
     p50_ms: float | None = None
     p90_ms: float | None = None
     p95_ms: float | None = None
     p99_ms: float | None = None
-    p999_ms: float | None = None
+    p999_ms: float | None = Field(default=None, description="Its step warns below MIN_SAMPLES_P999 rows.")
     max_ms: float | None = None
 
 
@@ -40,7 +40,7 @@ class ServerStats(BaseModel):
     tokenize_ms: float | None = None
     compute_ms: float | None = None
     post_ms: float | None = None
-    total_ms: float | None = None
+    total_ms: float | None = Field(default=None, description="The server's whole time (Server-Timing total).")
     batch_size_mean: float | None = None
     batch_size_p50: float | None = None
     batch_size_max: float | None = None
