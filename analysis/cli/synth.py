@@ -118,43 +118,34 @@ def _request_chunk(
     input_tokens = rng.integers(16, 128, n)
     error_code = np.where(timeout, 1, np.where(failed, 2, 0))
     errors = np.array([None, "timeout: no response within 30 s", "503 Service Unavailable: queue full"])
-    srv = {
-        name: srv_total * shares[j]
-        for j, name in enumerate(("srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms"))
+    stages_ms = ("srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms")
+    srv = {name: srv_total * shares[j] for j, name in enumerate(stages_ms)} | {"srv_total_ms": srv_total}
+    columns = {
+        "run_id": _strings([run_id], np.zeros(n, np.int32)),
+        "worker": _strings(["w0", "w1", "w2", "w3"], worker_code),
+        "stage_index": pa.array(np.full(n, stage.index), pa.int32()),
+        "stage_label": _strings([stage.label], np.zeros(n, np.int32)),
+        "target_users": pa.array(np.full(n, stage.users or 0), pa.int32()),
+        "t_intended_unix_s": pa.array(sent),
+        "t_sent_unix_s": pa.array(sent),
+        "t_done_unix_s": pa.array(sent + latency / 1000.0),
+        "latency_ms": pa.array(latency),
+        "latency_from_intended_ms": pa.array(latency),
+        "endpoint": _strings(["embeddings"], np.zeros(n, np.int32)),
+        "status_code": pa.array(np.where(timeout, 504, np.where(failed, 503, 200)), pa.int32()),
+        "ok": pa.array(ok),
+        "error": pa.array(errors[error_code], pa.string()),
+        "n_inputs": pa.array(np.ones(n, np.int32)),
+        "input_chars": pa.array(input_tokens * 4),
+        "input_tokens": pa.array(input_tokens),
+        "response_bytes": _masked(np.full(n, 2100), ok, pa.int64()),
+        **{name: _masked(values, ok, pa.float64()) for name, values in srv.items()},
+        "batch_size": _masked(batch, ok, pa.int32()),
+        "batch_tokens": _masked(batch * 64, ok, pa.int64()),
     }
-    srv["srv_total_ms"] = srv_total
-    return pa.table(
-        {
-            "run_id": _strings([run_id], np.zeros(n, np.int32)),
-            "worker": _strings(["w0", "w1", "w2", "w3"], worker_code),
-            "stage_index": pa.array(np.full(n, stage.index), pa.int32()),
-            "stage_label": _strings([stage.label], np.zeros(n, np.int32)),
-            "target_users": pa.array(np.full(n, stage.users or 0), pa.int32()),
-            "target_rate": pa.nulls(n, pa.float64()),
-            "t_intended_unix_s": pa.array(sent),
-            "t_sent_unix_s": pa.array(sent),
-            "t_done_unix_s": pa.array(sent + latency / 1000.0),
-            "latency_ms": pa.array(latency),
-            "latency_from_intended_ms": pa.array(latency),
-            "endpoint": _strings(["embeddings"], np.zeros(n, np.int32)),
-            "status_code": pa.array(np.where(timeout, 504, np.where(failed, 503, 200)), pa.int32()),
-            "ok": pa.array(ok),
-            "error": pa.array(errors[error_code], pa.string()),
-            "n_inputs": pa.array(np.ones(n, np.int32)),
-            "input_chars": pa.array(input_tokens * 4),
-            "input_tokens": pa.array(input_tokens),
-            "response_bytes": _masked(np.full(n, 2100), ok, pa.int64()),
-            **{name: _masked(values, ok, pa.float64()) for name, values in srv.items()},
-            "batch_size": _masked(batch, ok, pa.int32()),
-            "batch_tokens": _masked(batch * 64, ok, pa.int64()),
-            "probe_cosine": pa.nulls(n, pa.float64()),
-            "request_id": pa.nulls(n, pa.string()),  # filled by _with_ids
-            "served_model": pa.nulls(n, pa.string()),
-            "side": pa.nulls(n, pa.string()),
-            "agreement_cosine": pa.nulls(n, pa.float64()),
-            "documents": pa.nulls(n, pa.int32()),
-        }
-    ).cast(REQUEST_SCHEMA)
+    # every other column is null (request_id and served_model: filled by _with_ids)
+    table = {f.name: columns.get(f.name, pa.nulls(n, f.type)) for f in REQUEST_SCHEMA}
+    return pa.table(table).cast(REQUEST_SCHEMA)
 
 
 def synth_telemetry_chunks(
