@@ -81,10 +81,8 @@ def synth_request_chunks(
 
 
 def _with_ids(chunk: pa.Table, first_id: int) -> pa.Table:
-    """Request IDs (`synth-<n>`, unique in the run) and the served model of every ok answer.
-
-    Derived from the row's position and outcome alone, so the rows' random draws stay as they were.
-    """
+    """Request IDs (`synth-<n>`, unique in the run) and the served model of every ok answer, derived from
+    the row's position and outcome alone, so the rows' random draws stay as they were."""
     numbers = pc.cast(pa.array(np.arange(first_id, first_id + chunk.num_rows)), pa.string())
     ids = pc.binary_join_element_wise("synth", numbers, "-")
     served = pc.if_else(chunk.column("ok"), pa.scalar(MODEL), pa.scalar(None, pa.string()))

@@ -90,12 +90,9 @@ def request_minutes(con: duckdb.DuckDBPyConnection) -> tuple[float | None, list[
 
 
 def prepare_telemetry_minutes(con: duckdb.DuckDBPyConnection, t0: float) -> None:
-    """Per-minute telemetry of every device into small temp tables (`tel_minutes`, `rss_minutes`).
-
-    From the `tel` view (analysis.engine.telemetry.create_view). Done before the telemetry is loaded for
-    the step figures, so DuckDB's aggregation and those frames never hold memory at the same time;
-    add_telemetry_minutes then picks the serving devices from these tables.
-    """
+    """Per-minute telemetry of every device from the `tel` view into small temp tables (`tel_minutes`,
+    `rss_minutes`), before the telemetry is loaded for the step figures, so DuckDB's aggregation and those
+    frames never hold memory at the same time; add_telemetry_minutes then picks the serving devices."""
     sources = ", ".join(f"'{s}'" for s in sorted(ACCELERATOR_SOURCES))
     minute = f"floor((ts_unix_s - {t0!r}) / {MINUTE_S!r})::BIGINT"
     con.execute(
@@ -189,10 +186,8 @@ class RequestSeries(BaseModel):
 
 
 def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -> RequestSeries:
-    """The time-series figure's request panels from the `src` view (every row, by completion time).
-
-    QPS is goodput (ok rows per second), as in the throughput figure.
-    """
+    """The time-series figure's request panels from the `tagged` view (every row, by completion time);
+    QPS is goodput (ok rows per second), as in the throughput figure."""
     [(t_min, t_max, n_rows)] = con.execute(
         "SELECT min(t_done_unix_s), max(t_done_unix_s), count(*) FROM tagged WHERE isfinite(t_done_unix_s)"
     ).fetchall()

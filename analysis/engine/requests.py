@@ -159,8 +159,7 @@ def passes(sizes: dict[str, int]) -> list[list[str]]:
 def step_order_stats(
     con: duckdb.DuckDBPyConnection, stage: int, wanted: dict[str, tuple[int, list[int]]]
 ) -> dict[str, OrderStats]:
-    """The order statistics every sample of one step needs, in as few passes over its rows as memory allows.
-
+    """The order statistics every sample of one step needs, in as few passes over its rows as memory allows:
     DuckDB holds a sample's values to select from them, so the samples share a pass while their
     values fit PASS_VALUES (see passes); a pass of at most SORTED_PASS_VALUES values fetches them sorted
     instead. Ranks not asked for here are still answered (a pass of their own), so callers never get a miss.
@@ -320,10 +319,8 @@ def request_aggregates(
     lateness_tolerance_ms: float = OpenLoop.model_fields["lateness_tolerance_ms"].default,
     fallback_model: str | None = None,
 ) -> RequestAggregates:  # fmt: skip
-    """Every per-step figure of the run from the `prepared` view (create_views first).
-
-    fallback_model: the target's /info `fallback_model`, whose share of each step's answers is counted.
-    """
+    """Every per-step figure of the run from the `prepared` view (create_views first); fallback_model: the
+    target's /info `fallback_model`, whose share of each step's answers is counted."""
     names = list(_AGGREGATES)
     select = ", ".join(f"{expr} AS {name}" for name, expr in _AGGREGATES.items())
     rows = con.execute(f"SELECT stage, {select} FROM prepared GROUP BY stage").fetchall()

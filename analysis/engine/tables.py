@@ -107,11 +107,9 @@ def latency_by_input_tokens(con: duckdb.DuckDBPyConnection, max_bins: int = MAX_
 
 
 def soak_inputs(con: duckdb.DuckDBPyConnection, t0: float, minutes: list[MinutePoint]) -> SoakInputs:
-    """The in-memory soak_inputs (tests/oracles/in_memory/figures.py) from the per-minute points (minute_series.request_minutes) and `prepared`.
-
-    The halves split at the middle steady row in (stage, send time) order: its send time is one
-    order statistic of its step, so no pass sorts the run.
-    """
+    """The in-memory soak_inputs (tests/oracles/in_memory/figures.py) from the per-minute points
+    (minute_series.request_minutes) and `prepared`. The halves split at the middle steady row in (stage,
+    send time) order: its send time is one order statistic of its step, so no pass sorts the run."""
     steady = "NOT probe"
     per_stage = con.execute(
         f"""SELECT stage, count(*), count(*) FILTER (outcome <> 0), count(t_sent_unix_s)

@@ -48,7 +48,6 @@ def _labels(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
 
 def _role_frame(con: duckdb.DuckDBPyConnection, where: str, labels: dict[str, list[str]]) -> pd.DataFrame:
     """One role's rows sorted by time, fetched a column at a time (stable order: the scan's, as pandas sorts).
-
     Labels arrive as category codes, never as strings; the peak is the time column, the sort order and
     the frame being filled, whatever DuckDB would need to sort 13M rows itself.
     """

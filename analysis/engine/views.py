@@ -98,11 +98,10 @@ class StepWindows:
 
 def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list[StageRecord]) -> StepWindows:
     """`src` (raw rows), `tagged` (stage, outcome, probe; a table below IN_MEMORY_BELOW_ROWS rows) and
-    `prepared` (steady, analysable rows).
-
-    The rules are those of the in-memory prepare_requests (tests/oracles/in_memory/steps.py): a missing stage_index comes from
-    t_sent within the recorded stage starts; timeouts are 408/504 or an error saying so; probes are
-    validation endpoints; ok rows without a latency and rows sent during a warm-up are left out.
+    `prepared` (steady, analysable rows). The rules are those of the in-memory prepare_requests
+    (tests/oracles/in_memory/steps.py): a missing stage_index comes from t_sent within the recorded stage
+    starts; timeouts are 408/504 or an error saying so; probes are validation endpoints; ok rows without a
+    latency and rows sent during a warm-up are left out.
     """
     paths = ", ".join(f"'{p}'" for p in files)
     con.register("requests_empty", REQUEST_SCHEMA.empty_table())

@@ -1,11 +1,10 @@
 """Seeded, vectorised bootstrap confidence intervals for percentiles, throughput and their differences.
 
-Percentiles use the exact order-statistic form of the bootstrap: the k-th smallest of n draws with
-replacement from a sorted sample is `sorted[floor(U * n)]` with U ~ Beta(k, n - k + 1), and the next
-one above it is `sorted[floor(V * n)]` with V = U + (1 - U) * Beta(1, n - k). Each replicate is then
-the linear-interpolated percentile of its resample (numpy's "linear", the estimator every reported
-P99 uses), so the interval is drawn around the same estimator as the figure it accompanies; B
-replicates cost 2B draws instead of B * n.
+Percentiles use the exact order-statistic form of the bootstrap: the k-th smallest of n draws with replacement
+from a sorted sample is `sorted[floor(U * n)]` with U ~ Beta(k, n - k + 1), and the next one above it is
+`sorted[floor(V * n)]` with V = U + (1 - U) * Beta(1, n - k). Each replicate is then the linear-interpolated
+percentile of its resample (numpy's "linear", the estimator every reported P99 uses), so the interval is drawn
+around the same estimator as the figure it accompanies; B replicates cost 2B draws instead of B * n.
 """
 
 from __future__ import annotations
@@ -84,11 +83,9 @@ def percentile_ci(
 def resampled_ratios(
     numerators: np.ndarray, denominators: np.ndarray, n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """B bootstrap replicates of sum(numerators) / sum(denominators), resampling the pairs together.
-
-    Throughput is requests per second of a window whose last second is usually partial: resampling
-    (count, width) pairs keeps the replicates centred on the point estimate n / duration.
-    """
+    """B bootstrap replicates of sum(numerators) / sum(denominators), resampling the pairs together:
+    throughput is requests per second of a window whose last second is usually partial, and resampling
+    (count, width) pairs keeps the replicates centred on the point estimate n / duration."""
     n = len(numerators)
     if n == 0:
         return np.full(n_boot, np.nan)

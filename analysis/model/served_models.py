@@ -32,11 +32,8 @@ def served_model_counts_by_stage(con: duckdb.DuckDBPyConnection) -> dict[int, di
 
 
 def served_fields(counts: dict[str, int], fallback_model: str | None) -> dict[str, Any]:
-    """StepStats' served_models and fallback_share.
-
-    The share is of the ok requests that named a model; None when none did (the target sends no
-    header, or the folder predates the column) or the target declared no fallback in /info.
-    """
+    """StepStats' served_models and fallback_share: the share of the ok requests that named a model; None
+    when none did (no header sent, or a folder older than the column) or /info declared no fallback."""
     named = sum(counts.values())
     share = counts.get(fallback_model, 0) / named if fallback_model and named else None
     return {"served_models": counts, "fallback_share": share}

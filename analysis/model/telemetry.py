@@ -38,10 +38,9 @@ class TelemetryStats(BaseModel):
 
 
 class TelemetryIndex:
-    """Telemetry split once by role, so each step window is a cheap time filter.
-
-    Device figures cover the serving devices only (`serve`, see analysis.figures.devices); every
-    accelerator row stays in `all_accelerator` for the per-device table.
+    """Telemetry split once by role, so each step window is a cheap time filter. Device figures cover the
+    serving devices only (`serve`, see analysis.figures.devices); every accelerator row stays in
+    `all_accelerator` for the per-device table.
     """
 
     def __init__(self, telemetry: pd.DataFrame) -> None:
@@ -115,10 +114,8 @@ class TelemetryIndex:
         return stats
 
     def per_second_series(self, max_points: int = 1500) -> pd.DataFrame:
-        """Figures' time series: device metrics averaged over devices (temp max, power summed).
-
-        One metric at a time over boolean masks of the label codes: no copy of the whole telemetry.
-        """
+        """Figures' time series: device metrics averaged over devices (temp max, power summed), one metric at
+        a time over boolean masks of the label codes: no copy of the whole telemetry."""
         columns: dict[str, pd.Series] = {}
         for frame in (self.accelerator, self.other):
             if not len(frame):

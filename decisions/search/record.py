@@ -74,11 +74,9 @@ def note_key(status: str, params: Mapping[str, object]) -> str:
 
 
 class ProbeRecord(Strict):
-    """One probe as the manifest keeps it (step index = the run folder's stage index).
-
-    Rates, counts and the duration are this probe's own; the percentiles, their interval and the
-    verdict are from the sample it was judged on (a repeat pools its own with the probe it repeats).
-    """
+    """One probe as the manifest keeps it (step index = the run folder's stage index). Rates, counts and
+    the duration are this probe's own; the percentiles, their interval and the verdict are from the sample
+    it was judged on (a repeat pools its own with the probe it repeats)."""
 
     stage_index: int
     label: str

@@ -4,12 +4,11 @@ The load side (loadgen/shaping/search.py) runs the probes this module asks for a
 one measured; everything here is arithmetic on those figures, so it is tested without a target.
 A probe's verdict comes from decisions.search.stats; the record it leaves from decisions.search.record.
 
-A rate whose probe stays uncertain after its pooled repeat is information, not a dead end: its
-P99 interval contains the SLO, so the limit is at that rate within the measurement's resolution.
-It bounds the bracket from above like a failing rate ("top": the lowest rate not known to pass
-above the highest pass), and bisection goes on until (top - low) / top <= precision. The answer
-is then never more than --precision below a rate whose P99 interval contains the SLO, unless the
-status says why (wide_interval, max_duration, unconfirmed).
+A rate whose probe stays uncertain after its pooled repeat is information, not a dead end: its P99 interval
+contains the SLO, so the limit is at that rate within the measurement's resolution. It bounds the bracket from
+above like a failing rate ("top": the lowest rate not known to pass above the highest pass), and bisection
+goes on until (top - low) / top <= precision. The answer is then never more than --precision below a rate
+whose P99 interval contains the SLO, unless the status says why (wide_interval, max_duration, unconfirmed).
 """
 
 from __future__ import annotations
@@ -82,11 +81,9 @@ class ProbePlan(Strict):
 
 
 class SearchState:
-    """Bracket, then bisect, then confirm; decides each next probe from the verdicts so far.
-
-    Raises ConfigError on construction when the search cannot bound a P99 at all (see
-    decisions.search.stats.feasibility); never plans a probe below the floor or above max_probe_s.
-    """
+    """Bracket, then bisect, then confirm; decides each next probe from the verdicts so far. Raises
+    ConfigError on construction when the search cannot bound a P99 at all (see
+    decisions.search.stats.feasibility); never plans a probe below the floor or above max_probe_s."""
 
     def __init__(self, spec: Search, slo: Slo, arrival: str) -> None:
         self.spec = spec
