@@ -67,7 +67,7 @@ def _exact(
     """Exact percentiles of every ok row, in one pass whatever their number: each wanted order statistic lies,
     all but surely, between two values of the sorted reservoir a few standard errors either side of its rank:
     one pass counts the rows below that bracket and keeps the few rows inside it, and the k-th of those is the
-    answer. A bracket that missed (or a run whose reservoir holds every row) is answered exactly as well. """
+    answer. A bracket that missed (or a run whose reservoir holds every row) is answered exactly as well."""
     ok = f"{_OK} AND isfinite(latency_ms)"
     [(n,)] = con.execute(f"SELECT count(*) FROM prepared WHERE {ok}").fetchall()
     if n == 0:
