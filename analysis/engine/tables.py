@@ -39,10 +39,9 @@ def totals(con: duckdb.DuckDBPyConnection) -> Totals:
 
 def outage_windows(con: duckdb.DuckDBPyConnection) -> list[OutageWindow]:
     """The in-memory outage_windows (tests/oracles/in_memory/figures.py) over every row: connection errors and successes per whole second."""
-    conn = (
-        "status_code IS NULL AND outcome <> 0 AND (contains(lower(coalesce(error, '')), 'refused') "
-        "OR contains(lower(coalesce(error, '')), 'reset') OR contains(lower(coalesce(error, '')), 'connection'))"
-    )
+    words = ("refused", "reset", "connection")
+    said = " OR ".join(f"contains(lower(coalesce(error, '')), '{word}')" for word in words)
+    conn = f"status_code IS NULL AND outcome <> 0 AND ({said})"
     valid = "isfinite(t_sent_unix_s)"
     row = con.execute(f"SELECT count(*) FROM tagged WHERE {valid} AND {conn}").fetchone()
     if row is None or not row[0]:

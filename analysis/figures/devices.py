@@ -86,10 +86,8 @@ def _busy(rows: list[DeviceRow]) -> list[str]:
     floor = min(loads) if min(loads) < IDLE_MAX_PCT else 0.0
     busy = []
     for row in rows:
-        if row.util_load_mean_pct is None:
-            continue
         idle = row.util_idle_pct if row.util_idle_pct is not None else floor
-        if row.util_load_mean_pct - idle >= BUSY_MIN_RISE_PCT:
+        if row.util_load_mean_pct is not None and row.util_load_mean_pct - idle >= BUSY_MIN_RISE_PCT:
             busy.append(row.device)
     return busy
 

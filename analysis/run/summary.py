@@ -312,10 +312,8 @@ def write_analysis(folder: RunFolder, summary: RunSummary) -> Path:
         rows = csv.writer(fh2)
         rows.writerow(["index", "label", "component", "mean_ms", "pct"])
         for step in summary.steps:
-            if step.decomposition is None:
-                continue
-            for name, value in step.decomposition.parts_ms.items():
-                rows.writerow(
-                    [step.stats.index, step.stats.label, name, value, step.decomposition.parts_pct[name]]
-                )
+            dec, s = step.decomposition, step.stats
+            if dec is not None:
+                parts = dec.parts_ms.items()
+                rows.writerows([s.index, s.label, name, ms, dec.parts_pct[name]] for name, ms in parts)
     return out

@@ -273,15 +273,13 @@ class SearchState:
         rec.note = NOTES[note_key(status, note_params)].format(**note_params)
         rec.note_params = note_params
         low, top = self.low, self.top
-        rec.answer_rps = low
-        rec.uncertainty_rps = (low, top)
+        rec.answer_rps, rec.uncertainty_rps = low, (low, top)
         above = [r for r in self.at_slo if low is not None and r > low]
         rec.at_slo_rps = max(above) if above else None
         at_answer = [p for p in rec.probes if low is not None and p.rate == low and p.verdict == "pass"]
         if at_answer:
             best = at_answer[-1]  # the confirming probe when there is one (it runs last at the answer)
-            rec.answer_p99_ms = best.p99_ms
-            rec.answer_p99_lower_ms = best.p99_lower_ms
+            rec.answer_p99_ms, rec.answer_p99_lower_ms = best.p99_ms, best.p99_lower_ms
             rec.answer_p99_upper_ms = best.p99_upper_ms
 
 
