@@ -81,11 +81,10 @@ def parse_gate(spec: str) -> list[GateRule]:
         metric, sign, number, percent = match.groups()
         if metric not in GATE_METRICS:
             raise ConfigError(f"gate metric {metric!r} is unknown; valid metrics: {', '.join(GATE_METRICS)}")
-        rule = GateRule(
+        rules.append(GateRule(
             metric=metric, sign=1 if sign == "+" else -1, threshold=float(number), relative=bool(percent),
             text=part.strip(),
-        )  # fmt: skip
-        rules.append(rule)
+        ))  # fmt: skip
     if not rules:
         raise ConfigError("--gate is empty; give rules such as 'p99_ms:+5%,qps:-3%'")
     return rules
@@ -97,6 +96,17 @@ class BudgetScope(BaseModel):
     label: str
     n_requests: int
     n_failed: int
+
+
+class StepChange(BaseModel):
+    """The figures of a change a gate result quotes (a copy, so results serialise on their own)."""
+
+    base: float | None
+    cand: float | None
+    diff: float | None
+    rel: float | None
+    ci_low: float | None
+    ci_high: float | None
 
 
 class GateResult(BaseModel):
@@ -118,20 +128,6 @@ class GateResult(BaseModel):
     @property
     def line(self) -> str:
         return f"{self.rule} at {self.scope}: {self.reason}"
-
-
-class StepChange(BaseModel):
-    """The figures of a change a gate result quotes (a copy, so results serialise on their own)."""
-
-    base: float | None
-    cand: float | None
-    diff: float | None
-    rel: float | None
-    ci_low: float | None
-    ci_high: float | None
-
-
-GateResult.model_rebuild()
 
 
 def fmt_value(metric: str, value: float | None, signed: bool = False) -> str:
