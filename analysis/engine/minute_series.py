@@ -8,6 +8,7 @@ or power falls while its temperature rises.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -53,10 +54,18 @@ class SoakFindings(BaseModel):
     power_change_pct: float | None
 
 
-def _per_slice(n_buckets: int, n_rows: int) -> int:
-    """Buckets per query so that one query's latencies fit ooc.PASS_VALUES (DuckDB holds them at once)."""
+def _sliced(
+    con: duckdb.DuckDBPyConnection, query: str, first: int, last: int, n_rows: int,
+    params: Callable[[int, int], list[object]],
+) -> list[tuple[Any, ...]]:  # fmt: skip
+    """`query` over buckets first..last, as many a query (params(lo, hi) for [lo, hi)) as keep one query's
+    latencies within ooc.PASS_VALUES (DuckDB holds them at once)."""
     n_slices = max(1, int(np.ceil(n_rows / (ooc.PASS_VALUES / SERIES_PASS_DIVISOR))))
-    return max(1, int(np.ceil(n_buckets / n_slices)))
+    per_slice = max(1, int(np.ceil((last - first + 1) / n_slices)))
+    rows: list[tuple[Any, ...]] = []
+    for lo in range(first, last + 1, per_slice):
+        rows += con.execute(query, params(lo, lo + per_slice)).fetchall()
+    return rows
 
 
 def request_minutes(con: duckdb.DuckDBPyConnection) -> tuple[float | None, list[MinutePoint]]:
@@ -68,18 +77,16 @@ def request_minutes(con: duckdb.DuckDBPyConnection) -> tuple[float | None, list[
         return None, []
     t0 = float(t_min)
     last = int(np.floor((float(t_max) - t0) / MINUTE_S))
-    per_slice = _per_slice(last + 1, int(n_rows))
-    rows: list[tuple[Any, ...]] = []
-    for lo in range(0, last + 1, per_slice):
-        rows += con.execute(
-            f"""SELECT floor((t_sent_unix_s - ?) / {MINUTE_S!r})::BIGINT AS minute,
+    query = f"""SELECT floor((t_sent_unix_s - ?) / {MINUTE_S!r})::BIGINT AS minute,
                     count(*) AS n, count(*) FILTER (outcome = 0) AS n_ok,
                     quantile_cont(latency_ms, [0.5, 0.99]) FILTER (outcome = 0) AS q
                 FROM prepared WHERE NOT probe AND t_sent_unix_s IS NOT NULL
                   AND t_sent_unix_s >= ? AND t_sent_unix_s < ? AND minute BETWEEN ? AND ?
-                GROUP BY minute ORDER BY minute""",
-            [t0, t0 + (lo - 1) * MINUTE_S, t0 + (lo + per_slice + 1) * MINUTE_S, lo, lo + per_slice - 1],
-        ).fetchall()
+                GROUP BY minute ORDER BY minute"""
+    rows = _sliced(
+        con, query, 0, last, int(n_rows),
+        lambda lo, hi: [t0, t0 + (lo - 1) * MINUTE_S, t0 + (hi + 1) * MINUTE_S, lo, hi - 1],
+    )  # fmt: skip
     return t0, [
         MinutePoint(
             minute=int(m), qps=n / MINUTE_S, goodput_qps=n_ok / MINUTE_S, error_rate=1.0 - n_ok / n,
@@ -196,18 +203,16 @@ def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -
     span = float(t_max) - t0
     bucket_s = max(1.0, float(np.ceil(span / max_points)))
     first, last = (int(np.floor((float(t) - t0) / bucket_s)) for t in (t_min, t_max))
-    per_slice = _per_slice(last - first + 1, int(n_rows))
-    rows: list[tuple[Any, ...]] = []
-    for lo in range(first, last + 1, per_slice):
-        hi = lo + per_slice
-        rows += con.execute(
-            """SELECT floor((t_done_unix_s - ?) / ?) AS k, count(*) FILTER (coalesce(ok, false)),
+    query = """SELECT floor((t_done_unix_s - ?) / ?) AS k, count(*) FILTER (coalesce(ok, false)),
                       quantile_cont(latency_ms, [0.5, 0.99]) FILTER (coalesce(ok, false))
                FROM tagged WHERE isfinite(t_done_unix_s) AND t_done_unix_s >= ? AND t_done_unix_s < ?
                  AND floor((t_done_unix_s - ?) / ?) BETWEEN ? AND ?
-               GROUP BY k ORDER BY k""",
-            [t0, bucket_s, t0 + (lo - 1) * bucket_s, t0 + (hi + 1) * bucket_s, t0, bucket_s, lo, hi - 1],
-        ).fetchall()
+               GROUP BY k ORDER BY k"""
+
+    def params(lo: int, hi: int) -> list[object]:
+        return [t0, bucket_s, t0 + (lo - 1) * bucket_s, t0 + (hi + 1) * bucket_s, t0, bucket_s, lo, hi - 1]
+
+    rows = _sliced(con, query, first, last, int(n_rows), params)
     return RequestSeries(
         bucket_s=bucket_s, t_s=[float(k * bucket_s) for k, _, _ in rows],
         qps=[n / bucket_s for _, n, _ in rows],
