@@ -157,8 +157,7 @@ def little_checks(
             continue
         if any(kind in BACKOFF_ERROR_KINDS for kind in step.errors_by_kind):
             continue  # users waited in back-off (neither latency nor think time): the law does not apply
-        latencies = [x for x in (step.latency.mean_ms, step.error_latency.mean_ms) if x is not None]
-        if not latencies:
+        if step.latency.mean_ms is None and step.error_latency.mean_ms is None:
             continue
         mean_ms = (
             (step.latency.mean_ms or 0.0) * step.n_ok
@@ -168,13 +167,11 @@ def little_checks(
         mismatch = abs(expected - step.users) / step.users
         cpu = (generator_cpu_pct or {}).get(step.index)
         flagged = mismatch > LITTLE_MISMATCH
-        check = LittleCheck(
+        checks.append(LittleCheck(
             index=step.index, users=float(step.users), expected_users=expected, mismatch=mismatch,
-            flagged=flagged,
-            cause=_little_cause(step, cpu) if flagged else None, error_rate=step.error_rate,
+            flagged=flagged, cause=_little_cause(step, cpu) if flagged else None, error_rate=step.error_rate,
             generator_cpu_pct=cpu,
-        )  # fmt: skip
-        checks.append(check)
+        ))  # fmt: skip
     return checks
 
 
@@ -201,14 +198,6 @@ def highest_step(steps: list[StepStats]) -> StepStats | None:
     return max(measured, key=lambda s: (s.load, s.index)) if measured else None
 
 
-def never_reached_limit(
-    steps: list[StepStats], knee_index: int | None, slo_p99_ms: float | None, error_budget: float
-) -> bool:
-    """No knee and the highest load still meets the SLO: the capacity found is only a lower bound."""
-    top = highest_step(steps)
-    return knee_index is None and top is not None and meets_slo(top, slo_p99_ms, error_budget)
-
-
 def higher_load_override(step: StepStats) -> str:
     """The `--set` override that reruns `step` (a scenario step index) at NEXT_LOAD_FACTOR times its load."""
     if step.rate is not None:
@@ -232,7 +221,8 @@ def capacity(
         max_load_meeting_slo=best.load if best else None, knee_index=knee,
         knee_qps=knee_step.qps if knee_step else None, peak_qps=max((s.qps for s in steps), default=None),
         little=little_checks(steps, think_s, generator_cpu_pct),
-        lower_bound=never_reached_limit(steps, knee, slo_p99_ms, error_budget),
+        # no knee, and the highest load still meets the SLO: the capacity found is only a lower bound
+        lower_bound=knee is None and top is not None and meets_slo(top, slo_p99_ms, error_budget),
         highest_step_index=top.index if top else None,
     )  # fmt: skip
     if target_qps is not None:
