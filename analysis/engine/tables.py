@@ -1,10 +1,9 @@
 """Run-wide figures out of core: totals by outcome, outage windows, latency by input length, soak inputs.
 
-The same figures as analysis/run/summary.py's request_totals, analysis/model/outage.py, analysis/model/lengths.py
-and analysis/figures/soak.py compute from rows in memory, from the views of analysis/engine/requests.py (`tagged`: every
-row; `prepared`: steady, analysable rows). Percentiles come from order statistics (order_stats.exact_percentiles),
-so they equal numpy's; the soak's per-minute P50/P99 use DuckDB's quantile_cont (equal to numpy's
-"linear" to the last bits, not bit for bit: 1,440 minutes would otherwise cost 1,440 passes).
+From the views of analysis/engine/views.py (`tagged`: every row; `prepared`: steady, analysable rows), the
+figures tests/oracles/in_memory computes from rows in memory. Percentiles come from order statistics
+(order_stats.exact_percentiles), so they equal numpy's; the soak's per-minute P50/P99 use DuckDB's
+quantile_cont (numpy's "linear" to the last bits, not bit for bit: 1,440 minutes would cost 1,440 passes).
 """
 
 from __future__ import annotations

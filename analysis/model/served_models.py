@@ -1,9 +1,8 @@
 """Which model answered: ok requests per served model (X-Served-Model) and the share the fallback served.
 
 A target that degrades to a lighter model under load names the model of each answer; a step whose
-answers partly came from the fallback measured a different product, and the report flags it. Both
-engines count here, side by side: rows in memory (pandas) and out of core (DuckDB's `prepared` view
-of analysis/engine/requests.py), over the same rows (steady, ok, not validation probes).
+answers partly came from the fallback measured a different product, and the report flags it. Counted
+over the steady, ok rows of DuckDB's `prepared` view (analysis/engine/requests.py), probes left out.
 """
 
 from __future__ import annotations

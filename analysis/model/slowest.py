@@ -1,10 +1,9 @@
 """The run's slowest requests, each with the ID it was sent with, so the service's log finds it.
 
 The report lists the slowest successful requests of the steady state (the ones behind its P99 and
-max) with their X-Request-ID, the model that answered and the server's own time. Both engines
-select here, side by side: rows in memory (pandas) and out of core (DuckDB's `prepared` view of
-analysis/engine/requests.py, a top-N that holds N rows, whatever the run's length). Ties are broken by send
-time, then ID, so the two agree row for row.
+max) with their X-Request-ID, the model that answered and the server's own time: a top-N over DuckDB's
+`prepared` view (analysis/engine/requests.py) that holds N rows, whatever the run's length. Ties are
+broken by send time, then ID, so the in-memory reference (tests/oracles/in_memory) agrees row for row.
 """
 
 from __future__ import annotations
