@@ -30,12 +30,9 @@ def telemetry_files(folder: RunFolder, work_dir: Path) -> list[Path]:
 def create_view(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
     """`tel`: every telemetry row with a value (a value the device does not report is absent)."""
     columns = ", ".join(TELEMETRY_ANALYSIS_COLUMNS)
-    if files:
-        paths = ", ".join(f"'{p}'" for p in files)
-        source = f"read_parquet([{paths}], union_by_name = true)"
-    else:
-        con.register("telemetry_empty", TELEMETRY_SCHEMA.empty_table())
-        source = "telemetry_empty"
+    paths = ", ".join(f"'{p}'" for p in files)
+    con.register("telemetry_empty", TELEMETRY_SCHEMA.empty_table())
+    source = f"read_parquet([{paths}], union_by_name = true)" if files else "telemetry_empty"
     con.execute(f"CREATE OR REPLACE VIEW tel AS SELECT {columns} FROM {source} WHERE value IS NOT NULL")
 
 

@@ -249,8 +249,7 @@ class SearchState:
             self._contradicted(plan.rate)
         self.record.probes.append(probe)
         self.record.brackets.append((self.low, self.top))
-        self._last = probe
-        self._last_plan = plan
+        self._last, self._last_plan = probe, plan
         return probe
 
     def _contradicted(self, rate: float) -> None:
@@ -269,9 +268,8 @@ class SearchState:
     def _finish(self, status: SearchStatus, note_params: Params) -> None:
         self.done = True
         rec = self.record
-        rec.status = status
+        rec.status, rec.note_params = status, note_params
         rec.note = NOTES[note_key(status, note_params)].format(**note_params)
-        rec.note_params = note_params
         low, top = self.low, self.top
         rec.answer_rps, rec.uncertainty_rps = low, (low, top)
         above = [r for r in self.at_slo if low is not None and r > low]
