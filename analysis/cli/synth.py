@@ -163,7 +163,7 @@ def _telemetry_chunk(
     step = np.clip(np.searchsorted(starts, ts, side="right") - 1, 0, len(stages) - 1)
     util_base = np.array(STEP_DEVICE_UTIL_PCT)[step]
     n_t = len(ts)
-    ts_parts, dev_parts, met_parts, val_parts, src_parts = [], [], [], [], []
+    series: list[tuple[int, int, int, np.ndarray]] = []  # (device, source, metric) codes and values
     others = ["cpu", "proc:generator", "proc:service", "service"]  # psutil's host and processes, the service
     devices = [f"npu{d}.chip0" for d in range(n_devices)] + others
     metrics: list[str] = []
@@ -171,11 +171,7 @@ def _telemetry_chunk(
     def emit(device: int, source: int, metric: str, values: np.ndarray) -> None:
         if metric not in metrics:
             metrics.append(metric)
-        ts_parts.append(ts)
-        dev_parts.append(np.full(n_t, device, np.int32))
-        src_parts.append(np.full(n_t, source, np.int32))
-        met_parts.append(np.full(n_t, metrics.index(metric), np.int32))
-        val_parts.append(values)
+        series.append((device, source, metrics.index(metric), values))
 
     for d in range(n_devices):
         util = np.clip(util_base + rng.normal(0, 4, n_t), 0, 100)
@@ -197,15 +193,16 @@ def _telemetry_chunk(
     queue = np.maximum(rng.poisson(np.array(STEP_BATCH_LAMBDA)[step]), 0).astype(float)
     emit(base + 3, 2, "queue_depth", queue)
     emit(base + 3, 2, "busy_frac", util_base / 100.0)
-    n_all = n_t * len(ts_parts)
+    codes = np.array([s[:3] for s in series], np.int32)  # a (device, source, metric) row per series
+    device, source, metric = (np.repeat(codes[:, i], n_t) for i in range(3))
     return pa.table(
         {
-            "ts_unix_s": pa.array(np.concatenate(ts_parts)),
-            "host": _strings(["synthetic-host"], np.zeros(n_all, np.int32)),
-            "source": _strings(["npu_smi", "psutil", "service"], np.concatenate(src_parts)),
-            "device": _strings(devices, np.concatenate(dev_parts)),
-            "metric": _strings(metrics, np.concatenate(met_parts)),
-            "value": pa.array(np.concatenate(val_parts)),
+            "ts_unix_s": pa.array(np.tile(ts, len(series))),
+            "host": _strings(["synthetic-host"], np.zeros(n_t * len(series), np.int32)),
+            "source": _strings(["npu_smi", "psutil", "service"], source),
+            "device": _strings(devices, device),
+            "metric": _strings(metrics, metric),
+            "value": pa.array(np.concatenate([values for *_, values in series])),
         }
     ).cast(TELEMETRY_SCHEMA)
 
@@ -243,27 +240,19 @@ def synthesize(
     slo = {"p99_ms": 300.0, "error_budget_pct": 0.1}
     scenario = Scenario.model_validate({"name": "synthetic-ramp", "kind": "ramp", "steps": steps, "slo": slo})
     manifest = new_manifest(
-        folder.run_id,
-        scenario,
-        "http://127.0.0.1:8086",
-        kind="synthetic",
-        label="synthetic",
+        folder.run_id, scenario, "http://127.0.0.1:8086", kind="synthetic", label="synthetic",
         service_info={
             "model": MODEL, "dimension": 384, "device": f"npu (x{n_devices}, synthetic)", "precision": "fp16",
             "config": {"batching": True, "max_batch_size": 32, "max_wait_ms": 5},
             "versions": {"torch": "synthetic"},
         },
         host=HostInfo(hostname="synthetic-host", cpu_model="synthetic", cpu_cores_logical=64, mem_total_mb=524288),
-        versions={"embedperf": "synthetic"},
-        git={"commit": "0" * 40, "dirty": False},
-        start_unix_s=start_unix_s,
-        end_unix_s=start_unix_s + hours * 3600.0,
-        stages=stages,
+        versions={"embedperf": "synthetic"}, git={"commit": "0" * 40, "dirty": False}, stages=stages,
+        start_unix_s=start_unix_s, end_unix_s=start_unix_s + hours * 3600.0,
         collectors=[CollectorStatus(name=name, status="ok") for name in ("npu_smi", "psutil", "service")],
         generator_cpu=GeneratorCpu(mean_pct=26.0, max_pct=45.0, p95_pct=40.0, saturated=False),
-        complete=True,
-        notes=["synthetic run written by `embedperf synth`; not a measurement"],
-    )
+        complete=True, notes=["synthetic run written by `embedperf synth`; not a measurement"],
+    )  # fmt: skip
     write_manifest(folder, manifest)
     return folder
 
