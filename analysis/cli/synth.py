@@ -55,19 +55,15 @@ def _masked(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array
     return pa.array(values, type=typ, mask=~valid)
 
 
-def _stage_counts(n_requests: int) -> np.ndarray:
-    weights = np.array(STEP_QPS_WEIGHTS)
-    counts = np.floor(n_requests * weights / weights.sum()).astype(np.int64)
-    counts[-1] += n_requests - counts.sum()
-    return counts
-
-
 def synth_request_chunks(
     rng: np.random.Generator, run_id: str, stages: list[StageRecord], n_requests: int, latency_scale: float
 ) -> Iterator[pa.Table]:
     """Request rows in time order, at most CHUNK_ROWS at a time (each stage cut into equal time slices)."""
+    weights = np.array(STEP_QPS_WEIGHTS)
+    counts = np.floor(n_requests * weights / weights.sum()).astype(np.int64)
+    counts[-1] += n_requests - counts.sum()  # each step's share of the rows, the rest to the last
     first_id = 1
-    for k, (stage, n) in enumerate(zip(stages, _stage_counts(n_requests).tolist(), strict=True)):
+    for k, (stage, n) in enumerate(zip(stages, counts.tolist(), strict=True)):
         start, end = stage.start_unix_s, float(stage.end_unix_s or stage.start_unix_s)
         mean_latency_ms = (stage.users or 1) / (n / (end - start)) * 1000.0
         n_chunks = max(1, -(-n // CHUNK_ROWS))

@@ -117,11 +117,10 @@ def analyse_canary(
     record = read_canary_record(folder.root)
     if record is None:
         return None
-    scenario = manifest.scenario
-    canary, rollback = scenario.canary, scenario.rollback
+    canary, rollback = manifest.scenario.canary, manifest.scenario.rollback
     stages = sorted(manifest.stages, key=lambda s: s.start_unix_s)
     windows: list[SpanFigures] = []
-    per_stage: list[SpanFigures] = []
+    per_stage = []
     with tempfile.TemporaryDirectory(prefix="canary-", dir=work_dir) as tmp, connect(Path(tmp)) as con:
         create_views(con, request_files(folder, Path(tmp)), stages)
         for stage in stages:
