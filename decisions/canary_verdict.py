@@ -70,9 +70,7 @@ def _p99_limit(
         limit = baseline_p99_ms * (1.0 + rollback.max_p99_increase_pct / 100.0)
         text = f"{limit:.1f} ms (baseline {baseline_p99_ms:.1f} ms +{rollback.max_p99_increase_pct:g}%)"
         limits.append((limit, "p99_increase", text))
-    if not limits:
-        return None, None, ""
-    return min(limits, key=lambda item: item[0])
+    return min(limits, key=lambda item: item[0]) if limits else (None, None, "")
 
 
 def annotate(

@@ -74,6 +74,4 @@ class Samples:
 
 def load_key(users: int | None, rate: float | None) -> tuple[str, float]:
     """What two steps must share to be compared: the same arrival rate, or the same number of users."""
-    if rate is not None:
-        return ("rate", round(float(rate), 6))
-    return ("users", float(users or 0))
+    return ("rate", round(float(rate), 6)) if rate is not None else ("users", float(users or 0))

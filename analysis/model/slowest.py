@@ -43,9 +43,7 @@ class SlowRequest(BaseModel):
 
 def _value(value: Any) -> Any:
     """Missing values as None (pandas gives NaN for a missing number or category)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return value
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
 def slow_request(values: dict[str, Any]) -> SlowRequest:

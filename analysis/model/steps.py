@@ -111,8 +111,6 @@ class StepStats(BaseModel):
     @property
     def load(self) -> float:
         """The offered load: users (closed loop) or target rate (open loop)."""
-        if self.rate is not None:
-            return float(self.rate)
-        return float(self.users or 0)
+        return float(self.rate) if self.rate is not None else float(self.users or 0)
 
 

@@ -143,9 +143,7 @@ def _slo_verdict(meeting: list[bool], slo_p99_ms: float | None) -> CapacityVerdi
     """No SLO given or no step to judge: no verdict, which is not a pass."""
     if slo_p99_ms is None or not meeting:
         return "no_verdict"
-    if all(meeting):
-        return "pass"
-    return "partial" if any(meeting) else "fail"
+    return "pass" if all(meeting) else "partial" if any(meeting) else "fail"
 
 
 def _serving(manifest: Manifest, index: TelemetryIndex, stats: list[StepStats]) -> ServingResult:
