@@ -76,8 +76,7 @@ class DevicePlan(BaseModel):
     replicas: int
     devices_per_replica: int
     devices: int
-    # True when read from a lower-bound capacity: fewer devices may do, so `devices` is "at most".
-    devices_upper_bound: bool = False
+    devices_upper_bound: bool = False  # read from a lower-bound capacity: `devices` is "at most"
 
 
 class CapacityResult(BaseModel):
@@ -92,11 +91,9 @@ class CapacityResult(BaseModel):
     peak_qps: float | None = None
     little: list[LittleCheck] = []
     plan: DevicePlan | None = None
-    # The load never reached the limit (module doc): max_qps_meeting_slo is "at least" that much.
-    lower_bound: bool = False
+    lower_bound: bool = False  # the load never reached the limit: max_qps_meeting_slo is "at least"
     highest_step_index: int | None = None  # the highest-load step with requests: where the load ended
-    # adaptive steps (steps.until) that reached their longest time before their P99 interval was narrow enough
-    unconverged_steps: list[int] = []
+    unconverged_steps: list[int] = []  # adaptive steps whose P99 interval never got narrow enough
 
     @property
     def uncertain(self) -> bool:

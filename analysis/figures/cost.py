@@ -47,8 +47,7 @@ class PlanCost(BaseModel):
     monthly_hosts: float | None = None
     monthly_energy: float | None = None
     upper_bound: bool = False  # read from a lower-bound capacity: "at most"
-    # the capacity step's P99 interval never converged (an adaptive step at its max time)
-    uncertain: bool = False
+    uncertain: bool = False  # the capacity step's P99 interval never converged (adaptive, at its max time)
 
 
 class RunCost(BaseModel):

@@ -96,10 +96,8 @@ class RunSummary(BaseModel):
     # runs of 10 minutes or more: drift, memory growth and thermal throttling from per-minute series
     soak_minutes: SoakFindings | None = None
     search: SearchSummary | None = None  # the capacity search's answer (decisions.search.state), for search runs
-    # the slowest ok requests of the steady state with their X-Request-ID (analysis.model.slowest)
-    slowest_requests: list[SlowRequest] = []
-    # the scenario's or the command's prices applied (analysis.figures.cost); None: no prices
-    cost: RunCost | None = None
+    slowest_requests: list[SlowRequest] = []  # the steady state's slowest ok requests, with their IDs
+    cost: RunCost | None = None  # the scenario's or the command's prices applied; None: no prices
 
 
 # RunSummary's fields that are the manifest's own, copied as they are
