@@ -156,11 +156,8 @@ def judge(
 
 def final_verdict(windows: Sequence[WindowJudgement], canary: Canary) -> CanaryVerdict:
     """Every window judged and no trigger fired: promote, unless some stage was too thin to judge."""
-    per_stage: dict[int, int] = {}
-    for window in windows:
-        per_stage[window.stage_index] = per_stage.get(window.stage_index, 0) + window.candidate.requests
     for index, weight in enumerate(canary.stages_pct):
-        n = per_stage.get(index, 0)
+        n = sum(w.candidate.requests for w in windows if w.stage_index == index)
         if n < canary.min_stage_requests:
             return CanaryVerdict(
                 "no_verdict",

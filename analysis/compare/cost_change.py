@@ -53,9 +53,8 @@ def cost_change(
     low, high = interval(c[1] - b[1])
     diff = c[0] - b[0]
     verdict = change_verdict(low, high, lower_is_better=True, unsupported=warning is not None)
-    return {
-        COST_METRIC: MetricChange(
-            metric=COST_METRIC, base=b[0], cand=c[0], diff=diff, rel=diff / b[0] if b[0] else None,
-            ci_low=low, ci_high=high, verdict=verdict, warning=warning,
-        )
-    }  # fmt: skip
+    change = MetricChange(
+        metric=COST_METRIC, base=b[0], cand=c[0], diff=diff, rel=diff / b[0] if b[0] else None, ci_low=low,
+        ci_high=high, verdict=verdict, warning=warning,
+    )  # fmt: skip
+    return {COST_METRIC: change}

@@ -45,11 +45,8 @@ def findings(
             late = {"late": ol.n_late, "n": step.n_requests, "dropped": ol.n_dropped}
             out.append(finding("open_loop_late", step=step.label, **late))
         out += [finding(warning, step=step.label, n=step.n_ok) for warning in step.warnings]
-    out += [
-        finding("collector_not_ok", name=c.name, status=c.status, reason=c.reason)
-        for c in manifest.collectors
-        if c.status != "ok"
-    ]
+    failing = [c for c in manifest.collectors if c.status != "ok"]
+    out += [finding("collector_not_ok", name=c.name, status=c.status, reason=c.reason) for c in failing]
     if not telemetry_sources:
         out.append(finding("no_telemetry"))
     for source, missing in sorted(gaps.items()):
