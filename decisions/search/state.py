@@ -124,10 +124,8 @@ class SearchState:
     @property
     def top(self) -> float | None:
         """The lowest rate above `low` not known to pass: failing, or at the SLO within its interval."""
-        low = self.low
-        candidates = [r for r in self.at_slo if low is None or r > low]
-        if self.high is not None:
-            candidates.append(self.high)
+        low, high = self.low, self.high
+        candidates = [r for r in self.at_slo if low is None or r > low] + ([high] if high is not None else [])
         return min(candidates) if candidates else None
 
     def probe_duration_s(self, rate: float, phase: Phase) -> float:
