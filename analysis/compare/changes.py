@@ -316,18 +316,15 @@ def compare_runs(
             cand_n_ok=0,
         )  # fmt: skip
         budget = error_budget if error_budget is not None else cand.summary.error_budget
-        budget_scopes = [
-            BudgetScope(label=s.label, n_requests=s.n_requests, n_failed=s.n_failed)
-            for i, s in sorted(cand_samples.items())
-            if i != OVERALL_INDEX
-        ]
+        own = [s for i, s in sorted(cand_samples.items()) if i != OVERALL_INDEX]
+        scopes = [BudgetScope(label=s.label, n_requests=s.n_requests, n_failed=s.n_failed) for s in own]
         results.append(
             CandidateComparison(
                 run_id=cand.summary.run_id, label=cand.summary.run_id, steps=steps,
                 overall=top.model_copy(update={"label": "overall"}) if top is not None else none,
                 overall_step=top.label if top is not None else None,
                 mismatches=environment_mismatches(base, cand), unmatched=unmatched, error_budget=budget,
-                gate=evaluate_gate(rules or [], steps, budget_scopes, budget),
+                gate=evaluate_gate(rules or [], steps, scopes, budget),
             )
         )  # fmt: skip
     run_id = base.summary.run_id
