@@ -101,8 +101,7 @@ def plan_cost(
     return PlanCost(
         target_qps=plan.target_qps, headroom=plan.headroom, devices=plan.devices, replicas=plan.replicas,
         monthly=monthly, monthly_devices=monthly_devices, monthly_hosts=monthly_hosts,
-        monthly_energy=monthly_energy,
-        upper_bound=plan.devices_upper_bound, uncertain=uncertain,
+        monthly_energy=monthly_energy, upper_bound=plan.devices_upper_bound, uncertain=uncertain,
     )  # fmt: skip
 
 

@@ -259,12 +259,11 @@ def run_cost(summary: RunSummary, rows: RowFigures, settings: Settings) -> RunCo
 
 
 STEP_COLUMNS: tuple[str, ...] = (
-    "index", "label", "users", "rate", "duration_s", "n_requests", "n_ok", "n_error", "n_timeout",
-    "qps", "error_rate", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_ci_low_ms",
-    "p99_ci_high_ms", "p999_ms", "max_ms", "device_util_mean_pct", "mem_bw_util_mean_pct",
-    "temp_max_c", "power_mean_w", "generator_cpu_mean_pct", "meets_slo",
-    "goodput_qps", "offered_qps", "errors_by_kind", "fallback_share", "unavailable_s", "tokens_per_s",
-    "documents_per_s",
+    "index", "label", "users", "rate", "duration_s", "n_requests", "n_ok", "n_error", "n_timeout", "qps",
+    "error_rate", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_ci_low_ms", "p99_ci_high_ms",
+    "p999_ms", "max_ms", "device_util_mean_pct", "mem_bw_util_mean_pct", "temp_max_c", "power_mean_w",
+    "generator_cpu_mean_pct", "meets_slo", "goodput_qps", "offered_qps", "errors_by_kind", "fallback_share",
+    "unavailable_s", "tokens_per_s", "documents_per_s",
 )  # fmt: skip
 # qps is goodput (successful requests per second); offered_qps counts failed requests too.
 # Only a run with prices (summary.cost) has these: no price, no cost column.
