@@ -36,13 +36,6 @@ def create_view(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
     con.execute(f"CREATE OR REPLACE VIEW tel AS SELECT {columns} FROM {source} WHERE value IS NOT NULL")
 
 
-def _labels(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
-    """The distinct values of each label column (a few dozen: hosts, sources, devices, metrics)."""
-    labels = [c for c in TELEMETRY_ANALYSIS_COLUMNS if c not in ("ts_unix_s", "value")]
-    [row] = con.execute("SELECT " + ", ".join(f"list(DISTINCT {c})" for c in labels) + " FROM tel").fetchall()
-    return {c: sorted(str(v) for v in (values or [])) for c, values in zip(labels, row, strict=True)}
-
-
 def _role_frame(con: duckdb.DuckDBPyConnection, where: str, labels: dict[str, list[str]]) -> pd.DataFrame:
     """One role's rows sorted by time, fetched a column at a time (stable order: the scan's, as pandas sorts).
     Labels arrive as category codes, never as strings; the peak is the time column, the sort order and
@@ -71,7 +64,10 @@ def _role_frame(con: duckdb.DuckDBPyConnection, where: str, labels: dict[str, li
 
 def telemetry_index(con: duckdb.DuckDBPyConnection) -> TelemetryIndex:
     """The TelemetryIndex of the `tel` view: accelerator and other rows, each sorted by time."""
-    labels = _labels(con)
+    # the distinct values of each label column (a few dozen: hosts, sources, devices, metrics)
+    names = [c for c in TELEMETRY_ANALYSIS_COLUMNS if c not in ("ts_unix_s", "value")]
+    [row] = con.execute("SELECT " + ", ".join(f"list(DISTINCT {c})" for c in names) + " FROM tel").fetchall()
+    labels = {c: sorted(str(v) for v in (values or [])) for c, values in zip(names, row, strict=True)}
     return TelemetryIndex.of_sorted(
         _role_frame(con, _ACCELERATOR, labels), _role_frame(con, f"NOT {_ACCELERATOR}", labels)
     )

@@ -49,8 +49,7 @@ def grows(rss_slope_mb_per_h: float | None, rss_mean_mb: float | None) -> bool:
 def soak_result(inputs: SoakInputs, rss_t_s: np.ndarray, rss_mb: np.ndarray) -> SoakResult:
     t0 = inputs.t0_unix_s
     minutes_s = np.array(inputs.minutes, dtype=np.float64) * MINUTE_S
-    p50 = np.array(inputs.p50_ms, dtype=np.float64)
-    p99 = np.array(inputs.p99_ms, dtype=np.float64)
+    p50, p99 = (np.array(values, dtype=np.float64) for values in (inputs.p50_ms, inputs.p99_ms))
     p99_slope = slope_per_h(minutes_s, p99)
     p99_median = float(np.median(p99)) if len(p99) else None
     err_first, err_second = inputs.error_rate_first_half, inputs.error_rate_second_half

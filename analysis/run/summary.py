@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from analysis.engine.figures import ReportFigures
 from analysis.engine.minute_series import SoakFindings
 from analysis.figures.bootstrap import DEFAULT_N_BOOT
-from analysis.figures.capacity import CapacityResult, DevicePlan, capacity, meets_slo
+from analysis.figures.capacity import CapacityResult, capacity, meets_slo
 from analysis.figures.cost import RunCost, cost_notes, plan_cost, step_cost
 from analysis.figures.devices import DeviceRow, ServingResult, deployment_findings, serving_devices
 from analysis.figures.health import HealthCheck, step_health
@@ -223,14 +223,6 @@ def summarise(
     return summary, serving
 
 
-def plan_of(summary: RunSummary, headroom: float) -> DevicePlan | None:
-    """The plan the analysis made (--target-qps), else one for the scenario's slo.target_qps."""
-    if summary.capacity.plan is not None:
-        return summary.capacity.plan
-    target = summary.scenario.slo.target_qps
-    return summary.capacity.plan_for(summary.devices_in_run, target, headroom) if target is not None else None
-
-
 def run_cost(summary: RunSummary, rows: RowFigures, settings: Settings) -> RunCost | None:
     """Every step's cost and the plan's (analysis.figures.cost), or None when no price is given."""
     recorded = summary.scenario.cost
@@ -247,7 +239,10 @@ def run_cost(summary: RunSummary, rows: RowFigures, settings: Settings) -> RunCo
     for s in summary.steps:
         n_embeddings = rows.embeddings.get(s.stats.index, float(s.stats.n_ok))
         steps.append(step_cost(s.stats, s.telemetry, n_embeddings, prices, kind, devices))
-    plan = plan_of(summary, settings.headroom)
+    # the plan the analysis made (--target-qps), else one for the scenario's slo.target_qps
+    plan, target = summary.capacity.plan, summary.scenario.slo.target_qps
+    if plan is None and target is not None:
+        plan = summary.capacity.plan_for(summary.devices_in_run, target, settings.headroom)
     at = next((s for s in summary.steps if s.stats.index == summary.capacity.max_step_index), None)
     at_capacity = (at.stats, at.telemetry) if at else None
     return RunCost(
