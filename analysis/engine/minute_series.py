@@ -70,9 +70,8 @@ def _sliced(
 
 def request_minutes(con: duckdb.DuckDBPyConnection) -> tuple[float | None, list[MinutePoint]]:
     """Per-minute QPS, goodput, error rate and P50/P99 of the `prepared` view's steady, non-probe rows."""
-    [(t_min, t_max, n_rows)] = con.execute(
-        "SELECT min(t_sent_unix_s), max(t_sent_unix_s), count(*) FROM prepared WHERE NOT probe"
-    ).fetchall()
+    extent = "SELECT min(t_sent_unix_s), max(t_sent_unix_s), count(*) FROM prepared WHERE NOT probe"
+    [(t_min, t_max, n_rows)] = con.execute(extent).fetchall()
     if t_min is None:
         return None, []
     t0 = float(t_min)
@@ -195,9 +194,8 @@ class RequestSeries(BaseModel):
 def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -> RequestSeries:
     """The time-series figure's request panels from the `tagged` view (every row, by completion time);
     QPS is goodput (ok rows per second), as in the throughput figure."""
-    [(t_min, t_max, n_rows)] = con.execute(
-        "SELECT min(t_done_unix_s), max(t_done_unix_s), count(*) FROM tagged WHERE isfinite(t_done_unix_s)"
-    ).fetchall()
+    extent = "SELECT min(t_done_unix_s), max(t_done_unix_s), count(*) FROM tagged WHERE isfinite(t_done_unix_s)"
+    [(t_min, t_max, n_rows)] = con.execute(extent).fetchall()
     if t_min is None:
         return RequestSeries(bucket_s=1.0, t_s=[], qps=[], p50_ms=[], p99_ms=[])
     span = float(t_max) - t0

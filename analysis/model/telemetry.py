@@ -56,8 +56,7 @@ class TelemetryIndex:
         return index
 
     def _split(self, accelerator: pd.DataFrame, other: pd.DataFrame) -> None:
-        self.all_accelerator = _with_device_keys(accelerator)
-        self.accelerator = self.all_accelerator
+        self.all_accelerator = self.accelerator = _with_device_keys(accelerator)
         self.other = other
         self.other_device = self.other["device"].astype(str).to_numpy() if len(self.other) else np.array([])
         self.devices = _distinct(self.accelerator["device"]) if len(self.accelerator) else []
