@@ -194,8 +194,9 @@ class RequestSeries(BaseModel):
 def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -> RequestSeries:
     """The time-series figure's request panels from the `tagged` view (every row, by completion time);
     QPS is goodput (ok rows per second), as in the throughput figure."""
-    extent = "SELECT min(t_done_unix_s), max(t_done_unix_s), count(*) FROM tagged WHERE isfinite(t_done_unix_s)"
-    [(t_min, t_max, n_rows)] = con.execute(extent).fetchall()
+    [(t_min, t_max, n_rows)] = con.execute(
+        "SELECT min(t_done_unix_s), max(t_done_unix_s), count(*) FROM tagged WHERE isfinite(t_done_unix_s)"
+    ).fetchall()
     if t_min is None:
         return RequestSeries(bucket_s=1.0, t_s=[], qps=[], p50_ms=[], p99_ms=[])
     span = float(t_max) - t0
