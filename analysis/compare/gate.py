@@ -191,12 +191,8 @@ def _speed_result(rule: GateRule, scope: StepComparison) -> GateResult:
 BUDGET_RULE_PREFIX = "error_budget:"
 
 
-def budget_rule_text(budget: float) -> str:
-    return f"{BUDGET_RULE_PREFIX}{budget * 100.0:g}%"
-
-
 def _budget_result(scope: BudgetScope, budget: float) -> GateResult:
-    rule = budget_rule_text(budget)
+    rule = f"{BUDGET_RULE_PREFIX}{budget * 100.0:g}%"
     if scope.n_requests == 0:
         return _result(rule, scope.label, ERROR_BUDGET_METRIC, "no_verdict", reason("budget_none"))
     rate = scope.n_failed / scope.n_requests

@@ -189,12 +189,6 @@ def device_plan(
     )  # fmt: skip
 
 
-def highest_step(steps: list[StepStats]) -> StepStats | None:
-    """The highest-load step that was measured (has requests): where the tested range ends."""
-    measured = [s for s in steps if s.n_requests > 0]
-    return max(measured, key=lambda s: (s.load, s.index)) if measured else None
-
-
 def higher_load_override(step: StepStats) -> str:
     """The `--set` override that reruns `step` (a scenario step index) at NEXT_LOAD_FACTOR times its load."""
     if step.rate is not None:
@@ -211,7 +205,8 @@ def capacity(
     best = max(meeting, key=lambda s: s.qps) if meeting else None
     knee = find_knee(steps, error_budget)
     knee_step = next((s for s in steps if s.index == knee), None)
-    top = highest_step(steps)
+    # the highest-load step that was measured (has requests): where the tested range ends
+    top = max((s for s in steps if s.n_requests > 0), key=lambda s: (s.load, s.index), default=None)
     result = CapacityResult(
         slo_p99_ms=slo_p99_ms, error_budget=error_budget, steps_meeting_slo=[s.index for s in meeting],
         max_step_index=best.index if best else None, max_qps_meeting_slo=best.qps if best else None,
