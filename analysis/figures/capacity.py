@@ -85,10 +85,10 @@ class CapacityResult(BaseModel):
     steps_meeting_slo: list[int]
     max_step_index: int | None = None
     max_qps_meeting_slo: float | None = None
-    max_load_meeting_slo: float | None = None
+    max_load_meeting_slo: float | None = Field(default=None, description="That step's load (users or rate).")
     knee_index: int | None = None
     knee_qps: float | None = None
-    peak_qps: float | None = None
+    peak_qps: float | None = Field(default=None, description="The highest goodput of any step, SLO or not.")
     little: list[LittleCheck] = []
     plan: DevicePlan | None = None
     lower_bound: bool = False  # the load never reached the limit: max_qps_meeting_slo is "at least"

@@ -27,7 +27,7 @@ class LatencyStats(BaseModel):
     p50_ms: float | None = None
     p90_ms: float | None = None
     p95_ms: float | None = None
-    p99_ms: float | None = None
+    p99_ms: float | None = Field(default=None, description="The SLO's percentile (see p99_ci_ms).")
     p999_ms: float | None = Field(default=None, description="Its step warns below MIN_SAMPLES_P999 rows.")
     max_ms: float | None = None
 
@@ -36,7 +36,7 @@ class ServerStats(BaseModel):
     """Means of the server's own Server-Timing stages and batch sizes over ok rows that carry them."""
 
     n: int = 0
-    queue_ms: float | None = None
+    queue_ms: float | None = Field(default=None, description="Waiting in the server's queue for a batch.")
     tokenize_ms: float | None = None
     compute_ms: float | None = None
     post_ms: float | None = None

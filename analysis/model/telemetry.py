@@ -21,19 +21,19 @@ class TelemetryStats(BaseModel):
     device_util_mean_pct: float | None = None
     device_util_max_pct: float | None = None
     mem_bw_util_mean_pct: float | None = None
-    temp_max_c: float | None = None
+    temp_max_c: float | None = Field(default=None, description="The hottest serving device's peak.")
     power_mean_w: float | None = Field(default=None, description="Mean power of one serving device.")
-    power_total_mean_w: float | None = None
+    power_total_mean_w: float | None = Field(default=None, description="Summed over devices, then averaged.")
     mem_used_max_mb: float | None = None
-    mem_max_pct: float | None = None
+    mem_max_pct: float | None = Field(default=None, description="Peak device memory, % of its total.")
     host_cpu_mean_pct: float | None = None
-    generator_cpu_mean_pct: float | None = None
+    generator_cpu_mean_pct: float | None = Field(default=None, description="The load generator's own CPU.")
     generator_cpu_max_pct: float | None = None
-    service_cpu_mean_pct: float | None = None
-    service_busy_mean_pct: float | None = None
+    service_cpu_mean_pct: float | None = Field(default=None, description="Service CPU, 100 per core.")
+    service_busy_mean_pct: float | None = Field(default=None, description="% of time its worker was busy.")
     service_busy_max_pct: float | None = None
     service_rss_max_mb: float | None = None
-    queue_depth_mean: float | None = None
+    queue_depth_mean: float | None = Field(default=None, description="Requests in the service's queue.")
     queue_depth_max: float | None = None
 
 
