@@ -68,16 +68,9 @@ def _p99_limit(
         limits.append((rollback.max_p99_ms, "p99_ms", f"{rollback.max_p99_ms:g} ms"))
     if rollback.max_p99_increase_pct is not None and baseline_p99_ms is not None:
         limit = baseline_p99_ms * (1.0 + rollback.max_p99_increase_pct / 100.0)
-        limits.append(
-            (
-                limit,
-                "p99_increase",
-                f"{limit:.1f} ms (baseline {baseline_p99_ms:.1f} ms +{rollback.max_p99_increase_pct:g}%)",
-            )
-        )
-    if not limits:
-        return None, None, ""
-    return min(limits, key=lambda item: item[0])
+        text = f"{limit:.1f} ms (baseline {baseline_p99_ms:.1f} ms +{rollback.max_p99_increase_pct:g}%)"
+        limits.append((limit, "p99_increase", text))
+    return min(limits, key=lambda item: item[0]) if limits else (None, None, "")
 
 
 def annotate(
@@ -99,15 +92,14 @@ def annotate(
         annotated = window.model_copy(
             update={"p99_limit_ms": limit, "p99_over": over, "p99_streak": streak, "thin": thin}
         )
-        fired: TriggerName | None = None
-        text = ""
         if over and streak >= rollback.p99_windows:
-            fired = name
             text = (
                 f"candidate P99 {_ms(cand.p99_ms)} > {limit_text} in {streak} consecutive windows "
                 f"(baseline P99 {_ms(window.baseline.p99_ms)})"
             )
-        out.append((annotated, fired, text))
+            out.append((annotated, name, text))
+        else:
+            out.append((annotated, None, ""))
     return out
 
 
@@ -116,13 +108,9 @@ def window_trigger(
 ) -> tuple[TriggerName, str] | None:
     """The first non-latency trigger this window fires, with its numbers."""
     cand, base = window.candidate, window.baseline
-    rate = cand.error_rate_pct
-    if (
-        rollback.max_error_rate_pct is not None
-        and cand.requests >= canary.min_window_requests
-        and rate is not None
-        and rate > rollback.max_error_rate_pct
-    ):
+    rate, max_rate = cand.error_rate_pct, rollback.max_error_rate_pct
+    judged = cand.requests >= canary.min_window_requests
+    if max_rate is not None and judged and rate is not None and rate > max_rate:
         return "error_rate", (
             f"candidate error rate {_pct(rate)} > {rollback.max_error_rate_pct:g}% "
             f"({cand.errors} of {cand.requests}; baseline {_pct(base.error_rate_pct)})"
@@ -133,26 +121,16 @@ def window_trigger(
             f"candidate unavailable {cand.unavailable_s} s of {span_s:.0f} s > {rollback.max_unavailable_s:g} s "
             f"(baseline {base.unavailable_s} s)"
         )
-    if (
-        rollback.min_agreement_cosine is not None
-        and window.agreement_n > 0
-        and window.agreement_mean is not None
-        and window.agreement_mean < rollback.min_agreement_cosine
-    ):
+    mean, floor = window.agreement_mean, rollback.min_agreement_cosine
+    if floor is not None and window.agreement_n > 0 and mean is not None and mean < floor:
         low = f"; min {window.agreement_min:.4f}" if window.agreement_min is not None else ""
         return "agreement", (
-            f"agreement cosine {window.agreement_mean:.4f} < {rollback.min_agreement_cosine:g} "
+            f"agreement cosine {mean:.4f} < {floor:g} "
             f"(mean of {window.agreement_n} texts sent to both sides{low})"
         )
-    if (
-        rollback.max_temp_c is not None
-        and window.temp_c_max is not None
-        and window.temp_c_max > rollback.max_temp_c
-    ):
-        return (
-            "temperature",
-            f"candidate device temperature {window.temp_c_max:.0f} C > {rollback.max_temp_c:g} C",
-        )
+    hottest_c = window.temp_c_max
+    if rollback.max_temp_c is not None and hottest_c is not None and hottest_c > rollback.max_temp_c:
+        return "temperature", f"candidate device temperature {hottest_c:.0f} C > {rollback.max_temp_c:g} C"
     return None
 
 
@@ -178,11 +156,8 @@ def judge(
 
 def final_verdict(windows: Sequence[WindowJudgement], canary: Canary) -> CanaryVerdict:
     """Every window judged and no trigger fired: promote, unless some stage was too thin to judge."""
-    per_stage: dict[int, int] = {}
-    for window in windows:
-        per_stage[window.stage_index] = per_stage.get(window.stage_index, 0) + window.candidate.requests
     for index, weight in enumerate(canary.stages_pct):
-        n = per_stage.get(index, 0)
+        n = sum(w.candidate.requests for w in windows if w.stage_index == index)
         if n < canary.min_stage_requests:
             return CanaryVerdict(
                 "no_verdict",

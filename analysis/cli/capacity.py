@@ -14,6 +14,7 @@ from analysis.figures.capacity import (
     KNEE_MAX_QPS_GAIN,
     KNEE_MIN_P99_RISE,
     LITTLE_MISMATCH,
+    DevicePlan,
     device_plan,
     higher_load_override,
     little_cause_text,
@@ -36,11 +37,17 @@ def plan_lines(manifest: Manifest, target_qps: float | None, headroom: float) ->
     lines = [f"  capacity search: {headline(record, devices)}"]
     if target_qps is not None and record.answer_rps is not None:
         plan = device_plan(record.answer_rps, devices, target_qps, headroom)
-        lines.append(
-            f"  from the searched answer, for {target_qps:g} QPS with {headroom:.0%} headroom: {plan.replicas} "
-            f"replica(s) x {plan.devices_per_replica} device(s) = {plan.devices} device(s)"
-        )
+        lines.append(f"  from the searched answer, {_plan_text(plan)}")
     return lines
+
+
+def _plan_text(plan: DevicePlan) -> str:
+    """'for T QPS with H headroom: R replica(s) x D device(s) = N device(s)', "at most" where it is."""
+    most = "at most " if plan.devices_upper_bound else ""
+    return (
+        f"for {plan.target_qps:g} QPS with {plan.headroom:.0%} headroom: {most}{plan.replicas} replica(s) x "
+        f"{plan.devices_per_replica} device(s) = {most}{plan.devices} device(s)"
+    )
 
 
 def no_success_line(summary: RunSummary) -> str | None:
@@ -62,11 +69,7 @@ def lower_bound_lines(summary: RunSummary) -> list[str]:
     """The capacity of a load that never reached the limit: "at least", why, and how to find the limit."""
     cap = summary.capacity
     top = next((s.stats for s in summary.steps if s.stats.index == cap.highest_step_index), None)
-    where = (
-        f"its highest load, step {top.label}, still meets the SLO"
-        if top
-        else "its highest load meets the SLO"
-    )
+    where = (f"its highest load, step {top.label}, still" if top else "its highest load") + " meets the SLO"
     load = "the ramp" if summary.search is None else "the search"
     lines = [
         f"  highest QPS meeting the SLO: at least {cap.max_qps_meeting_slo:.1f} "
@@ -87,8 +90,7 @@ def no_step_meets_line(summary: RunSummary) -> str | None:
     cap = summary.capacity
     if cap.max_qps_meeting_slo is not None or summary.totals.n_ok == 0:
         return None
-    slo = f"P99 <= {cap.slo_p99_ms:g} ms" if cap.slo_p99_ms is not None else "no latency SLO"
-    head = f"no step meets the SLO ({slo}, error rate <= {cap.error_budget:.3%})"
+    head = f"no step meets the SLO ({_slo_text(summary)})"
     measured = [s.stats for s in summary.steps if s.stats.n_requests > 0]
     lowest = min(measured, key=lambda s: s.load) if measured else None
     if lowest is None:
@@ -104,11 +106,15 @@ def no_step_meets_line(summary: RunSummary) -> str | None:
     )
 
 
+def _slo_text(summary: RunSummary) -> str:
+    cap = summary.capacity
+    slo = f"P99 <= {cap.slo_p99_ms:g} ms" if cap.slo_p99_ms is not None else "no latency SLO"
+    return f"{slo}, error rate <= {cap.error_budget:.3%}"
+
+
 def format_plan(summary: RunSummary) -> str:
     cap = summary.capacity
-    lines = [f"capacity plan for {summary.run_id}"]
-    slo = f"P99 <= {cap.slo_p99_ms:g} ms" if cap.slo_p99_ms is not None else "no latency SLO"
-    lines.append(f"  SLO: {slo}, error rate <= {cap.error_budget:.3%}")
+    lines = [f"capacity plan for {summary.run_id}", f"  SLO: {_slo_text(summary)}"]
     lines.append("  step            load  goodput  offered    P99 ms   errors    meets SLO")
     for step in summary.steps:
         s = step.stats
@@ -126,12 +132,10 @@ def format_plan(summary: RunSummary) -> str:
             f"  highest QPS meeting the SLO: {cap.max_qps_meeting_slo:.1f} (load {cap.max_load_meeting_slo:g})"
         )  # no step meeting the SLO: main's last line says so (exit 1)
     knee = next((s.stats for s in summary.steps if s.stats.index == cap.knee_index), None)
-    lines.append(
-        f"  knee: {knee.label} ({knee.qps:.1f} QPS)" if knee else "  knee: not reached in the tested range"
-    )
-    lines.append(
-        f"    (rule: next step adds < {KNEE_MAX_QPS_GAIN:.0%} QPS while P99 rises > {KNEE_MIN_P99_RISE:.0%})"
-    )
+    lines += [
+        f"  knee: {knee.label} ({knee.qps:.1f} QPS)" if knee else "  knee: not reached in the tested range",
+        f"    (rule: next step adds < {KNEE_MAX_QPS_GAIN:.0%} QPS while P99 rises > {KNEE_MIN_P99_RISE:.0%})",
+    ]
     for check in cap.little:
         flag = f"  <- {little_cause_text(check)}" if check.flagged else ""
         lines.append(
@@ -140,13 +144,7 @@ def format_plan(summary: RunSummary) -> str:
         )
     plan = cap.plan
     if plan is not None:
-        most = "at most " if plan.devices_upper_bound else ""
-        lines.append(
-            f"  for {plan.target_qps:g} QPS with {plan.headroom:.0%} headroom: "
-            f"{most}{plan.replicas} replica(s) x {plan.devices_per_replica} device(s) = "
-            f"{most}{plan.devices} device(s) "
-            f"(usable {plan.usable_qps_per_replica:.1f} QPS per replica)"
-        )
+        lines.append(f"  {_plan_text(plan)} (usable {plan.usable_qps_per_replica:.1f} QPS per replica)")
         if plan.devices_upper_bound:
             lines.append(
                 "    (at most: the capacity is a lower bound, so fewer devices may serve the target)"
@@ -166,11 +164,8 @@ def convergence_lines(summary: RunSummary) -> list[str]:
         e = step.ending
         if e is None:
             continue
-        ci = (
-            f"{e.p99_ci_low_ms:.1f} .. {e.p99_ci_high_ms:.1f} ms"
-            if e.p99_ci_low_ms is not None and e.p99_ci_high_ms is not None
-            else "unbounded"
-        )
+        bounded = e.p99_ci_low_ms is not None and e.p99_ci_high_ms is not None
+        ci = f"{e.p99_ci_low_ms:.1f} .. {e.p99_ci_high_ms:.1f} ms" if bounded else "unbounded"
         how = "converged" if e.converged else "max time, never converged"
         lines.append(f"  step {step.stats.label}: {how} ({e.n_ok} ok, P99 95% interval {ci}, aim {e.target_rel_width:.0%})")
     if summary.capacity.uncertain:
@@ -197,15 +192,8 @@ def cost_lines(summary: RunSummary) -> list[str]:
     plan = cost.plan
     if plan is not None:
         most = "at most " if plan.upper_bound else ""
-        parts = ", ".join(
-            f"{name} {value:,.0f}"
-            for name, value in (
-                ("devices", plan.monthly_devices),
-                ("hosts", plan.monthly_hosts),
-                ("energy", plan.monthly_energy),
-            )
-            if value is not None
-        )
+        spent = {"devices": plan.monthly_devices, "hosts": plan.monthly_hosts, "energy": plan.monthly_energy}
+        parts = ", ".join(f"{name} {value:,.0f}" for name, value in spent.items() if value is not None)
         lines.append(
             f"    monthly for {plan.target_qps:g} QPS with {plan.headroom:.0%} headroom ({most}{plan.devices} device(s)): "
             f"{most}{plan.monthly:,.0f} {currency} ({parts})"
@@ -228,14 +216,10 @@ def main(argv: list[str]) -> int:
     headroom = args.headroom_pct / 100.0
     folder = resolve_run_folder(args.run_dir, args.latest, args.runs_dir)
     analysis = analyse_folder(
-        folder,
-        slo_p99_ms=args.slo_p99_ms,
+        folder, slo_p99_ms=args.slo_p99_ms, target_qps=args.target_qps, headroom=headroom, n_boot=200,
         error_budget=None if args.error_budget_pct is None else args.error_budget_pct / 100.0,
-        target_qps=args.target_qps,
-        headroom=headroom,
-        n_boot=200,
         cost=cost_from_options(args),
-    )
+    )  # fmt: skip
     reason = no_success_line(analysis.summary)
     if reason is not None:
         print(f"embedperf capacity: {reason}")

@@ -55,19 +55,15 @@ def _masked(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array
     return pa.array(values, type=typ, mask=~valid)
 
 
-def _stage_counts(n_requests: int) -> np.ndarray:
-    weights = np.array(STEP_QPS_WEIGHTS)
-    counts = np.floor(n_requests * weights / weights.sum()).astype(np.int64)
-    counts[-1] += n_requests - counts.sum()
-    return counts
-
-
 def synth_request_chunks(
     rng: np.random.Generator, run_id: str, stages: list[StageRecord], n_requests: int, latency_scale: float
 ) -> Iterator[pa.Table]:
     """Request rows in time order, at most CHUNK_ROWS at a time (each stage cut into equal time slices)."""
+    weights = np.array(STEP_QPS_WEIGHTS)
+    counts = np.floor(n_requests * weights / weights.sum()).astype(np.int64)
+    counts[-1] += n_requests - counts.sum()  # each step's share of the rows, the rest to the last
     first_id = 1
-    for k, (stage, n) in enumerate(zip(stages, _stage_counts(n_requests).tolist(), strict=True)):
+    for k, (stage, n) in enumerate(zip(stages, counts.tolist(), strict=True)):
         start, end = stage.start_unix_s, float(stage.end_unix_s or stage.start_unix_s)
         mean_latency_ms = (stage.users or 1) / (n / (end - start)) * 1000.0
         n_chunks = max(1, -(-n // CHUNK_ROWS))
@@ -81,10 +77,8 @@ def synth_request_chunks(
 
 
 def _with_ids(chunk: pa.Table, first_id: int) -> pa.Table:
-    """Request IDs (`synth-<n>`, unique in the run) and the served model of every ok answer.
-
-    Derived from the row's position and outcome alone, so the rows' random draws stay as they were.
-    """
+    """Request IDs (`synth-<n>`, unique in the run) and the served model of every ok answer, derived from
+    the row's position and outcome alone, so the rows' random draws stay as they were."""
     numbers = pc.cast(pa.array(np.arange(first_id, first_id + chunk.num_rows)), pa.string())
     ids = pc.binary_join_element_wise("synth", numbers, "-")
     served = pc.if_else(chunk.column("ok"), pa.scalar(MODEL), pa.scalar(None, pa.string()))
@@ -94,14 +88,9 @@ def _with_ids(chunk: pa.Table, first_id: int) -> pa.Table:
 
 
 def _request_chunk(
-    rng: np.random.Generator,
-    run_id: str,
-    stages: list[StageRecord],
-    k: int,
-    n: int,
-    sent_window: tuple[float, float],
-    mean_latency_ms: float,
-) -> pa.Table:
+    rng: np.random.Generator, run_id: str, stages: list[StageRecord], k: int, n: int,
+    sent_window: tuple[float, float], mean_latency_ms: float,
+) -> pa.Table:  # fmt: skip
     stage = stages[k]
     sigma = 0.3 + 0.1 * k
     latency = rng.lognormal(np.log(mean_latency_ms) - sigma**2 / 2, sigma, n)
@@ -112,62 +101,45 @@ def _request_chunk(
     ok = ~failed
     net = np.minimum(0.8 + rng.exponential(0.7, n), 0.3 * latency)
     srv_total = latency - net
-    shares = np.stack(
-        [
-            STEP_QUEUE_SHARE[k] * rng.uniform(0.5, 1.5, n),
-            0.05 * rng.uniform(0.5, 1.5, n),
-            (0.88 - STEP_QUEUE_SHARE[k]) * rng.uniform(0.8, 1.2, n),
-            0.03 * rng.uniform(0.5, 1.5, n),
-            np.full(n, 0.02),
-        ]
-    )
+    shares = np.stack([
+        STEP_QUEUE_SHARE[k] * rng.uniform(0.5, 1.5, n), 0.05 * rng.uniform(0.5, 1.5, n),
+        (0.88 - STEP_QUEUE_SHARE[k]) * rng.uniform(0.8, 1.2, n), 0.03 * rng.uniform(0.5, 1.5, n),
+        np.full(n, 0.02),
+    ])  # fmt: skip
     shares /= shares.sum(axis=0)
     batch = np.minimum(rng.poisson(STEP_BATCH_LAMBDA[k], n) + 1, 32)
     worker_code = rng.integers(0, 4, n)
     input_tokens = rng.integers(16, 128, n)
     error_code = np.where(timeout, 1, np.where(failed, 2, 0))
-    srv = {
-        name: srv_total * shares[j]
-        for j, name in enumerate(("srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms"))
+    errors = np.array([None, "timeout: no response within 30 s", "503 Service Unavailable: queue full"])
+    stages_ms = ("srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms")
+    srv = {name: srv_total * shares[j] for j, name in enumerate(stages_ms)} | {"srv_total_ms": srv_total}
+    columns = {
+        "run_id": _strings([run_id], np.zeros(n, np.int32)),
+        "worker": _strings(["w0", "w1", "w2", "w3"], worker_code),
+        "stage_index": pa.array(np.full(n, stage.index), pa.int32()),
+        "stage_label": _strings([stage.label], np.zeros(n, np.int32)),
+        "target_users": pa.array(np.full(n, stage.users or 0), pa.int32()),
+        "t_intended_unix_s": pa.array(sent),
+        "t_sent_unix_s": pa.array(sent),
+        "t_done_unix_s": pa.array(sent + latency / 1000.0),
+        "latency_ms": pa.array(latency),
+        "latency_from_intended_ms": pa.array(latency),
+        "endpoint": _strings(["embeddings"], np.zeros(n, np.int32)),
+        "status_code": pa.array(np.where(timeout, 504, np.where(failed, 503, 200)), pa.int32()),
+        "ok": pa.array(ok),
+        "error": pa.array(errors[error_code], pa.string()),
+        "n_inputs": pa.array(np.ones(n, np.int32)),
+        "input_chars": pa.array(input_tokens * 4),
+        "input_tokens": pa.array(input_tokens),
+        "response_bytes": _masked(np.full(n, 2100), ok, pa.int64()),
+        **{name: _masked(values, ok, pa.float64()) for name, values in srv.items()},
+        "batch_size": _masked(batch, ok, pa.int32()),
+        "batch_tokens": _masked(batch * 64, ok, pa.int64()),
     }
-    srv["srv_total_ms"] = srv_total
-    return pa.table(
-        {
-            "run_id": _strings([run_id], np.zeros(n, np.int32)),
-            "worker": _strings(["w0", "w1", "w2", "w3"], worker_code),
-            "stage_index": pa.array(np.full(n, stage.index), pa.int32()),
-            "stage_label": _strings([stage.label], np.zeros(n, np.int32)),
-            "target_users": pa.array(np.full(n, stage.users or 0), pa.int32()),
-            "target_rate": pa.nulls(n, pa.float64()),
-            "t_intended_unix_s": pa.array(sent),
-            "t_sent_unix_s": pa.array(sent),
-            "t_done_unix_s": pa.array(sent + latency / 1000.0),
-            "latency_ms": pa.array(latency),
-            "latency_from_intended_ms": pa.array(latency),
-            "endpoint": _strings(["embeddings"], np.zeros(n, np.int32)),
-            "status_code": pa.array(np.where(timeout, 504, np.where(failed, 503, 200)), pa.int32()),
-            "ok": pa.array(ok),
-            "error": pa.array(
-                np.array([None, "timeout: no response within 30 s", "503 Service Unavailable: queue full"])[
-                    error_code
-                ],
-                pa.string(),
-            ),
-            "n_inputs": pa.array(np.ones(n, np.int32)),
-            "input_chars": pa.array(input_tokens * 4),
-            "input_tokens": pa.array(input_tokens),
-            "response_bytes": _masked(np.full(n, 2100), ok, pa.int64()),
-            **{name: _masked(values, ok, pa.float64()) for name, values in srv.items()},
-            "batch_size": _masked(batch, ok, pa.int32()),
-            "batch_tokens": _masked(batch * 64, ok, pa.int64()),
-            "probe_cosine": pa.nulls(n, pa.float64()),
-            "request_id": pa.nulls(n, pa.string()),  # filled by _with_ids
-            "served_model": pa.nulls(n, pa.string()),
-            "side": pa.nulls(n, pa.string()),
-            "agreement_cosine": pa.nulls(n, pa.float64()),
-            "documents": pa.nulls(n, pa.int32()),
-        }
-    ).cast(REQUEST_SCHEMA)
+    # every other column is null (request_id and served_model: filled by _with_ids)
+    table = {f.name: columns.get(f.name, pa.nulls(n, f.type)) for f in REQUEST_SCHEMA}
+    return pa.table(table).cast(REQUEST_SCHEMA)
 
 
 def synth_telemetry_chunks(
@@ -187,23 +159,15 @@ def _telemetry_chunk(
     step = np.clip(np.searchsorted(starts, ts, side="right") - 1, 0, len(stages) - 1)
     util_base = np.array(STEP_DEVICE_UTIL_PCT)[step]
     n_t = len(ts)
-    ts_parts, dev_parts, met_parts, val_parts, src_parts = [], [], [], [], []
-    devices = [f"npu{d}.chip0" for d in range(n_devices)] + [
-        "cpu",
-        "proc:generator",
-        "proc:service",
-        "service",
-    ]
+    series: list[tuple[int, int, int, np.ndarray]] = []  # (device, source, metric) codes and values
+    others = ["cpu", "proc:generator", "proc:service", "service"]  # psutil's host and processes, the service
+    devices = [f"npu{d}.chip0" for d in range(n_devices)] + others
     metrics: list[str] = []
 
     def emit(device: int, source: int, metric: str, values: np.ndarray) -> None:
         if metric not in metrics:
             metrics.append(metric)
-        ts_parts.append(ts)
-        dev_parts.append(np.full(n_t, device, np.int32))
-        src_parts.append(np.full(n_t, source, np.int32))
-        met_parts.append(np.full(n_t, metrics.index(metric), np.int32))
-        val_parts.append(values)
+        series.append((device, source, metrics.index(metric), values))
 
     for d in range(n_devices):
         util = np.clip(util_base + rng.normal(0, 4, n_t), 0, 100)
@@ -222,22 +186,19 @@ def _telemetry_chunk(
     emit(base + 1, 1, "rss_mb", 350 + rng.normal(0, 2, n_t))
     emit(base + 2, 1, "cpu_util_pct", np.clip(20 + 15 * step + rng.normal(0, 3, n_t), 0, 400))
     emit(base + 2, 1, "rss_mb", SERVICE_RSS_MB + rng.normal(0, 3, n_t))
-    emit(
-        base + 3,
-        2,
-        "queue_depth",
-        np.maximum(rng.poisson(np.array(STEP_BATCH_LAMBDA)[step]), 0).astype(float),
-    )
+    queue = np.maximum(rng.poisson(np.array(STEP_BATCH_LAMBDA)[step]), 0).astype(float)
+    emit(base + 3, 2, "queue_depth", queue)
     emit(base + 3, 2, "busy_frac", util_base / 100.0)
-    n_all = n_t * len(ts_parts)
+    codes = np.array([s[:3] for s in series], np.int32)  # a (device, source, metric) row per series
+    device, source, metric = (np.repeat(codes[:, i], n_t) for i in range(3))
     return pa.table(
         {
-            "ts_unix_s": pa.array(np.concatenate(ts_parts)),
-            "host": _strings(["synthetic-host"], np.zeros(n_all, np.int32)),
-            "source": _strings(["npu_smi", "psutil", "service"], np.concatenate(src_parts)),
-            "device": _strings(devices, np.concatenate(dev_parts)),
-            "metric": _strings(metrics, np.concatenate(met_parts)),
-            "value": pa.array(np.concatenate(val_parts)),
+            "ts_unix_s": pa.array(np.tile(ts, len(series))),
+            "host": _strings(["synthetic-host"], np.zeros(n_t * len(series), np.int32)),
+            "source": _strings(["npu_smi", "psutil", "service"], source),
+            "device": _strings(devices, device),
+            "metric": _strings(metrics, metric),
+            "value": pa.array(np.concatenate([values for *_, values in series])),
         }
     ).cast(TELEMETRY_SCHEMA)
 
@@ -250,14 +211,9 @@ def _write_chunks(path: Path, schema: pa.Schema, chunks: Iterator[pa.Table]) -> 
 
 
 def synthesize(
-    out_dir: Path,
-    n_requests: int = 1_000_000,
-    n_devices: int = 16,
-    hours: float = 1.0,
-    seed: int = 0,
-    start_unix_s: float = DEFAULT_START_UNIX_S,
-    latency_scale: float = 1.0,
-) -> RunFolder:
+    out_dir: Path, n_requests: int = 1_000_000, n_devices: int = 16, hours: float = 1.0, seed: int = 0,
+    start_unix_s: float = DEFAULT_START_UNIX_S, latency_scale: float = 1.0,
+) -> RunFolder:  # fmt: skip
     """Write the run folder at out_dir. latency_scale < 1 models a faster candidate (more QPS, same users)."""
     if n_requests < 100 or n_devices < 1 or hours <= 0:
         raise ConfigError("synth needs --requests >= 100, --devices >= 1 and --hours > 0")
@@ -267,57 +223,32 @@ def synthesize(
     warmup_s = min(WARMUP_MAX_S, WARMUP_FRACTION * step_s)
     stages = [
         StageRecord(
-            index=i,
-            label=f"users={u}",
-            users=u,
-            start_unix_s=start_unix_s + i * step_s,
-            end_unix_s=start_unix_s + (i + 1) * step_s,
-            warmup_s=warmup_s,
+            index=i, label=f"users={u}", users=u, start_unix_s=start_unix_s + i * step_s,
+            end_unix_s=start_unix_s + (i + 1) * step_s, warmup_s=warmup_s,
         )
         for i, u in enumerate(STEP_USERS)
-    ]
+    ]  # fmt: skip
     n_total = int(round(n_requests / latency_scale))
-    _write_chunks(
-        folder.requests, REQUEST_SCHEMA, synth_request_chunks(rng, folder.run_id, stages, n_total, latency_scale)
-    )
+    requests = synth_request_chunks(rng, folder.run_id, stages, n_total, latency_scale)
+    _write_chunks(folder.requests, REQUEST_SCHEMA, requests)
     _write_chunks(folder.telemetry, TELEMETRY_SCHEMA, synth_telemetry_chunks(rng, stages, n_devices))
-    scenario = Scenario.model_validate(
-        {
-            "name": "synthetic-ramp",
-            "kind": "ramp",
-            "steps": [{"label": s.label, "users": s.users, "duration_s": step_s, "warmup_s": warmup_s} for s in stages],
-            "slo": {"p99_ms": 300.0, "error_budget_pct": 0.1},
-        }
-    )
+    steps = [{"label": s.label, "users": s.users, "duration_s": step_s, "warmup_s": warmup_s} for s in stages]
+    slo = {"p99_ms": 300.0, "error_budget_pct": 0.1}
+    scenario = Scenario.model_validate({"name": "synthetic-ramp", "kind": "ramp", "steps": steps, "slo": slo})
     manifest = new_manifest(
-        folder.run_id,
-        scenario,
-        "http://127.0.0.1:8086",
-        kind="synthetic",
-        label="synthetic",
+        folder.run_id, scenario, "http://127.0.0.1:8086", kind="synthetic", label="synthetic",
         service_info={
-            "model": MODEL,
-            "dimension": 384,
-            "device": f"npu (x{n_devices}, synthetic)",
-            "precision": "fp16",
+            "model": MODEL, "dimension": 384, "device": f"npu (x{n_devices}, synthetic)", "precision": "fp16",
             "config": {"batching": True, "max_batch_size": 32, "max_wait_ms": 5},
             "versions": {"torch": "synthetic"},
         },
         host=HostInfo(hostname="synthetic-host", cpu_model="synthetic", cpu_cores_logical=64, mem_total_mb=524288),
-        versions={"embedperf": "synthetic"},
-        git={"commit": "0" * 40, "dirty": False},
-        start_unix_s=start_unix_s,
-        end_unix_s=start_unix_s + hours * 3600.0,
-        stages=stages,
-        collectors=[
-            CollectorStatus(name="npu_smi", status="ok"),
-            CollectorStatus(name="psutil", status="ok"),
-            CollectorStatus(name="service", status="ok"),
-        ],
+        versions={"embedperf": "synthetic"}, git={"commit": "0" * 40, "dirty": False}, stages=stages,
+        start_unix_s=start_unix_s, end_unix_s=start_unix_s + hours * 3600.0,
+        collectors=[CollectorStatus(name=name, status="ok") for name in ("npu_smi", "psutil", "service")],
         generator_cpu=GeneratorCpu(mean_pct=26.0, max_pct=45.0, p95_pct=40.0, saturated=False),
-        complete=True,
-        notes=["synthetic run written by `embedperf synth`; not a measurement"],
-    )
+        complete=True, notes=["synthetic run written by `embedperf synth`; not a measurement"],
+    )  # fmt: skip
     write_manifest(folder, manifest)
     return folder
 

@@ -28,7 +28,7 @@ from analysis.compare.gate import (
     gate_status,
 )
 from analysis.compare.model import LATENCY_METRICS, OVERALL_INDEX, MetricChange, Samples, StepComparison
-from analysis.compare.reasons import Reason, reason, render_reason, sides_reason
+from analysis.compare.reasons import Reason, missing_in, reason, render_reason, sides_reason
 from analysis.compare.samples import step_samples
 from analysis.figures.bootstrap import (
     DEFAULT_N_BOOT,
@@ -44,18 +44,10 @@ from embedperf.schema import ServiceInfo
 from embedperf.verdicts import change_verdict
 
 LOWER_IS_BETTER: dict[str, bool] = {
-    "qps": False,
-    "tokens_per_s": False,
-    "p50_ms": True,
-    "p95_ms": True,
-    "p99_ms": True,
-    "error_rate": True,
-    "device_util_pct": True,
-    "service_cpu_pct": True,
-    "mem_used_mb": True,
-    "unavailable_s": True,
+    "qps": False, "tokens_per_s": False, "p50_ms": True, "p95_ms": True, "p99_ms": True, "error_rate": True,
+    "device_util_pct": True, "service_cpu_pct": True, "mem_used_mb": True, "unavailable_s": True,
     COST_METRIC: True,
-}
+}  # fmt: skip
 TELEMETRY_METRICS: tuple[str, ...] = ("device_util_pct", "service_cpu_pct", "mem_used_mb")
 Z_95 = 1.959963984540054
 # A throughput interval resamples whole seconds: with fewer than this many the bootstrap has too few
@@ -87,12 +79,8 @@ class CandidateComparison(BaseModel):
     @property
     def empty_steps(self) -> list[str]:
         """A line per matched step where a run has no ok requests: nothing there can be compared."""
-        out = []
-        for step in self.steps:
-            sides = empty_sides(step.base_n_ok, step.cand_n_ok)
-            if sides:
-                out.append(f"step {step.label} has no ok requests in the {sides}")
-        return out
+        sides = [(step.label, empty_sides(step.base_n_ok, step.cand_n_ok)) for step in self.steps]
+        return [f"step {label} has no ok requests in the {empty}" for label, empty in sides if empty]
 
     @property
     def no_verdict_reasons(self) -> list[str]:
@@ -119,12 +107,8 @@ class CandidateComparison(BaseModel):
     @property
     def warnings(self) -> list[str]:
         """Changes the data cannot support (too few samples, too short, zero-width), one line each."""
-        return [
-            f"{m.metric} at {step.label}: {m.warning}"
-            for step in self.steps
-            for m in step.metrics.values()
-            if m.warning
-        ]
+        changes = [(step.label, m) for step in self.steps for m in step.metrics.values()]
+        return [f"{m.metric} at {label}: {m.warning}" for label, m in changes if m.warning]
 
 
 class Comparison(BaseModel):
@@ -144,18 +128,6 @@ class Comparison(BaseModel):
         return self.status == "fail"
 
 
-def per_second_bins(ts: np.ndarray, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
-    """Counts of ts in 1 s bins of [start, end] and the bins' widths (the last bin holds the remainder)."""
-    duration = end - start
-    if duration <= 0:
-        return np.array([]), np.array([])
-    n_bins = max(int(np.ceil(duration - 1e-9)), 1)
-    widths = np.ones(n_bins)
-    widths[-1] = duration - (n_bins - 1)
-    offset = np.clip(np.floor(ts - start), 0, n_bins - 1).astype(np.int64)
-    return np.bincount(offset, minlength=n_bins).astype(np.float64), widths
-
-
 def _point(samples: Samples, q: float) -> float | None:
     """The exact percentile when known, else the sample's own (every ok row)."""
     if samples.exact_ms is not None and q in samples.exact_ms:
@@ -165,12 +137,9 @@ def _point(samples: Samples, q: float) -> float | None:
 
 
 def _change(
-    metric: str,
-    base: float | None,
-    cand: float | None,
-    ci: tuple[float | None, float | None],
+    metric: str, base: float | None, cand: float | None, ci: tuple[float | None, float | None],
     why: Reason | None = None,
-) -> MetricChange:
+) -> MetricChange:  # fmt: skip
     """why: the reason the data cannot support a verdict (reasons.REASONS), None when they can."""
     diff = cand - base if base is not None and cand is not None else None
     rel = diff / base if diff is not None and base else None
@@ -187,41 +156,35 @@ def _short(code: str, have: float, need: float, **params: float) -> Reason | Non
     return reason(code, have=have, need=need, **params) if have < need else None
 
 
-def _steady_s(samples: Samples) -> float:
-    return float(samples.bin_widths_s.sum()) if len(samples.bin_widths_s) else 0.0
+def _unsent(base: Samples, cand: Samples) -> Reason | None:
+    """Nothing was sent in a run at this step: its zero goodput is an absence, not a measurement."""
+    unsent = missing_in(base.n_requests, cand.n_requests)
+    return reason("no_requests_in", sides=sides_reason(unsent)) if unsent else None
 
 
 def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dict[str, MetricChange]:
     rng = rng_for(seed)
-    changes: dict[str, MetricChange] = {}
-    seconds = min(_steady_s(base), _steady_s(cand))  # 4.6 s stays 4.6 s: it is compared, and quoted
-    # nothing was sent in a run at this step: its zero goodput is an absence, not a measurement
-    unsent = [name for name, x in (("baseline", base), ("candidate", cand)) if not x.n_requests]
-    no_requests = reason("no_requests_in", sides=sides_reason(unsent)) if unsent else None
-    b_qps = resampled_ratios(base.ok_counts, base.bin_widths_s, n_boot, rng)
-    c_qps = resampled_ratios(cand.ok_counts, cand.bin_widths_s, n_boot, rng)
-    changes["qps"] = _change(
-        "qps", base.qps, cand.qps, interval(c_qps - b_qps),
-        no_requests or _short("short_steady", seconds, MIN_QPS_SECONDS),
-    )  # fmt: skip
+    seconds = min(float(x.bin_widths_s.sum()) for x in (base, cand))  # 4.6 s stays 4.6 s: compared, quoted
+    too_few = _unsent(base, cand) or _short("short_steady", seconds, MIN_QPS_SECONDS)
+
+    def per_second(
+        metric: str, b_counts: np.ndarray, c_counts: np.ndarray, points: tuple[float, float]
+    ) -> MetricChange:
+        """A rate of per-second counts (ok requests, input tokens), its interval from resampled seconds."""
+        b_boot = resampled_ratios(b_counts, base.bin_widths_s, n_boot, rng)
+        c_boot = resampled_ratios(c_counts, cand.bin_widths_s, n_boot, rng)
+        return _change(metric, *points, interval(c_boot - b_boot), too_few)
+
+    changes = {"qps": per_second("qps", base.ok_counts, cand.ok_counts, (base.qps, cand.qps))}
     for metric, q in LATENCY_METRICS.items():
         b, c = base.latency_sorted, cand.latency_sorted
-        point_b, point_c = _point(base, q), _point(cand, q)
         boot = resampled_percentiles(c, q, n_boot, rng) - resampled_percentiles(b, q, n_boot, rng)
-        n_b = base.n_ok if base.n_ok is not None else len(b)
-        n_c = cand.n_ok if cand.n_ok is not None else len(c)
-        why = _short("few_ok", min(n_b, n_c), min_samples_for(q), q=q)
-        changes[metric] = _change(metric, point_b, point_c, interval(boot), why)
+        why = _short("few_ok", min(_n_ok(base), _n_ok(cand)), min_samples_for(q), q=q)
+        changes[metric] = _change(metric, _point(base, q), _point(cand, q), interval(boot), why)
     if base.token_counts is not None and cand.token_counts is not None:
-        b_tok = resampled_ratios(base.token_counts, base.bin_widths_s, n_boot, rng)
-        c_tok = resampled_ratios(cand.token_counts, cand.bin_widths_s, n_boot, rng)
-        changes["tokens_per_s"] = _change(
-            "tokens_per_s",
-            float(base.token_counts.sum() / base.bin_widths_s.sum()),
-            float(cand.token_counts.sum() / cand.bin_widths_s.sum()),
-            interval(c_tok - b_tok),
-            no_requests or _short("short_steady", seconds, MIN_QPS_SECONDS),
-        )
+        b_tok, c_tok = base.token_counts, cand.token_counts
+        points = (float(b_tok.sum() / base.bin_widths_s.sum()), float(c_tok.sum() / cand.bin_widths_s.sum()))
+        changes["tokens_per_s"] = per_second("tokens_per_s", b_tok, c_tok, points)
     changes["error_rate"] = _error_rate_change(base, cand)
     if base.unavailable_s is not None and cand.unavailable_s is not None:
         changes["unavailable_s"] = _unavailable_change(base, cand, n_boot, rng, seconds)
@@ -246,21 +209,16 @@ def _unavailable_change(
         return resampled_means(np.r_[np.ones(down), np.zeros(n - down)], n_boot, rng) * n
 
     boot = replicates(cand) - replicates(base)
-    return _change(
-        "unavailable_s",
-        float(base.unavailable_s or 0),
-        float(cand.unavailable_s or 0),
-        interval(boot),
-        _short("short_steady", seconds, MIN_QPS_SECONDS),
-    )
+    points = (float(base.unavailable_s or 0), float(cand.unavailable_s or 0))
+    return _change("unavailable_s", *points, interval(boot), _short("short_steady", seconds, MIN_QPS_SECONDS))
 
 
 def _error_rate_change(base: Samples, cand: Samples) -> MetricChange:
     """Agresti-Caffo interval on the difference of error rates (one failure and one success added to
     each run), so 0% vs 100% over thousands of requests is not a zero-width, verdict-less interval."""
-    if not base.n_requests or not cand.n_requests:
-        unsent = [name for name, x in (("baseline", base), ("candidate", cand)) if not x.n_requests]
-        return _change("error_rate", None, None, (None, None), reason("no_requests_in", sides=sides_reason(unsent)))
+    unsent = _unsent(base, cand)
+    if unsent is not None:
+        return _change("error_rate", None, None, (None, None), unsent)
     pb, pc = base.n_failed / base.n_requests, cand.n_failed / cand.n_requests
     ab, ac = (base.n_failed + 1) / (base.n_requests + 2), (cand.n_failed + 1) / (cand.n_requests + 2)
     se = float(np.sqrt(ab * (1 - ab) / (base.n_requests + 2) + ac * (1 - ac) / (cand.n_requests + 2)))
@@ -301,18 +259,10 @@ def environment_mismatches(base: RunAnalysis, cand: RunAnalysis) -> list[str]:
     return [name for name, differs in checks.items() if differs]
 
 
-def highest_shared(steps: list[StepComparison]) -> StepComparison | None:
-    """The matched step at the highest load: what "overall" means for every metric."""
-    return max(steps, key=lambda s: s.base_load or 0.0, default=None)
-
-
 def unconverged_sides(base: RunAnalysis, b_index: int, cand: RunAnalysis, c_index: int) -> list[str]:
     """Which runs' step is adaptive and reached its longest time before its P99 interval was narrow enough."""
-    sides = []
-    for name, run, index in (("baseline", base, b_index), ("candidate", cand, c_index)):
-        if any(s.stats.index == index and s.unconverged for s in run.summary.steps):
-            sides.append(name)
-    return sides
+    sides = (("baseline", base.summary, b_index), ("candidate", cand.summary, c_index))
+    return [name for name, run, i in sides if any(s.stats.index == i and s.unconverged for s in run.steps)]
 
 
 def uncertain_where_unconverged(metrics: dict[str, MetricChange], sides: list[str]) -> dict[str, MetricChange]:
@@ -331,12 +281,9 @@ def _n_ok(samples: Samples) -> int:
 
 
 def compare_runs(
-    base: RunAnalysis,
-    candidates: list[RunAnalysis],
-    rules: list[GateRule] | None = None,
-    n_boot: int = DEFAULT_N_BOOT,
-    error_budget: float | None = None,
-) -> Comparison:
+    base: RunAnalysis, candidates: list[RunAnalysis], rules: list[GateRule] | None = None,
+    n_boot: int = DEFAULT_N_BOOT, error_budget: float | None = None,
+) -> Comparison:  # fmt: skip
     """Compare each candidate with the baseline; the gate always holds the candidate's error budget."""
     base_samples = step_samples(base)
     results = []
@@ -359,42 +306,22 @@ def compare_runs(
             )
             for b_index, c_index in pairs
         ]  # fmt: skip
-        top = highest_shared(steps)
-        overall = (
-            top.model_copy(update={"label": "overall"})
-            if top is not None
-            else StepComparison(
-                index=OVERALL_INDEX,
-                label="overall",
-                base_load=None,
-                cand_load=None,
-                metrics={},
-                base_n_ok=0,
-                cand_n_ok=0,
-            )
-        )
+        top = max(steps, key=lambda s: s.base_load or 0.0, default=None)  # "overall": the highest shared load
+        none = StepComparison(
+            index=OVERALL_INDEX, label="overall", base_load=None, cand_load=None, metrics={}, base_n_ok=0,
+            cand_n_ok=0,
+        )  # fmt: skip
         budget = error_budget if error_budget is not None else cand.summary.error_budget
-        budget_scopes = [
-            BudgetScope(label=s.label, n_requests=s.n_requests, n_failed=s.n_failed)
-            for i, s in sorted(cand_samples.items())
-            if i != OVERALL_INDEX
-        ]
+        own = [s for i, s in sorted(cand_samples.items()) if i != OVERALL_INDEX]
+        scopes = [BudgetScope(label=s.label, n_requests=s.n_requests, n_failed=s.n_failed) for s in own]
         results.append(
             CandidateComparison(
-                run_id=cand.summary.run_id,
-                label=cand.summary.run_id,
-                steps=steps,
-                overall=overall,
+                run_id=cand.summary.run_id, label=cand.summary.run_id, steps=steps,
+                overall=top.model_copy(update={"label": "overall"}) if top is not None else none,
                 overall_step=top.label if top is not None else None,
-                mismatches=environment_mismatches(base, cand),
-                unmatched=unmatched,
-                error_budget=budget,
-                gate=evaluate_gate(rules or [], steps, budget_scopes, budget),
+                mismatches=environment_mismatches(base, cand), unmatched=unmatched, error_budget=budget,
+                gate=evaluate_gate(rules or [], steps, scopes, budget),
             )
-        )
-    return Comparison(
-        base_run_id=base.summary.run_id,
-        base_label=base.summary.run_id,
-        candidates=results,
-        rules=rules or [],
-    )
+        )  # fmt: skip
+    run_id = base.summary.run_id
+    return Comparison(base_run_id=run_id, base_label=run_id, candidates=results, rules=rules or [])

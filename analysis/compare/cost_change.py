@@ -33,14 +33,9 @@ def _replicates(
 
 
 def cost_change(
-    base: RunAnalysis,
-    cand: RunAnalysis,
-    indexes: tuple[int, int],
-    samples: tuple[Samples, Samples],
-    n_boot: int,
-    seed: int,
-    min_seconds: int,
-) -> dict[str, MetricChange]:
+    base: RunAnalysis, cand: RunAnalysis, indexes: tuple[int, int], samples: tuple[Samples, Samples],
+    n_boot: int, seed: int, min_seconds: int,
+) -> dict[str, MetricChange]:  # fmt: skip
     """{COST_METRIC: change} when both steps are costed in one currency, else {} (no price: no figure)."""
     b_cost, c_cost = base.summary.cost, cand.summary.cost
     if b_cost is None or c_cost is None:
@@ -55,13 +50,11 @@ def cost_change(
         warning = f"the runs are priced in {b_cost.prices.currency} and {c_cost.prices.currency}"
     elif min(len(samples[0].ok_counts), len(samples[1].ok_counts)) < min_seconds:
         warning = f"fewer than {min_seconds} s of steady state: too few for a throughput interval"
-    diff_boot = c[1] - b[1]
-    low, high = interval(diff_boot)
+    low, high = interval(c[1] - b[1])
     diff = c[0] - b[0]
     verdict = change_verdict(low, high, lower_is_better=True, unsupported=warning is not None)
-    return {
-        COST_METRIC: MetricChange(
-            metric=COST_METRIC, base=b[0], cand=c[0], diff=diff, rel=diff / b[0] if b[0] else None,
-            ci_low=low, ci_high=high, verdict=verdict, warning=warning,
-        )
-    }  # fmt: skip
+    change = MetricChange(
+        metric=COST_METRIC, base=b[0], cand=c[0], diff=diff, rel=diff / b[0] if b[0] else None, ci_low=low,
+        ci_high=high, verdict=verdict, warning=warning,
+    )  # fmt: skip
+    return {COST_METRIC: change}

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from analysis.compare.model import StepComparison
-from analysis.compare.reasons import Reason, reason, render_reason, sides_reason
+from analysis.compare.reasons import Reason, missing_in, reason, render_reason, sides_reason
 from embedperf.errors import ConfigError
 from embedperf.verdicts import GateVerdict
 
@@ -65,13 +65,9 @@ class GateRule(BaseModel):
     def crossed(self, diff: float | None, rel: float | None) -> bool:
         """Whether a change (absolute diff in the metric's unit, rel as a fraction) crosses this rule."""
         if self.relative:
-            if rel is None:
-                return False
-            return self.sign * rel * 100.0 > self.threshold
-        if diff is None:
-            return False
-        scaled = diff * 100.0 if self.metric == "error_rate" else diff
-        return self.sign * scaled > self.threshold
+            return rel is not None and self.sign * rel * 100.0 > self.threshold
+        scaled = diff * 100.0 if diff is not None and self.metric == "error_rate" else diff
+        return scaled is not None and self.sign * scaled > self.threshold
 
 
 def parse_gate(spec: str) -> list[GateRule]:
@@ -85,15 +81,10 @@ def parse_gate(spec: str) -> list[GateRule]:
         metric, sign, number, percent = match.groups()
         if metric not in GATE_METRICS:
             raise ConfigError(f"gate metric {metric!r} is unknown; valid metrics: {', '.join(GATE_METRICS)}")
-        rules.append(
-            GateRule(
-                metric=metric,
-                sign=1 if sign == "+" else -1,
-                threshold=float(number),
-                relative=bool(percent),
-                text=part.strip(),
-            )
-        )
+        rules.append(GateRule(
+            metric=metric, sign=1 if sign == "+" else -1, threshold=float(number), relative=bool(percent),
+            text=part.strip(),
+        ))  # fmt: skip
     if not rules:
         raise ConfigError("--gate is empty; give rules such as 'p99_ms:+5%,qps:-3%'")
     return rules
@@ -105,6 +96,17 @@ class BudgetScope(BaseModel):
     label: str
     n_requests: int
     n_failed: int
+
+
+class StepChange(BaseModel):
+    """The figures of a change a gate result quotes (a copy, so results serialise on their own)."""
+
+    base: float | None
+    cand: float | None
+    diff: float | None
+    rel: float | None
+    ci_low: float | None
+    ci_high: float | None
 
 
 class GateResult(BaseModel):
@@ -128,20 +130,6 @@ class GateResult(BaseModel):
         return f"{self.rule} at {self.scope}: {self.reason}"
 
 
-class StepChange(BaseModel):
-    """The figures of a change a gate result quotes (a copy, so results serialise on their own)."""
-
-    base: float | None
-    cand: float | None
-    diff: float | None
-    rel: float | None
-    ci_low: float | None
-    ci_high: float | None
-
-
-GateResult.model_rebuild()
-
-
 def fmt_value(metric: str, value: float | None, signed: bool = False) -> str:
     """A metric value in its unit; error rates as percentages."""
     if value is None:
@@ -154,12 +142,9 @@ def fmt_value(metric: str, value: float | None, signed: bool = False) -> str:
 
 
 def change_reason(
-    metric: str,
-    base: float | None,
-    cand: float | None,
-    rel: float | None,
+    metric: str, base: float | None, cand: float | None, rel: float | None,
     ci: tuple[float | None, float | None],
-) -> Reason:
+) -> Reason:  # fmt: skip
     """Like: baseline 120.0 ms, candidate 140.0 ms, change +16.7% (95% CI of the difference ...)."""
     if metric == ERROR_BUDGET_METRIC and base is not None and cand is not None:
         change = f"{(cand - base) * 100.0:+.3f} pp"
@@ -171,35 +156,26 @@ def change_reason(
     )  # fmt: skip
 
 
-def describe_change(
-    metric: str,
-    base: float | None,
-    cand: float | None,
-    rel: float | None,
-    ci: tuple[float | None, float | None],
-) -> str:
-    return render_reason(change_reason(metric, base, cand, rel, ci))
+def _result(
+    rule: str, scope: str, metric: str, status: GateStatus, why: Reason, change: StepChange | None = None
+) -> GateResult:
+    return GateResult(
+        rule=rule, scope=scope, metric=metric, status=status, reason=render_reason(why), why=why,
+        change=change,
+    )  # fmt: skip
 
 
 def _speed_result(rule: GateRule, scope: StepComparison) -> GateResult:
     change = scope.metrics.get(rule.metric)
-    figures = None
-    if change is not None:
-        figures = StepChange(
-            base=change.base, cand=change.cand, diff=change.diff, rel=change.rel,
-            ci_low=change.ci_low, ci_high=change.ci_high,
-        )  # fmt: skip
+    quoted = set(StepChange.model_fields)
+    figures = StepChange(**change.model_dump(include=quoted)) if change is not None else None
 
     def result(status: GateStatus, why: Reason) -> GateResult:
-        return GateResult(
-            rule=rule.text, scope=scope.label, metric=rule.metric, status=status, reason=render_reason(why),
-            why=why, change=figures,
-        )  # fmt: skip
+        return _result(rule.text, scope.label, rule.metric, status, why, figures)
 
-    empty = empty_sides(scope.base_n_ok, scope.cand_n_ok)
+    empty = missing_in(scope.base_n_ok, scope.cand_n_ok)
     if empty:
-        sides = [name for name, n in (("baseline", scope.base_n_ok), ("candidate", scope.cand_n_ok)) if n == 0]
-        return result("no_verdict", reason("rule_empty", sides=sides_reason(sides)))
+        return result("no_verdict", reason("rule_empty", sides=sides_reason(empty)))
     if change is None:
         return result("no_verdict", reason("rule_unmeasured", metric=rule.metric))
     text = change_reason(rule.metric, change.base, change.cand, change.rel, (change.ci_low, change.ci_high))
@@ -215,42 +191,26 @@ def _speed_result(rule: GateRule, scope: StepComparison) -> GateResult:
 BUDGET_RULE_PREFIX = "error_budget:"
 
 
-def budget_rule_text(budget: float) -> str:
-    return f"{BUDGET_RULE_PREFIX}{budget * 100.0:g}%"
-
-
 def _budget_result(scope: BudgetScope, budget: float) -> GateResult:
-    rule = budget_rule_text(budget)
-
-    def result(status: GateStatus, why: Reason) -> GateResult:
-        return GateResult(
-            rule=rule, scope=scope.label, metric=ERROR_BUDGET_METRIC, status=status, reason=render_reason(why),
-            why=why,
-        )  # fmt: skip
-
+    rule = f"{BUDGET_RULE_PREFIX}{budget * 100.0:g}%"
     if scope.n_requests == 0:
-        return result("no_verdict", reason("budget_none"))
+        return _result(rule, scope.label, ERROR_BUDGET_METRIC, "no_verdict", reason("budget_none"))
     rate = scope.n_failed / scope.n_requests
     numbers = {
         "rate": fmt_value(ERROR_BUDGET_METRIC, rate), "failed": f"{scope.n_failed:,}",
         "requests": f"{scope.n_requests:,}", "budget": fmt_value(ERROR_BUDGET_METRIC, budget),
     }  # fmt: skip
-    return result("fail", reason("budget_fail", **numbers)) if rate > budget else result(
-        "pass", reason("budget_pass", **numbers)
-    )
+    status: GateStatus = "fail" if rate > budget else "pass"
+    return _result(rule, scope.label, ERROR_BUDGET_METRIC, status, reason(f"budget_{status}", **numbers))
 
 
 def empty_sides(base_n_ok: int, cand_n_ok: int) -> str | None:
     """Which run has no ok requests at a step ("baseline", "candidate", both), or None."""
-    sides = [name for name, n in (("baseline", base_n_ok), ("candidate", cand_n_ok)) if n == 0]
-    return " and the ".join(sides) if sides else None
+    return " and the ".join(missing_in(base_n_ok, cand_n_ok)) or None
 
 
 def evaluate_gate(
-    rules: list[GateRule],
-    steps: list[StepComparison],
-    budget_scopes: list[BudgetScope],
-    error_budget: float,
+    rules: list[GateRule], steps: list[StepComparison], budget_scopes: list[BudgetScope], error_budget: float
 ) -> list[GateResult]:
     """Every rule at every matched step, then the error budget at every candidate step."""
     results = [_speed_result(rule, step) for step in steps for rule in rules]

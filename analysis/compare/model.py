@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from embedperf.verdicts import ChangeVerdict
 
@@ -20,18 +20,15 @@ OVERALL_INDEX = -1  # the key of the whole run's Samples beside the steps' stage
 
 
 class MetricChange(BaseModel):
-    """Candidate − baseline. `ci_*` bound the absolute difference; `rel` is diff / baseline.
-
-    `warning` says why the data cannot support a verdict (then `verdict` is "no_verdict"; see
-    embedperf.verdicts for "no_difference", the judged absence of a change).
-    """
+    """Candidate − baseline. `warning` says why the data cannot support a verdict (then `verdict` is
+    "no_verdict"; see embedperf.verdicts for "no_difference", the judged absence of a change)."""
 
     metric: str
     base: float | None
     cand: float | None
-    diff: float | None
-    rel: float | None
-    ci_low: float | None
+    diff: float | None = Field(description="cand - base, in the metric's unit.")
+    rel: float | None = Field(description="diff / base.")
+    ci_low: float | None = Field(description="Lower end of the 95% bootstrap interval of diff.")
     ci_high: float | None
     verdict: ChangeVerdict
     warning: str | None = None
@@ -77,6 +74,4 @@ class Samples:
 
 def load_key(users: int | None, rate: float | None) -> tuple[str, float]:
     """What two steps must share to be compared: the same arrival rate, or the same number of users."""
-    if rate is not None:
-        return ("rate", round(float(rate), 6))
-    return ("users", float(users or 0))
+    return ("rate", round(float(rate), 6)) if rate is not None else ("users", float(users or 0))

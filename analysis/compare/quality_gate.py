@@ -32,15 +32,11 @@ def quality_gate(summary: RunSummary, manifest: Manifest) -> QualityGate | None:
         return None
     steps = [
         QualityStep(
-            label=s.stats.label,
-            n_probes=s.stats.n_quality_probes,
-            cosine_mean=s.stats.quality_cosine_mean,
-            cosine_min=s.stats.quality_cosine_min
-            if s.stats.quality_cosine_min is not None
-            else s.stats.quality_cosine_mean,
-            below_gate=s.stats.quality_cosine_mean < probes.min_cosine,
+            label=s.label, n_probes=s.n_quality_probes, cosine_mean=s.quality_cosine_mean,
+            cosine_min=s.quality_cosine_min if s.quality_cosine_min is not None else s.quality_cosine_mean,
+            below_gate=s.quality_cosine_mean < probes.min_cosine,
         )
-        for s in summary.steps
-        if s.stats.quality_cosine_mean is not None
+        for s in (step.stats for step in summary.steps)
+        if s.quality_cosine_mean is not None
     ]
     return QualityGate(min_cosine=probes.min_cosine, steps=steps) if steps else None

@@ -41,6 +41,11 @@ def reason(code: str, **params: Any) -> Reason:
     return {"code": code, "params": params}
 
 
+def missing_in(base_n: int, cand_n: int) -> list[str]:
+    """The runs ("baseline", "candidate") whose count is zero."""
+    return [name for name, n in (("baseline", base_n), ("candidate", cand_n)) if n == 0]
+
+
 def sides_reason(sides: list[str]) -> Reason:
     """Which runs ("baseline", "candidate") a reason is about, as a reason of its own."""
     return reason("sides_both" if len(sides) == 2 else f"sides_{sides[0]}")

@@ -17,7 +17,7 @@ import numpy as np
 
 from analysis.compare.model import LATENCY_METRICS, OVERALL_INDEX, Samples, load_key
 from analysis.engine import order_stats, views
-from analysis.model.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE
+from analysis.model.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE, window
 from analysis.run.summary import RunAnalysis
 
 MAX_LATENCY_SAMPLES = 100_000
@@ -37,7 +37,8 @@ def _latencies(con: duckdb.DuckDBPyConnection, where: str, seed: int) -> np.ndar
 def _per_second(
     con: duckdb.DuckDBPyConnection, stage: int, start: float, end: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """ok counts and input-token sums per 1 s bin of [start, end] by send time (compare.per_second_bins)."""
+    """ok counts and input-token sums per 1 s bin of [start, end] by send time (the last bin holds the rest),
+    and the bins' widths."""
     duration = end - start
     if duration <= 0:
         return np.array([]), np.array([]), None
@@ -50,8 +51,7 @@ def _per_second(
             FROM prepared WHERE {_OK} AND stage = ? AND isfinite(t_sent_unix_s) GROUP BY b""",
         [start, n_bins - 1, stage],
     ).fetchall()
-    counts = np.zeros(n_bins)
-    tokens = np.zeros(n_bins)
+    counts, tokens = np.zeros(n_bins), np.zeros(n_bins)
     known = False
     for b, n, token_sum, n_tokens in rows:
         counts[int(b)] = n
@@ -64,13 +64,10 @@ def _per_second(
 def _exact(
     con: duckdb.DuckDBPyConnection, pcts: Sequence[float], sample: np.ndarray
 ) -> dict[float, float | None]:
-    """Exact percentiles of every ok row, in one pass whatever their number.
-
-    Each wanted order statistic lies, all but surely, between two values of the sorted reservoir a
-    few standard errors either side of its rank: one pass counts the rows below that bracket and
-    keeps the few rows inside it, and the k-th of those is the answer. A bracket that missed (or a
-    run whose reservoir holds every row) is answered exactly as well.
-    """
+    """Exact percentiles of every ok row, in one pass whatever their number: each wanted order statistic lies,
+    all but surely, between two values of the sorted reservoir a few standard errors either side of its rank:
+    one pass counts the rows below that bracket and keeps the few rows inside it, and the k-th of those is the
+    answer. A bracket that missed (or a run whose reservoir holds every row) is answered exactly as well."""
     ok = f"{_OK} AND isfinite(latency_ms)"
     [(n,)] = con.execute(f"SELECT count(*) FROM prepared WHERE {ok}").fetchall()
     if n == 0:
@@ -84,10 +81,9 @@ def _exact(
         for k in ranks:
             p = k / max(n - 1, 1)
             spread = BRACKET_SIGMAS * np.sqrt(m * p * (1.0 - p)) + 2.0
-            lo = float(sample[int(np.floor(p * (m - 1) - spread))]) if p * (m - 1) - spread >= 0 else -np.inf
-            hi = (
-                float(sample[int(np.ceil(p * (m - 1) + spread))]) if p * (m - 1) + spread <= m - 1 else np.inf
-            )
+            centre = p * (m - 1)
+            lo = float(sample[int(np.floor(centre - spread))]) if centre - spread >= 0 else -np.inf
+            hi = float(sample[int(np.ceil(centre + spread))]) if centre + spread <= m - 1 else np.inf
             brackets.append((lo, hi))
             low, high = f"'{lo!r}'::DOUBLE", f"'{hi!r}'::DOUBLE"  # 'inf' and '-inf' read as DOUBLE too
             parts.append(
@@ -123,9 +119,7 @@ def telemetry_samples(analysis: RunAnalysis, start: float, end: float) -> dict[s
     for name, frame, device, metric in picks:
         if not len(frame):
             continue
-        ts = frame["ts_unix_s"].to_numpy()
-        lo, hi = np.searchsorted(ts, start, side="left"), np.searchsorted(ts, end, side="right")
-        sub = frame.iloc[lo:hi]
+        sub = window(frame, start, end)
         mask = (sub["metric"] == metric).to_numpy()  # labels compared as codes, no string per row
         if device is not None:
             mask = mask & (sub["device"] == device).to_numpy()
@@ -148,36 +142,25 @@ def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
             counts, widths, tokens = _per_second(con, s.index, s.steady_start_unix_s, s.steady_end_unix_s)
             lat = s.latency
             out[s.index] = Samples(
-                label=s.label,
-                load_key=load_key(s.users, s.rate),
+                label=s.label, load_key=load_key(s.users, s.rate),
                 latency_sorted=_latencies(con, f"{_OK} AND stage = {s.index}", SAMPLE_SEED + s.index),
-                ok_counts=counts,
-                bin_widths_s=widths,
+                ok_counts=counts, bin_widths_s=widths,
                 qps=float(counts.sum() / widths.sum()) if len(widths) else 0.0,
-                n_requests=s.n_requests,
-                n_failed=s.n_requests - s.n_ok,
+                n_requests=s.n_requests, n_failed=s.n_requests - s.n_ok,
                 telemetry=telemetry_samples(analysis, s.steady_start_unix_s, s.steady_end_unix_s),
-                token_counts=tokens,
-                exact_ms={50.0: lat.p50_ms, 95.0: lat.p95_ms, 99.0: lat.p99_ms},
-                n_ok=lat.n,
-                unavailable_s=s.unavailable_s,
-            )
+                token_counts=tokens, exact_ms={50.0: lat.p50_ms, 95.0: lat.p95_ms, 99.0: lat.p99_ms},
+                n_ok=lat.n, unavailable_s=s.unavailable_s,
+            )  # fmt: skip
         peak = max(out.values(), key=lambda x: x.qps, default=None)
         overall = _latencies(con, _OK, SAMPLE_SEED)
         n_requests = sum(s.stats.n_requests for s in analysis.summary.steps)
         n_ok = sum(s.stats.n_ok for s in analysis.summary.steps)
         out[OVERALL_INDEX] = Samples(
-            label="overall",
-            load_key=None,
-            latency_sorted=overall,
+            label="overall", load_key=None, latency_sorted=overall,
             ok_counts=peak.ok_counts if peak else np.array([]),
-            bin_widths_s=peak.bin_widths_s if peak else np.array([]),
-            qps=peak.qps if peak else 0.0,
-            n_requests=n_requests,
-            n_failed=n_requests - n_ok,
-            telemetry=peak.telemetry if peak else {},
+            bin_widths_s=peak.bin_widths_s if peak else np.array([]), qps=peak.qps if peak else 0.0,
+            n_requests=n_requests, n_failed=n_requests - n_ok, telemetry=peak.telemetry if peak else {},
             token_counts=peak.token_counts if peak else None,
-            exact_ms=_exact(con, list(LATENCY_METRICS.values()), overall),
-            n_ok=n_ok,
-        )
+            exact_ms=_exact(con, list(LATENCY_METRICS.values()), overall), n_ok=n_ok,
+        )  # fmt: skip
     return out

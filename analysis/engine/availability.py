@@ -15,12 +15,9 @@ HANG_S = 1.0  # only a request open this long can span a whole one-second bin
 
 
 def window_unavailable_s(
-    con: duckdb.DuckDBPyConnection,
-    start_unix_s: float,
-    end_unix_s: float,
-    side: str | None = None,
+    con: duckdb.DuckDBPyConnection, start_unix_s: float, end_unix_s: float, side: str | None = None,
     every_bin_wanted: bool = False,
-) -> int:
+) -> int:  # fmt: skip
     """Seconds of [start, end) without an ok completion (see embedperf.availability), over the `tagged`
     view (analysis.engine.views.create_views); `side` keeps one side of a canary. Validation probes are left out."""
     n_bins = bin_count(start_unix_s, end_unix_s)

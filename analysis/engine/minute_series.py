@@ -8,14 +8,15 @@ or power falls while its temperature rises.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from analysis.engine import requests as ooc
-from analysis.figures.soak import DRIFT_MAX_PCT_PER_H, LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H, MINUTE_S
+from analysis.figures.soak import MINUTE_S, drifts, grows, slope_per_h
 from analysis.model.telemetry import ACCELERATOR_SOURCES, SERVICE_DEVICE
 
 # Grouped quantiles hold every group's values and a hash table at once: a quarter of a selection pass.
@@ -34,8 +35,8 @@ class MinutePoint(BaseModel):
     p50_ms: float | None
     p99_ms: float | None
     device_util_pct: float | None = None
-    temp_max_c: float | None = None
-    power_w: float | None = None
+    temp_max_c: float | None = Field(default=None, description="The hottest serving device's peak.")
+    power_w: float | None = Field(default=None, description="The serving devices' means, summed.")
     clock_mhz: float | None = None
     service_rss_mb: float | None = None
 
@@ -53,33 +54,38 @@ class SoakFindings(BaseModel):
     power_change_pct: float | None
 
 
-def _per_slice(n_buckets: int, n_rows: int) -> int:
-    """Buckets per query so that one query's latencies fit ooc.PASS_VALUES (DuckDB holds them at once)."""
+def _sliced(
+    con: duckdb.DuckDBPyConnection, query: str, first: int, last: int, n_rows: int,
+    params: Callable[[int, int], list[object]],
+) -> list[tuple[Any, ...]]:  # fmt: skip
+    """`query` over buckets first..last, as many a query (params(lo, hi) for [lo, hi)) as keep one query's
+    latencies within ooc.PASS_VALUES (DuckDB holds them at once)."""
     n_slices = max(1, int(np.ceil(n_rows / (ooc.PASS_VALUES / SERIES_PASS_DIVISOR))))
-    return max(1, int(np.ceil(n_buckets / n_slices)))
+    per_slice = max(1, int(np.ceil((last - first + 1) / n_slices)))
+    rows: list[tuple[Any, ...]] = []
+    for lo in range(first, last + 1, per_slice):
+        rows += con.execute(query, params(lo, lo + per_slice)).fetchall()
+    return rows
 
 
 def request_minutes(con: duckdb.DuckDBPyConnection) -> tuple[float | None, list[MinutePoint]]:
     """Per-minute QPS, goodput, error rate and P50/P99 of the `prepared` view's steady, non-probe rows."""
-    [(t_min, t_max, n_rows)] = con.execute(
-        "SELECT min(t_sent_unix_s), max(t_sent_unix_s), count(*) FROM prepared WHERE NOT probe"
-    ).fetchall()
+    extent = "SELECT min(t_sent_unix_s), max(t_sent_unix_s), count(*) FROM prepared WHERE NOT probe"
+    [(t_min, t_max, n_rows)] = con.execute(extent).fetchall()
     if t_min is None:
         return None, []
     t0 = float(t_min)
     last = int(np.floor((float(t_max) - t0) / MINUTE_S))
-    per_slice = _per_slice(last + 1, int(n_rows))
-    rows: list[tuple[Any, ...]] = []
-    for lo in range(0, last + 1, per_slice):
-        rows += con.execute(
-            f"""SELECT floor((t_sent_unix_s - ?) / {MINUTE_S!r})::BIGINT AS minute,
+    query = f"""SELECT floor((t_sent_unix_s - ?) / {MINUTE_S!r})::BIGINT AS minute,
                     count(*) AS n, count(*) FILTER (outcome = 0) AS n_ok,
                     quantile_cont(latency_ms, [0.5, 0.99]) FILTER (outcome = 0) AS q
                 FROM prepared WHERE NOT probe AND t_sent_unix_s IS NOT NULL
                   AND t_sent_unix_s >= ? AND t_sent_unix_s < ? AND minute BETWEEN ? AND ?
-                GROUP BY minute ORDER BY minute""",
-            [t0, t0 + (lo - 1) * MINUTE_S, t0 + (lo + per_slice + 1) * MINUTE_S, lo, lo + per_slice - 1],
-        ).fetchall()
+                GROUP BY minute ORDER BY minute"""
+    rows = _sliced(
+        con, query, 0, last, int(n_rows),
+        lambda lo, hi: [t0, t0 + (lo - 1) * MINUTE_S, t0 + (hi + 1) * MINUTE_S, lo, hi - 1],
+    )  # fmt: skip
     return t0, [
         MinutePoint(
             minute=int(m), qps=n / MINUTE_S, goodput_qps=n_ok / MINUTE_S, error_rate=1.0 - n_ok / n,
@@ -90,12 +96,9 @@ def request_minutes(con: duckdb.DuckDBPyConnection) -> tuple[float | None, list[
 
 
 def prepare_telemetry_minutes(con: duckdb.DuckDBPyConnection, t0: float) -> None:
-    """Per-minute telemetry of every device into small temp tables (`tel_minutes`, `rss_minutes`).
-
-    From the `tel` view (analysis.engine.telemetry.create_view). Done before the telemetry is loaded for
-    the step figures, so DuckDB's aggregation and those frames never hold memory at the same time;
-    add_telemetry_minutes then picks the serving devices from these tables.
-    """
+    """Per-minute telemetry of every device from the `tel` view into small temp tables (`tel_minutes`,
+    `rss_minutes`), before the telemetry is loaded for the step figures, so DuckDB's aggregation and those
+    frames never hold memory at the same time; add_telemetry_minutes then picks the serving devices."""
     sources = ", ".join(f"'{s}'" for s in sorted(ACCELERATOR_SOURCES))
     minute = f"floor((ts_unix_s - {t0!r}) / {MINUTE_S!r})::BIGINT"
     con.execute(
@@ -115,10 +118,7 @@ def prepare_telemetry_minutes(con: duckdb.DuckDBPyConnection, t0: float) -> None
 def add_telemetry_minutes(
     con: duckdb.DuckDBPyConnection, points: list[MinutePoint], serving: list[str] | None = None
 ) -> None:
-    """Serving-device utilisation (mean), temperature (max), power (sum of device means), clock, service RSS.
-
-    From the tables of prepare_telemetry_minutes.
-    """
+    """Each point's serving-device figures and service RSS, from prepare_telemetry_minutes' tables."""
     if not points:
         return
     device_filter = f"WHERE device IN ({', '.join(repr(d) for d in serving)})" if serving else ""
@@ -142,17 +142,9 @@ def add_telemetry_minutes(
             )
 
 
-def _slope_per_h(minutes: np.ndarray, values: np.ndarray) -> float | None:
-    keep = np.isfinite(values)
-    if keep.sum() < 3 or np.ptp(minutes[keep]) == 0:
-        return None
-    return float(np.polyfit(minutes[keep] * MINUTE_S, values[keep], 1)[0] * 3600.0)
-
-
 def _series(points: list[MinutePoint], name: str) -> np.ndarray:
-    return np.array(
-        [np.nan if getattr(p, name) is None else getattr(p, name) for p in points], dtype=np.float64
-    )
+    values = [getattr(p, name) for p in points]
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
 def _quarter_change(values: np.ndarray) -> tuple[float, float] | None:
@@ -165,12 +157,12 @@ def _quarter_change(values: np.ndarray) -> tuple[float, float] | None:
 
 
 def soak_findings(points: list[MinutePoint]) -> SoakFindings:
-    minutes = np.array([p.minute for p in points], dtype=np.float64)
+    minutes_s = np.array([p.minute for p in points], dtype=np.float64) * MINUTE_S
     p99 = _series(points, "p99_ms")
     rss = _series(points, "service_rss_mb")
-    p99_slope = _slope_per_h(minutes, p99)
+    p99_slope = slope_per_h(minutes_s, p99)
     p99_median = float(np.nanmedian(p99)) if np.isfinite(p99).any() else None
-    rss_slope = _slope_per_h(minutes, rss)
+    rss_slope = slope_per_h(minutes_s, rss)
     rss_mean = float(np.nanmean(rss)) if np.isfinite(rss).any() else None
     temp = _quarter_change(_series(points, "temp_max_c"))
     changes: dict[str, float | None] = {}
@@ -180,28 +172,15 @@ def soak_findings(points: list[MinutePoint]) -> SoakFindings:
     temp_rise = temp[1] - temp[0] if temp else None
     dropping = any(c is not None and c <= -THROTTLE_DROP_FRACTION * 100.0 for c in changes.values())
     return SoakFindings(
-        p99_slope_ms_per_h=p99_slope,
-        p99_median_ms=p99_median,
-        rss_slope_mb_per_h=rss_slope,
+        p99_slope_ms_per_h=p99_slope, p99_median_ms=p99_median, rss_slope_mb_per_h=rss_slope,
         rss_mean_mb=rss_mean,
-        latency_drift=bool(
-            p99_slope is not None and p99_median and p99_slope > DRIFT_MAX_PCT_PER_H / 100.0 * p99_median
-        ),
-        memory_growth=bool(
-            rss_slope is not None
-            and rss_mean
-            and rss_slope > max(LEAK_MIN_MB_PER_H, LEAK_MIN_PCT_PER_H / 100.0 * rss_mean)
-        ),
+        latency_drift=drifts(p99_slope, p99_median), memory_growth=grows(rss_slope, rss_mean),
         thermal_throttling=bool(temp_rise is not None and temp_rise >= THROTTLE_TEMP_RISE_C and dropping),
-        temp_rise_c=temp_rise,
-        clock_change_pct=changes["clock_mhz"],
-        power_change_pct=changes["power_w"],
-    )
+        temp_rise_c=temp_rise, clock_change_pct=changes["clock_mhz"], power_change_pct=changes["power_w"],
+    )  # fmt: skip
 
 
-# --------------------------------------------------------------------------------------------
 # Figure series: what reports/figures.py draws, without the rows
-# --------------------------------------------------------------------------------------------
 class RequestSeries(BaseModel):
     """QPS and ok-latency P50/P99 per time bucket (seconds from t0), at most max_points buckets."""
 
@@ -213,10 +192,8 @@ class RequestSeries(BaseModel):
 
 
 def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -> RequestSeries:
-    """The time-series figure's request panels from the `src` view (every row, by completion time).
-
-    QPS is goodput (ok rows per second), as in the throughput figure.
-    """
+    """The time-series figure's request panels from the `tagged` view (every row, by completion time);
+    QPS is goodput (ok rows per second), as in the throughput figure."""
     [(t_min, t_max, n_rows)] = con.execute(
         "SELECT min(t_done_unix_s), max(t_done_unix_s), count(*) FROM tagged WHERE isfinite(t_done_unix_s)"
     ).fetchall()
@@ -225,26 +202,21 @@ def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -
     span = float(t_max) - t0
     bucket_s = max(1.0, float(np.ceil(span / max_points)))
     first, last = (int(np.floor((float(t) - t0) / bucket_s)) for t in (t_min, t_max))
-    per_slice = _per_slice(last - first + 1, int(n_rows))
-    rows: list[tuple[Any, ...]] = []
-    for lo in range(first, last + 1, per_slice):
-        hi = lo + per_slice
-        rows += con.execute(
-            """SELECT floor((t_done_unix_s - ?) / ?) AS k, count(*) FILTER (coalesce(ok, false)),
+    query = """SELECT floor((t_done_unix_s - ?) / ?) AS k, count(*) FILTER (coalesce(ok, false)),
                       quantile_cont(latency_ms, [0.5, 0.99]) FILTER (coalesce(ok, false))
                FROM tagged WHERE isfinite(t_done_unix_s) AND t_done_unix_s >= ? AND t_done_unix_s < ?
                  AND floor((t_done_unix_s - ?) / ?) BETWEEN ? AND ?
-               GROUP BY k ORDER BY k""",
-            [t0, bucket_s, t0 + (lo - 1) * bucket_s, t0 + (hi + 1) * bucket_s, t0, bucket_s, lo, hi - 1],
-        ).fetchall()
-    rows = [(k * bucket_s, n, q) for k, n, q in rows]
+               GROUP BY k ORDER BY k"""
+
+    def params(lo: int, hi: int) -> list[object]:
+        return [t0, bucket_s, t0 + (lo - 1) * bucket_s, t0 + (hi + 1) * bucket_s, t0, bucket_s, lo, hi - 1]
+
+    rows = _sliced(con, query, first, last, int(n_rows), params)
     return RequestSeries(
-        bucket_s=bucket_s,
-        t_s=[float(b) for b, _, _ in rows],
+        bucket_s=bucket_s, t_s=[float(k * bucket_s) for k, _, _ in rows],
         qps=[n / bucket_s for _, n, _ in rows],
-        p50_ms=[q[0] if q else None for _, _, q in rows],
-        p99_ms=[q[1] if q else None for _, _, q in rows],
-    )
+        p50_ms=[q[0] if q else None for _, _, q in rows], p99_ms=[q[1] if q else None for _, _, q in rows],
+    )  # fmt: skip
 
 
 def batch_histograms(con: duckdb.DuckDBPyConnection) -> dict[int, dict[int, int]]:

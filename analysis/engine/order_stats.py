@@ -14,8 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from analysis.figures.bootstrap import interval, resampled_ranks, rng_for
-from analysis.figures.bootstrap import lerp as bootstrap_lerp
+from analysis.figures.bootstrap import interval, lerp, resampled_ranks, rng_for
 
 
 def linear_ranks(n: int, q_pct: float) -> tuple[int, int, float]:
@@ -27,19 +26,13 @@ def linear_ranks(n: int, q_pct: float) -> tuple[int, int, float]:
     return lo, lo + 1, virtual - lo
 
 
-def lerp(a: float, b: float, t: float) -> float:
-    """numpy's `_lerp`, term for term, so results match to the last bit."""
-    diff = b - a
-    return b - diff * (1.0 - t) if t >= 0.5 else a + diff * t
-
-
 OrderStats = Callable[[Sequence[int]], dict[int, float]]
 
 
 def exact_percentiles(n: int, pcts: Sequence[float], order_stats: OrderStats) -> list[float]:
     ranks = [linear_ranks(n, q) for q in pcts]
     values = order_stats(sorted({r for lo, hi, _ in ranks for r in (lo, hi)}))
-    return [lerp(values[lo], values[hi], t) for lo, hi, t in ranks]
+    return [lerp(values[lo], values[hi], t) for lo, hi, t in ranks]  # numpy's own arithmetic, bit for bit
 
 
 def bootstrap_ranks(n: int, q_pct: float, n_boot: int, seed: int, dependence: float = 1.0) -> list[int]:
@@ -60,4 +53,4 @@ def bootstrap_percentile_ci(
     values = order_stats(bootstrap_ranks(n, q_pct, n_boot, seed, dependence))
     low = np.array([values[int(i)] for i in lo], dtype=np.float64)
     high = np.array([values[int(i)] for i in hi], dtype=np.float64)
-    return interval(bootstrap_lerp(low, high, weight))
+    return interval(lerp(low, high, weight))

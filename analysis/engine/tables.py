@@ -1,10 +1,9 @@
 """Run-wide figures out of core: totals by outcome, outage windows, latency by input length, soak inputs.
 
-The same figures as analysis/run/summary.py's request_totals, analysis/model/outage.py, analysis/model/lengths.py
-and analysis/figures/soak.py compute from rows in memory, from the views of analysis/engine/requests.py (`tagged`: every
-row; `prepared`: steady, analysable rows). Percentiles come from order statistics (order_stats.exact_percentiles),
-so they equal numpy's; the soak's per-minute P50/P99 use DuckDB's quantile_cont (equal to numpy's
-"linear" to the last bits, not bit for bit: 1,440 minutes would otherwise cost 1,440 passes).
+From the views of analysis/engine/views.py (`tagged`: every row; `prepared`: steady, analysable rows), the
+figures tests/oracles/in_memory computes from rows in memory. Percentiles come from order statistics
+(order_stats.exact_percentiles), so they equal numpy's; the soak's per-minute P50/P99 use DuckDB's
+quantile_cont (numpy's "linear" to the last bits, not bit for bit: 1,440 minutes would cost 1,440 passes).
 """
 
 from __future__ import annotations
@@ -32,20 +31,16 @@ class Totals:
 
 
 def totals(con: duckdb.DuckDBPyConnection) -> Totals:
-    row = con.execute("SELECT count(*), count(*) FILTER (outcome = 0) FROM tagged WHERE NOT probe").fetchone()
-    assert row is not None
-    pairs = con.execute(
-        "SELECT status_code, coalesce(error, ''), count(*) FROM tagged WHERE NOT probe AND outcome <> 0 GROUP BY ALL"
-    ).fetchall()
-    return Totals(n_requests=int(row[0]), n_ok=int(row[1]), errors_by_kind=ooc.kinds_of(pairs))
+    by_outcome = "SELECT count(*), count(*) FILTER (outcome = 0) FROM tagged WHERE NOT probe"
+    [(n, n_ok)] = con.execute(by_outcome).fetchall()
+    return Totals(int(n), int(n_ok), ooc.errors_by_kind(con, "tagged WHERE NOT probe", []))
 
 
 def outage_windows(con: duckdb.DuckDBPyConnection) -> list[OutageWindow]:
     """The in-memory outage_windows (tests/oracles/in_memory/figures.py) over every row: connection errors and successes per whole second."""
-    conn = (
-        "status_code IS NULL AND outcome <> 0 AND (contains(lower(coalesce(error, '')), 'refused') "
-        "OR contains(lower(coalesce(error, '')), 'reset') OR contains(lower(coalesce(error, '')), 'connection'))"
-    )
+    words = ("refused", "reset", "connection")
+    said = " OR ".join(f"contains(lower(coalesce(error, '')), '{word}')" for word in words)
+    conn = f"status_code IS NULL AND outcome <> 0 AND ({said})"
     valid = "isfinite(t_sent_unix_s)"
     row = con.execute(f"SELECT count(*) FROM tagged WHERE {valid} AND {conn}").fetchone()
     if row is None or not row[0]:
@@ -87,9 +82,8 @@ def latency_by_input_tokens(con: duckdb.DuckDBPyConnection, max_bins: int = MAX_
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW banded AS SELECT ({band}) AS band, tokens, latency_ms FROM lengths"
     )
-    bands = con.execute(
-        "SELECT band, min(tokens), max(tokens), count(*) FROM banded GROUP BY band ORDER BY band"
-    ).fetchall()
+    per_band = "SELECT band, min(tokens), max(tokens), count(*) FROM banded GROUP BY band ORDER BY band"
+    bands = con.execute(per_band).fetchall()
     band_ranks = {
         int(b): sorted({r for q in (50.0, 99.0) for r in order_stats.linear_ranks(int(n), q)[:2]})
         for b, _, _, n in bands
@@ -97,37 +91,23 @@ def latency_by_input_tokens(con: duckdb.DuckDBPyConnection, max_bins: int = MAX_
     quantiles: dict[int, list[float]] = {}
     sizes = {str(int(b)): int(n) for b, _, _, n in bands}
     for group in ooc.passes(sizes):  # as many bands a pass as DuckDB can hold the latencies of
-        parts = [
-            "quantile_disc(latency_ms, [{}]) FILTER (band = {})".format(
-                ", ".join(repr((k + 0.5) / sizes[b]) for k in band_ranks[int(b)]), int(b)
-            )
-            for b in group
-        ]
+        fractions = {b: ", ".join(repr((k + 0.5) / sizes[b]) for k in band_ranks[int(b)]) for b in group}
+        parts = [f"quantile_disc(latency_ms, [{fractions[b]}]) FILTER (band = {int(b)})" for b in group]
         [row] = con.execute(f"SELECT {', '.join(parts)} FROM banded").fetchall()
         quantiles.update({int(b): list(values) for b, values in zip(group, row, strict=True)})
     out: list[LengthBin] = []
     for b, lo, hi, n in bands:
-        band_values = quantiles[int(b)]
-        by_rank = {k: float(v) for k, v in zip(band_ranks[int(b)], band_values, strict=True)}
+        by_rank = {k: float(v) for k, v in zip(band_ranks[int(b)], quantiles[int(b)], strict=True)}
         p50, p99 = order_stats.exact_percentiles(int(n), [50.0, 99.0], _lookup(by_rank))
-        out.append(
-            LengthBin(
-                lo_tokens=int(lo),
-                hi_tokens=int(hi),
-                n=int(n),
-                p50_ms=p50,
-                p99_ms=p99 if n >= MIN_PER_BIN else None,
-            )
-        )
+        p99_ms = p99 if n >= MIN_PER_BIN else None
+        out.append(LengthBin(lo_tokens=int(lo), hi_tokens=int(hi), n=int(n), p50_ms=p50, p99_ms=p99_ms))
     return out
 
 
 def soak_inputs(con: duckdb.DuckDBPyConnection, t0: float, minutes: list[MinutePoint]) -> SoakInputs:
-    """The in-memory soak_inputs (tests/oracles/in_memory/figures.py) from the per-minute points (minute_series.request_minutes) and `prepared`.
-
-    The halves split at the middle steady row in (stage, send time) order: its send time is one
-    order statistic of its step, so no pass sorts the run.
-    """
+    """The in-memory soak_inputs (tests/oracles/in_memory/figures.py) from the per-minute points
+    (minute_series.request_minutes) and `prepared`. The halves split at the middle steady row in (stage,
+    send time) order: its send time is one order statistic of its step, so no pass sorts the run."""
     steady = "NOT probe"
     per_stage = con.execute(
         f"""SELECT stage, count(*), count(*) FILTER (outcome <> 0), count(t_sent_unix_s)
@@ -143,26 +123,24 @@ def soak_inputs(con: duckdb.DuckDBPyConnection, t0: float, minutes: list[MinuteP
             continue
         wanted = min(half - before, int(n_sent))
         if wanted:
-            cut = con.execute(
+            [(cut,)] = con.execute(
                 f"SELECT quantile_disc(t_sent_unix_s, ?) FROM prepared WHERE {steady} AND stage = ?",
                 [(wanted - 0.5) / int(n_sent), stage],
-            ).fetchone()
-            assert cut is not None
-            got = con.execute(
+            ).fetchall()
+            [(got,)] = con.execute(
                 f"SELECT count(*) FILTER (outcome <> 0) FROM prepared WHERE {steady} AND stage = ? "
                 "AND t_sent_unix_s <= ?",
-                [stage, cut[0]],
-            ).fetchone()
-            first_errors += int(got[0]) if got else 0
+                [stage, cut],
+            ).fetchall()
+            first_errors += int(got)
         break
     all_errors = sum(int(r[2]) for r in per_stage)
     with_ok = [p for p in minutes if p.p99_ms is not None and p.p50_ms is not None]
     return SoakInputs(
-        t0_unix_s=t0,
-        minutes=[p.minute for p in with_ok],
+        t0_unix_s=t0, minutes=[p.minute for p in with_ok],
         p50_ms=[float(p.p50_ms) for p in with_ok if p.p50_ms is not None],
         p99_ms=[float(p.p99_ms) for p in with_ok if p.p99_ms is not None],
         error_rate={p.minute: p.error_rate for p in minutes},
         error_rate_first_half=first_errors / half if half else None,
         error_rate_second_half=(all_errors - first_errors) / (n - half) if half else None,
-    )
+    )  # fmt: skip

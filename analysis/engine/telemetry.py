@@ -13,8 +13,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from analysis.engine.views import table_files
 from analysis.model.telemetry import ACCELERATOR_SOURCES, TelemetryIndex
-from embedperf.parts import finalise_parts, part_files
 from embedperf.schema import TELEMETRY_SCHEMA, RunFolder
 
 TELEMETRY_ANALYSIS_COLUMNS: tuple[str, ...] = ("ts_unix_s", "host", "source", "device", "metric", "value")
@@ -23,36 +23,21 @@ _ACCELERATOR = "source IN ({})".format(", ".join(f"'{s}'" for s in sorted(ACCELE
 
 def telemetry_files(folder: RunFolder, work_dir: Path) -> list[Path]:
     """telemetry.parquet, plus the parts an interrupted run left, streamed into a Parquet beside it."""
-    files = [folder.telemetry] if folder.telemetry.is_file() else []
-    if part_files(folder.telemetry_parts):
-        leftover = work_dir / "telemetry.parts.parquet"
-        finalise_parts(folder.telemetry_parts, leftover, TELEMETRY_SCHEMA, ["ts_unix_s"])
-        files.append(leftover)
-    return files
+    leftover = work_dir / "telemetry.parts.parquet"
+    return table_files(folder.telemetry, folder.telemetry_parts, leftover, TELEMETRY_SCHEMA, ["ts_unix_s"])
 
 
 def create_view(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
     """`tel`: every telemetry row with a value (a value the device does not report is absent)."""
     columns = ", ".join(TELEMETRY_ANALYSIS_COLUMNS)
-    if files:
-        paths = ", ".join(f"'{p}'" for p in files)
-        source = f"read_parquet([{paths}], union_by_name = true)"
-    else:
-        con.register("telemetry_empty", TELEMETRY_SCHEMA.empty_table())
-        source = "telemetry_empty"
+    paths = ", ".join(f"'{p}'" for p in files)
+    con.register("telemetry_empty", TELEMETRY_SCHEMA.empty_table())
+    source = f"read_parquet([{paths}], union_by_name = true)" if files else "telemetry_empty"
     con.execute(f"CREATE OR REPLACE VIEW tel AS SELECT {columns} FROM {source} WHERE value IS NOT NULL")
-
-
-def _labels(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
-    """The distinct values of each label column (a few dozen: hosts, sources, devices, metrics)."""
-    labels = [c for c in TELEMETRY_ANALYSIS_COLUMNS if c not in ("ts_unix_s", "value")]
-    [row] = con.execute("SELECT " + ", ".join(f"list(DISTINCT {c})" for c in labels) + " FROM tel").fetchall()
-    return {c: sorted(str(v) for v in (values or [])) for c, values in zip(labels, row, strict=True)}
 
 
 def _role_frame(con: duckdb.DuckDBPyConnection, where: str, labels: dict[str, list[str]]) -> pd.DataFrame:
     """One role's rows sorted by time, fetched a column at a time (stable order: the scan's, as pandas sorts).
-
     Labels arrive as category codes, never as strings; the peak is the time column, the sort order and
     the frame being filled, whatever DuckDB would need to sort 13M rows itself.
     """
@@ -79,7 +64,10 @@ def _role_frame(con: duckdb.DuckDBPyConnection, where: str, labels: dict[str, li
 
 def telemetry_index(con: duckdb.DuckDBPyConnection) -> TelemetryIndex:
     """The TelemetryIndex of the `tel` view: accelerator and other rows, each sorted by time."""
-    labels = _labels(con)
+    # the distinct values of each label column (a few dozen: hosts, sources, devices, metrics)
+    names = [c for c in TELEMETRY_ANALYSIS_COLUMNS if c not in ("ts_unix_s", "value")]
+    [row] = con.execute("SELECT " + ", ".join(f"list(DISTINCT {c})" for c in names) + " FROM tel").fetchall()
+    labels = {c: sorted(str(v) for v in (values or [])) for c, values in zip(names, row, strict=True)}
     return TelemetryIndex.of_sorted(
         _role_frame(con, _ACCELERATOR, labels), _role_frame(con, f"NOT {_ACCELERATOR}", labels)
     )

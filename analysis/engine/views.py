@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.model.steps import TIMEOUT_STATUS_CODES, VALIDATION_ENDPOINT_PREFIX
@@ -31,15 +32,11 @@ ONE_THREAD_BELOW_ROWS = 100_000
 IN_MEMORY_BELOW_ROWS = 250_000
 
 
-# --------------------------------------------------------------------------------------------
-# The connection and the prepared-rows view
-# --------------------------------------------------------------------------------------------
 @contextmanager
 def connect(
     work_dir: Path | None = None, memory_limit: str = MEMORY_LIMIT, threads: int = THREADS
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A DuckDB connection with a memory limit, `threads` threads (2 by default) and a spill folder (removed
-    afterwards)."""
+    """A DuckDB connection with a memory limit, `threads` threads and a spill folder (removed afterwards)."""
     spill = Path(tempfile.mkdtemp(prefix="duckdb-spill-", dir=work_dir))
     con = duckdb.connect(config={"memory_limit": memory_limit, "threads": threads})
     try:
@@ -60,18 +57,21 @@ def threads_for(files: Sequence[Path]) -> int:
     return 1 if row_count(files) < ONE_THREAD_BELOW_ROWS else THREADS
 
 
-def request_files(folder: RunFolder, work_dir: Path) -> list[Path]:
-    """requests.parquet, plus the parts an interrupted run left, streamed into a Parquet beside it."""
-    files = [folder.requests] if folder.requests.is_file() else []
-    if part_files(folder.requests_parts):
-        leftover = work_dir / "requests.parts.parquet"
-        finalise_parts(folder.requests_parts, leftover, REQUEST_SCHEMA, REQUEST_SORT_KEYS)
+def table_files(
+    whole: Path, parts: Path, leftover: Path, schema: pa.Schema, sort_keys: Sequence[str]
+) -> list[Path]:
+    """A run's table file, plus the parts an interrupted run left, streamed into a Parquet (leftover)."""
+    files = [whole] if whole.is_file() else []
+    if part_files(parts):
+        finalise_parts(parts, leftover, schema, sort_keys)
         files.append(leftover)
     return files
 
 
-def sql_list(values: Sequence[float | int | str]) -> str:
-    return ", ".join(repr(v) if isinstance(v, str) else repr(float(v)) for v in values)
+def request_files(folder: RunFolder, work_dir: Path) -> list[Path]:
+    """requests.parquet, plus the parts an interrupted run left, streamed into a Parquet beside it."""
+    leftover = work_dir / "requests.parts.parquet"
+    return table_files(folder.requests, folder.requests_parts, leftover, REQUEST_SCHEMA, REQUEST_SORT_KEYS)
 
 
 @dataclass(frozen=True)
@@ -89,40 +89,32 @@ class StepWindows:
             if end is None and i + 1 < len(ordered):
                 end = ordered[i + 1].start_unix_s
             if end is None:
-                row = con.execute(
-                    "SELECT max(t_done_unix_s) FROM src WHERE stage_index = ?", [stage.index]
-                ).fetchone()
-                end = float(row[0]) if row and row[0] is not None else stage.start_unix_s
+                last_done = "SELECT max(t_done_unix_s) FROM src WHERE stage_index = ?"
+                [(done,)] = con.execute(last_done, [stage.index]).fetchall()
+                end = float(done) if done is not None else stage.start_unix_s
             windows[stage.index] = (min(stage.start_unix_s + stage.warmup_s, end), float(end))
         return cls(windows)
 
 
 def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list[StageRecord]) -> StepWindows:
     """`src` (raw rows), `tagged` (stage, outcome, probe; a table below IN_MEMORY_BELOW_ROWS rows) and
-    `prepared` (steady, analysable rows).
-
-    The rules are those of the in-memory prepare_requests (tests/oracles/in_memory/steps.py): a missing stage_index comes from
-    t_sent within the recorded stage starts; timeouts are 408/504 or an error saying so; probes are
-    validation endpoints; ok rows without a latency and rows sent during a warm-up are left out.
+    `prepared` (steady, analysable rows). The rules are those of the in-memory prepare_requests
+    (tests/oracles/in_memory/steps.py): a missing stage_index comes from t_sent within the recorded stage
+    starts; timeouts are 408/504 or an error saying so; probes are validation endpoints; ok rows without a
+    latency and rows sent during a warm-up are left out.
     """
     paths = ", ".join(f"'{p}'" for p in files)
     con.register("requests_empty", REQUEST_SCHEMA.empty_table())
-    if files:  # every schema column, NULL where an older file lacks it (as the in-memory reader does)
-        con.execute(
-            "CREATE VIEW src AS SELECT * FROM requests_empty "
-            f"UNION ALL BY NAME SELECT * FROM read_parquet([{paths}], union_by_name = true)"
-        )
-    else:
-        con.execute("CREATE VIEW src AS SELECT * FROM requests_empty")
+    # every schema column, NULL where an older file lacks it (as the in-memory reader does)
+    union = f" UNION ALL BY NAME SELECT * FROM read_parquet([{paths}], union_by_name = true)"
+    con.execute(f"CREATE VIEW src AS SELECT * FROM requests_empty{union if files else ''}")
     windows = StepWindows.of(con, stages)
     ordered = sorted(stages, key=lambda s: s.start_unix_s)
     by_time = " ".join(f"WHEN t_sent_unix_s >= {s.start_unix_s!r} THEN {s.index}" for s in reversed(ordered))
     last = ordered[-1].index if ordered else "NULL"
     stage_expr = (
         f"CASE WHEN stage_index IS NOT NULL THEN stage_index WHEN t_sent_unix_s IS NULL THEN {last} "
-        f"{by_time} ELSE NULL END"
-        if ordered
-        else "stage_index"
+        f"{by_time} ELSE NULL END" if ordered else "stage_index"
     )
     timeout_codes = ", ".join(str(c) for c in sorted(TIMEOUT_STATUS_CODES))
     con.execute(
@@ -135,7 +127,7 @@ def create_views(con: duckdb.DuckDBPyConnection, files: list[Path], stages: list
             coalesce(starts_with(endpoint, '{VALIDATION_ENDPOINT_PREFIX}'), false) AS probe
         FROM src"""
     )
-    known = sql_list(list(windows.windows)) or "NULL"
+    known = ", ".join(repr(float(i)) for i in windows.windows) or "NULL"
     steady = " ".join(f"WHEN {i} THEN {w[0]!r}" for i, w in windows.windows.items())
     steady_expr = f"CASE stage {steady} END" if steady else "NULL"
     con.execute(

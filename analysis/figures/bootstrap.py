@@ -1,20 +1,22 @@
 """Seeded, vectorised bootstrap confidence intervals for percentiles, throughput and their differences.
 
-Percentiles use the exact order-statistic form of the bootstrap: the k-th smallest of n draws with
-replacement from a sorted sample is `sorted[floor(U * n)]` with U ~ Beta(k, n - k + 1), and the next
-one above it is `sorted[floor(V * n)]` with V = U + (1 - U) * Beta(1, n - k). Each replicate is then
-the linear-interpolated percentile of its resample (numpy's "linear", the estimator every reported
-P99 uses), so the interval is drawn around the same estimator as the figure it accompanies; B
-replicates cost 2B draws instead of B * n.
+Percentiles use the exact order-statistic form of the bootstrap: the k-th smallest of n draws with replacement
+from a sorted sample is `sorted[floor(U * n)]` with U ~ Beta(k, n - k + 1), and the next one above it is
+`sorted[floor(V * n)]` with V = U + (1 - U) * Beta(1, n - k). Each replicate is then the linear-interpolated
+percentile of its resample (numpy's "linear", the estimator every reported P99 uses), so the interval is drawn
+around the same estimator as the figure it accompanies; B replicates cost 2B draws instead of B * n.
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 import numpy as np
 
 DEFAULT_N_BOOT = 2000
 DEFAULT_SEED = 0
 CI_LEVEL = 0.95
+Values = TypeVar("Values", float, np.ndarray)
 
 
 def rng_for(seed: int = DEFAULT_SEED) -> np.random.Generator:
@@ -46,8 +48,8 @@ def resampled_ranks(
     return lo, hi, weight
 
 
-def lerp(low: np.ndarray, high: np.ndarray, weight: float) -> np.ndarray:
-    """numpy's `_lerp`, term for term, so a replicate equals np.percentile of its resample."""
+def lerp(low: Values, high: Values, weight: float) -> Values:
+    """numpy's `_lerp`, term for term, so a value (or replicate) equals np.percentile's to the last bit."""
     diff = high - low
     return high - diff * (1.0 - weight) if weight >= 0.5 else low + diff * weight
 
@@ -92,11 +94,9 @@ def percentile_ci(
 def resampled_ratios(
     numerators: np.ndarray, denominators: np.ndarray, n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """B bootstrap replicates of sum(numerators) / sum(denominators), resampling the pairs together.
-
-    Throughput is requests per second of a window whose last second is usually partial: resampling
-    (count, width) pairs keeps the replicates centred on the point estimate n / duration.
-    """
+    """B bootstrap replicates of sum(numerators) / sum(denominators), resampling the pairs together:
+    throughput is requests per second of a window whose last second is usually partial, and resampling
+    (count, width) pairs keeps the replicates centred on the point estimate n / duration."""
     n = len(numerators)
     if n == 0:
         return np.full(n_boot, np.nan)

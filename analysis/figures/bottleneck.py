@@ -30,9 +30,6 @@ QUEUE_SHARE_PCT = 30.0
 STAGE_SHARE_PCT = 30.0
 CPU_BUSY_PCT = 90.0
 CLIENT_SHARE_PCT = 50.0
-KINDS: tuple[str, ...] = (
-    "generator", "host_launch", "device", "queue_idle", "tokenise", "service_cpu", "client_network", "none", "no_data",
-)  # fmt: skip
 
 
 class Bottleneck(BaseModel):
@@ -43,19 +40,12 @@ class Bottleneck(BaseModel):
     evidence: dict[str, float]
 
 
-def _device_busy(tel: TelemetryStats) -> float | None:
-    """Accelerator utilisation where a device reports it, else the inference worker's busy share."""
-    return tel.device_util_mean_pct if tel.device_util_mean_pct is not None else tel.service_busy_mean_pct
-
-
 def step_bottleneck(
-    stats: StepStats,
-    tel: TelemetryStats,
-    decomposition: Decomposition | None,
-    cpu_cores: int | None = None,
-) -> Bottleneck:
+    stats: StepStats, tel: TelemetryStats, decomposition: Decomposition | None, cpu_cores: int | None = None,
+) -> Bottleneck:  # fmt: skip
     evidence: dict[str, float] = {}
-    busy = _device_busy(tel)
+    # accelerator utilisation where a device reports it, else the inference worker's busy share
+    busy = tel.device_util_mean_pct if tel.device_util_mean_pct is not None else tel.service_busy_mean_pct
     shares = decomposition.parts_pct if decomposition else {}
     for key, value in (
         ("generator_cpu_pct", tel.generator_cpu_mean_pct),
@@ -90,11 +80,9 @@ def step_bottleneck(
         return found("queue_idle", "queue_share_pct", "device_busy_pct")
     if shares.get("tokenize", 0.0) >= STAGE_SHARE_PCT:
         return found("tokenise", "tokenise_share_pct", "service_cpu_pct")
-    service_cap = 100.0 * cpu_cores if cpu_cores else None
-    service_cpu = tel.service_cpu_mean_pct
-    if (service_cpu is not None and service_cap and service_cpu >= CPU_BUSY_PCT / 100.0 * service_cap) or (
-        tel.host_cpu_mean_pct or 0.0
-    ) >= CPU_BUSY_PCT:
+    service_cap, service_cpu = 100.0 * cpu_cores if cpu_cores else None, tel.service_cpu_mean_pct
+    busy_cpu = service_cpu is not None and service_cap and service_cpu >= CPU_BUSY_PCT / 100.0 * service_cap
+    if busy_cpu or (tel.host_cpu_mean_pct or 0.0) >= CPU_BUSY_PCT:
         return found("service_cpu", "service_cpu_pct", "host_cpu_pct")
     if shares.get("client_network", 0.0) >= CLIENT_SHARE_PCT:
         return found("client_network", "client_network_share_pct", "generator_cpu_pct")

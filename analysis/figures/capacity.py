@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from analysis.figures.bottleneck import GENERATOR_BUSY_PCT
 from analysis.model.steps import StepStats
@@ -53,8 +53,8 @@ class LittleCheck(BaseModel):
 
     index: int
     users: float
-    expected_users: float
-    mismatch: float
+    expected_users: float = Field(description="QPS x (mean latency of every answer + think time).")
+    mismatch: float = Field(description="|expected_users - users| / users; flagged above LITTLE_MISMATCH.")
     flagged: bool
     cause: LittleCause | None = None
     error_rate: float | None = None
@@ -76,8 +76,7 @@ class DevicePlan(BaseModel):
     replicas: int
     devices_per_replica: int
     devices: int
-    # True when read from a lower-bound capacity: fewer devices may do, so `devices` is "at most".
-    devices_upper_bound: bool = False
+    devices_upper_bound: bool = False  # read from a lower-bound capacity: `devices` is "at most"
 
 
 class CapacityResult(BaseModel):
@@ -86,17 +85,15 @@ class CapacityResult(BaseModel):
     steps_meeting_slo: list[int]
     max_step_index: int | None = None
     max_qps_meeting_slo: float | None = None
-    max_load_meeting_slo: float | None = None
+    max_load_meeting_slo: float | None = Field(default=None, description="That step's load (users or rate).")
     knee_index: int | None = None
     knee_qps: float | None = None
-    peak_qps: float | None = None
+    peak_qps: float | None = Field(default=None, description="The highest goodput of any step, SLO or not.")
     little: list[LittleCheck] = []
     plan: DevicePlan | None = None
-    # The load never reached the limit (module doc): max_qps_meeting_slo is "at least" that much.
-    lower_bound: bool = False
+    lower_bound: bool = False  # the load never reached the limit: max_qps_meeting_slo is "at least"
     highest_step_index: int | None = None  # the highest-load step with requests: where the load ended
-    # adaptive steps (steps.until) that reached their longest time before their P99 interval was narrow enough
-    unconverged_steps: list[int] = []
+    unconverged_steps: list[int] = []  # adaptive steps whose P99 interval never got narrow enough
 
     @property
     def uncertain(self) -> bool:
@@ -108,13 +105,8 @@ class CapacityResult(BaseModel):
         plan is made, so a lower-bound capacity always gives an at-most device count."""
         if self.max_qps_meeting_slo is None or self.max_qps_meeting_slo <= 0:
             return None
-        return device_plan(
-            self.max_qps_meeting_slo,
-            devices_in_run,
-            target_qps,
-            headroom,
-            capacity_lower_bound=self.lower_bound,
-        )
+        qps, lower_bound = self.max_qps_meeting_slo, self.lower_bound
+        return device_plan(qps, devices_in_run, target_qps, headroom, capacity_lower_bound=lower_bound)
 
 
 def within_error_budget(step: StepStats, error_budget: float) -> bool:
@@ -141,19 +133,6 @@ def find_knee(steps: list[StepStats], error_budget: float = DEFAULT_ERROR_BUDGET
     return None
 
 
-def think_time_s(scenario: dict[str, Any]) -> float:
-    """Mean think time between a user's requests, from the scenario (0 when it has none)."""
-    for key in ("think_time_s", "wait_time_s"):
-        value = scenario.get(key)
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, list | tuple) and len(value) == 2:
-            return (float(value[0]) + float(value[1])) / 2.0
-        if isinstance(value, dict) and {"min", "max"} <= value.keys():
-            return (float(value["min"]) + float(value["max"])) / 2.0
-    return 0.0
-
-
 def little_cause_text(check: LittleCheck) -> str:
     """What a flagged check is put down to, in one English phrase (the report has its own strings)."""
     if check.cause == "errors":
@@ -175,8 +154,7 @@ def little_checks(
             continue
         if any(kind in BACKOFF_ERROR_KINDS for kind in step.errors_by_kind):
             continue  # users waited in back-off (neither latency nor think time): the law does not apply
-        latencies = [x for x in (step.latency.mean_ms, step.error_latency.mean_ms) if x is not None]
-        if not latencies:
+        if step.latency.mean_ms is None and step.error_latency.mean_ms is None:
             continue
         mean_ms = (
             (step.latency.mean_ms or 0.0) * step.n_ok
@@ -186,28 +164,18 @@ def little_checks(
         mismatch = abs(expected - step.users) / step.users
         cpu = (generator_cpu_pct or {}).get(step.index)
         flagged = mismatch > LITTLE_MISMATCH
-        checks.append(
-            LittleCheck(
-                index=step.index,
-                users=float(step.users),
-                expected_users=expected,
-                mismatch=mismatch,
-                flagged=flagged,
-                cause=_little_cause(step, cpu) if flagged else None,
-                error_rate=step.error_rate,
-                generator_cpu_pct=cpu,
-            )
-        )
+        checks.append(LittleCheck(
+            index=step.index, users=float(step.users), expected_users=expected, mismatch=mismatch,
+            flagged=flagged, cause=_little_cause(step, cpu) if flagged else None, error_rate=step.error_rate,
+            generator_cpu_pct=cpu,
+        ))  # fmt: skip
     return checks
 
 
 def device_plan(
-    max_qps: float,
-    devices_in_run: int,
-    target_qps: float,
-    headroom: float,
+    max_qps: float, devices_in_run: int, target_qps: float, headroom: float,
     capacity_lower_bound: bool = False,
-) -> DevicePlan:
+) -> DevicePlan:  # fmt: skip
     """Replicas of the measured configuration: ceil(target / (max_qps_meeting_slo × (1 − headroom))).
 
     A lower-bound max_qps (the load never reached the limit) makes the device count an upper bound."""
@@ -215,28 +183,10 @@ def device_plan(
     replicas = math.ceil(target_qps / usable) if usable > 0 else 0
     per_replica = max(devices_in_run, 1)
     return DevicePlan(
-        target_qps=target_qps,
-        headroom=headroom,
-        usable_qps_per_replica=usable,
-        replicas=replicas,
-        devices_per_replica=per_replica,
-        devices=replicas * per_replica,
+        target_qps=target_qps, headroom=headroom, usable_qps_per_replica=usable, replicas=replicas,
+        devices_per_replica=per_replica, devices=replicas * per_replica,
         devices_upper_bound=capacity_lower_bound,
-    )
-
-
-def highest_step(steps: list[StepStats]) -> StepStats | None:
-    """The highest-load step that was measured (has requests): where the tested range ends."""
-    measured = [s for s in steps if s.n_requests > 0]
-    return max(measured, key=lambda s: (s.load, s.index)) if measured else None
-
-
-def never_reached_limit(
-    steps: list[StepStats], knee_index: int | None, slo_p99_ms: float | None, error_budget: float
-) -> bool:
-    """No knee and the highest load still meets the SLO: the capacity found is only a lower bound."""
-    top = highest_step(steps)
-    return knee_index is None and top is not None and meets_slo(top, slo_p99_ms, error_budget)
+    )  # fmt: skip
 
 
 def higher_load_override(step: StepStats) -> str:
@@ -247,34 +197,26 @@ def higher_load_override(step: StepStats) -> str:
 
 
 def capacity(
-    steps: list[StepStats],
-    slo_p99_ms: float | None,
-    error_budget: float = DEFAULT_ERROR_BUDGET,
-    think_s: float = 0.0,
-    devices_in_run: int = 1,
-    target_qps: float | None = None,
-    headroom: float = DEFAULT_HEADROOM,
-    generator_cpu_pct: Mapping[int, float | None] | None = None,
-) -> CapacityResult:
+    steps: list[StepStats], slo_p99_ms: float | None, error_budget: float = DEFAULT_ERROR_BUDGET,
+    think_s: float = 0.0, devices_in_run: int = 1, target_qps: float | None = None,
+    headroom: float = DEFAULT_HEADROOM, generator_cpu_pct: Mapping[int, float | None] | None = None,
+) -> CapacityResult:  # fmt: skip
     meeting = [s for s in steps if meets_slo(s, slo_p99_ms, error_budget)]
     best = max(meeting, key=lambda s: s.qps) if meeting else None
     knee = find_knee(steps, error_budget)
     knee_step = next((s for s in steps if s.index == knee), None)
-    top = highest_step(steps)
+    # the highest-load step that was measured (has requests): where the tested range ends
+    top = max((s for s in steps if s.n_requests > 0), key=lambda s: (s.load, s.index), default=None)
     result = CapacityResult(
-        slo_p99_ms=slo_p99_ms,
-        error_budget=error_budget,
-        steps_meeting_slo=[s.index for s in meeting],
-        max_step_index=best.index if best else None,
-        max_qps_meeting_slo=best.qps if best else None,
-        max_load_meeting_slo=best.load if best else None,
-        knee_index=knee,
-        knee_qps=knee_step.qps if knee_step else None,
-        peak_qps=max((s.qps for s in steps), default=None),
+        slo_p99_ms=slo_p99_ms, error_budget=error_budget, steps_meeting_slo=[s.index for s in meeting],
+        max_step_index=best.index if best else None, max_qps_meeting_slo=best.qps if best else None,
+        max_load_meeting_slo=best.load if best else None, knee_index=knee,
+        knee_qps=knee_step.qps if knee_step else None, peak_qps=max((s.qps for s in steps), default=None),
         little=little_checks(steps, think_s, generator_cpu_pct),
-        lower_bound=never_reached_limit(steps, knee, slo_p99_ms, error_budget),
+        # no knee, and the highest load still meets the SLO: the capacity found is only a lower bound
+        lower_bound=knee is None and top is not None and meets_slo(top, slo_p99_ms, error_budget),
         highest_step_index=top.index if top else None,
-    )
+    )  # fmt: skip
     if target_qps is not None:
         result.plan = result.plan_for(devices_in_run, target_qps, headroom)
     return result

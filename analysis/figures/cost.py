@@ -12,7 +12,7 @@ and adds the energy of serving the target rate at the capacity step's joules per
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from analysis.figures.capacity import DevicePlan
 from analysis.model.steps import StepStats
@@ -42,14 +42,12 @@ class PlanCost(BaseModel):
     headroom: float
     devices: int
     replicas: int
-    monthly: float
+    monthly: float = Field(description="The known parts' sum, in the prices' currency.")
     monthly_devices: float | None = None
     monthly_hosts: float | None = None
     monthly_energy: float | None = None
     upper_bound: bool = False  # read from a lower-bound capacity: "at most"
-    uncertain: bool = (
-        False  # the capacity step's P99 interval never converged (an adaptive step at its max time)
-    )
+    uncertain: bool = False  # the capacity step's P99 interval never converged (adaptive, at its max time)
 
 
 class RunCost(BaseModel):
@@ -68,39 +66,28 @@ class RunCost(BaseModel):
 
 
 def step_cost(
-    stats: StepStats,
-    telemetry: TelemetryStats,
-    n_embeddings: float,
-    prices: Cost,
-    kind: str | None,
+    stats: StepStats, telemetry: TelemetryStats, n_embeddings: float, prices: Cost, kind: str | None,
     devices: int,
-) -> StepCost:
+) -> StepCost:  # fmt: skip
     parts = prices.hourly_parts(kind, devices, telemetry.power_total_mean_w)
     hourly = known_sum(parts)
     emb_per_s = n_embeddings / stats.duration_s if stats.duration_s > 0 else 0.0
     return StepCost(
-        index=stats.index,
-        hourly=hourly,
-        embeddings_per_s=emb_per_s,
+        index=stats.index, hourly=hourly, embeddings_per_s=emb_per_s,
         per_1m_embeddings=per_million(hourly, emb_per_s),
-        per_1m_tokens=per_million(hourly, stats.tokens_per_s),
-        **parts,
-    )
+        per_1m_tokens=per_million(hourly, stats.tokens_per_s), **parts,
+    )  # fmt: skip
 
 
 def plan_cost(
-    plan: DevicePlan,
-    prices: Cost,
-    kind: str | None,
-    capacity_step: tuple[StepStats, TelemetryStats] | None,
+    plan: DevicePlan, prices: Cost, kind: str | None, capacity_step: tuple[StepStats, TelemetryStats] | None,
     uncertain: bool = False,
-) -> PlanCost | None:
+) -> PlanCost | None:  # fmt: skip
     """Monthly cost of the plan (None when no price applies to it)."""
     device_price = prices.device_hour.get(kind) if kind is not None else None
     monthly_devices = plan.devices * device_price * HOURS_PER_MONTH if device_price is not None else None
-    monthly_hosts = (
-        plan.replicas * prices.host_hour * HOURS_PER_MONTH if prices.host_hour is not None else None
-    )
+    host_price = prices.host_hour
+    monthly_hosts = plan.replicas * host_price * HOURS_PER_MONTH if host_price is not None else None
     monthly_energy = None
     if prices.energy_kwh is not None and capacity_step is not None:
         stats, telemetry = capacity_step
@@ -112,17 +99,10 @@ def plan_cost(
     if monthly is None:
         return None
     return PlanCost(
-        target_qps=plan.target_qps,
-        headroom=plan.headroom,
-        devices=plan.devices,
-        replicas=plan.replicas,
-        monthly=monthly,
-        monthly_devices=monthly_devices,
-        monthly_hosts=monthly_hosts,
-        monthly_energy=monthly_energy,
-        upper_bound=plan.devices_upper_bound,
-        uncertain=uncertain,
-    )
+        target_qps=plan.target_qps, headroom=plan.headroom, devices=plan.devices, replicas=plan.replicas,
+        monthly=monthly, monthly_devices=monthly_devices, monthly_hosts=monthly_hosts,
+        monthly_energy=monthly_energy, upper_bound=plan.devices_upper_bound, uncertain=uncertain,
+    )  # fmt: skip
 
 
 def cost_notes(
@@ -131,9 +111,8 @@ def cost_notes(
     """Why a part of the cost is missing, one line each."""
     notes = []
     if prices.device_hour and (kind is None or kind not in prices.device_hour):
-        what = (
-            f"device kind {kind}" if kind else "an unknown device kind (no serving-device telemetry or /info)"
-        )
+        unknown = "an unknown device kind (no serving-device telemetry or /info)"
+        what = f"device kind {kind}" if kind else unknown
         notes.append(f"no device-hour price for {what}: device-hours are not costed")
     if prices.energy_kwh is not None and any(t.power_total_mean_w is None for t in telemetry):
         notes.append("no power measured for some steps: their energy is not costed")

@@ -12,9 +12,9 @@ import re
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from analysis.figures.quality import Finding
+from analysis.figures.quality import Finding, finding
 from collectors.agent_pull import seconds_ranges
 from embedperf.schema import AgentRecord, ServingDevices, ServingRule
 
@@ -34,10 +34,10 @@ class DeviceRow(BaseModel):
     device: str
     host: str
     serving: bool
-    util_idle_pct: float | None = None
+    util_idle_pct: float | None = Field(default=None, description="Mean outside load (of 2 samples or more).")
     util_load_mean_pct: float | None = None
     util_load_max_pct: float | None = None
-    power_mean_w: float | None = None
+    power_mean_w: float | None = Field(default=None, description="The device's mean power under load.")
     temp_max_c: float | None = None
     mem_used_max_mb: float | None = None
 
@@ -68,11 +68,8 @@ def _util(frame: pd.DataFrame) -> pd.DataFrame:
     """device_util_pct where a device reports it, else its AI-core rate."""
     metric = frame["metric"]  # compared as labels: no string per row
     util = frame[(metric == UTIL_METRICS[0]).to_numpy()]
-    fallback = frame[
-        (
-            (metric == UTIL_METRICS[1]) & ~frame["device"].isin({str(d) for d in util["device"].unique()})
-        ).to_numpy()
-    ]
+    reported = {str(d) for d in util["device"].unique()}
+    fallback = frame[((metric == UTIL_METRICS[1]) & ~frame["device"].isin(reported)).to_numpy()]
     return pd.concat([util, fallback]) if len(fallback) else util
 
 
@@ -89,10 +86,8 @@ def _busy(rows: list[DeviceRow]) -> list[str]:
     floor = min(loads) if min(loads) < IDLE_MAX_PCT else 0.0
     busy = []
     for row in rows:
-        if row.util_load_mean_pct is None:
-            continue
         idle = row.util_idle_pct if row.util_idle_pct is not None else floor
-        if row.util_load_mean_pct - idle >= BUSY_MIN_RISE_PCT:
+        if row.util_load_mean_pct is not None and row.util_load_mean_pct - idle >= BUSY_MIN_RISE_PCT:
             busy.append(row.device)
     return busy
 
@@ -100,10 +95,9 @@ def _busy(rows: list[DeviceRow]) -> list[str]:
 def device_table(
     accelerator: pd.DataFrame, windows: list[tuple[float, float]], load_span: tuple[float, float] | None
 ) -> list[DeviceRow]:
-    """Per device (names from TelemetryIndex, host-prefixed with several hosts): idle and under-load utilisation, power, temperature, memory (serving unmarked yet).
-
-    windows: the steady load windows; load_span: first stage start to last stage end (idle is outside).
-    """
+    """Per device (names from TelemetryIndex, host-prefixed with several hosts): idle and under-load
+    utilisation, power, temperature, memory (serving unmarked yet). windows: the steady load windows;
+    load_span: first stage start to last stage end (idle is outside)."""
     if not len(accelerator):
         return []
     rows = []
@@ -121,28 +115,23 @@ def device_table(
         power, temp, mem = (
             g_loaded[(metric == m).to_numpy()]["value"] for m in ("power_w", "temp_c", "mem_used_mb")
         )
-        rows.append(
-            DeviceRow(
-                device=device,
-                host=host_name,
-                serving=False,
-                util_idle_pct=float(util_idle.mean()) if len(util_idle) >= 2 else None,
-                util_load_mean_pct=float(util_load.mean()) if len(util_load) else None,
-                util_load_max_pct=float(util_load.max()) if len(util_load) else None,
-                power_mean_w=float(power.mean()) if len(power) else None,
-                temp_max_c=float(temp.max()) if len(temp) else None,
-                mem_used_max_mb=float(mem.max()) if len(mem) else None,
-            )
-        )
+        row = DeviceRow(
+            device=device, host=host_name, serving=False,
+            util_idle_pct=float(util_idle.mean()) if len(util_idle) >= 2 else None,
+            util_load_mean_pct=float(util_load.mean()) if len(util_load) else None,
+            util_load_max_pct=float(util_load.max()) if len(util_load) else None,
+            power_mean_w=float(power.mean()) if len(power) else None,
+            temp_max_c=float(temp.max()) if len(temp) else None,
+            mem_used_max_mb=float(mem.max()) if len(mem) else None,
+        )  # fmt: skip
+        rows.append(row)
     return rows
 
 
 def serving_devices(
-    accelerator: pd.DataFrame,
-    recorded: ServingDevices,
-    windows: list[tuple[float, float]],
+    accelerator: pd.DataFrame, recorded: ServingDevices, windows: list[tuple[float, float]],
     load_span: tuple[float, float] | None,
-) -> ServingResult:
+) -> ServingResult:  # fmt: skip
     """Apply the rules: the manifest's explicit or /info indices, else the devices busy under load."""
     table = device_table(accelerator, windows, load_span)
     rule: ServingRule = recorded.rule
@@ -164,51 +153,22 @@ def deployment_findings(serving: ServingResult, agents: list[AgentRecord]) -> li
     """What a reviewer must know about devices and remote hosts: how the serving devices were found,
     clock offsets to agents above AGENT_OFFSET_WARN_S, and the seconds an agent did not cover."""
     out: list[Finding] = []
+    table = serving.table
     if serving.rule == "busy":
-        idle = [r.device for r in serving.table if not r.serving]
-        out.append(
-            Finding(
-                code="serving_busy",
-                severity="info",
-                params={"devices": ", ".join(serving.devices), "idle": len(idle)},
-            )
-        )
-    elif serving.rule in ("explicit", "service_info") and serving.table and not serving.devices:
-        out.append(
-            Finding(
-                code="serving_not_seen",
-                severity="warn",
-                params={
-                    "indices": ", ".join(map(str, serving.indices)),
-                    "seen": ", ".join(r.device for r in serving.table),
-                },
-            )
-        )
-    elif serving.rule == "none" and len(serving.table) > 1:
-        out.append(Finding(code="serving_unknown", severity="warn", params={"n": len(serving.table)}))
+        idle = [r.device for r in table if not r.serving]
+        out.append(finding("serving_busy", "info", devices=", ".join(serving.devices), idle=len(idle)))
+    elif serving.rule in ("explicit", "service_info") and table and not serving.devices:
+        indices, seen = ", ".join(map(str, serving.indices)), ", ".join(r.device for r in table)
+        out.append(finding("serving_not_seen", indices=indices, seen=seen))
+    elif serving.rule == "none" and len(table) > 1:
+        out.append(finding("serving_unknown", n=len(table)))
     for agent in agents:
+        host = agent.host or agent.url
         if agent.offset_s is not None and abs(agent.offset_s) > AGENT_OFFSET_WARN_S:
-            out.append(
-                Finding(
-                    code="agent_clock_offset",
-                    severity="warn",
-                    params={
-                        "host": agent.host or agent.url,
-                        "offset_ms": agent.offset_s * 1000.0,
-                        "uncertainty_ms": (agent.offset_uncertainty_s or 0.0) * 1000.0,
-                    },
-                )
-            )
+            uncertainty_ms = (agent.offset_uncertainty_s or 0.0) * 1000.0
+            offset = {"offset_ms": agent.offset_s * 1000.0, "uncertainty_ms": uncertainty_ms}
+            out.append(finding("agent_clock_offset", host=host, **offset))
         if agent.missing_s:
-            out.append(
-                Finding(
-                    code="agent_gap",
-                    severity="warn",
-                    params={
-                        "host": agent.host or agent.url,
-                        "missing_s": len(agent.missing_s),
-                        "seconds": seconds_ranges(agent.missing_s),
-                    },
-                )
-            )
+            gap = {"missing_s": len(agent.missing_s), "seconds": seconds_ranges(agent.missing_s)}
+            out.append(finding("agent_gap", host=host, **gap))
     return out

@@ -21,9 +21,8 @@ class HealthCheck(BaseModel):
 
 
 def _check(name: str, value: float | None, limit: float) -> HealthCheck:
-    if value is None:
-        return HealthCheck(name=name, value=None, limit=limit, status="n/a")
-    return HealthCheck(name=name, value=value, limit=limit, status="pass" if value < limit else "warn")
+    status = "n/a" if value is None else "pass" if value < limit else "warn"
+    return HealthCheck(name=name, value=value, limit=limit, status=status)
 
 
 def step_health(step: StepStats, tel: TelemetryStats, limits: Health) -> list[HealthCheck]:

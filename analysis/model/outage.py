@@ -22,27 +22,14 @@ class OutageWindow(BaseModel):
 def windows_from_seconds(per_second: list[tuple[int, int, int]]) -> list[OutageWindow]:
     """(second, connection errors, successes) per second with requests, in time order -> the windows."""
     windows: list[OutageWindow] = []
-    first = last = None
-    n = 0
-    for sec, n_conn, n_ok in per_second:
-        if n_ok > 0:
-            if first is not None and last is not None:
-                windows.append(_window(first, last, n))
-            first = last = None
-            n = 0
-        elif n_conn > 0:
-            first = sec if first is None else first
-            last = sec
-            n += n_conn
-    if first is not None and last is not None:
-        windows.append(_window(first, last, n))
+    down: list[tuple[int, int]] = []  # (second, connection errors) of the window under way
+    for sec, n_conn, n_ok in [*per_second, (0, 0, 1)]:  # a success after the last second closes its window
+        if n_ok > 0 and down:
+            first, end, errors = float(down[0][0]), float(down[-1][0] + 1), sum(n for _, n in down)
+            windows.append(OutageWindow(
+                start_unix_s=first, end_unix_s=end, duration_s=end - first, n_connection_errors=errors
+            ))  # fmt: skip
+            down = []
+        elif n_ok == 0 and n_conn > 0:
+            down.append((sec, n_conn))
     return windows
-
-
-def _window(first_s: int, last_s: int, n: int) -> OutageWindow:
-    return OutageWindow(
-        start_unix_s=float(first_s),
-        end_unix_s=float(last_s + 1),
-        duration_s=float(last_s + 1 - first_s),
-        n_connection_errors=n,
-    )

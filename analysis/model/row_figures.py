@@ -1,9 +1,5 @@
-"""What the run summary takes from the request rows, and the in-memory reference that computes it.
-
-The report reads these figures out of core (analysis/run/analyse.py, DuckDB over the Parquet files);
-`row_figures` computes the same from rows loaded with pandas and is kept as the reference the
-equality tests compare the out-of-core engine against (tests/unit/analysis/test_analysis_ooc_summary.py).
-"""
+"""What the run summary takes from the request rows: read out of core (analysis/run/analyse.py), computed
+from rows in memory by the reference the equality tests compare against (tests/oracles/in_memory)."""
 
 from __future__ import annotations
 
@@ -34,12 +30,9 @@ class RequestTotals(BaseModel):
     @classmethod
     def of(cls, n_requests: int, n_ok: int, errors: dict[str, int]) -> RequestTotals:
         n_failed = n_requests - n_ok
+        error_rate = n_failed / n_requests if n_requests else None
         return cls(
-            n_requests=n_requests,
-            n_ok=n_ok,
-            n_failed=n_failed,
-            error_rate=n_failed / n_requests if n_requests else None,
-            errors_by_kind=errors,
+            n_requests=n_requests, n_ok=n_ok, n_failed=n_failed, error_rate=error_rate, errors_by_kind=errors
         )
 
 

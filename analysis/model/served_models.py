@@ -1,9 +1,8 @@
 """Which model answered: ok requests per served model (X-Served-Model) and the share the fallback served.
 
 A target that degrades to a lighter model under load names the model of each answer; a step whose
-answers partly came from the fallback measured a different product, and the report flags it. Both
-engines count here, side by side: rows in memory (pandas) and out of core (DuckDB's `prepared` view
-of analysis/engine/requests.py), over the same rows (steady, ok, not validation probes).
+answers partly came from the fallback measured a different product, and the report flags it. Counted
+over the steady, ok rows of DuckDB's `prepared` view (analysis/engine/requests.py), probes left out.
 """
 
 from __future__ import annotations
@@ -32,11 +31,8 @@ def served_model_counts_by_stage(con: duckdb.DuckDBPyConnection) -> dict[int, di
 
 
 def served_fields(counts: dict[str, int], fallback_model: str | None) -> dict[str, Any]:
-    """StepStats' served_models and fallback_share.
-
-    The share is of the ok requests that named a model; None when none did (the target sends no
-    header, or the folder predates the column) or the target declared no fallback in /info.
-    """
+    """StepStats' served_models and fallback_share: the share of the ok requests that named a model; None
+    when none did (no header sent, or a folder older than the column) or /info declared no fallback."""
     named = sum(counts.values())
     share = counts.get(fallback_model, 0) / named if fallback_model and named else None
     return {"served_models": counts, "fallback_share": share}

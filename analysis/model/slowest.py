@@ -1,10 +1,9 @@
 """The run's slowest requests, each with the ID it was sent with, so the service's log finds it.
 
 The report lists the slowest successful requests of the steady state (the ones behind its P99 and
-max) with their X-Request-ID, the model that answered and the server's own time. Both engines
-select here, side by side: rows in memory (pandas) and out of core (DuckDB's `prepared` view of
-analysis/engine/requests.py, a top-N that holds N rows, whatever the run's length). Ties are broken by send
-time, then ID, so the two agree row for row.
+max) with their X-Request-ID, the model that answered and the server's own time: a top-N over DuckDB's
+`prepared` view (analysis/engine/requests.py) that holds N rows, whatever the run's length. Ties are
+broken by send time, then ID, so the in-memory reference (tests/oracles/in_memory) agrees row for row.
 """
 
 from __future__ import annotations
@@ -19,16 +18,9 @@ if TYPE_CHECKING:
 
 SLOWEST_REQUESTS = 10
 COLUMNS: tuple[str, ...] = (
-    "stage_index",
-    "t_sent_unix_s",
-    "latency_ms",
-    "srv_total_ms",
-    "n_inputs",
-    "input_tokens",
-    "worker",
-    "request_id",
-    "served_model",
-)
+    "stage_index", "t_sent_unix_s", "latency_ms", "srv_total_ms", "n_inputs", "input_tokens", "worker",
+    "request_id", "served_model",
+)  # fmt: skip
 
 
 class SlowRequest(BaseModel):
@@ -51,9 +43,7 @@ class SlowRequest(BaseModel):
 
 def _value(value: Any) -> Any:
     """Missing values as None (pandas gives NaN for a missing number or category)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return value
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
 def slow_request(values: dict[str, Any]) -> SlowRequest:

@@ -24,10 +24,8 @@ class SoakResult(BaseModel):
 
 
 class SoakInputs(BaseModel):
-    """What the soak trends need from the request rows: per-minute figures and the error rate of each half.
-
-    Computed from rows here (soak_inputs) or out of core (analysis.engine.tables.soak_inputs).
-    """
+    """What the soak trends need from the request rows: per-minute figures and the error rate of each half
+    (analysis.engine.tables.soak_inputs)."""
 
     t0_unix_s: float
     minutes: list[int]  # minutes from t0 that have ok requests

@@ -22,13 +22,13 @@ OUTCOME_TIMEOUT = 2
 class LatencyStats(BaseModel):
     """Exact statistics of one latency sample in ms (None where the sample is empty)."""
 
-    n: int = 0
+    n: int = Field(default=0, description="Rows in the sample (every percentile is exact over all).")
     mean_ms: float | None = None
     p50_ms: float | None = None
     p90_ms: float | None = None
     p95_ms: float | None = None
-    p99_ms: float | None = None
-    p999_ms: float | None = None
+    p99_ms: float | None = Field(default=None, description="The SLO's percentile (see p99_ci_ms).")
+    p999_ms: float | None = Field(default=None, description="Its step warns below MIN_SAMPLES_P999 rows.")
     max_ms: float | None = None
 
 
@@ -36,11 +36,11 @@ class ServerStats(BaseModel):
     """Means of the server's own Server-Timing stages and batch sizes over ok rows that carry them."""
 
     n: int = 0
-    queue_ms: float | None = None
+    queue_ms: float | None = Field(default=None, description="Waiting in the server's queue for a batch.")
     tokenize_ms: float | None = None
     compute_ms: float | None = None
     post_ms: float | None = None
-    total_ms: float | None = None
+    total_ms: float | None = Field(default=None, description="The server's whole time (Server-Timing total).")
     batch_size_mean: float | None = None
     batch_size_p50: float | None = None
     batch_size_max: float | None = None
@@ -116,8 +116,6 @@ class StepStats(BaseModel):
     @property
     def load(self) -> float:
         """The offered load: users (closed loop) or target rate (open loop)."""
-        if self.rate is not None:
-            return float(self.rate)
-        return float(self.users or 0)
+        return float(self.rate) if self.rate is not None else float(self.users or 0)
 
 

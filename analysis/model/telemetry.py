@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 ACCELERATOR_SOURCES = frozenset({"npu_smi", "nvml"})
 GENERATOR_DEVICE = "proc:generator"
@@ -17,31 +17,30 @@ class TelemetryStats(BaseModel):
     """Means and maxima over one window; None where no source reported the metric."""
 
     n_samples: int = 0
-    n_devices: int = 0
+    n_devices: int = Field(default=0, description="Serving devices with samples in the window.")
     device_util_mean_pct: float | None = None
     device_util_max_pct: float | None = None
     mem_bw_util_mean_pct: float | None = None
-    temp_max_c: float | None = None
-    power_mean_w: float | None = None
-    power_total_mean_w: float | None = None
+    temp_max_c: float | None = Field(default=None, description="The hottest serving device's peak.")
+    power_mean_w: float | None = Field(default=None, description="Mean power of one serving device.")
+    power_total_mean_w: float | None = Field(default=None, description="Summed over devices, then averaged.")
     mem_used_max_mb: float | None = None
-    mem_max_pct: float | None = None
+    mem_max_pct: float | None = Field(default=None, description="Peak device memory, % of its total.")
     host_cpu_mean_pct: float | None = None
-    generator_cpu_mean_pct: float | None = None
+    generator_cpu_mean_pct: float | None = Field(default=None, description="The load generator's own CPU.")
     generator_cpu_max_pct: float | None = None
-    service_cpu_mean_pct: float | None = None
-    service_busy_mean_pct: float | None = None
+    service_cpu_mean_pct: float | None = Field(default=None, description="Service CPU, 100 per core.")
+    service_busy_mean_pct: float | None = Field(default=None, description="% of time its worker was busy.")
     service_busy_max_pct: float | None = None
     service_rss_max_mb: float | None = None
-    queue_depth_mean: float | None = None
+    queue_depth_mean: float | None = Field(default=None, description="Requests in the service's queue.")
     queue_depth_max: float | None = None
 
 
 class TelemetryIndex:
-    """Telemetry split once by role, so each step window is a cheap time filter.
-
-    Device figures cover the serving devices only (`serve`, see analysis.figures.devices); every
-    accelerator row stays in `all_accelerator` for the per-device table.
+    """Telemetry split once by role, so each step window is a cheap time filter. Device figures cover the
+    serving devices only (`serve`, see analysis.figures.devices); every accelerator row stays in
+    `all_accelerator` for the per-device table.
     """
 
     def __init__(self, telemetry: pd.DataFrame) -> None:
@@ -57,8 +56,7 @@ class TelemetryIndex:
         return index
 
     def _split(self, accelerator: pd.DataFrame, other: pd.DataFrame) -> None:
-        self.all_accelerator = _with_device_keys(accelerator)
-        self.accelerator = self.all_accelerator
+        self.all_accelerator = self.accelerator = _with_device_keys(accelerator)
         self.other = other
         self.other_device = self.other["device"].astype(str).to_numpy() if len(self.other) else np.array([])
         self.devices = _distinct(self.accelerator["device"]) if len(self.accelerator) else []
@@ -79,21 +77,14 @@ class TelemetryIndex:
     def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.sort_values("ts_unix_s", kind="stable").reset_index(drop=True)
 
-    def _window(self, frame: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
-        ts = frame["ts_unix_s"].to_numpy()
-        lo, hi = np.searchsorted(ts, t0, side="left"), np.searchsorted(ts, t1, side="right")
-        return frame.iloc[lo:hi]
-
     def window_stats(self, t0: float, t1: float) -> TelemetryStats:
-        accel = self._window(self.accelerator, t0, t1)
-        other = self._window(self.other, t0, t1)
+        accel, other = window(self.accelerator, t0, t1), window(self.other, t0, t1)
         stats = TelemetryStats(n_samples=len(accel) + len(other))
         if len(accel):
             by_metric = MetricRows(accel)
             stats.n_devices = int(accel["device"].nunique())
-            stats.device_util_mean_pct, stats.device_util_max_pct = _mean_max(
-                by_metric.get("device_util_pct")
-            )
+            util = by_metric.get("device_util_pct")
+            stats.device_util_mean_pct, stats.device_util_max_pct = _mean_max(util)
             stats.mem_bw_util_mean_pct = _mean_max(by_metric.get("mem_bw_util_pct"))[0]
             stats.temp_max_c = _mean_max(by_metric.get("temp_c"))[1]
             power = by_metric.get("power_w")
@@ -111,25 +102,19 @@ class TelemetryIndex:
             def pick(dev: str, met: str) -> np.ndarray:
                 return value[(device == dev) & (metric == met)]
 
-            stats.host_cpu_mean_pct = _stat(pick(HOST_CPU_DEVICE, "cpu_util_pct"), np.mean)
+            stats.host_cpu_mean_pct = _mean_max(pick(HOST_CPU_DEVICE, "cpu_util_pct"))[0]
             gen = pick(GENERATOR_DEVICE, "cpu_util_pct")
-            stats.generator_cpu_mean_pct = _stat(gen, np.mean)
-            stats.generator_cpu_max_pct = _stat(gen, np.max)
-            stats.service_cpu_mean_pct = _stat(pick(SERVICE_DEVICE, "cpu_util_pct"), np.mean)
-            stats.service_rss_max_mb = _stat(pick(SERVICE_DEVICE, "rss_mb"), np.max)
+            stats.generator_cpu_mean_pct, stats.generator_cpu_max_pct = _mean_max(gen)
+            stats.service_cpu_mean_pct = _mean_max(pick(SERVICE_DEVICE, "cpu_util_pct"))[0]
+            stats.service_rss_max_mb = _mean_max(pick(SERVICE_DEVICE, "rss_mb"))[1]
             busy = value[metric == "busy_frac"] * 100.0
-            stats.service_busy_mean_pct = _stat(busy, np.mean)
-            stats.service_busy_max_pct = _stat(busy, np.max)
-            queue = value[metric == "queue_depth"]
-            stats.queue_depth_mean = _stat(queue, np.mean)
-            stats.queue_depth_max = _stat(queue, np.max)
+            stats.service_busy_mean_pct, stats.service_busy_max_pct = _mean_max(busy)
+            stats.queue_depth_mean, stats.queue_depth_max = _mean_max(value[metric == "queue_depth"])
         return stats
 
     def per_second_series(self, max_points: int = 1500) -> pd.DataFrame:
-        """Figures' time series: device metrics averaged over devices (temp max, power summed).
-
-        One metric at a time over boolean masks of the label codes: no copy of the whole telemetry.
-        """
+        """Figures' time series: device metrics averaged over devices (temp max, power summed), one metric at
+        a time over boolean masks of the label codes: no copy of the whole telemetry."""
         columns: dict[str, pd.Series] = {}
         for frame in (self.accelerator, self.other):
             if not len(frame):
@@ -140,13 +125,8 @@ class TelemetryIndex:
                 if not mask.any():
                     continue
                 grouped = pd.Series(value[mask]).groupby(np.floor(ts[mask]))
-                agg = (
-                    grouped.max()
-                    if name == "temp_c"
-                    else grouped.sum()
-                    if name == "power_w"
-                    else grouped.mean()
-                )
+                how = "max" if name == "temp_c" else "sum" if name == "power_w" else "mean"
+                agg = getattr(grouped, how)()
                 columns[name] = columns[name].combine_first(agg) if name in columns else agg
         if not columns:
             return pd.DataFrame()
@@ -159,23 +139,21 @@ class TelemetryIndex:
     def service_rss_series(self) -> tuple[np.ndarray, np.ndarray]:
         if not len(self.other):
             return np.array([]), np.array([])
-        mask = (self.other_device == SERVICE_DEVICE) & (
-            self.other["metric"].astype(str).to_numpy() == "rss_mb"
-        )
+        metric = self.other["metric"].astype(str).to_numpy()
+        mask = (self.other_device == SERVICE_DEVICE) & (metric == "rss_mb")
         sub = self.other[mask]
         return sub["ts_unix_s"].to_numpy(), sub["value"].to_numpy()
+
+
+def window(frame: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
+    """The rows of a frame sorted by time with t0 <= ts_unix_s <= t1 (a view, no copy)."""
+    ts = frame["ts_unix_s"].to_numpy()
+    return frame.iloc[np.searchsorted(ts, t0, side="left") : np.searchsorted(ts, t1, side="right")]
 
 
 def _distinct(labels: pd.Series) -> list[str]:
     """Sorted distinct labels, without a string per row (a categorical of 12M rows stays codes)."""
     return sorted({str(v) for v in labels.unique() if v is not None and v == v})
-
-
-def _labels(labels: pd.Series) -> pd.Series:
-    """A label column as a categorical of its observed values (groupby keys, no string per row)."""
-    if isinstance(labels.dtype, pd.CategoricalDtype):
-        return labels.cat.remove_unused_categories()
-    return labels.astype(str).astype("category")
 
 
 class MetricRows:
@@ -198,16 +176,11 @@ def _with_device_keys(accelerator: pd.DataFrame) -> pd.DataFrame:
     return accelerator.assign(device=keys.astype("category"))
 
 
-def _stat(values: np.ndarray, fn: object) -> float | None:
-    if not len(values):
-        return None
-    return float(fn(values))  # type: ignore[operator]
-
-
-def _mean_max(group: pd.DataFrame | None) -> tuple[float | None, float | None]:
-    if group is None or not len(group):
+def _mean_max(rows: pd.DataFrame | np.ndarray | None) -> tuple[float | None, float | None]:
+    """Mean and maximum of some values (a frame's `value` column), None without any."""
+    values = rows["value"].to_numpy() if isinstance(rows, pd.DataFrame) else rows
+    if values is None or not len(values):
         return None, None
-    values = group["value"].to_numpy()
     return float(values.mean()), float(values.max())
 
 

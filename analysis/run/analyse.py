@@ -23,7 +23,7 @@ from analysis.figures.soak import SOAK_MIN_DURATION_S, is_soak
 from analysis.model.row_figures import RequestTotals, RowFigures
 from analysis.model.slowest import slowest_requests_ooc
 from analysis.run.summary import RunAnalysis, Settings, is_open_loop, run_window, summarise, write_analysis
-from embedperf.schema import Manifest, RunFolder, open_run_folder, read_manifest
+from embedperf.schema import RunFolder, open_run_folder, read_manifest
 
 MAX_SERIES_POINTS = 1500
 
@@ -35,7 +35,10 @@ def analyse_run(
     manifest = read_manifest(folder)
     work = folder.analysis
     work.mkdir(parents=True, exist_ok=True)
-    long_run = is_soak(manifest) or _duration_s(manifest) >= SOAK_MIN_DURATION_S  # gets per-minute series
+    starts = [s.start_unix_s for s in manifest.stages]
+    ends = [s.end_unix_s for s in manifest.stages if s.end_unix_s is not None]
+    duration_s = max(ends) - min(starts) if starts and ends else 0.0  # first stage start to last stage end
+    long_run = is_soak(manifest) or duration_s >= SOAK_MIN_DURATION_S  # gets per-minute series
     request_files = views.request_files(folder, work)
     telemetry_files = ooc_telemetry.telemetry_files(folder, work)
     threads = views.threads_for([*request_files, *telemetry_files])
@@ -50,31 +53,26 @@ def analyse_run(
         t0, minutes = minute_series.request_minutes(con) if long_run else (None, [])
         done = con.execute("SELECT max(t_done_unix_s) FROM tagged WHERE isfinite(t_done_unix_s)").fetchone()
         t_done_max = float(done[0]) if done and done[0] is not None else None
+        steps = requests.steps
         rows = RowFigures(
-            stats=[s.stats for s in requests.steps.values()],
-            decomposition={i: s.decomposition for i, s in requests.steps.items()},
-            dropped=requests.dropped,
-            warmup_trimmed=requests.warmup_trimmed,
+            stats=[s.stats for s in steps.values()],
+            decomposition={i: s.decomposition for i, s in steps.items()},
+            dropped=requests.dropped, warmup_trimmed=requests.warmup_trimmed,
             totals=RequestTotals.of(totals.n_requests, totals.n_ok, totals.errors_by_kind),
-            outage_windows=ooc_tables.outage_windows(con),
-            t_done_max_unix_s=t_done_max,
+            outage_windows=ooc_tables.outage_windows(con), t_done_max_unix_s=t_done_max,
             soak=ooc_tables.soak_inputs(con, t0, minutes) if t0 is not None and is_soak(manifest) else None,
-            slowest=slowest_requests_ooc(con),
-            embeddings={i: s.n_embeddings for i, s in requests.steps.items()},
-        )
+            slowest=slowest_requests_ooc(con), embeddings={i: s.n_embeddings for i, s in steps.items()},
+        )  # fmt: skip
         run_t0, run_t1 = run_window(manifest, t_done_max)
+        series = None
+        if t_done_max is not None:
+            series = minute_series.request_series(con, run_t0 or 0.0, MAX_SERIES_POINTS)
         figures = ReportFigures(
-            request_series=minute_series.request_series(con, run_t0 or 0.0, MAX_SERIES_POINTS)
-            if t_done_max is not None
-            else None,
-            cdf_ms={i: s.cdf_ms for i, s in requests.steps.items() if s.cdf_ms},
-            batch_sizes=minute_series.batch_histograms(con),
-            top_errors=minute_series.top_errors(con),
-            lengths=ooc_tables.latency_by_input_tokens(con),
-            embeddings={i: s.n_embeddings for i, s in requests.steps.items()},
-            tokens={i: s.n_tokens for i, s in requests.steps.items()},
-            minutes=minutes,
-        )
+            request_series=series, cdf_ms={i: s.cdf_ms for i, s in steps.items() if s.cdf_ms},
+            batch_sizes=minute_series.batch_histograms(con), top_errors=minute_series.top_errors(con),
+            lengths=ooc_tables.latency_by_input_tokens(con), embeddings=rows.embeddings,
+            tokens={i: s.n_tokens for i, s in steps.items()}, minutes=minutes,
+        )  # fmt: skip
         # pass 2, on the same connection: pass 1 materialised nothing, so it holds no memory here
         ooc_telemetry.create_view(con, telemetry_files)
         if t0 is not None and minutes:
@@ -91,13 +89,6 @@ def analyse_run(
 def analyse_folder(folder: RunFolder, slo_p99_ms: float | None = None, **kwargs: Any) -> RunAnalysis:
     """analyse_run with its Settings from keyword options (slo_p99_ms, error_budget, target_qps, ...)."""
     return analyse_run(folder, Settings(slo_p99_ms=slo_p99_ms, **kwargs))
-
-
-def _duration_s(manifest: Manifest) -> float:
-    """First stage start to last stage end (0 without stages or ends)."""
-    starts = [s.start_unix_s for s in manifest.stages]
-    ends = [s.end_unix_s for s in manifest.stages if s.end_unix_s is not None]
-    return max(ends) - min(starts) if starts and ends else 0.0
 
 
 def main(argv: list[str]) -> int:

@@ -9,15 +9,14 @@ interval for P99, error rate and kinds, availability seconds, and the agreement 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 from pydantic import BaseModel, Field
 
 from analysis.engine.availability import window_unavailable_s
-from analysis.engine.order_stats import OrderStats, bootstrap_percentile_ci, exact_percentiles
-from analysis.engine.requests import kinds_of
+from analysis.engine.order_stats import bootstrap_percentile_ci, exact_percentiles
+from analysis.engine.requests import disc_order_stats, errors_by_kind
 from analysis.engine.views import connect, create_views, request_files
 from analysis.figures.bootstrap import DEFAULT_N_BOOT
 from decisions.canary_verdict import stage_windows
@@ -53,8 +52,8 @@ class SpanFigures(BaseModel):
     end_unix_s: float
     baseline: SideFigures
     candidate: SideFigures
-    agreement_n: int = 0
-    agreement_mean: float | None = None
+    agreement_n: int = Field(default=0, description="Texts sent to both sides whose answers were compared.")
+    agreement_mean: float | None = Field(default=None, description="Mean cosine of the two sides' answers.")
     agreement_min: float | None = None
 
 
@@ -68,83 +67,47 @@ class CanaryAnalysis(BaseModel):
     stages: list[SpanFigures]
 
 
-def _order_stats(con: duckdb.DuckDBPyConnection, where: str, params: Sequence[object], n: int) -> OrderStats:
-    def fetch(ranks: Sequence[int]) -> dict[int, float]:
-        fractions = [(k + 0.5) / n for k in ranks]  # floor(n * f) == k, far from any rounding edge
-        row = con.execute(
-            f"SELECT quantile_disc(latency_ms, ?) FROM tagged WHERE {where}", [fractions, *params]
-        ).fetchone()
-        assert row is not None
-        return {k: float(v) for k, v in zip(ranks, row[0], strict=True)}
-
-    return fetch
-
-
 def _side(
     con: duckdb.DuckDBPyConnection, side: str, stage: int, start: float, end: float, seed: int, n_boot: int
 ) -> SideFigures:
     where = "NOT probe AND side = ? AND stage = ? AND t_sent_unix_s >= ? AND t_sent_unix_s < ?"
     params = [side, stage, start, end]
-    counts = con.execute(
-        f"SELECT count(*), count(*) FILTER (outcome = 0 AND isfinite(latency_ms)) FROM tagged WHERE {where}",
-        params,
-    ).fetchone()
-    assert counts is not None
-    requests, n_ok = int(counts[0]), int(counts[1])
-    ok_where = f"{where} AND outcome = 0 AND isfinite(latency_ms)"
+    counts = (
+        f"SELECT count(*), count(*) FILTER (outcome = 0 AND isfinite(latency_ms)) FROM tagged WHERE {where}"
+    )
+    [(requests, n_ok)] = con.execute(counts, params).fetchall()
     pcts: list[float | None] = [None, None, None]
     ci: tuple[float | None, float | None] = (None, None)
     if n_ok:
-        order = _order_stats(con, ok_where, params, n_ok)
+        ok_rows = f"tagged WHERE {where} AND outcome = 0 AND isfinite(latency_ms)"
+        order = disc_order_stats(con, "latency_ms", ok_rows, params, n_ok)
         pcts = list(exact_percentiles(n_ok, list(PERCENTILES_PCT), order))
         ci = bootstrap_percentile_ci(n_ok, 99.0, order, n_boot, seed)
-    kinds = con.execute(
-        f"SELECT status_code, coalesce(error, ''), count(*) FROM tagged WHERE {where} AND outcome <> 0 GROUP BY ALL",
-        params,
-    ).fetchall()
     return SideFigures(
-        requests=requests,
-        ok=n_ok,
-        error_rate=(requests - n_ok) / requests if requests else None,
-        errors_by_kind=kinds_of(kinds),
-        goodput_rps=n_ok / (end - start) if end > start else 0.0,
-        p50_ms=pcts[0],
-        p95_ms=pcts[1],
-        p99_ms=pcts[2],
-        p99_ci_ms=ci,
-        unavailable_s=window_unavailable_s(con, start, end, side=side),
-    )
+        requests=requests, ok=n_ok, error_rate=(requests - n_ok) / requests if requests else None,
+        errors_by_kind=errors_by_kind(con, f"tagged WHERE {where}", params),
+        goodput_rps=n_ok / (end - start) if end > start else 0.0, p50_ms=pcts[0], p95_ms=pcts[1],
+        p99_ms=pcts[2], p99_ci_ms=ci, unavailable_s=window_unavailable_s(con, start, end, side=side),
+    )  # fmt: skip
 
 
 def _span(
-    con: duckdb.DuckDBPyConnection,
-    stage: int,
-    window: int | None,
-    weight_pct: float,
-    start: float,
-    end: float,
-    n_boot: int,
-) -> SpanFigures:
+    con: duckdb.DuckDBPyConnection, stage: int, window: int | None, weight_pct: float, start: float,
+    end: float, n_boot: int,
+) -> SpanFigures:  # fmt: skip
     seed = stage * 1000 + (window if window is not None else 999)
     sides = {side: _side(con, side, stage, start, end, seed, n_boot) for side in SIDES}
-    agree = con.execute(
+    [(n, mean, low)] = con.execute(
         "SELECT count(agreement_cosine), avg(agreement_cosine), min(agreement_cosine) FROM tagged "
         "WHERE NOT probe AND stage = ? AND t_sent_unix_s >= ? AND t_sent_unix_s < ? AND isfinite(agreement_cosine)",
         [stage, start, end],
-    ).fetchone()
-    assert agree is not None
+    ).fetchall()
     return SpanFigures(
-        stage_index=stage,
-        window_index=window,
-        weight_pct=weight_pct,
-        start_unix_s=start,
-        end_unix_s=end,
-        baseline=sides["baseline"],
-        candidate=sides["candidate"],
-        agreement_n=int(agree[0]),
-        agreement_mean=float(agree[1]) if agree[1] is not None else None,
-        agreement_min=float(agree[2]) if agree[2] is not None else None,
-    )
+        stage_index=stage, window_index=window, weight_pct=weight_pct, start_unix_s=start, end_unix_s=end,
+        baseline=sides["baseline"], candidate=sides["candidate"], agreement_n=int(n),
+        agreement_mean=float(mean) if mean is not None else None,
+        agreement_min=float(low) if low is not None else None,
+    )  # fmt: skip
 
 
 def analyse_canary(
@@ -154,11 +117,10 @@ def analyse_canary(
     record = read_canary_record(folder.root)
     if record is None:
         return None
-    scenario = manifest.scenario
-    canary, rollback = scenario.canary, scenario.rollback
+    canary, rollback = manifest.scenario.canary, manifest.scenario.rollback
     stages = sorted(manifest.stages, key=lambda s: s.start_unix_s)
     windows: list[SpanFigures] = []
-    per_stage: list[SpanFigures] = []
+    per_stage = []
     with tempfile.TemporaryDirectory(prefix="canary-", dir=work_dir) as tmp, connect(Path(tmp)) as con:
         create_views(con, request_files(folder, Path(tmp)), stages)
         for stage in stages:
@@ -169,9 +131,7 @@ def analyse_canary(
             if spans:
                 stage_span = _span(con, stage.index, None, weight, spans[0][1], spans[-1][2], n_boot)
                 for side in SIDES:  # a stage's unavailable seconds are its windows'
-                    total = sum(
-                        getattr(w, side).unavailable_s for w in windows if w.stage_index == stage.index
-                    )
-                    getattr(stage_span, side).unavailable_s = total
+                    own = [getattr(w, side).unavailable_s for w in windows if w.stage_index == stage.index]
+                    getattr(stage_span, side).unavailable_s = sum(own)
                 per_stage.append(stage_span)
     return CanaryAnalysis(record=record, canary=canary, rollback=rollback, windows=windows, stages=per_stage)

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from analysis.engine.figures import ReportFigures
 from analysis.engine.minute_series import SoakFindings
 from analysis.figures.bootstrap import DEFAULT_N_BOOT
-from analysis.figures.capacity import CapacityResult, DevicePlan, capacity, meets_slo
+from analysis.figures.capacity import CapacityResult, capacity, meets_slo
 from analysis.figures.cost import RunCost, cost_notes, plan_cost, step_cost
 from analysis.figures.devices import DeviceRow, ServingResult, deployment_findings, serving_devices
 from analysis.figures.health import HealthCheck, step_health
@@ -24,7 +24,7 @@ from analysis.model.outage import OutageWindow
 from analysis.model.row_figures import RequestTotals, RowFigures
 from analysis.model.slowest import SlowRequest
 from analysis.model.soak import SoakResult
-from analysis.model.steps import PERCENTILE_METHOD, StepStats
+from analysis.model.steps import PERCENTILE_METHOD, LatencyStats, StepStats
 from analysis.model.telemetry import TelemetryIndex, TelemetryStats
 from decisions.search.state import SearchSummary, search_summary
 from embedperf.schema import (
@@ -38,7 +38,7 @@ from embedperf.schema import (
 )
 from embedperf.verdicts import CapacityVerdict
 from scenarios.cost_models import Cost, device_kind
-from scenarios.models import Scenario, Slo
+from scenarios.models import Scenario
 
 __all__ = ["RequestTotals", "RunAnalysis", "RunSummary", "write_analysis"]
 
@@ -96,11 +96,15 @@ class RunSummary(BaseModel):
     # runs of 10 minutes or more: drift, memory growth and thermal throttling from per-minute series
     soak_minutes: SoakFindings | None = None
     search: SearchSummary | None = None  # the capacity search's answer (decisions.search.state), for search runs
-    # the slowest ok requests of the steady state with their X-Request-ID (analysis.model.slowest)
-    slowest_requests: list[SlowRequest] = []
-    cost: RunCost | None = (
-        None  # the scenario's or the command's prices applied (analysis.figures.cost); None: no prices
-    )
+    slowest_requests: list[SlowRequest] = []  # the steady state's slowest ok requests, with their IDs
+    cost: RunCost | None = None  # the scenario's or the command's prices applied; None: no prices
+
+
+# RunSummary's fields that are the manifest's own, copied as they are
+FROM_MANIFEST: tuple[str, ...] = (
+    "run_id", "kind", "complete", "scenario", "target_url", "label", "service_info", "host", "versions",
+    "git", "generator_cpu", "collectors", "notes",
+)  # fmt: skip
 
 
 @dataclass
@@ -126,11 +130,6 @@ class Settings:
     cost: Cost | None = None  # prices laid over the scenario's cost block (scenarios.cost_models)
 
 
-def _slo_from_manifest(slo: Slo) -> tuple[float | None, float]:
-    """P99 SLO and error budget as a fraction (the scenario's `error_budget_pct` is a percentage)."""
-    return slo.p99_ms, slo.error_budget_pct / 100.0
-
-
 def _backoffs(manifest: Manifest) -> dict[str, int] | None:
     raw = getattr(manifest, "connection_backoffs", None)
     if not isinstance(raw, dict):
@@ -142,26 +141,14 @@ def _slo_verdict(meeting: list[bool], slo_p99_ms: float | None) -> CapacityVerdi
     """No SLO given or no step to judge: no verdict, which is not a pass."""
     if slo_p99_ms is None or not meeting:
         return "no_verdict"
-    if all(meeting):
-        return "pass"
-    return "partial" if any(meeting) else "fail"
-
-
-def _devices_in_run(index: TelemetryIndex, serving: ServingResult) -> int:
-    """Serving devices: those in the telemetry, else the indices the run was told (no device telemetry)."""
-    if index.devices:
-        return len(index.devices)
-    return max(len(serving.indices), 1)
+    return "pass" if all(meeting) else "partial" if any(meeting) else "fail"
 
 
 def _serving(manifest: Manifest, index: TelemetryIndex, stats: list[StepStats]) -> ServingResult:
     windows = [(s.steady_start_unix_s, s.steady_end_unix_s) for s in stats]
-    stages = manifest.stages
-    span = (
-        (min(s.start_unix_s for s in stages), max(s.end_unix_s or s.start_unix_s for s in stages))
-        if stages
-        else None
-    )
+    starts = [s.start_unix_s for s in manifest.stages]
+    ends = [s.end_unix_s or s.start_unix_s for s in manifest.stages]
+    span = (min(starts), max(ends)) if starts else None
     result = serving_devices(index.all_accelerator, manifest.serving_devices, windows, span)
     if result.rule != "none":
         index.serve(result.devices)
@@ -173,112 +160,67 @@ def is_open_loop(manifest: Manifest) -> bool:
 
 
 def run_window(manifest: Manifest, t_done_max_unix_s: float | None) -> tuple[float | None, float | None]:
-    stages = sorted(manifest.stages, key=lambda s: s.index)
-    t0 = (
-        manifest.start_unix_s
-        if manifest.start_unix_s is not None
-        else (stages[0].start_unix_s if stages else None)
-    )
-    t1 = manifest.end_unix_s if manifest.end_unix_s is not None else t_done_max_unix_s
-    return t0, t1
+    first = min(manifest.stages, key=lambda s: s.index, default=None)
+    t0 = manifest.start_unix_s if manifest.start_unix_s is not None else first.start_unix_s if first else None
+    return t0, manifest.end_unix_s if manifest.end_unix_s is not None else t_done_max_unix_s
 
 
 def summarise(
-    manifest: Manifest,
-    rows: RowFigures,
-    index: TelemetryIndex,
-    gaps: dict[str, int],
-    sources: set[str],
+    manifest: Manifest, rows: RowFigures, index: TelemetryIndex, gaps: dict[str, int], sources: set[str],
     settings: Settings = Settings(),
-) -> tuple[RunSummary, ServingResult]:
+) -> tuple[RunSummary, ServingResult]:  # fmt: skip
     """The summary from the row figures and the telemetry, however each was read."""
-    manifest_p99, manifest_budget = _slo_from_manifest(manifest.slo)
-    slo_p99_ms = settings.slo_p99_ms if settings.slo_p99_ms is not None else manifest_p99
-    error_budget = settings.error_budget if settings.error_budget is not None else manifest_budget
+    slo = manifest.slo
+    slo_p99_ms = settings.slo_p99_ms if settings.slo_p99_ms is not None else slo.p99_ms
+    # the scenario's error budget is a percentage, the summary's a fraction
+    error_budget = slo.error_budget_pct / 100.0 if settings.error_budget is None else settings.error_budget
     stats = rows.stats
     serving = _serving(manifest, index, stats)
     steps: list[StepReport] = []
     endings = {stage.index: stage.ending for stage in manifest.stages}
-    for stage_stats in stats:
-        tel = index.window_stats(stage_stats.steady_start_unix_s, stage_stats.steady_end_unix_s)
+    for step in stats:
+        tel = index.window_stats(step.steady_start_unix_s, step.steady_end_unix_s)
         steps.append(
             StepReport(
-                stats=stage_stats,
-                telemetry=tel,
-                decomposition=rows.decomposition.get(stage_stats.index),
-                health=step_health(stage_stats, tel, manifest.health),
-                meets_slo=meets_slo(stage_stats, slo_p99_ms, error_budget),
-                ending=endings.get(stage_stats.index),
+                stats=step, telemetry=tel, decomposition=rows.decomposition.get(step.index),
+                health=step_health(step, tel, manifest.health), ending=endings.get(step.index),
+                meets_slo=meets_slo(step, slo_p99_ms, error_budget),
             )
-        )
-    devices = _devices_in_run(index, serving)
+        )  # fmt: skip
+    # serving devices: those in the telemetry, else the indices the run was told (no device telemetry)
+    devices = len(index.devices) if index.devices else max(len(serving.indices), 1)
     cap = capacity(
-        stats,
-        slo_p99_ms,
-        error_budget,
+        stats, slo_p99_ms, error_budget,
         think_s=0.0,  # users send back to back (loadgen.wiring.users); no scenario has think time
-        devices_in_run=devices,
-        target_qps=settings.target_qps,
-        headroom=settings.headroom,
+        devices_in_run=devices, target_qps=settings.target_qps, headroom=settings.headroom,
         generator_cpu_pct={s.stats.index: s.telemetry.generator_cpu_mean_pct for s in steps},
-    )
+    )  # fmt: skip
     run_t0, run_t1 = run_window(manifest, rows.t_done_max_unix_s)
     run_seconds = (run_t1 - run_t0) if run_t0 is not None and run_t1 is not None else 0.0
+    known_cpu = [c for c in (s.telemetry.generator_cpu_mean_pct for s in steps) if c is not None]
+    generator_cpu_pct = float(np.mean(known_cpu)) if known_cpu else None
     soak = None
     if is_soak(manifest) and rows.soak is not None:
         rss_t, rss = index.service_rss_series()
         soak = soak_result(rows.soak, rss_t, rss)
     summary = RunSummary(
-        run_id=manifest.run_id,
-        kind=manifest.kind,
-        open_loop=is_open_loop(manifest),
-        complete=manifest.complete,
-        scenario=manifest.scenario,
-        target_url=manifest.target_url,
-        label=manifest.label,
-        service_info=manifest.service_info,
-        host=manifest.host,
-        versions=manifest.versions,
-        git=manifest.git,
-        start_unix_s=manifest.start_unix_s if manifest.start_unix_s is not None else run_t0,
-        end_unix_s=manifest.end_unix_s if manifest.end_unix_s is not None else run_t1,
-        generator_cpu=manifest.generator_cpu,
-        collectors=manifest.collectors,
-        slo_p99_ms=slo_p99_ms,
-        error_budget=error_budget,
+        **{name: getattr(manifest, name) for name in FROM_MANIFEST},
+        open_loop=is_open_loop(manifest), start_unix_s=run_t0, end_unix_s=run_t1,
+        slo_p99_ms=slo_p99_ms, error_budget=error_budget,
         slo_verdict=_slo_verdict([s.meets_slo for s in steps], slo_p99_ms),
-        percentile_method=PERCENTILE_METHOD,
-        devices_in_run=devices,
-        steps=steps,
-        capacity=cap,
-        soak=soak,
+        percentile_method=PERCENTILE_METHOD, devices_in_run=devices, steps=steps, capacity=cap, soak=soak,
         findings=[
-            *findings(manifest, rows.dropped, stats, gaps, run_seconds, sources, _generator_cpu(steps)),
+            *findings(manifest, rows.dropped, stats, gaps, run_seconds, sources, generator_cpu_pct),
             *deployment_findings(serving, manifest.agents),
         ],
-        dropped_rows=rows.dropped,
-        warmup_trimmed_rows=sum(rows.warmup_trimmed.values()),
-        notes=manifest.notes,
-        totals=rows.totals,
-        outage_windows=rows.outage_windows,
-        connection_backoffs=_backoffs(manifest),
-        serving_rule=serving.rule,
-        serving_devices=serving.devices,
-        device_table=serving.table,
-        search=search_summary(manifest),
-        slowest_requests=rows.slowest,
-    )
+        dropped_rows=rows.dropped, warmup_trimmed_rows=sum(rows.warmup_trimmed.values()), totals=rows.totals,
+        outage_windows=rows.outage_windows, connection_backoffs=_backoffs(manifest),
+        serving_rule=serving.rule, serving_devices=serving.devices, device_table=serving.table,
+        search=search_summary(manifest), slowest_requests=rows.slowest,
+    )  # fmt: skip
     summary.capacity.unconverged_steps = [s.stats.index for s in steps if s.unconverged]
     summary.cost = run_cost(summary, rows, settings)
     return summary, serving
-
-
-def plan_of(summary: RunSummary, headroom: float) -> DevicePlan | None:
-    """The plan the analysis made (--target-qps), else one for the scenario's slo.target_qps."""
-    if summary.capacity.plan is not None:
-        return summary.capacity.plan
-    target = summary.scenario.slo.target_qps
-    return summary.capacity.plan_for(summary.devices_in_run, target, headroom) if target is not None else None
 
 
 def run_cost(summary: RunSummary, rows: RowFigures, settings: Settings) -> RunCost | None:
@@ -287,56 +229,36 @@ def run_cost(summary: RunSummary, rows: RowFigures, settings: Settings) -> RunCo
     prices = settings.cost.over(recorded) if settings.cost is not None else recorded
     if prices is None or not prices.priced:
         return None
-    source = "+".join(
-        name
-        for name, given in (("scenario", recorded is not None), ("options", settings.cost is not None))
-        if given
-    )
+    given = (("scenario", recorded is not None), ("options", settings.cost is not None))
     info = summary.service_info
     kind = device_kind(
         summary.serving_devices, [d.kind for d in info.devices] if info else [], info.device if info else None
     )
     devices = summary.devices_in_run
-    steps = [
-        step_cost(
-            s.stats,
-            s.telemetry,
-            rows.embeddings.get(s.stats.index, float(s.stats.n_ok)),
-            prices,
-            kind,
-            devices,
-        )
-        for s in summary.steps
-    ]
-    plan = plan_of(summary, settings.headroom)
+    steps = []
+    for s in summary.steps:
+        n_embeddings = rows.embeddings.get(s.stats.index, float(s.stats.n_ok))
+        steps.append(step_cost(s.stats, s.telemetry, n_embeddings, prices, kind, devices))
+    # the plan the analysis made (--target-qps), else one for the scenario's slo.target_qps
+    plan, target = summary.capacity.plan, summary.scenario.slo.target_qps
+    if plan is None and target is not None:
+        plan = summary.capacity.plan_for(summary.devices_in_run, target, settings.headroom)
     at = next((s for s in summary.steps if s.stats.index == summary.capacity.max_step_index), None)
+    at_capacity = (at.stats, at.telemetry) if at else None
     return RunCost(
-        prices=prices,
-        source=source,
-        device_kind=kind,
-        devices=devices,
+        prices=prices, source="+".join(name for name, yes in given if yes), device_kind=kind, devices=devices,
         steps=steps,
-        plan=plan_cost(plan, prices, kind, (at.stats, at.telemetry) if at else None, summary.capacity.uncertain)
-        if plan
-        else None,
+        plan=plan_cost(plan, prices, kind, at_capacity, summary.capacity.uncertain) if plan else None,
         notes=cost_notes(prices, kind, steps, [s.telemetry for s in summary.steps]),
-    )
-
-
-def _generator_cpu(steps: list[StepReport]) -> float | None:
-    values = [
-        s.telemetry.generator_cpu_mean_pct for s in steps if s.telemetry.generator_cpu_mean_pct is not None
-    ]
-    return float(np.mean(values)) if values else None
+    )  # fmt: skip
 
 
 STEP_COLUMNS: tuple[str, ...] = (
-    "index", "label", "users", "rate", "duration_s", "n_requests", "n_ok", "n_error", "n_timeout",
-    "qps", "error_rate", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_ci_low_ms",
-    "p99_ci_high_ms", "p99_dependence", "p999_ms", "max_ms", "device_util_mean_pct", "mem_bw_util_mean_pct",
-    "temp_max_c", "power_mean_w", "generator_cpu_mean_pct", "meets_slo",
-    "goodput_qps", "offered_qps", "errors_by_kind", "fallback_share", "unavailable_s", "tokens_per_s",
-    "documents_per_s",
+    "index", "label", "users", "rate", "duration_s", "n_requests", "n_ok", "n_error", "n_timeout", "qps",
+    "error_rate", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_ci_low_ms", "p99_ci_high_ms",
+    "p99_dependence", "p999_ms", "max_ms", "device_util_mean_pct", "mem_bw_util_mean_pct", "temp_max_c", "power_mean_w",
+    "generator_cpu_mean_pct", "meets_slo", "goodput_qps", "offered_qps", "errors_by_kind", "fallback_share",
+    "unavailable_s", "tokens_per_s", "documents_per_s",
 )  # fmt: skip
 # qps is goodput (successful requests per second); offered_qps counts failed requests too.
 # Only a run with prices (summary.cost) has these: no price, no cost column.
@@ -344,21 +266,16 @@ COST_COLUMNS: tuple[str, ...] = ("cost_per_hour", "cost_per_1m_embeddings", "cos
 
 
 def step_row(step: StepReport) -> dict[str, Any]:
-    s, lat, tel = step.stats, step.stats.latency, step.telemetry
-    return {
-        "index": s.index, "label": s.label, "users": s.users, "rate": s.rate, "duration_s": s.duration_s,
-        "n_requests": s.n_requests, "n_ok": s.n_ok, "n_error": s.n_error, "n_timeout": s.n_timeout,
-        "qps": s.qps, "error_rate": s.error_rate, "mean_ms": lat.mean_ms, "p50_ms": lat.p50_ms,
-        "p90_ms": lat.p90_ms, "p95_ms": lat.p95_ms, "p99_ms": lat.p99_ms, "p99_ci_low_ms": s.p99_ci_ms[0],
-        "p99_ci_high_ms": s.p99_ci_ms[1], "p99_dependence": s.p99_dependence, "p999_ms": lat.p999_ms, "max_ms": lat.max_ms,
-        "device_util_mean_pct": tel.device_util_mean_pct, "mem_bw_util_mean_pct": tel.mem_bw_util_mean_pct,
-        "temp_max_c": tel.temp_max_c, "power_mean_w": tel.power_mean_w,
-        "generator_cpu_mean_pct": tel.generator_cpu_mean_pct, "meets_slo": step.meets_slo,
-        "goodput_qps": s.goodput_qps, "offered_qps": s.offered_qps,
+    """A steps.csv row: past the derived columns, the field of the column's name of the step's latency,
+    telemetry or stats."""
+    s = step.stats
+    row = {
+        "p99_ci_low_ms": s.p99_ci_ms[0], "p99_ci_high_ms": s.p99_ci_ms[1], "meets_slo": step.meets_slo,
         "errors_by_kind": ";".join(f"{kind}:{n}" for kind, n in s.errors_by_kind.items()),
-        "fallback_share": s.fallback_share, "unavailable_s": s.unavailable_s, "tokens_per_s": s.tokens_per_s,
-        "documents_per_s": s.documents_per_s,
     }  # fmt: skip
+    owner: dict[str, BaseModel] = dict.fromkeys(LatencyStats.model_fields, s.latency)
+    owner |= dict.fromkeys(TelemetryStats.model_fields, step.telemetry)
+    return row | {c: getattr(owner.get(c, s), c) for c in STEP_COLUMNS if c not in row}
 
 
 def cost_row(summary: RunSummary, index: int) -> dict[str, Any]:
@@ -366,10 +283,8 @@ def cost_row(summary: RunSummary, index: int) -> dict[str, Any]:
     step = cost.step(index) if cost is not None else None
     if cost is None or step is None:
         return {}
-    return {
-        "cost_per_hour": step.hourly, "cost_per_1m_embeddings": step.per_1m_embeddings,
-        "cost_per_1m_tokens": step.per_1m_tokens, "currency": cost.prices.currency,
-    }  # fmt: skip
+    return {"cost_per_hour": step.hourly, "cost_per_1m_embeddings": step.per_1m_embeddings,
+            "cost_per_1m_tokens": step.per_1m_tokens, "currency": cost.prices.currency}
 
 
 def write_analysis(folder: RunFolder, summary: RunSummary) -> Path:
@@ -387,10 +302,8 @@ def write_analysis(folder: RunFolder, summary: RunSummary) -> Path:
         rows = csv.writer(fh2)
         rows.writerow(["index", "label", "component", "mean_ms", "pct"])
         for step in summary.steps:
-            if step.decomposition is None:
-                continue
-            for name, value in step.decomposition.parts_ms.items():
-                rows.writerow(
-                    [step.stats.index, step.stats.label, name, value, step.decomposition.parts_pct[name]]
-                )
+            dec, s = step.decomposition, step.stats
+            if dec is not None:
+                parts = dec.parts_ms.items()
+                rows.writerows([s.index, s.label, name, ms, dec.parts_pct[name]] for name, ms in parts)
     return out

@@ -16,14 +16,9 @@ from decisions.search.stats import Params, Verdict
 from embedperf.schema import Manifest
 
 Phase = Literal["bracket", "bisect", "repeat", "confirm"]
+# "uncertain": written by searches that stopped at their first uncertain rate; still read
 SearchStatus = Literal[
-    "found",
-    "at_slo",
-    "wide_interval",
-    "uncertain",  # written by searches that stopped at their first uncertain rate; still read
-    "below_min_rate",
-    "above_max_rate",
-    "max_duration",
+    "found", "at_slo", "wide_interval", "uncertain", "below_min_rate", "above_max_rate", "max_duration",
     "unconfirmed",
 ]
 Outcome = Literal["answer", "no_rate", "not_narrowed"]
@@ -31,15 +26,10 @@ Outcome = Literal["answer", "no_rate", "not_narrowed"]
 # How each status ends for a pipeline: an answer to --precision, no rate meeting the SLO, or a search
 # that could not narrow to --precision (study.bench.search maps these to exit codes 0, 1 and 4).
 OUTCOMES: dict[str, Outcome] = {
-    "found": "answer",
-    "at_slo": "answer",
-    "above_max_rate": "answer",
-    "below_min_rate": "no_rate",
-    "wide_interval": "not_narrowed",
-    "uncertain": "not_narrowed",
-    "max_duration": "not_narrowed",
+    "found": "answer", "at_slo": "answer", "above_max_rate": "answer", "below_min_rate": "no_rate",
+    "wide_interval": "not_narrowed", "uncertain": "not_narrowed", "max_duration": "not_narrowed",
     "unconfirmed": "not_narrowed",
-}
+}  # fmt: skip
 
 # Why a search stopped where it did: status -> English text (str.format params, SearchRecord.note_params).
 # The report renders the same statuses in its own language (reports/i18n.py keys sn_<status>).
@@ -71,20 +61,22 @@ NOTES: dict[str, str] = {
 }
 
 
+class Strict(BaseModel):
+    """A search model that refuses unknown fields rather than dropping them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 def note_key(status: str, params: Mapping[str, object]) -> str:
     """The NOTES (and report sn_<key>) entry of a status: a `cause` parameter names a variant of it."""
     cause = params.get("cause")
     return f"{status}_{cause}" if cause else status
 
 
-class ProbeRecord(BaseModel):
-    """One probe as the manifest keeps it (step index = the run folder's stage index).
-
-    Rates, counts and the duration are this probe's own; the percentiles, their interval and the
-    verdict are from the sample it was judged on (a repeat pools its own with the probe it repeats).
-    """
-
-    model_config = ConfigDict(extra="forbid")
+class ProbeRecord(Strict):
+    """One probe as the manifest keeps it (step index = the run folder's stage index). Rates, counts and
+    the duration are this probe's own; the percentiles, their interval and the verdict are from the sample
+    it was judged on (a repeat pools its own with the probe it repeats)."""
 
     stage_index: int
     label: str
@@ -112,10 +104,8 @@ class ProbeRecord(BaseModel):
     reason_params: Params = Field(default_factory=dict)
 
 
-class SearchRecord(BaseModel):
+class SearchRecord(Strict):
     """manifest.search: the rule, every probe in run order, the bracket history and the answer."""
-
-    model_config = ConfigDict(extra="forbid")
 
     rule: str
     slo_p99_ms: float
@@ -186,11 +176,9 @@ def headline(record: SearchRecord, devices: int) -> str:
     span = f", between {low:g} and {high:g} req/s" if high is not None else ""
     measured = ""
     if record.answer_p99_ms is not None:
-        interval = (
-            f" ({record.confidence:.0%} interval {record.answer_p99_lower_ms:.1f}-{record.answer_p99_upper_ms:.1f} ms)"
-            if record.answer_p99_lower_ms is not None and record.answer_p99_upper_ms is not None
-            else ""
-        )
+        low_ms, high_ms = record.answer_p99_lower_ms, record.answer_p99_upper_ms
+        bounded = low_ms is not None and high_ms is not None
+        interval = f" ({record.confidence:.0%} interval {low_ms:.1f}-{high_ms:.1f} ms)" if bounded else ""
         measured = f"; measured P99 {record.answer_p99_ms:.1f} ms{interval}"
     tail = "" if record.status == "found" else f" [{record.status}: {record.note}]"
     return (
@@ -199,17 +187,13 @@ def headline(record: SearchRecord, devices: int) -> str:
     )
 
 
-class SearchSlo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SearchSlo(Strict):
     p99_ms: float
     error_budget_pct: float
 
 
-class SearchSummary(BaseModel):
+class SearchSummary(Strict):
     """summary.json `search`: the searched answer for CI tools and the matrix, without the manifest."""
-
-    model_config = ConfigDict(extra="forbid")
 
     status: SearchStatus
     outcome: Outcome = Field(
@@ -242,19 +226,12 @@ def search_summary(manifest: Manifest) -> SearchSummary | None:
     devices = devices_serving(manifest)
     answer = record.answer_rps
     return SearchSummary(
-        status=record.status,
-        outcome=record.outcome,
-        answer_rps=answer,
-        per_device_rps=answer / devices if answer is not None else None,
-        devices=devices,
-        p99_ms=record.answer_p99_ms,
-        p99_lower_ms=record.answer_p99_lower_ms,
+        status=record.status, outcome=record.outcome, answer_rps=answer,
+        per_device_rps=answer / devices if answer is not None else None, devices=devices,
+        p99_ms=record.answer_p99_ms, p99_lower_ms=record.answer_p99_lower_ms,
         p99_upper_ms=record.answer_p99_upper_ms,
         slo=SearchSlo(p99_ms=record.slo_p99_ms, error_budget_pct=record.error_budget_pct),
-        precision=record.precision,
-        bracket=record.uncertainty_rps,
-        at_slo_rps=record.at_slo_rps,
-        probes=len(record.probes),
-        note=record.note,
-    )
+        precision=record.precision, bracket=record.uncertainty_rps, at_slo_rps=record.at_slo_rps,
+        probes=len(record.probes), note=record.note,
+    )  # fmt: skip
 

@@ -4,12 +4,11 @@ The load side (loadgen/shaping/search.py) runs the probes this module asks for a
 one measured; everything here is arithmetic on those figures, so it is tested without a target.
 A probe's verdict comes from decisions.search.stats; the record it leaves from decisions.search.record.
 
-A rate whose probe stays uncertain after its pooled repeat is information, not a dead end: its
-P99 interval contains the SLO, so the limit is at that rate within the measurement's resolution.
-It bounds the bracket from above like a failing rate ("top": the lowest rate not known to pass
-above the highest pass), and bisection goes on until (top - low) / top <= precision. The answer
-is then never more than --precision below a rate whose P99 interval contains the SLO, unless the
-status says why (wide_interval, max_duration, unconfirmed).
+A rate whose probe stays uncertain after its pooled repeat is information, not a dead end: its P99 interval
+contains the SLO, so the limit is at that rate within the measurement's resolution. It bounds the bracket from
+above like a failing rate ("top": the lowest rate not known to pass above the highest pass), and bisection
+goes on until (top - low) / top <= precision. The answer is then never more than --precision below a rate
+whose P99 interval contains the SLO, unless the status says why (wide_interval, max_duration, unconfirmed).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from decisions.search.record import (
     NOTES,
@@ -28,6 +26,7 @@ from decisions.search.record import (
     SearchRecord,
     SearchStatus,
     SearchSummary,
+    Strict,
     devices_serving,
     headline,
     note_key,
@@ -51,33 +50,11 @@ from decisions.search.stats import (
 from scenarios.models import Search, Slo
 
 __all__ = [
-    "COUNT_MARGIN",
-    "NOTES",
-    "OUTCOMES",
-    "QUANTILE",
-    "REASONS",
-    "RULE",
-    "Feasibility",
-    "Outcome",
-    "Phase",
-    "ProbeMeasurement",
-    "ProbePlan",
-    "ProbeRecord",
-    "SearchRecord",
-    "SearchState",
-    "SearchStatus",
-    "SearchSummary",
-    "Verdict",
-    "devices_serving",
-    "feasibility",
-    "headline",
-    "judge",
-    "quantile_ci",
-    "read_search",
-    "reason_text",
-    "samples_to_bound",
-    "search_summary",
-]
+    "COUNT_MARGIN", "NOTES", "OUTCOMES", "QUANTILE", "REASONS", "RULE", "Feasibility", "Outcome", "Phase",
+    "ProbeMeasurement", "ProbePlan", "ProbeRecord", "SearchRecord", "SearchState", "SearchStatus",
+    "SearchSummary", "Verdict", "devices_serving", "feasibility", "headline", "judge", "quantile_ci",
+    "read_search", "reason_text", "samples_to_bound", "search_summary",
+]  # fmt: skip
 
 # A failed confirmation is information too (the pass it checked was noise): the search narrows below
 # it and confirms again; after this many it stops, status unconfirmed.
@@ -95,10 +72,8 @@ RULE = (
 )
 
 
-class ProbePlan(BaseModel):
+class ProbePlan(Strict):
     """The next probe the search wants."""
-
-    model_config = ConfigDict(extra="forbid")
 
     rate: float
     duration_s: float
@@ -106,11 +81,9 @@ class ProbePlan(BaseModel):
 
 
 class SearchState:
-    """Bracket, then bisect, then confirm; decides each next probe from the verdicts so far.
-
-    Raises ConfigError on construction when the search cannot bound a P99 at all (see
-    decisions.search.stats.feasibility); never plans a probe below the floor or above max_probe_s.
-    """
+    """Bracket, then bisect, then confirm; decides each next probe from the verdicts so far. Raises
+    ConfigError on construction when the search cannot bound a P99 at all (see
+    decisions.search.stats.feasibility); never plans a probe below the floor or above max_probe_s."""
 
     def __init__(self, spec: Search, slo: Slo, arrival: str) -> None:
         self.spec = spec
@@ -121,28 +94,18 @@ class SearchState:
         self.at_slo: dict[float, ProbeRecord] = {}  # rate -> the pooled probe whose interval holds the SLO
         self.confirms = 0
         self.done = False
+        rule = RULE.format(
+            confidence=spec.confidence, p99=slo.p99_ms, budget=slo.error_budget_pct,
+            goodput=1.0 - spec.goodput_tolerance, growth=spec.growth, precision=spec.precision,
+            confirm=spec.confirm_factor,
+        )  # fmt: skip
         self.record = SearchRecord(
-            rule=RULE.format(
-                confidence=spec.confidence,
-                p99=slo.p99_ms,
-                budget=slo.error_budget_pct,
-                goodput=1.0 - spec.goodput_tolerance,
-                growth=spec.growth,
-                precision=spec.precision,
-                confirm=spec.confirm_factor,
-            ),
-            slo_p99_ms=slo.p99_ms,
-            error_budget_pct=slo.error_budget_pct,
-            precision=spec.precision,
-            confidence=spec.confidence,
-            arrival=arrival,
-            growth=spec.growth,
-            goodput_tolerance=spec.goodput_tolerance,
-            confirm_factor=spec.confirm_factor,
-            samples_needed=self.limits.samples_needed,
-            floor_rps=self.limits.floor_rps,
+            rule=rule, slo_p99_ms=slo.p99_ms, error_budget_pct=slo.error_budget_pct, arrival=arrival,
+            precision=spec.precision, confidence=spec.confidence, growth=spec.growth,
+            goodput_tolerance=spec.goodput_tolerance, confirm_factor=spec.confirm_factor,
+            samples_needed=self.limits.samples_needed, floor_rps=self.limits.floor_rps,
             min_rate_rps=self.limits.min_rate,
-        )
+        )  # fmt: skip
         self._last: ProbeRecord | None = None
         self._last_plan: ProbePlan | None = None
         self._last_measurement: ProbeMeasurement | None = None
@@ -161,10 +124,8 @@ class SearchState:
     @property
     def top(self) -> float | None:
         """The lowest rate above `low` not known to pass: failing, or at the SLO within its interval."""
-        low = self.low
-        candidates = [r for r in self.at_slo if low is None or r > low]
-        if self.high is not None:
-            candidates.append(self.high)
+        low, high = self.low, self.high
+        candidates = [r for r in self.at_slo if low is None or r > low] + ([high] if high is not None else [])
         return min(candidates) if candidates else None
 
     def probe_duration_s(self, rate: float, phase: Phase) -> float:
@@ -239,10 +200,9 @@ class SearchState:
         widest = above[-1]
         if (widest - low) / widest > self.spec.precision:
             return "wide_interval", self._at_slo_params(widest, low) | {
-                "gap_pct": (widest - low) / low * 100.0,
-                "precision_pct": self.spec.precision * 100.0,
+                "gap_pct": (widest - low) / low * 100.0, "precision_pct": self.spec.precision * 100.0,
                 "samples": float(self.at_slo[widest].judged_samples),
-            }
+            }  # fmt: skip
         return "at_slo", self._at_slo_params(above[0], low)
 
     def _at_slo_params(self, rate: float, answer: float) -> Params:
@@ -250,12 +210,10 @@ class SearchState:
         # an unbounded end (too few samples) shows the point estimate instead
         point = probe.p99_ms if probe.p99_ms is not None else self.slo.p99_ms
         return {
-            "rate": rate,
-            "answer": answer,
-            "confidence_pct": self.spec.confidence * 100.0,
+            "rate": rate, "answer": answer, "confidence_pct": self.spec.confidence * 100.0,
             "lower_ms": probe.p99_lower_ms if probe.p99_lower_ms is not None else point,
             "upper_ms": probe.p99_upper_ms if probe.p99_upper_ms is not None else point,
-        }
+        }  # fmt: skip
 
     def add(self, plan: ProbePlan, stage_index: int, label: str, m: ProbeMeasurement) -> ProbeRecord:
         """Record a probe's measurement and move the bracket (a repeat is judged on both samples pooled)."""
@@ -266,27 +224,16 @@ class SearchState:
         verdict, code, params, (point, lower, upper) = judge(m, self.slo, self.spec)
         ok = np.asarray(m.ok_latency_ms, dtype=float)
         probe = ProbeRecord(
-            stage_index=stage_index,
-            label=label,
-            phase=plan.phase,
-            rate=plan.rate,
-            duration_s=own.duration_s,
-            scheduled=own.scheduled,
-            ok=own.ok,
+            stage_index=stage_index, label=label, phase=plan.phase, rate=plan.rate, duration_s=own.duration_s,
+            scheduled=own.scheduled, ok=own.ok,
             error_rate=own.errors / own.scheduled if own.scheduled else 0.0,
             offered_rps=own.scheduled / own.duration_s if own.duration_s > 0 else 0.0,
             goodput_rps=own.ok_done / own.duration_s if own.duration_s > 0 else 0.0,
-            unfinished=len(own.unfinished_ms),
-            judged_samples=len(m.ok_latency_ms) + len(m.unfinished_ms),
-            p50_ms=float(np.quantile(ok, 0.5, method="inverted_cdf")) if len(ok) else None,
-            p99_ms=point,
-            p99_lower_ms=_finite(lower),
-            p99_upper_ms=_finite(upper),
-            verdict=verdict,
-            reason=reason_text(code, params),
-            reason_code=code,
-            reason_params=params,
-        )
+            unfinished=len(own.unfinished_ms), judged_samples=len(m.ok_latency_ms) + len(m.unfinished_ms),
+            p50_ms=float(np.quantile(ok, 0.5, method="inverted_cdf")) if len(ok) else None, p99_ms=point,
+            p99_lower_ms=_finite(lower), p99_upper_ms=_finite(upper), verdict=verdict,
+            reason=reason_text(code, params), reason_code=code, reason_params=params,
+        )  # fmt: skip
         if verdict == "pass":
             self.passes.append(plan.rate)
             if plan.phase == "confirm" or (plan.phase == "repeat" and self._confirming is not None):
@@ -300,8 +247,7 @@ class SearchState:
             self._contradicted(plan.rate)
         self.record.probes.append(probe)
         self.record.brackets.append((self.low, self.top))
-        self._last = probe
-        self._last_plan = plan
+        self._last, self._last_plan = probe, plan
         return probe
 
     def _contradicted(self, rate: float) -> None:
@@ -313,29 +259,23 @@ class SearchState:
         last = next((p for p in reversed(self.record.probes) if p.rate == rate), None)
         if last is not None and last.reason_code == "error_budget":
             return {"rate": rate, "cause": "errors", **last.reason_params}
-        return {
-            "rate": rate,
-            "floor": self.limits.floor_rps,
-            "probe_s": self.spec.max_probe_s,
-            "samples": float(self.limits.samples_needed),
-        }
+        limits = self.limits
+        return {"rate": rate, "floor": limits.floor_rps, "probe_s": self.spec.max_probe_s,
+                "samples": float(limits.samples_needed)}
 
     def _finish(self, status: SearchStatus, note_params: Params) -> None:
         self.done = True
         rec = self.record
-        rec.status = status
+        rec.status, rec.note_params = status, note_params
         rec.note = NOTES[note_key(status, note_params)].format(**note_params)
-        rec.note_params = note_params
         low, top = self.low, self.top
-        rec.answer_rps = low
-        rec.uncertainty_rps = (low, top)
+        rec.answer_rps, rec.uncertainty_rps = low, (low, top)
         above = [r for r in self.at_slo if low is not None and r > low]
         rec.at_slo_rps = max(above) if above else None
         at_answer = [p for p in rec.probes if low is not None and p.rate == low and p.verdict == "pass"]
         if at_answer:
             best = at_answer[-1]  # the confirming probe when there is one (it runs last at the answer)
-            rec.answer_p99_ms = best.p99_ms
-            rec.answer_p99_lower_ms = best.p99_lower_ms
+            rec.answer_p99_ms, rec.answer_p99_lower_ms = best.p99_ms, best.p99_lower_ms
             rec.answer_p99_upper_ms = best.p99_upper_ms
 
 

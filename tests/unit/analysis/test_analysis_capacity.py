@@ -14,7 +14,6 @@ from analysis.figures.capacity import (
     higher_load_override,
     little_cause_text,
     little_checks,
-    think_time_s,
 )
 from analysis.model.steps import LatencyStats, StepStats
 
@@ -75,8 +74,6 @@ def test_little_law_names_errors_not_an_idle_generator() -> None:
 
 
 def test_think_time_counts_in_little_law() -> None:
-    assert think_time_s({"wait_time_s": [1.0, 3.0]}) == 2.0
-    assert think_time_s({}) == 0.0
     (check,) = little_checks([step(0, 10, 4.0, 60.0, 500.0)], think_s=2.0)
     assert check.expected_users == pytest.approx(10.0)
 
