@@ -29,6 +29,7 @@ ENDPOINT_POS = REQUEST_COLUMNS.index("endpoint")
 VALIDATION_PREFIX = "validation"
 # The interval is recomputed at most this often (it sorts every latency of the step).
 DECIDE_INTERVAL_S = 1.0
+ROW_LAG_S = 1.0  # workers forward their rows once a second (loadgen.distributed.rows)
 
 
 class UntilWatch:
@@ -66,13 +67,22 @@ class UntilWatch:
         with self._lock:
             self._answers.append((float(sent), float(latency)))
 
-    def measure(self, reason: str = "converged") -> StepEnding | None:
-        """The step's P99 and its interval now (None for a step without `until`)."""
+    def measure(self, reason: str = "converged", now_unix_s: float | None = None) -> StepEnding | None:
+        """The step's P99 and its interval now (None for a step without `until`).
+
+        Given `now_unix_s`, only the answers to requests sent before now less the slowest latency seen (and
+        a second for rows forwarded by workers) count: the requests sent later that are still unanswered
+        are the slow ones, and a decision on the fast ones that came back alone would judge the step too
+        fast. The report counts every request the step sent, answered before or after its end.
+        """
         until = self._until
         if until is None:
             return None
         with self._lock:
             answers = sorted(self._answers, key=lambda answer: answer[0])  # stable: ties keep arrival order
+        if now_unix_s is not None and answers:
+            complete_before_s = now_unix_s - max(latency for _, latency in answers) / 1000.0 - ROW_LAG_S
+            answers = [answer for answer in answers if answer[0] < complete_before_s]
         latencies = [latency for _, latency in answers]
         dependence = ordered_dependence_factor(latencies, QUANTILE)
         point, low, high = quantile_ci(latencies, QUANTILE, until.confidence, dependence)
@@ -99,9 +109,14 @@ class UntilWatch:
         ):
             return None
         self._last_decided_unix_s = now_unix_s
-        ending = self.measure()
+        ending = self.measure(now_unix_s=now_unix_s)
         self.last = ending
-        if ending is None or ending.rel_width is None or ending.rel_width > until.p99_rel_width:
+        if (
+            ending is None
+            or ending.n_ok < until.min_requests
+            or ending.rel_width is None
+            or ending.rel_width > until.p99_rel_width
+        ):
             return None
         self.last_reason = ending.reason
         return ending

@@ -297,3 +297,21 @@ def test_the_open_loop_shape_cuts_a_known_step_and_moves_the_schedule_up() -> No
         "end",
         60.0,
     ]
+
+
+def test_a_decision_waits_for_the_slow_answers_of_the_requests_sent_last() -> None:
+    """Requests sent in the last moments whose slow answers are still out: the fast answers that did come
+    back alone are left out of the decision, so they cannot make the step look faster than it is."""
+    watch = UntilWatch()
+    watch.begin(0, start_unix_s=0.0, warmup_s=0.0, until=Until(p99_rel_width=0.5, min_requests=400, min_s=1.0))
+    rng = np.random.default_rng(8)
+    for i, latency in enumerate(rng.lognormal(3.0, 0.2, 2000)):  # sent over 0..20 s, all answered
+        watch.observe(row(0, i * 0.01, float(latency)))
+    settled = watch.measure()
+    for i in range(0, 500, 10):  # sent over 21.5..22 s: a fast tenth answered, the rest still out at 22.1 s
+        watch.observe(row(0, 21.5 + i * 0.001, 5.0))
+    everything = watch.measure()  # all that came back, as if nothing were still out
+    at_22 = watch.converged(22.1)
+    assert settled is not None and everything is not None and at_22 is not None
+    assert at_22.n_ok == settled.n_ok == 2000 and everything.n_ok == 2050  # the 50 fast answers wait
+    assert at_22.p99_ms == settled.p99_ms
