@@ -178,7 +178,8 @@ def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dic
     changes = {"qps": per_second("qps", base.ok_counts, cand.ok_counts, (base.qps, cand.qps))}
     for metric, q in LATENCY_METRICS.items():
         b, c = base.latency_sorted, cand.latency_sorted
-        boot = resampled_percentiles(c, q, n_boot, rng) - resampled_percentiles(b, q, n_boot, rng)
+        b_dep, c_dep = (x.p99_dependence if q == 99.0 else 1.0 for x in (base, cand))  # correlated answers
+        boot = resampled_percentiles(c, q, n_boot, rng, c_dep) - resampled_percentiles(b, q, n_boot, rng, b_dep)
         why = _short("few_ok", min(_n_ok(base), _n_ok(cand)), min_samples_for(q), q=q)
         changes[metric] = _change(metric, _point(base, q), _point(cand, q), interval(boot), why)
     if base.token_counts is not None and cand.token_counts is not None:

@@ -66,6 +66,7 @@ class Samples:
     exact_ms: dict[float, float | None] | None = None
     n_ok: int | None = None  # ok rows (latency_sorted holds all of them or a bounded reservoir)
     unavailable_s: int | None = None  # seconds without a successful answer (StepStats.unavailable_s)
+    p99_dependence: float = 1.0  # answers that count as one independent answer at the P99 (StepStats)
 
     @property
     def load(self) -> float | None:

@@ -149,7 +149,7 @@ def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
                 n_requests=s.n_requests, n_failed=s.n_requests - s.n_ok,
                 telemetry=telemetry_samples(analysis, s.steady_start_unix_s, s.steady_end_unix_s),
                 token_counts=tokens, exact_ms={50.0: lat.p50_ms, 95.0: lat.p95_ms, 99.0: lat.p99_ms},
-                n_ok=lat.n, unavailable_s=s.unavailable_s,
+                n_ok=lat.n, unavailable_s=s.unavailable_s, p99_dependence=s.p99_dependence,
             )  # fmt: skip
         peak = max(out.values(), key=lambda x: x.qps, default=None)
         overall = _latencies(con, _OK, SAMPLE_SEED)
@@ -162,5 +162,6 @@ def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
             n_requests=n_requests, n_failed=n_requests - n_ok, telemetry=peak.telemetry if peak else {},
             token_counts=peak.token_counts if peak else None,
             exact_ms=_exact(con, list(LATENCY_METRICS.values()), overall), n_ok=n_ok,
+            p99_dependence=max((x.p99_dependence for x in out.values()), default=1.0),  # the steps' largest
         )  # fmt: skip
     return out
