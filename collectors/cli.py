@@ -20,7 +20,7 @@ from collectors.nvml import NvmlSource
 from collectors.prometheus_pull import PrometheusSource
 from collectors.runner import CollectorRunner
 from collectors.service_metrics import ServiceMetricsSource
-from embedperf.errors import ConfigError, EmbedperfError
+from embedperf.errors import ConfigError, EmbedperfError, problems
 
 LOCAL_DEVICE_SOURCES = frozenset({"npu_smi", "nvml"})
 EMPTY_IS_DEFAULT = frozenset({"npu_smi", "npu_ids", "host_label"})
@@ -114,11 +114,7 @@ def collector_config(values: dict[str, Any]) -> CollectorConfig:
             values["npu_ids"] = tuple(int(v) for v in values["npu_ids"].split(",") if v.strip())
         return CollectorConfig.model_validate(values)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
-            for err in exc.errors()
-        )
-        raise ConfigError(f"invalid collector options: {problems}") from exc
+        raise ConfigError(f"invalid collector options: {problems(exc)}") from exc
     except ValueError as exc:
         raise ConfigError(f"invalid --npu-ids {values['npu_ids']!r}: give NPU IDs such as 4,5") from exc
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from embedperf.errors import ConfigError, GateFailed
+from embedperf.errors import ConfigError, GateFailed, problems
 from embedperf.options import add_shared_option
 from embedperf.schema import open_run_folder
 from loadgen.traffic.quality import write_reference_set
@@ -164,8 +164,7 @@ def _check_usage(args: argparse.Namespace) -> PrecisionGates:
     try:
         return PrecisionGates.for_profile(args.profile, args.min_domain_cosine, args.min_topk_agreement)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid gate: {problems} (thresholds lie in (0, 1])") from exc
+        raise ConfigError(f"invalid gate: {problems(exc)} (thresholds lie in (0, 1])") from exc
 
 
 def _candidate(args: argparse.Namespace) -> tuple[str, Encoder]:
