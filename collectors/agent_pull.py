@@ -22,8 +22,9 @@ from pathlib import Path
 import httpx
 
 from collectors.agent_token import TOKEN_ENV, bearer_headers, resolve_token
-from collectors.base import Source, write_json
+from collectors.base import Source
 from collectors.config import CollectorConfig
+from embedperf.files import write_atomically
 from embedperf.schema import AgentRecord, RunFolder, TelemetrySample
 
 PULL_INTERVAL_S = 2.0
@@ -204,7 +205,8 @@ class AgentSource(Source):
         path = RunFolder(self.config.out_dir).agents_status
         with _RECORDS_LOCK:
             records = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
-            write_json(path, [r for r in records if r.get("url") != record.url] + [record.model_dump()])
+            records = [r for r in records if r.get("url") != record.url] + [record.model_dump()]
+            write_atomically(path, json.dumps(records, indent=2))
 
     def close(self) -> None:
         self._stop.set()

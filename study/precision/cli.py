@@ -278,12 +278,10 @@ def main(argv: list[str]) -> int:
     if result.advice is not None:
         print(format_advice(result.advice, _check_args(args)))
     if args.out:
-        write_result(result, args.out)
-        print(f"result: {args.out}")
+        print(f"result: {write_result(result, args.out)}")
     if args.run:
         folder = open_run_folder(args.run)
-        write_result(result, folder.precision)
-        print(f"result: {folder.precision} (rebuild the report with: embedperf report {folder.root})")
+        print(f"result: {write_result(result, folder.precision)} (rebuild the report with: embedperf report {folder.root})")
     if args.report:
         from study.precision.report import write_precision_report  # matplotlib loads only for --report
 

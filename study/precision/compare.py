@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from embedperf.errors import TargetError
+from embedperf.files import write_atomically
 from loadgen.lifecycle.preflight import normalise_base_url
 from study.corpus import EvalText
 from study.precision.advice_plan import Advice
@@ -83,9 +84,6 @@ class PrecisionResult(BaseModel):
     @property
     def failing_domains(self) -> list[DomainAgreement]:
         return [d for d in self.domains if not d.passed]
-
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2)
 
 
 def compare_embeddings(
@@ -162,9 +160,8 @@ class EndpointEncoder:
         return np.asarray(out, dtype=np.float32)
 
 
-def write_result(result: PrecisionResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(result.to_json(), encoding="utf-8")
+def write_result(result: PrecisionResult, path: Path) -> Path:
+    return write_atomically(path, result.model_dump_json(indent=2))
 
 
 def read_result(path: Path) -> PrecisionResult:
