@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -169,9 +168,8 @@ def _check_usage(args: argparse.Namespace) -> PrecisionGates:
 
 def _candidate(args: argparse.Namespace) -> tuple[str, Encoder]:
     if args.endpoint:
-        return f"endpoint {args.endpoint}", EndpointEncoder(
-            args.endpoint, args.endpoint_model, os.environ.get(args.api_key_env)
-        )
+        endpoint = EndpointEncoder(args.endpoint, args.endpoint_model, args.api_key_env)
+        return f"endpoint {args.endpoint}", endpoint
     precision = args.precision or "fp32"
     path = args.candidate_model or args.model
     name = f"{path.name if path else 'default model'} {precision} on {args.device}"
@@ -281,7 +279,8 @@ def main(argv: list[str]) -> int:
         print(f"result: {write_result(result, args.out)}")
     if args.run:
         folder = open_run_folder(args.run)
-        print(f"result: {write_result(result, folder.precision)} (rebuild the report with: embedperf report {folder.root})")
+        path = write_result(result, folder.precision)
+        print(f"result: {path} (rebuild the report with: embedperf report {folder.root})")
     if args.report:
         from study.precision.report import write_precision_report  # matplotlib loads only for --report
 

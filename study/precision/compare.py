@@ -9,11 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-import httpx
 import numpy as np
 from pydantic import BaseModel
 
-from embedperf.errors import TargetError
 from embedperf.files import write_atomically
 from loadgen.lifecycle.preflight import normalise_base_url
 from study.corpus import EvalText
@@ -22,6 +20,7 @@ from study.precision.domains import DomainAgreement, WorstInput, domain_breakdow
 from study.precision.gate import PrecisionGates, gate_failures
 from study.precision.retrieval import RetrievalAgreement, retrieval_agreement
 from study.vectors import cosine_per_text, cosine_summary
+from study.verify.target import TargetClient
 
 WORST_OVERALL = 10
 EMBEDDINGS_PATH = "/v1/embeddings"
@@ -129,35 +128,12 @@ def compare_embeddings(
     )
 
 
-class EndpointEncoder:
+class EndpointEncoder(TargetClient):
     """Embeddings from a running OpenAI-compatible endpoint (another build, another host)."""
 
-    def __init__(
-        self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0
-    ) -> None:
-        self.url = normalise_base_url(base_url, EMBEDDINGS_PATH) + EMBEDDINGS_PATH
-        self.model = model
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.timeout_s = timeout_s
-
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        out: list[list[float]] = []
-        with httpx.Client(timeout=self.timeout_s) as client:
-            for start in range(0, len(texts), batch_size):
-                chunk = texts[start : start + batch_size]
-                try:
-                    resp = client.post(
-                        self.url, json={"input": chunk, "model": self.model}, headers=self.headers
-                    )
-                except httpx.HTTPError as exc:
-                    raise TargetError(f"cannot reach {self.url}: {exc}; is the endpoint running?") from exc
-                if resp.status_code != 200:
-                    raise TargetError(f"{self.url} answered {resp.status_code}: {resp.text[:300]}")
-                data = sorted(resp.json()["data"], key=lambda d: d["index"])
-                if len(data) != len(chunk):
-                    raise TargetError(f"{self.url} returned {len(data)} embeddings for {len(chunk)} inputs")
-                out.extend(d["embedding"] for d in data)
-        return np.asarray(out, dtype=np.float32)
+    def __init__(self, base_url: str, model: str, api_key_env: str = "EMBEDPERF_TARGET_API_KEY") -> None:
+        super().__init__(normalise_base_url(base_url, EMBEDDINGS_PATH), model, api_key_env)
+        self.url = self.base_url + EMBEDDINGS_PATH
 
 
 def write_result(result: PrecisionResult, path: Path) -> Path:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 
-from embedperf.errors import TargetError
 from loadgen.traffic.payloads import validation_cases
 from loadgen.traffic.quality import load_reference_set, write_reference_set
 from modelcore.model_folder import model_dir
@@ -82,26 +81,6 @@ def validation_checks(client: TargetClient) -> tuple[list[Check], list[list[floa
     return checks, vectors
 
 
-def encode(client: TargetClient, texts: list[str]) -> np.ndarray:
-    """The target's vectors for `texts`, in batches; TargetError when an answer is not embeddings."""
-    out: list[list[float]] = []
-    for start in range(0, len(texts), ENCODE_BATCH):
-        chunk = texts[start : start + ENCODE_BATCH]
-        answer = client.embed(chunk)
-        got = embeddings_of(answer) if answer.ok else None
-        if got is None or len(got) != len(chunk):
-            raise TargetError(
-                f"{client.base_url}/v1/embeddings answered {answer.describe()} to {len(chunk)} reference texts "
-                "instead of one embedding each"
-            )
-        out += got
-    if len(dims := {len(v) for v in out}) != 1:
-        raise TargetError(
-            f"the target returned vectors of {len(dims)} different sizes for the reference texts"
-        )
-    return np.asarray(out, dtype=np.float64)
-
-
 def precision_checks(
     cosines: np.ndarray, texts: list[str], thresholds: VerifyThresholds
 ) -> tuple[list[Check], dict[str, str]]:
@@ -136,7 +115,7 @@ def run_function_layer(
     """Layer 1 against the target: validation cases, shape and finiteness, precision against `reference`."""
     checks, vectors = validation_checks(client)
     texts, ref_vectors = load_reference_set(str(reference))
-    candidate = encode(client, texts)
+    candidate = client.encode(texts, ENCODE_BATCH)
     vectors += candidate.tolist()
     dimension, finite = _vector_checks(vectors)
     expected = thresholds.dimension or info_dimension or int(ref_vectors.shape[1])
