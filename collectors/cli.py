@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -17,6 +16,7 @@ from collectors.config import SOURCE_NAMES, CollectorConfig
 from collectors.host import HostSource
 from collectors.npu_smi import NpuSmiSource
 from collectors.nvml import NvmlSource
+from collectors.options import add_sampling_options
 from collectors.prometheus_pull import PrometheusSource
 from collectors.runner import CollectorRunner
 from collectors.service_metrics import ServiceMetricsSource
@@ -27,8 +27,8 @@ EMPTY_IS_DEFAULT = frozenset({"npu_smi", "npu_ids", "host_label"})
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Each option's dest is the CollectorConfig field it sets (but --service-metric's, which config_from_args
-    gathers); an option not given keeps the field's default."""
+    """Each option's dest is the CollectorConfig field it sets (but --service-metric's and --agent's, which
+    config_from_args gathers); an option not given keeps the field's default."""
     p = argparse.ArgumentParser(
         prog="embedperf collect",
         description="Sample device, host and service telemetry every interval into RUN_DIR (telemetry.parquet, "
@@ -64,44 +64,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--service-pid", type=int, help="service PID (else found by its listening port)")
     p.add_argument("--generator-pid", type=int, help="load generator PID")
-    p.add_argument("--npu-smi", metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)")
-    p.add_argument("--npu-ids", help="only these NPU IDs, e.g. 4,5")
     p.add_argument(
         "--npu-mode", choices=("watch", "poll"), default="watch", help="npu-smi watch stream or -t polls"
     )
     p.add_argument(
         "--npu-timeout", dest="npu_timeout_s", type=float, metavar="S", help="kill a silent npu-smi after S s"
     )
-    p.add_argument("--prometheus-url", help="existing Prometheus server to pull the run window from")
     for end in ("start", "end"):
         dest = f"prometheus_{end}_unix_s"
         p.add_argument(f"--prometheus-{end}", dest=dest, type=float, metavar="UNIX_S", help=f"window {end}")
     p.add_argument("--host-label", help="value of the host column (default: this hostname)")
-    p.add_argument(
-        "--local-devices",
-        action="store_true",
-        help="sample this host's npu-smi/NVML even when --service-url is another host",
-    )
-    p.add_argument(
-        "--agent",
-        dest="agents",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="pull the samples of an `embedperf agent` (http://host:9187) for this window; repeatable",
-    )
-    p.add_argument(
-        "--agent-token-file",
-        type=Path,
-        metavar="PATH",
-        help="file holding the agents' token (default: the environment variable EMBEDPERF_AGENT_TOKEN)",
-    )
+    add_sampling_options(p)
     return p
 
 
 def config_from_args(argv: list[str]) -> CollectorConfig:
     args = vars(build_parser().parse_args(argv))
     args["service_metrics"] = dict(pair.partition("=")[::2] for pair in args.pop("service_metric"))
+    args["agents"] = args.pop("agent")
     return collector_config(args)
 
 

@@ -100,30 +100,15 @@ def compare_embeddings(
     cos = cosine_per_text(reference, candidate)
     retrieval = retrieval_agreement(reference, candidate, [t.kind for t in texts], gates.topk)
     domains = domain_breakdown(cos, texts, token_counts, label_fields, gates.min_domain_cosine)
-    failures = gate_failures(
-        gates,
-        float(cos.mean()),
-        [d.label for d in domains if not d.passed],
-        retrieval.agreement_mean,
-        retrieval.k,
-    )
+    failing = [d.label for d in domains if not d.passed]
+    failures = gate_failures(gates, float(cos.mean()), failing, retrieval.agreement_mean, retrieval.k)
     return PrecisionResult(
-        candidate=candidate_name,
-        reference="fp32",
-        dataset=dataset,
-        n_texts=len(cos),
-        **cosine_summary(cos),
-        cosine_p1=float(np.percentile(cos, 1)),
-        topk=retrieval.k,
-        topk_agreement_mean=retrieval.agreement_mean,
-        topk_agreement_min=retrieval.agreement_min,
-        retrieval=retrieval,
-        profile=gates.profile,
-        gate_min_mean_cosine=gates.min_mean_cosine,
-        gates=gates,
-        passed=not failures,
-        failures=failures,
-        domains=domains,
+        candidate=candidate_name, reference="fp32", dataset=dataset, n_texts=len(cos),
+        **cosine_summary(cos), cosine_p1=float(np.percentile(cos, 1)),
+        retrieval=retrieval, topk=retrieval.k,
+        topk_agreement_mean=retrieval.agreement_mean, topk_agreement_min=retrieval.agreement_min,
+        gates=gates, profile=gates.profile, gate_min_mean_cosine=gates.min_mean_cosine,
+        passed=not failures, failures=failures, domains=domains,
         worst=worst_inputs(cos, texts, np.arange(len(cos)), WORST_OVERALL),
     )
 

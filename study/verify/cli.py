@@ -153,9 +153,8 @@ def main(argv: list[str]) -> int:
         client = stack.enter_context(TargetClient(base, args.model_name or DEFAULT_MODEL, API_KEY_ENV))
         service: StartedService | None = None
         if args.start_cmd:
-            service = stack.enter_context(
-                StartedService(args.start_cmd, client, thresholds, out / "service.log")
-            )
+            service = StartedService(args.start_cmd, client, thresholds, out / "service.log").start()
+            stack.callback(service.stop)
             notes.append(f"service started by verify: {args.start_cmd} (output in {out / 'service.log'})")
         info = client.info(thresholds.info_path)
         model_override = {"target.model": args.model_name} if args.model_name else {}

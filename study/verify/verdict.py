@@ -173,22 +173,12 @@ class VerifyResult(BaseModel):
 
 
 def build_result(
-    target: str,
-    started_unix_s: float,
-    finished_unix_s: float,
-    thresholds: VerifyThresholds,
-    layers: list[LayerResult],
-    notes: list[str],
+    target: str, started_unix_s: float, finished_unix_s: float, thresholds: VerifyThresholds,
+    layers: list[LayerResult], notes: list[str],
 ) -> VerifyResult:
     """The result with its verdict and exit code decided here, in one place."""
     decided = verdict(layers)
     return VerifyResult(
-        target=target,
-        started_unix_s=started_unix_s,
-        finished_unix_s=finished_unix_s,
-        thresholds=thresholds,
-        layers=layers,
-        verdict=decided,
-        exit_code=EXIT_CODES[decided],
-        notes=notes,
+        target=target, started_unix_s=started_unix_s, finished_unix_s=finished_unix_s, thresholds=thresholds,
+        layers=layers, verdict=decided, exit_code=EXIT_CODES[decided], notes=notes,
     )
