@@ -18,7 +18,7 @@ from study.reference_vectors import fp32_reference_vectors
 from study.vectors import cosine_per_text
 from study.verify.target import TargetClient, embeddings_of
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, CheckStatus, LayerResult, judged
+from study.verify.verdict import Check, CheckStatus, LayerResult, at_least, judged
 
 ENCODE_BATCH = 8
 WORST_SHOWN = 3
@@ -86,20 +86,13 @@ def precision_checks(
 ) -> tuple[list[Check], dict[str, str]]:
     """Mean cosine against the gate and the strict bar; P5, min and the worst texts as evidence."""
     mean = float(cosines.mean())
-    gate = Check(
-        name="mean cosine to fp32",
-        status="pass" if mean >= thresholds.min_cosine else "fail",
-        measured=f"{mean:.6f} over {len(cosines)} texts",
-        limit=f">= {thresholds.min_cosine}",
+    measured = f"{mean:.6f} over {len(cosines)} texts"
+    gate = at_least("mean cosine to fp32", mean, thresholds.min_cosine, measured)
+    strict = at_least(
+        "strict-use cosine", mean, thresholds.strict_cosine, f"{mean:.6f}", under=thresholds.strict_action
     )
-    strict_ok = mean >= thresholds.strict_cosine
-    strict = Check(
-        name="strict-use cosine",
-        status="pass" if strict_ok else thresholds.strict_action,
-        measured=f"{mean:.6f}",
-        limit=f">= {thresholds.strict_cosine}",
-        note="" if strict_ok else "fine for general use, not for retrieval that must not move",
-    )
+    if strict.status != "pass":
+        strict.note = "fine for general use, not for retrieval that must not move"
     worst = np.argsort(cosines)[:WORST_SHOWN]
     evidence = {
         "cosine P5 / min": f"{np.percentile(cosines, 5):.6f} / {cosines.min():.6f}",

@@ -16,7 +16,7 @@ from embedperf.errors import RunFolderError
 from scenarios.loader import load_scenario
 from study.verify.load import LoadOptions, run_and_analyse, throttling_checks
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, CheckStatus, LayerResult, at_most, judged
+from study.verify.verdict import Check, CheckStatus, LayerResult, at_least, at_most, judged
 
 NO_DEVICE_NOTE = (
     "no serving-device telemetry (a CPU target, or pass --agent / --devices for the service host)"
@@ -139,14 +139,8 @@ def device_checks(
     if tel.device_util_mean_pct is None:
         checks.append(Check(name=UTILISATION, status="warn", measured="not measured", note=NO_DEVICE_NOTE))
     elif thresholds.min_device_util_pct > 0:
-        checks.append(
-            Check(
-                name=UTILISATION,
-                status="pass" if tel.device_util_mean_pct >= thresholds.min_device_util_pct else "fail",
-                measured=f"{tel.device_util_mean_pct:.1f}% mean at the answer",
-                limit=f">= {thresholds.min_device_util_pct:g}%",
-            )
-        )
+        util, measured = tel.device_util_mean_pct, f"{tel.device_util_mean_pct:.1f}% mean at the answer"
+        checks.append(at_least(UTILISATION, util, thresholds.min_device_util_pct, measured, "%"))
     if (bw := tel.mem_bw_util_mean_pct) is not None:
         measured = f"{bw:.1f}% mean at the answer"
         checks.append(

@@ -80,6 +80,14 @@ def at_most(
     return Check(name=name, status=status, measured=measured, limit=f"<= {limit:g}{unit}")
 
 
+def at_least(
+    name: str, value: float, limit: float, measured: str, unit: str = "", under: CheckStatus = "fail"
+) -> Check:
+    """A figure against its lower limit: pass at or above it, `under` below it."""
+    status: CheckStatus = "pass" if value >= limit else under
+    return Check(name=name, status=status, measured=measured, limit=f">= {limit:g}{unit}")
+
+
 def layer_status(checks: Sequence[Check]) -> LayerStatus:
     """fail if any check fails, warn if any warns, else pass; a layer with nothing judged is incomplete."""
     if not checks:
