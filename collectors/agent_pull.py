@@ -62,11 +62,9 @@ def estimate_offset(client: httpx.Client, url: str, probes: int = PROBES) -> Off
 def missing_seconds(
     agent_ticks: set[int], start_unix_s: float, end_unix_s: float, offset_s: float
 ) -> list[int]:
-    """Seconds of [start, end] (our clock) whose agent tick brought no sample.
-
-    The agent samples on whole seconds of its own clock, so a sample is matched to its tick
-    (round on the agent's clock) and reported as the second it falls in on ours.
-    """
+    """Seconds of [start, end] (our clock) whose agent tick brought no sample. The agent samples on whole
+    seconds of its own clock, so a sample is matched to its tick (round on the agent's clock) and reported as
+    the second it falls in on ours."""
     first, last = math.ceil(start_unix_s + offset_s), math.floor(end_unix_s + offset_s)
     return [math.floor(tick - offset_s) for tick in range(first, last + 1) if tick not in agent_ticks]
 

@@ -116,9 +116,8 @@ class Layer:
 
 
 def run_layers(layers: Sequence[Layer], selected: Sequence[int]) -> list[LayerResult]:
-    """Run the selected layers in order; after a failure or an incomplete layer the rest are not run.
-
-    An EmbedperfError raised inside a layer (its load run stopped, the target refused) makes that layer
+    """Run the selected layers in order; after a failure or an incomplete layer the rest are not run. An
+    EmbedperfError raised inside a layer (its load run stopped, the target refused) makes that layer
     incomplete with the error as its reason, never a traceback."""
     results: list[LayerResult] = []
     stopped_by: LayerResult | None = None
