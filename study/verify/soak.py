@@ -174,14 +174,7 @@ def run_soak_layer(
     """Layer 3: the soak and its checks."""
     scenario = write_soak_scenario(thresholds, out_dir)
     before = client.metrics(thresholds.metrics_path)
-    analysis = run_and_analyse(
-        str(scenario),
-        client.base_url,
-        options,
-        label="verify-soak",
-        overrides={},
-        planned_s=thresholds.soak_s,
-    )
+    analysis = run_and_analyse(str(scenario), client.base_url, options, "verify-soak", {}, thresholds.soak_s)
     after_info = client.info(thresholds.info_path)
     after = client.metrics(thresholds.metrics_path)
     steps = sorted(analysis.summary.steps, key=lambda s: s.stats.index)
