@@ -22,8 +22,9 @@ from pathlib import Path
 import httpx
 
 from collectors.agent_token import TOKEN_ENV, bearer_headers, resolve_token
-from collectors.base import Source, write_json
+from collectors.base import Source
 from collectors.config import CollectorConfig
+from embedperf.files import write_atomically
 from embedperf.schema import AgentRecord, RunFolder, TelemetrySample
 
 PULL_INTERVAL_S = 2.0
@@ -61,11 +62,9 @@ def estimate_offset(client: httpx.Client, url: str, probes: int = PROBES) -> Off
 def missing_seconds(
     agent_ticks: set[int], start_unix_s: float, end_unix_s: float, offset_s: float
 ) -> list[int]:
-    """Seconds of [start, end] (our clock) whose agent tick brought no sample.
-
-    The agent samples on whole seconds of its own clock, so a sample is matched to its tick
-    (round on the agent's clock) and reported as the second it falls in on ours.
-    """
+    """Seconds of [start, end] (our clock) whose agent tick brought no sample. The agent samples on whole
+    seconds of its own clock, so a sample is matched to its tick (round on the agent's clock) and reported as
+    the second it falls in on ours."""
     first, last = math.ceil(start_unix_s + offset_s), math.floor(end_unix_s + offset_s)
     return [math.floor(tick - offset_s) for tick in range(first, last + 1) if tick not in agent_ticks]
 
@@ -204,7 +203,8 @@ class AgentSource(Source):
         path = RunFolder(self.config.out_dir).agents_status
         with _RECORDS_LOCK:
             records = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
-            write_json(path, [r for r in records if r.get("url") != record.url] + [record.model_dump()])
+            records = [r for r in records if r.get("url") != record.url] + [record.model_dump()]
+            write_atomically(path, json.dumps(records, indent=2))
 
     def close(self) -> None:
         self._stop.set()

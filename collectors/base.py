@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from collectors.clock import TickScheduler
@@ -158,10 +155,3 @@ def not_running(sources: Iterable[Source]) -> str:
     return "; ".join(
         f"{s.name} ({s.status.reason})" for s in sources if s.status.state in ("skipped", "failed")
     )
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Replace `path` atomically, so a reader (a crashed run's report too) never sees half a file."""
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -17,18 +16,19 @@ from collectors.config import SOURCE_NAMES, CollectorConfig
 from collectors.host import HostSource
 from collectors.npu_smi import NpuSmiSource
 from collectors.nvml import NvmlSource
+from collectors.options import add_sampling_options
 from collectors.prometheus_pull import PrometheusSource
 from collectors.runner import CollectorRunner
 from collectors.service_metrics import ServiceMetricsSource
-from embedperf.errors import ConfigError, EmbedperfError
+from embedperf.errors import ConfigError, EmbedperfError, problems
 
 LOCAL_DEVICE_SOURCES = frozenset({"npu_smi", "nvml"})
 EMPTY_IS_DEFAULT = frozenset({"npu_smi", "npu_ids", "host_label"})
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Each option's dest is the CollectorConfig field it sets (but --service-metric's, which config_from_args
-    gathers); an option not given keeps the field's default."""
+    """Each option's dest is the CollectorConfig field it sets (but --service-metric's and --agent's, which
+    config_from_args gathers); an option not given keeps the field's default."""
     p = argparse.ArgumentParser(
         prog="embedperf collect",
         description="Sample device, host and service telemetry every interval into RUN_DIR (telemetry.parquet, "
@@ -64,44 +64,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--service-pid", type=int, help="service PID (else found by its listening port)")
     p.add_argument("--generator-pid", type=int, help="load generator PID")
-    p.add_argument("--npu-smi", metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)")
-    p.add_argument("--npu-ids", help="only these NPU IDs, e.g. 4,5")
     p.add_argument(
         "--npu-mode", choices=("watch", "poll"), default="watch", help="npu-smi watch stream or -t polls"
     )
     p.add_argument(
         "--npu-timeout", dest="npu_timeout_s", type=float, metavar="S", help="kill a silent npu-smi after S s"
     )
-    p.add_argument("--prometheus-url", help="existing Prometheus server to pull the run window from")
     for end in ("start", "end"):
         dest = f"prometheus_{end}_unix_s"
         p.add_argument(f"--prometheus-{end}", dest=dest, type=float, metavar="UNIX_S", help=f"window {end}")
     p.add_argument("--host-label", help="value of the host column (default: this hostname)")
-    p.add_argument(
-        "--local-devices",
-        action="store_true",
-        help="sample this host's npu-smi/NVML even when --service-url is another host",
-    )
-    p.add_argument(
-        "--agent",
-        dest="agents",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="pull the samples of an `embedperf agent` (http://host:9187) for this window; repeatable",
-    )
-    p.add_argument(
-        "--agent-token-file",
-        type=Path,
-        metavar="PATH",
-        help="file holding the agents' token (default: the environment variable EMBEDPERF_AGENT_TOKEN)",
-    )
+    add_sampling_options(p)
     return p
 
 
 def config_from_args(argv: list[str]) -> CollectorConfig:
     args = vars(build_parser().parse_args(argv))
     args["service_metrics"] = dict(pair.partition("=")[::2] for pair in args.pop("service_metric"))
+    args["agents"] = args.pop("agent")
     return collector_config(args)
 
 
@@ -114,11 +94,7 @@ def collector_config(values: dict[str, Any]) -> CollectorConfig:
             values["npu_ids"] = tuple(int(v) for v in values["npu_ids"].split(",") if v.strip())
         return CollectorConfig.model_validate(values)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
-            for err in exc.errors()
-        )
-        raise ConfigError(f"invalid collector options: {problems}") from exc
+        raise ConfigError(f"invalid collector options: {problems(exc)}") from exc
     except ValueError as exc:
         raise ConfigError(f"invalid --npu-ids {values['npu_ids']!r}: give NPU IDs such as 4,5") from exc
 

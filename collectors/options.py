@@ -102,6 +102,11 @@ def add_device_options(group: argparse._ActionsContainer) -> None:
         help="NPU/GPU indices serving the target (as npu-smi / NVML number them); device figures and the "
         "capacity plan count these only (default: the target's /info, else the devices busy under load)",
     )
+    add_sampling_options(group)
+
+
+def add_sampling_options(group: argparse._ActionsContainer) -> None:
+    """Where telemetry comes from (this host's npu-smi, a Prometheus, agents): `embedperf collect`'s too."""
     group.add_argument("--npu-ids", metavar="4,5", help="sample only these NPU IDs")
     group.add_argument("--npu-smi", metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)")
     group.add_argument(

@@ -14,7 +14,7 @@ import httpx
 
 from collectors.base import Source
 from collectors.config import CollectorConfig
-from embedperf.errors import CollectorError
+from embedperf.errors import CollectorError, EmbedperfError
 from embedperf.schema import TelemetrySample
 
 QUERY_TIMEOUT_S = 8.0  # within the runner's stop budget
@@ -40,6 +40,20 @@ DCGM: Mapping[str, str] = {
 SCALES: Mapping[str, float] = {"DCGM_FI_PROF_DRAM_ACTIVE": 100.0}  # a fraction
 DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"  # total = used + free at the same timestamp
 QUERY = '{__name__=~"' + "|".join([*NPU_EXPORTER, *DCGM, DCGM_FB_FREE]) + '"}'
+
+
+def prometheus_data(
+    url: str, path: str, params: Mapping[str, str | float], timeout_s: float,
+    error: type[EmbedperfError] = CollectorError,
+) -> Any:
+    """The `data` of a Prometheus HTTP API answer; no answer, or one that is not a success, is `error`."""
+    try:
+        body = httpx.get(f"{url}{path}", params=params, timeout=timeout_s).json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise error(f"Prometheus at {url} does not answer {path}: {exc}; check --prometheus-url") from exc
+    if not isinstance(body, dict) or body.get("status") != "success":
+        raise error(f"Prometheus at {url} refused {path}: {str(body)[:200]}")
+    return body["data"]
 
 
 def device_of(labels: Mapping[str, str]) -> str | None:
@@ -106,20 +120,10 @@ class PrometheusSource(Source):
 
     def finish(self, start_unix_s: float, end_unix_s: float) -> Iterable[TelemetrySample]:
         window: dict[str, str | float] = {
-            "query": QUERY,
-            "start": start_unix_s,
-            "end": end_unix_s,
-            "step": self.step_s,
+            "query": QUERY, "start": start_unix_s, "end": end_unix_s, "step": self.step_s
         }
-        try:
-            body = httpx.get(f"{self.url}/api/v1/query_range", params=window, timeout=QUERY_TIMEOUT_S).json()
-        except (httpx.HTTPError, ValueError) as exc:
-            raise CollectorError(
-                f"Prometheus query at {self.url} failed: {exc}; check --prometheus-url"
-            ) from exc
-        if body.get("status") != "success":
-            raise CollectorError(f"Prometheus refused the query: {body.get('error', body)}")
-        rows = map_series(body["data"]["result"], self.host)
+        data = prometheus_data(str(self.url), "/api/v1/query_range", window, QUERY_TIMEOUT_S)
+        rows = map_series(data["result"], self.host)
         if not rows:
             self.status.event(
                 "gap", f"no npu-exporter or DCGM series between {start_unix_s:.0f} and {end_unix_s:.0f}"

@@ -6,14 +6,16 @@ crashed run still says what was collected.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
 from collections.abc import Iterable
 
-from collectors.base import Source, begin_source, start_source_threads, tick_rows, write_json
+from collectors.base import Source, begin_source, start_source_threads, tick_rows
 from collectors.config import CollectorConfig
 from embedperf.errors import CollectorError
+from embedperf.files import write_atomically
 from embedperf.parts import PartsWriter
 from embedperf.schema import TELEMETRY_SCHEMA, RunFolder, TelemetrySample, compact_parts
 
@@ -97,6 +99,5 @@ class CollectorRunner:
 
     def write_status(self) -> None:
         """collectors.json: a JSON list of CollectorStatus dicts, replaced atomically."""
-        write_json(
-            self.folder.collectors_status, [source.status.snapshot().model_dump() for source in self.sources]
-        )
+        statuses = [source.status.snapshot().model_dump() for source in self.sources]
+        write_atomically(self.folder.collectors_status, json.dumps(statuses, indent=2))

@@ -50,11 +50,9 @@ def unavailable_seconds(
     spans: Iterable[tuple[int, int]] = (),
     every_bin_wanted: bool = False,
 ) -> int:
-    """Bins of the window without an ok completion that were wanted (see the module doc).
-
-    ok_bins: the bin of each ok completion; failed_bins: of each completion (or drop) that was not ok; spans:
-    (first, last) whole bins each failed request hung through (spanned_bins). Bins outside 0..n-1 are ignored.
-    """
+    """Bins of the window without an ok completion that were wanted (see the module doc). ok_bins: the bin of
+    each ok completion; failed_bins: of each completion (or drop) that was not ok; spans: (first, last) whole
+    bins each failed request hung through (spanned_bins). Bins outside 0..n-1 are ignored."""
     if n_bins <= 0:
         return 0
     ok = np.zeros(n_bins, dtype=bool)

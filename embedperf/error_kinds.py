@@ -12,11 +12,9 @@ CUT_OFF_PREFIX = "cut off:"
 
 
 def error_kind(status_code: float | None, error: str | None) -> str:
-    """One failed request's kind: connection_refused / connection_reset / timeout / http_<code> / ...
-
-    Rows without a status never got an HTTP answer; their error text (the exception's name and
-    message, as the exchange records it) tells refused from reset from timed out.
-    """
+    """One failed request's kind: connection_refused / connection_reset / timeout / http_<code> / ... Rows
+    without a status never got an HTTP answer; their error text (the exception's name and message, as the
+    exchange records it) tells refused from reset from timed out."""
     text = (error or "").lower()
     if status_code is not None and status_code == status_code and status_code > 0:
         code = int(status_code)

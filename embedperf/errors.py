@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class EmbedperfError(Exception):
     """Base: caught by the CLI and printed as one line (exit code 2), never as a traceback."""
@@ -41,3 +43,11 @@ class GateFailed(EmbedperfError):
 
 class GateInconclusive(EmbedperfError):
     """A comparison cannot give a verdict (steps too short, loads that differ): exit code 2, never a pass."""
+
+
+def problems(exc: ValidationError, top: str = "(top level)") -> str:
+    """A validation error's problems on one line: `dotted.field: message; ...` (`top`: a model-level one)."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or top}: {str(e['msg']).removeprefix('Value error, ')}"
+        for e in exc.errors()
+    )

@@ -126,11 +126,9 @@ class _RetiredFlag(argparse.Action):
 def add_shared_option(
     parser: Any, key: str, default: Any = None, default_text: str | None = None
 ) -> argparse.Action:
-    """Add the table's option `key` to an argparse parser or group (Locust's too).
-
-    default: the value when the flag is absent (in the table's unit); default_text: what the help says
-    about it when that is not the value itself (e.g. "the scenario's slo.p99_ms").
-    """
+    """Add the table's option `key` to an argparse parser or group (Locust's too). default: the value when the
+    flag is absent (in the table's unit); default_text: what the help says about it when that is not the value
+    itself (e.g. "the scenario's slo.p99_ms")."""
     opt = SHARED_OPTIONS[key]
     if default_text is None and default is not None:
         default_text = f"{default:g}" if isinstance(default, float) else str(default)

@@ -24,11 +24,9 @@ CheckVerdict = Literal["pass", "warn", "fail"]  # verify, per check (a check tha
 def change_verdict(
     ci_low: float | None, ci_high: float | None, lower_is_better: bool, unsupported: bool = False
 ) -> ChangeVerdict:
-    """A change's verdict from its 95% interval of candidate − baseline.
-
-    `unsupported`: the data cannot back an interval (too few samples, too short): no verdict, whatever
-    the interval says. No interval at all is no verdict too; one that includes zero is no difference.
-    """
+    """A change's verdict from its 95% interval of candidate − baseline. `unsupported`: the data cannot back
+    an interval (too few samples, too short): no verdict, whatever the interval says. No interval at all is no
+    verdict too; one that includes zero is no difference."""
     if unsupported or ci_low is None or ci_high is None:
         return "no_verdict"
     if ci_low <= 0.0 <= ci_high:

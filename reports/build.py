@@ -150,6 +150,4 @@ def build_report(
     path = out if out is not None else default_report_path(folder, lang)
     if path.is_dir():
         raise ConfigError(f"{path} is a directory; pass a file path such as {path / 'report.html'}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_html(path, render_run_report(analysis, lang, read_precision(folder)))
-    return path
+    return write_html(path, render_run_report(analysis, lang, read_precision(folder)))

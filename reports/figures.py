@@ -93,10 +93,8 @@ def new_figure(
     squeeze: bool = True,
     margins: Margins = MARGINS,
 ) -> tuple[Figure, Any]:
-    """A figure and its axes (one Axes, or an array for several), inside fixed margins.
-
-    The Figure is made directly, not through pyplot: no GUI state to close, and the report does not
-    pay for importing pyplot."""
+    """A figure and its axes (one Axes, or an array for several), inside fixed margins. The Figure is made
+    directly, not through pyplot: no GUI state to close, and the report does not pay for importing pyplot."""
     if nrows > 1 and not sharex:
         raise ValueError(
             "stacked panels share their x axis: the margins leave no room for tick labels between"
@@ -276,10 +274,8 @@ def decomposition_bars(summary: RunSummary, lang: str) -> str | None:
 
 
 class MinutePanel(NamedTuple):
-    """One panel of the per-minute figure: its lines (column, label) and the y label they share.
-
-    ylabel None puts each line on its own y axis (temperature, power and clock have different units).
-    """
+    """One panel of the per-minute figure: its lines (column, label) and the y label they share. ylabel None
+    puts each line on its own y axis (temperature, power and clock have different units)."""
 
     lines: list[tuple[str, str]]
     ylabel: str | None

@@ -89,9 +89,8 @@ def search_section(analysis: RunAnalysis, lang: str) -> SearchSection | None:
 
 
 def note_text(record: SearchRecord, lang: str) -> str:
-    """Why the search stopped where it did ('' when it found its answer).
-
-    A record written before a note gained parameters keeps its stored English note."""
+    """Why the search stopped where it did ('' when it found its answer). A record written before a note
+    gained parameters keeps its stored English note."""
     if record.status == "found" or not record.note:
         return ""
     if not record.note_params:
@@ -113,10 +112,9 @@ def measured_text(record: SearchRecord, lang: str) -> str:
 
 
 def verdict_text(record: SearchRecord, lang: str) -> str:
-    """The headline's SLO verdict for a search: met up to the answer, or not met at any probed rate.
-
-    A search's probes above the limit fail by design, so the per-step verdict ("met at some steps
-    only") says nothing about the answer; this line says what the headline says."""
+    """The headline's SLO verdict for a search: met up to the answer, or not met at any probed rate. A
+    search's probes above the limit fail by design, so the per-step verdict ("met at some steps only") says
+    nothing about the answer; this line says what the headline says."""
     status = t(f"sst_{record.status}", lang)
     if record.answer_rps is None:
         return t("search_verdict_none", lang, status=status)

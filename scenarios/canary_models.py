@@ -74,10 +74,8 @@ class Canary(_Strict):
 
 
 class Rollback(_Strict):
-    """Rollback triggers, each judged per window while the load runs; any one stops the canary at once.
-
-    A trigger set to null is off. The candidate is judged; the baseline's figures stand beside it.
-    """
+    """Rollback triggers, each judged per window while the load runs; any one stops the canary at once. A
+    trigger set to null is off. The candidate is judged; the baseline's figures stand beside it."""
 
     max_error_rate_pct: float | None = Field(
         default=1.0, ge=0.0, le=100.0, description="Candidate error rate in a window above this (percent)."

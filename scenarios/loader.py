@@ -61,7 +61,7 @@ def scenario_path(name_or_path: str) -> Path:
     )
 
 
-def add_override_option(parser: argparse.ArgumentParser, help_text: str = "override a field") -> None:
+def add_override_option(parser: argparse._ActionsContainer, help_text: str = "override a field") -> None:
     """`--set KEY=VALUE` (repeatable) for every command that runs a scenario; read with parse_overrides."""
     parser.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text

@@ -286,12 +286,9 @@ class OpenLoop(_Strict):
 
 
 class Search(_Strict):
-    """`embedperf search`: probe open-loop rates for the highest one that meets the SLO.
-
-    A probe's length includes its warm-up (repeats and confirming probes too); the drain of requests still
-    in flight adds at most drain_s. The floor: the lowest rate at which a probe of max_probe_s collects
-    min_ok_requests.
-    """
+    """`embedperf search`: probe open-loop rates for the highest one that meets the SLO. A probe's length
+    includes its warm-up (repeats and confirming probes too); the drain of requests still in flight adds at
+    most drain_s. The floor: the lowest rate at which a probe of max_probe_s collects min_ok_requests."""
 
     enabled: bool = Field(False, description="Run the search instead of the scenario's steps.")
     start_rate: float = Field(

@@ -12,7 +12,6 @@ from embedperf.errors import ConfigError
 EVAL_CORPUS_PATH = Path(__file__).with_name("eval_corpus.jsonl")
 # The shipped corpus is broken down by these label columns besides language and length.
 SHIPPED_LABEL_FIELDS: tuple[str, ...] = ("domain", "kind")
-QUERY_KIND = "query"
 NO_LABEL = "(none)"
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")

@@ -71,11 +71,9 @@ class RunFolder:
 
 
 def new_run_folder(runs_dir: Path, scenario: str, label: str = "") -> RunFolder:
-    """A fresh, uniquely named folder under runs_dir (a suffix is added if the second is taken).
-
-    Its path is absolute: the run's child processes (collectors, workers) start in other directories,
-    and every file of the run must land in this one folder whatever directory the run started from.
-    """
+    """A fresh, uniquely named folder under runs_dir (a suffix is added if the second is taken). Its path is
+    absolute: the run's child processes (collectors, workers) start in other directories, and every file of
+    the run must land in this one folder whatever directory the run started from."""
     runs_dir = runs_dir.resolve()
     base = make_run_id(scenario, label)
     root = runs_dir / base

@@ -179,11 +179,9 @@ class AgentRecord(_Strict):
 
 
 class Manifest(BaseModel):
-    """manifest.json. Unknown keys are kept (extra="allow") so older readers tolerate newer writers.
-
-    scenario, target, slo, health, host and service_info are the typed models the writer used, so a
-    reader gets back exactly what was written. Build new manifests with `new_manifest`.
-    """
+    """manifest.json. Unknown keys are kept (extra="allow") so older readers tolerate newer writers. scenario,
+    target, slo, health, host and service_info are the typed models the writer used, so a reader gets back
+    exactly what was written. Build new manifests with `new_manifest`."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -20,11 +20,9 @@ def _column(arrow_type: pa.DataType) -> Any:
 
 @dataclass(slots=True)
 class RequestRow:
-    """One request as recorded. Every column is nullable: a field the request did not reach stays None.
-
-    On the request path the seven server-timing columns hold the raw `Server-Timing` and batch header
-    values (loadgen.traffic.headers.raw_timing_values); the recorder parses them a batch at a time.
-    """
+    """One request as recorded. Every column is nullable: a field the request did not reach stays None. On the
+    request path the seven server-timing columns hold the raw `Server-Timing` and batch header values
+    (loadgen.traffic.headers.raw_timing_values); the recorder parses them a batch at a time."""
 
     run_id: str | None = _column(pa.string())  # set by the recorder
     worker: str | None = _column(pa.string())

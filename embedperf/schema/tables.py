@@ -74,9 +74,7 @@ def read_parts(parts_dir: Path, schema: pa.Schema) -> pa.Table:
 
 def compact_parts(parts_dir: Path, target: Path, schema: pa.Schema) -> int:
     """Stream parts (and an existing target) into target Parquet, sorted; then delete the parts. Returns rows.
-
-    Memory stays bounded by one batch plus the sort's spill budget, whatever the run's length.
-    """
+    Memory stays bounded by one batch plus the sort's spill budget, whatever the run's length."""
     rows = finalise_parts(parts_dir, target, schema, _sort_keys(schema))
     remove_parts(parts_dir)
     return rows

@@ -55,7 +55,6 @@ def _renamed(raw: dict[str, Any], renames: dict[str, str], model: type[BaseModel
 
 def upgrade_v1(raw: dict[str, Any], host_model: type[BaseModel]) -> dict[str, Any]:
     """Version-1 manifest -> version 2: typed scenario/slo/health/host/target, the reader-side names mapped.
-
     `host_model` is the manifest's HostInfo, whose field names a v1 host record keeps."""
     data = dict(raw)
     scenario_raw: dict[str, Any] = data["scenario"] if isinstance(data.get("scenario"), dict) else {}

@@ -87,9 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     overrides = {
-        **parse_overrides(args.overrides),
-        "search.enabled": "true",
-        **flag_values(args, FLAG_FIELDS),
+        **parse_overrides(args.overrides), "search.enabled": "true", **flag_values(args, FLAG_FIELDS)
     }
     scenario = load_scenario(args.scenario, profile=args.profile, overrides=overrides)
     feasibility(scenario.search)  # ConfigError (exit 2) before any probe; the run prints a raised min_rate

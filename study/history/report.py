@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from embedperf.files import write_atomically
 from reports.build import check_lang, write_html
 from reports.figures import figure_lang, new_figure, style, to_data_uri
 from reports.i18n import t
@@ -11,7 +12,6 @@ from reports.render import render
 from study.history.trend import History
 
 HISTORY_REPORT = "history.html"
-HISTORY_JSON = "history.json"
 
 
 def _errors(values: list[float], cis: list[tuple[float | None, float | None]]) -> list[list[float]]:
@@ -59,8 +59,7 @@ def write_history(
     check_lang(lang)
     html_path = html_path or out_dir / HISTORY_REPORT
     json_path = html_path.with_suffix(".json")
-    html_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    write_atomically(json_path, result.model_dump_json(indent=2))
     html = render(
         "history.html.j2", lang, h=result, figure=trend_figure(result, lang) if result.points else None
     )

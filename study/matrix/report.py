@@ -174,27 +174,21 @@ def _merge(per_repeat: list[dict[str, MetricChange]]) -> dict[str, MergedChange]
 
 
 def load_rows(folder: Path, record: MatrixRecord) -> list[ConfigRow]:
-    configs = record.spec["configurations"]
     spec = MatrixSpec.model_validate(record.spec)
     rows = []
-    for i, config in enumerate(configs):
-        runs = sorted(
-            (r for r in record.runs if r.config == config["name"] and r.ok and r.run_dir),
-            key=lambda r: r.repeat,
+    for i, config in enumerate(spec.configurations):
+        done = (r for r in record.runs if r.config == config.name and r.ok and r.run_dir)
+        runs = sorted(done, key=lambda r: r.repeat)
+        row = ConfigRow(
+            name=config.name,
+            description=config.description,
+            service_args=runs[0].service_args if runs else [],
+            runs=[analyse_folder(RunFolder(folder / str(r.run_dir))) for r in runs],
+            precision=record.precision.get(config.name),
+            is_baseline=i == 0,
+            needs_precision_check=changes_numerics(spec.service_settings(config)),
         )
-        analyses = [analyse_folder(RunFolder(folder / str(r.run_dir))) for r in runs]
-        args = runs[0].service_args if runs else []
-        rows.append(
-            ConfigRow(
-                name=config["name"],
-                description=config.get("description", ""),
-                service_args=args,
-                runs=analyses,
-                precision=record.precision.get(config["name"]),
-                is_baseline=i == 0,
-                needs_precision_check=changes_numerics(spec.service_settings(spec.configurations[i])),
-            )
-        )
+        rows.append(row)
     return rows
 
 
@@ -273,6 +267,4 @@ def build_matrix_report(folder: Path, lang: str = "en") -> Path:
         measure=measure,
         ranked=ranked_by_search(rows) if measure == "search" else [],
     )
-    path = folder / MATRIX_REPORT
-    write_html(path, html)
-    return path
+    return write_html(folder / MATRIX_REPORT, html)

@@ -16,6 +16,7 @@ from typing import Any
 
 from decisions.search.state import devices_serving, headline, read_search
 from embedperf.errors import EmbedperfError
+from embedperf.files import write_atomically
 from embedperf.schema import RunFolder, make_run_id, read_manifest
 from loadgen.cli.runner import run_scenario
 from loadgen.processes.redis_proc import RedisServer
@@ -56,9 +57,7 @@ class MatrixRecord:
     precision: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def write(self, folder: Path) -> None:
-        tmp = folder / (MATRIX_FILE + ".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2, ensure_ascii=False), encoding="utf-8")
-        tmp.replace(folder / MATRIX_FILE)
+        write_atomically(folder / MATRIX_FILE, json.dumps(asdict(self), indent=2, ensure_ascii=False))
 
     @classmethod
     def read(cls, folder: Path) -> MatrixRecord:

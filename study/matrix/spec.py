@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -10,7 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from embedperf.errors import ConfigError
-from scenarios.models import Search
+from scenarios.models import Search, did_you_mean
 
 ServiceValue = bool | int | float | str
 
@@ -84,8 +83,7 @@ class MatrixSpec(BaseModel):
         valid = [f for f in Search.model_fields if f != "enabled"]
         unknown = [k for k in value if k not in valid]
         if unknown:
-            close = difflib.get_close_matches(unknown[0], valid, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(unknown[0], valid)
             raise ValueError(f"unknown search setting {unknown[0]!r}{hint}; valid: {', '.join(valid)}")
         return value
 
@@ -149,10 +147,8 @@ def load_matrix_spec(path: Path) -> MatrixSpec:
 def _explain(err: Any) -> str:
     where = ".".join(str(p) for p in err["loc"])
     if err["type"] == "extra_forbidden":
-        field = str(err["loc"][-1])
         model = Configuration if "configurations" in [str(p) for p in err["loc"]] else MatrixSpec
         valid = list(model.model_fields)
-        close = difflib.get_close_matches(field, valid, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(str(err["loc"][-1]), valid)
         return f"unknown field {where!r}{hint}; valid fields: {', '.join(valid)}"
     return f"{where}: {err['msg']}"

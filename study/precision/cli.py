@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from embedperf.errors import ConfigError, GateFailed
+from embedperf.errors import ConfigError, GateFailed, problems
 from embedperf.options import add_shared_option
 from embedperf.schema import open_run_folder
 from loadgen.traffic.quality import write_reference_set
@@ -164,15 +163,13 @@ def _check_usage(args: argparse.Namespace) -> PrecisionGates:
     try:
         return PrecisionGates.for_profile(args.profile, args.min_domain_cosine, args.min_topk_agreement)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid gate: {problems} (thresholds lie in (0, 1])") from exc
+        raise ConfigError(f"invalid gate: {problems(exc)} (thresholds lie in (0, 1])") from exc
 
 
 def _candidate(args: argparse.Namespace) -> tuple[str, Encoder]:
     if args.endpoint:
-        return f"endpoint {args.endpoint}", EndpointEncoder(
-            args.endpoint, args.endpoint_model, os.environ.get(args.api_key_env)
-        )
+        endpoint = EndpointEncoder(args.endpoint, args.endpoint_model, args.api_key_env)
+        return f"endpoint {args.endpoint}", endpoint
     precision = args.precision or "fp32"
     path = args.candidate_model or args.model
     name = f"{path.name if path else 'default model'} {precision} on {args.device}"
@@ -279,12 +276,11 @@ def main(argv: list[str]) -> int:
     if result.advice is not None:
         print(format_advice(result.advice, _check_args(args)))
     if args.out:
-        write_result(result, args.out)
-        print(f"result: {args.out}")
+        print(f"result: {write_result(result, args.out)}")
     if args.run:
         folder = open_run_folder(args.run)
-        write_result(result, folder.precision)
-        print(f"result: {folder.precision} (rebuild the report with: embedperf report {folder.root})")
+        path = write_result(result, folder.precision)
+        print(f"result: {path} (rebuild the report with: embedperf report {folder.root})")
     if args.report:
         from study.precision.report import write_precision_report  # matplotlib loads only for --report
 

@@ -9,11 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-import httpx
 import numpy as np
 from pydantic import BaseModel
 
-from embedperf.errors import TargetError
+from embedperf.files import write_atomically
 from loadgen.lifecycle.preflight import normalise_base_url
 from study.corpus import EvalText
 from study.precision.advice_plan import Advice
@@ -21,6 +20,7 @@ from study.precision.domains import DomainAgreement, WorstInput, domain_breakdow
 from study.precision.gate import PrecisionGates, gate_failures
 from study.precision.retrieval import RetrievalAgreement, retrieval_agreement
 from study.vectors import cosine_per_text, cosine_summary
+from study.verify.target import TargetClient
 
 WORST_OVERALL = 10
 EMBEDDINGS_PATH = "/v1/embeddings"
@@ -84,9 +84,6 @@ class PrecisionResult(BaseModel):
     def failing_domains(self) -> list[DomainAgreement]:
         return [d for d in self.domains if not d.passed]
 
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2)
-
 
 def compare_embeddings(
     reference: np.ndarray,
@@ -103,68 +100,29 @@ def compare_embeddings(
     cos = cosine_per_text(reference, candidate)
     retrieval = retrieval_agreement(reference, candidate, [t.kind for t in texts], gates.topk)
     domains = domain_breakdown(cos, texts, token_counts, label_fields, gates.min_domain_cosine)
-    failures = gate_failures(
-        gates,
-        float(cos.mean()),
-        [d.label for d in domains if not d.passed],
-        retrieval.agreement_mean,
-        retrieval.k,
-    )
+    failing = [d.label for d in domains if not d.passed]
+    failures = gate_failures(gates, float(cos.mean()), failing, retrieval.agreement_mean, retrieval.k)
     return PrecisionResult(
-        candidate=candidate_name,
-        reference="fp32",
-        dataset=dataset,
-        n_texts=len(cos),
-        **cosine_summary(cos),
-        cosine_p1=float(np.percentile(cos, 1)),
-        topk=retrieval.k,
-        topk_agreement_mean=retrieval.agreement_mean,
-        topk_agreement_min=retrieval.agreement_min,
-        retrieval=retrieval,
-        profile=gates.profile,
-        gate_min_mean_cosine=gates.min_mean_cosine,
-        gates=gates,
-        passed=not failures,
-        failures=failures,
-        domains=domains,
+        candidate=candidate_name, reference="fp32", dataset=dataset, n_texts=len(cos),
+        **cosine_summary(cos), cosine_p1=float(np.percentile(cos, 1)),
+        retrieval=retrieval, topk=retrieval.k,
+        topk_agreement_mean=retrieval.agreement_mean, topk_agreement_min=retrieval.agreement_min,
+        gates=gates, profile=gates.profile, gate_min_mean_cosine=gates.min_mean_cosine,
+        passed=not failures, failures=failures, domains=domains,
         worst=worst_inputs(cos, texts, np.arange(len(cos)), WORST_OVERALL),
     )
 
 
-class EndpointEncoder:
+class EndpointEncoder(TargetClient):
     """Embeddings from a running OpenAI-compatible endpoint (another build, another host)."""
 
-    def __init__(
-        self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0
-    ) -> None:
-        self.url = normalise_base_url(base_url, EMBEDDINGS_PATH) + EMBEDDINGS_PATH
-        self.model = model
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.timeout_s = timeout_s
-
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        out: list[list[float]] = []
-        with httpx.Client(timeout=self.timeout_s) as client:
-            for start in range(0, len(texts), batch_size):
-                chunk = texts[start : start + batch_size]
-                try:
-                    resp = client.post(
-                        self.url, json={"input": chunk, "model": self.model}, headers=self.headers
-                    )
-                except httpx.HTTPError as exc:
-                    raise TargetError(f"cannot reach {self.url}: {exc}; is the endpoint running?") from exc
-                if resp.status_code != 200:
-                    raise TargetError(f"{self.url} answered {resp.status_code}: {resp.text[:300]}")
-                data = sorted(resp.json()["data"], key=lambda d: d["index"])
-                if len(data) != len(chunk):
-                    raise TargetError(f"{self.url} returned {len(data)} embeddings for {len(chunk)} inputs")
-                out.extend(d["embedding"] for d in data)
-        return np.asarray(out, dtype=np.float32)
+    def __init__(self, base_url: str, model: str, api_key_env: str = "EMBEDPERF_TARGET_API_KEY") -> None:
+        super().__init__(normalise_base_url(base_url, EMBEDDINGS_PATH), model, api_key_env)
+        self.url = self.base_url + EMBEDDINGS_PATH
 
 
-def write_result(result: PrecisionResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(result.to_json(), encoding="utf-8")
+def write_result(result: PrecisionResult, path: Path) -> Path:
+    return write_atomically(path, result.model_dump_json(indent=2))
 
 
 def read_result(path: Path) -> PrecisionResult:

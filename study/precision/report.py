@@ -56,6 +56,4 @@ def write_precision_report(result: PrecisionResult, path: Path, lang: str = "en"
     figures = {}
     if result.layers is not None and result.layers.layers:
         figures["layers"] = layers_figure(result.layers, figure_lang(lang))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_html(path, render("precision.html.j2", lang, r=result, figures=figures))
-    return path
+    return write_html(path, render("precision.html.j2", lang, r=result, figures=figures))

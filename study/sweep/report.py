@@ -68,13 +68,6 @@ def build_sweep_report(folder: Path, lang: str = "en") -> Path:
     record = SweepRecord.read(folder)
     table = sweep_table(folder, record)
     (folder / SUMMARY_FILE).write_text(table.model_dump_json(indent=2), encoding="utf-8")
-    html = render(
-        "sweep.html.j2",
-        lang,
-        table=table,
-        record=record,
-        figures=heatmaps(table, lang) if table.cells else [],
-    )
-    path = folder / (SWEEP_REPORT if lang == "en" else f"sweep.{lang}.html")
-    write_html(path, html)
-    return path
+    figures = heatmaps(table, lang) if table.cells else []
+    html = render("sweep.html.j2", lang, table=table, record=record, figures=figures)
+    return write_html(folder / (SWEEP_REPORT if lang == "en" else f"sweep.{lang}.html"), html)

@@ -19,8 +19,7 @@ def shape_overrides(spec: SweepSpec, inputs: int, tokens: int | None) -> dict[st
     step = {"duration_s": spec.step_max_s, "warmup_s": spec.warmup_s, "until": spec.until.model_dump()}
     steps = [{"label": f"u{u}", "users": u, **step} for u in spec.users]
     out = {
-        "payload.inputs_per_request": json.dumps([{"n": inputs, "weight": 1.0}]),
-        "steps": json.dumps(steps),
+        "payload.inputs_per_request": json.dumps([{"n": inputs, "weight": 1.0}]), "steps": json.dumps(steps)
     }
     if tokens is not None:
         out["payload.tokens"] = json.dumps(

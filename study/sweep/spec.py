@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from embedperf.files import write_atomically
 from scenarios.until_models import Until
 
 SWEEP_FILE = "sweep.json"
@@ -62,9 +63,7 @@ class SweepRecord(BaseModel):
     finished_unix_s: float | None = None
 
     def write(self, folder: Path) -> None:
-        tmp = folder / (SWEEP_FILE + ".tmp")
-        tmp.write_text(self.model_dump_json(indent=2), encoding="utf-8")
-        tmp.replace(folder / SWEEP_FILE)
+        write_atomically(folder / SWEEP_FILE, self.model_dump_json(indent=2))
 
     @classmethod
     def read(cls, folder: Path) -> SweepRecord:

@@ -17,7 +17,7 @@ from embedperf.errors import ConfigError
 from embedperf.options import add_shared_option
 from loadgen.lifecycle.options import add_api_key_option, export_api_key
 from loadgen.lifecycle.preflight import check_target, normalise_base_url
-from scenarios.loader import load_scenario, parse_overrides
+from scenarios.loader import add_override_option, load_scenario, parse_overrides
 from study.options import FieldFlag, add_field_flags, add_verdict_outputs, study_parser
 from study.verify.function import run_function_layer, write_default_reference
 from study.verify.load import LoadOptions
@@ -87,14 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     judged_by = parser.add_argument_group("thresholds (the `verify:` section; flags win)")
     judged_by.add_argument("--config", type=Path, metavar="FILE", help="YAML with a `verify:` section")
-    judged_by.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="any field (repeatable)",
-    )
+    add_override_option(judged_by, "any field (repeatable)")
     for name, default_text in SHARED_THRESHOLDS.items():
         add_shared_option(judged_by, name, default_text=default_text)
     add_field_flags(judged_by, SOAK_FLAGS)
@@ -153,9 +146,8 @@ def main(argv: list[str]) -> int:
         client = stack.enter_context(TargetClient(base, args.model_name or DEFAULT_MODEL, API_KEY_ENV))
         service: StartedService | None = None
         if args.start_cmd:
-            service = stack.enter_context(
-                StartedService(args.start_cmd, client, thresholds, out / "service.log")
-            )
+            service = StartedService(args.start_cmd, client, thresholds, out / "service.log").start()
+            stack.callback(service.stop)
             notes.append(f"service started by verify: {args.start_cmd} (output in {out / 'service.log'})")
         info = client.info(thresholds.info_path)
         model_override = {"target.model": args.model_name} if args.model_name else {}

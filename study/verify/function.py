@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 
-from embedperf.errors import TargetError
 from loadgen.traffic.payloads import validation_cases
 from loadgen.traffic.quality import load_reference_set, write_reference_set
 from modelcore.model_folder import model_dir
@@ -19,7 +18,7 @@ from study.reference_vectors import fp32_reference_vectors
 from study.vectors import cosine_per_text
 from study.verify.target import TargetClient, embeddings_of
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, CheckStatus, LayerResult, judged
+from study.verify.verdict import Check, CheckStatus, LayerResult, at_least, judged
 
 ENCODE_BATCH = 8
 WORST_SHOWN = 3
@@ -82,45 +81,18 @@ def validation_checks(client: TargetClient) -> tuple[list[Check], list[list[floa
     return checks, vectors
 
 
-def encode(client: TargetClient, texts: list[str]) -> np.ndarray:
-    """The target's vectors for `texts`, in batches; TargetError when an answer is not embeddings."""
-    out: list[list[float]] = []
-    for start in range(0, len(texts), ENCODE_BATCH):
-        chunk = texts[start : start + ENCODE_BATCH]
-        answer = client.embed(chunk)
-        got = embeddings_of(answer) if answer.ok else None
-        if got is None or len(got) != len(chunk):
-            raise TargetError(
-                f"{client.base_url}/v1/embeddings answered {answer.describe()} to {len(chunk)} reference texts "
-                "instead of one embedding each"
-            )
-        out += got
-    if len(dims := {len(v) for v in out}) != 1:
-        raise TargetError(
-            f"the target returned vectors of {len(dims)} different sizes for the reference texts"
-        )
-    return np.asarray(out, dtype=np.float64)
-
-
 def precision_checks(
     cosines: np.ndarray, texts: list[str], thresholds: VerifyThresholds
 ) -> tuple[list[Check], dict[str, str]]:
     """Mean cosine against the gate and the strict bar; P5, min and the worst texts as evidence."""
     mean = float(cosines.mean())
-    gate = Check(
-        name="mean cosine to fp32",
-        status="pass" if mean >= thresholds.min_cosine else "fail",
-        measured=f"{mean:.6f} over {len(cosines)} texts",
-        limit=f">= {thresholds.min_cosine}",
+    measured = f"{mean:.6f} over {len(cosines)} texts"
+    gate = at_least("mean cosine to fp32", mean, thresholds.min_cosine, measured)
+    strict = at_least(
+        "strict-use cosine", mean, thresholds.strict_cosine, f"{mean:.6f}", under=thresholds.strict_action
     )
-    strict_ok = mean >= thresholds.strict_cosine
-    strict = Check(
-        name="strict-use cosine",
-        status="pass" if strict_ok else thresholds.strict_action,
-        measured=f"{mean:.6f}",
-        limit=f">= {thresholds.strict_cosine}",
-        note="" if strict_ok else "fine for general use, not for retrieval that must not move",
-    )
+    if strict.status != "pass":
+        strict.note = "fine for general use, not for retrieval that must not move"
     worst = np.argsort(cosines)[:WORST_SHOWN]
     evidence = {
         "cosine P5 / min": f"{np.percentile(cosines, 5):.6f} / {cosines.min():.6f}",
@@ -136,7 +108,7 @@ def run_function_layer(
     """Layer 1 against the target: validation cases, shape and finiteness, precision against `reference`."""
     checks, vectors = validation_checks(client)
     texts, ref_vectors = load_reference_set(str(reference))
-    candidate = encode(client, texts)
+    candidate = client.encode(texts, ENCODE_BATCH)
     vectors += candidate.tolist()
     dimension, finite = _vector_checks(vectors)
     expected = thresholds.dimension or info_dimension or int(ref_vectors.shape[1])

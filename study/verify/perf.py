@@ -16,7 +16,7 @@ from embedperf.errors import RunFolderError
 from scenarios.loader import load_scenario
 from study.verify.load import LoadOptions, run_and_analyse, throttling_checks
 from study.verify.thresholds import VerifyThresholds
-from study.verify.verdict import Check, CheckStatus, LayerResult, at_most, judged
+from study.verify.verdict import Check, CheckStatus, LayerResult, at_least, at_most, judged
 
 NO_DEVICE_NOTE = (
     "no serving-device telemetry (a CPU target, or pass --agent / --devices for the service host)"
@@ -96,19 +96,9 @@ def _ratio(name: str, high_ms: float, low_ms: float, limit: float, over: CheckSt
 
 def tail_checks(step: StepReport, thresholds: VerifyThresholds) -> tuple[list[Check], dict[str, str]]:
     lat = _latency(step)
-    evidence = {
-        "latency at the answer (ms)": " / ".join(
-            f"{name} {_ms(value)}"
-            for name, value in (
-                ("P50", lat.p50_ms),
-                ("P95", lat.p95_ms),
-                ("P99", lat.p99_ms),
-                ("P99.9", lat.p999_ms),
-                ("max", lat.max_ms),
-            )  # fmt: skip
-        )
-        + f" over {lat.n} ok answers"
-    }
+    figures = ("P50", lat.p50_ms), ("P95", lat.p95_ms), ("P99", lat.p99_ms), ("P99.9", lat.p999_ms)
+    shown = " / ".join(f"{name} {_ms(value)}" for name, value in (*figures, ("max", lat.max_ms)))
+    evidence = {"latency at the answer (ms)": f"{shown} over {lat.n} ok answers"}
     checks: list[Check] = []
     if lat.p50_ms and lat.p99_ms is not None:
         checks.append(_ratio("tail: P99 / P50", lat.p99_ms, lat.p50_ms, thresholds.max_p99_p50_ratio, "fail"))
@@ -126,27 +116,18 @@ def device_checks(
 ) -> tuple[list[Check], dict[str, str]]:
     """Utilisation, memory bandwidth and memory at the answer; temperature over the whole run."""
     tel = step.telemetry
+    busy_pct, power_w = tel.service_busy_mean_pct, tel.power_total_mean_w
     evidence = {
-        "service busy at the answer": f"{tel.service_busy_mean_pct:.1f}%"
-        if tel.service_busy_mean_pct is not None
-        else "n/a",
-        "power at the answer": f"{tel.power_total_mean_w:.0f} W (all serving devices)"
-        if tel.power_total_mean_w
-        else "n/a",
+        "service busy at the answer": f"{busy_pct:.1f}%" if busy_pct is not None else "n/a",
+        "power at the answer": f"{power_w:.0f} W (all serving devices)" if power_w else "n/a",
         "serving devices": ", ".join(analysis.summary.serving_devices) or "none known",
     }
     checks: list[Check] = []
     if tel.device_util_mean_pct is None:
         checks.append(Check(name=UTILISATION, status="warn", measured="not measured", note=NO_DEVICE_NOTE))
     elif thresholds.min_device_util_pct > 0:
-        checks.append(
-            Check(
-                name=UTILISATION,
-                status="pass" if tel.device_util_mean_pct >= thresholds.min_device_util_pct else "fail",
-                measured=f"{tel.device_util_mean_pct:.1f}% mean at the answer",
-                limit=f">= {thresholds.min_device_util_pct:g}%",
-            )
-        )
+        util, measured = tel.device_util_mean_pct, f"{tel.device_util_mean_pct:.1f}% mean at the answer"
+        checks.append(at_least(UTILISATION, util, thresholds.min_device_util_pct, measured, "%"))
     if (bw := tel.mem_bw_util_mean_pct) is not None:
         measured = f"{bw:.1f}% mean at the answer"
         checks.append(
@@ -167,12 +148,8 @@ def device_checks(
 def run_perf_layer(host: str, thresholds: VerifyThresholds, options: LoadOptions) -> LayerResult:
     """Layer 2: search, then judge capacity, tail and devices at the answer."""
     analysis = run_and_analyse(
-        thresholds.search_scenario,
-        host,
-        options,
-        label="verify-search",
-        overrides=search_overrides(thresholds),
-        planned_s=thresholds.search_max_duration_s,
+        thresholds.search_scenario, host, options, "verify-search", search_overrides(thresholds),
+        thresholds.search_max_duration_s,
     )
     record = read_search(analysis.manifest)
     if record is None:

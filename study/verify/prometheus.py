@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
+from collectors.prometheus_pull import prometheus_data
 from embedperf.errors import ConfigError, TargetError
 from study.verify.target import parse_metrics
 
@@ -104,16 +104,7 @@ class PrometheusAPI:
         self.url = url.rstrip("/")
 
     def get(self, path: str, **params: str) -> Any:
-        try:
-            resp = httpx.get(f"{self.url}{path}", params=params, timeout=API_TIMEOUT_S)
-            body = resp.json()
-        except (httpx.HTTPError, ValueError) as exc:
-            raise TargetError(
-                f"Prometheus at {self.url} does not answer {path}: {exc}; check --prometheus-url"
-            ) from exc
-        if not isinstance(body, dict) or body.get("status") != "success":
-            raise TargetError(f"Prometheus at {self.url} refused {path}: {str(body)[:200]}")
-        return body["data"]
+        return prometheus_data(self.url, path, params, API_TIMEOUT_S, TargetError)
 
     def loaded_alerts(self) -> set[str]:
         data = self.get("/api/v1/rules", type="alert")

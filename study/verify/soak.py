@@ -14,6 +14,7 @@ import yaml
 
 from analysis.run.summary import RunAnalysis, StepReport
 from embedperf.errors import ConfigError
+from embedperf.files import write_atomically
 from scenarios.loader import load_scenario
 from study.verify.load import LoadOptions, run_and_analyse, throttling_checks
 from study.verify.target import (
@@ -56,8 +57,7 @@ def write_soak_scenario(thresholds: VerifyThresholds, out_dir: Path) -> Path:
         for i in range(thresholds.soak_windows)
     ]
     path = out_dir / SOAK_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    write_atomically(path, yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
     load_scenario(str(path))  # refuses here, before any load, what the run would refuse
     return path
 
@@ -174,14 +174,7 @@ def run_soak_layer(
     """Layer 3: the soak and its checks."""
     scenario = write_soak_scenario(thresholds, out_dir)
     before = client.metrics(thresholds.metrics_path)
-    analysis = run_and_analyse(
-        str(scenario),
-        client.base_url,
-        options,
-        label="verify-soak",
-        overrides={},
-        planned_s=thresholds.soak_s,
-    )
+    analysis = run_and_analyse(str(scenario), client.base_url, options, "verify-soak", {}, thresholds.soak_s)
     after_info = client.info(thresholds.info_path)
     after = client.metrics(thresholds.metrics_path)
     steps = sorted(analysis.summary.steps, key=lambda s: s.stats.index)

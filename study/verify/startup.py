@@ -50,8 +50,8 @@ def start_command(command: str, base_url: str) -> list[str]:
 
 @dataclass
 class StartedService:
-    """`with StartedService(...) as svc:` the service is running and has answered embeddings once ready;
-    `svc.timeline` holds every poll up to then."""
+    """After `start()` the service is running and has answered embeddings once ready (`stop()` ends it);
+    `timeline` holds every poll up to then."""
 
     command: str
     client: TargetClient
@@ -111,9 +111,3 @@ class StartedService:
         """SIGTERM by PID, SIGKILL after STOP_GRACE_S."""
         if self.proc is not None:
             stop_child(self.proc, STOP_GRACE_S)
-
-    def __enter__(self) -> StartedService:
-        return self.start()
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from embedperf.errors import TargetError
@@ -142,6 +143,23 @@ class TargetClient:
         """POST /v1/embeddings; request_id is sent as X-Request-ID when given."""
         headers = {REQUEST_ID_HEADER: request_id} if request_id else {}
         return self.request("POST", "/v1/embeddings", {"input": inputs, "model": self.model}, headers)
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """The target's vectors for `texts`, in batches; TargetError when an answer is not embeddings."""
+        out: list[list[float]] = []
+        for start in range(0, len(texts), batch_size):
+            chunk = texts[start : start + batch_size]
+            answer = self.embed(chunk)
+            got = embeddings_of(answer) if answer.ok else None
+            if got is None or len(got) != len(chunk):
+                raise TargetError(
+                    f"{self.base_url}/v1/embeddings answered {answer.describe()} to {len(chunk)} texts "
+                    "instead of one embedding each"
+                )
+            out += got
+        if len(dims := {len(v) for v in out}) != 1:
+            raise TargetError(f"the target returned vectors of {len(dims)} different sizes")
+        return np.asarray(out, dtype=np.float64)
 
     def info(self, path: str) -> InfoSnapshot:
         answer = self.get(path)

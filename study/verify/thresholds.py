@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from embedperf.errors import ConfigError
+from embedperf.errors import ConfigError, problems
 
 CONFIG_SECTION = "verify"
 LAYER_NUMBERS: tuple[int, ...] = (1, 2, 3, 4)
@@ -141,13 +141,6 @@ class VerifyThresholds(BaseModel):
         return None if self.target_qps is None else self.target_qps * (1.0 + self.headroom_pct / 100.0)
 
 
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'verify'}: {str(e['msg']).removeprefix('Value error, ')}"
-        for e in exc.errors()
-    )
-
-
 def read_config_section(path: Path) -> dict[str, Any]:
     """The `verify:` mapping of a YAML file (a scenario-style file may hold other sections beside it)."""
     try:
@@ -171,7 +164,7 @@ def resolve_thresholds(config: Path | None, flags: dict[str, Any]) -> VerifyThre
     try:
         return VerifyThresholds.model_validate(values)
     except ValidationError as exc:
-        raise ConfigError(f"invalid verify settings: {_problems(exc)}") from exc
+        raise ConfigError(f"invalid verify settings: {problems(exc, 'verify')}") from exc
 
 
 def parse_layers(text: str) -> tuple[int, ...]:

@@ -80,6 +80,14 @@ def at_most(
     return Check(name=name, status=status, measured=measured, limit=f"<= {limit:g}{unit}")
 
 
+def at_least(
+    name: str, value: float, limit: float, measured: str, unit: str = "", under: CheckStatus = "fail"
+) -> Check:
+    """A figure against its lower limit: pass at or above it, `under` below it."""
+    status: CheckStatus = "pass" if value >= limit else under
+    return Check(name=name, status=status, measured=measured, limit=f">= {limit:g}{unit}")
+
+
 def layer_status(checks: Sequence[Check]) -> LayerStatus:
     """fail if any check fails, warn if any warns, else pass; a layer with nothing judged is incomplete."""
     if not checks:
@@ -108,9 +116,8 @@ class Layer:
 
 
 def run_layers(layers: Sequence[Layer], selected: Sequence[int]) -> list[LayerResult]:
-    """Run the selected layers in order; after a failure or an incomplete layer the rest are not run.
-
-    An EmbedperfError raised inside a layer (its load run stopped, the target refused) makes that layer
+    """Run the selected layers in order; after a failure or an incomplete layer the rest are not run. An
+    EmbedperfError raised inside a layer (its load run stopped, the target refused) makes that layer
     incomplete with the error as its reason, never a traceback."""
     results: list[LayerResult] = []
     stopped_by: LayerResult | None = None
@@ -173,22 +180,12 @@ class VerifyResult(BaseModel):
 
 
 def build_result(
-    target: str,
-    started_unix_s: float,
-    finished_unix_s: float,
-    thresholds: VerifyThresholds,
-    layers: list[LayerResult],
-    notes: list[str],
+    target: str, started_unix_s: float, finished_unix_s: float, thresholds: VerifyThresholds,
+    layers: list[LayerResult], notes: list[str],
 ) -> VerifyResult:
     """The result with its verdict and exit code decided here, in one place."""
     decided = verdict(layers)
     return VerifyResult(
-        target=target,
-        started_unix_s=started_unix_s,
-        finished_unix_s=finished_unix_s,
-        thresholds=thresholds,
-        layers=layers,
-        verdict=decided,
-        exit_code=EXIT_CODES[decided],
-        notes=notes,
+        target=target, started_unix_s=started_unix_s, finished_unix_s=finished_unix_s, thresholds=thresholds,
+        layers=layers, verdict=decided, exit_code=EXIT_CODES[decided], notes=notes,
     )
