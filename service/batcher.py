@@ -43,12 +43,11 @@ from service.batch_job import (
     Work,
     yield_cpu_to_event_loop,
 )
-from service.busy_window import BUSY_WINDOW_S, BusyWindow
+from service.busy_window import BUSY_WINDOW_S, BusyWindow, ServiceTime
 from service.degrade import DeviceHealth, is_out_of_memory
 from service.fair_queue import BatchLimits, FairQueue, Item
 from service.fallback import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics
-from service.service_time import ServiceTime
 from service.tokenize_stage import Tokenized, tokenize_claims
 
 log = logging.getLogger("service.batcher")

@@ -51,11 +51,7 @@ DOCUMENT_EVERY = 25  # publications between two rewrites of the status document 
 def run_engine(settings: ServiceSettings, endpoint: str, status_path: str, generation: int) -> None:
     """The engine process's work, from service/engine_entry.py."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the supervisor decides
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format=f"%(asctime)s %(levelname)s engine[{os.getpid()}] %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    settings.log_to_stderr(f"engine[{os.getpid()}] ")
     uvloop.run(EngineServer(settings, endpoint, Path(status_path), generation).serve())
     # Everything is answered and released; tearing down torch's thread pools and allocators at interpreter
     # exit would only make the supervisor (and an orchestrator's grace period) wait longer.

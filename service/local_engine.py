@@ -57,10 +57,7 @@ class LocalEngine:
     async def start(self) -> None:
         s = self.settings
         if self.model is None:
-            path = Path(s.model) if s.model else None
-            self.model = await asyncio.to_thread(
-                load_model, path, primary_device(s), s.precision, s.engine_threads(), None, s.int8_exclude
-            )
+            self.model = await asyncio.to_thread(load_main_model, s)
         model = self.model
         self.pool = await asyncio.to_thread(build_pool, s, model, self.metrics, load_model)
         if s.warmup and len(self.pool) > 1:  # the batcher's warm-up below reaches only one worker
@@ -108,6 +105,12 @@ class LocalEngine:
 
     def unavailable_reason(self) -> str | None:
         return None  # in this process: it is up as long as the routes are
+
+
+def load_main_model(s: ServiceSettings) -> EmbeddingModel:
+    """The served model (--model, --precision, --int8-exclude) on the first serving device."""
+    path = Path(s.model) if s.model else None
+    return load_model(path, primary_device(s), s.precision, s.engine_threads(), None, s.int8_exclude)
 
 
 def load_fallback(settings: ServiceSettings, model: EmbeddingModel) -> Fallback | None:

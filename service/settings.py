@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -246,6 +247,12 @@ class ServiceSettings(BaseSettings):
         if self.api_keys_file:
             text += "," + Path(self.api_keys_file).read_text().replace("\n", ",")
         return [key.strip() for key in text.split(",") if key.strip()]
+
+    def log_to_stderr(self, process: str = "") -> None:
+        """Log at --log-level to stderr, each line tagged with the process that wrote it (engine[pid], http[i])."""
+        logging.basicConfig(
+            level=self.log_level.upper(), format=f"%(asctime)s %(levelname)s {process}%(name)s: %(message)s"
+        )
 
     def public_config(self) -> dict[str, Any]:
         """The effective configuration shown in /info: everything except secrets."""
