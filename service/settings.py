@@ -249,7 +249,7 @@ class ServiceSettings(BaseSettings):
         return [key.strip() for key in text.split(",") if key.strip()]
 
     def log_to_stderr(self, process: str = "") -> None:
-        """Log at --log-level to stderr, each line tagged with the process that wrote it (engine[pid], http[i])."""
+        """Log at --log-level to stderr, each line tagged with the process that wrote it (engine[pid])."""
         logging.basicConfig(
             level=self.log_level.upper(), format=f"%(asctime)s %(levelname)s {process}%(name)s: %(message)s"
         )
