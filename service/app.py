@@ -16,6 +16,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -30,14 +31,14 @@ from modelcore.model_folder import weights_sha256
 from service.access_log import RequestContextMiddleware
 from service.admission import EMBEDDINGS_PATH, RERANK_PATH, AdmissionMiddleware
 from service.auth import ApiKeyMiddleware, key_is_valid
-from service.embed_route import embeddings
+from service.embed_route import embeddings, rerank, serve_route
 from service.openai_api import error_body, request_body_schema
 from service.rerank_api import RERANK_KIND, RERANK_SCORE, rerank_body_schema
-from service.rerank_route import rerank
 from service.state import ServiceState
 
 log = logging.getLogger("service.app")
 Handler = Callable[[Request], Awaitable[Response]]
+SERVING_ROUTES = {EMBEDDINGS_PATH: embeddings, RERANK_PATH: rerank}
 
 
 class ServingPathMiddleware:
@@ -85,13 +86,10 @@ def build_app(state: ServiceState) -> FastAPI:
         title="embedperf reference embedding service", lifespan=lifespan, docs_url=None, redoc_url=None
     )
     app.state.service = state
-    app.add_middleware(
-        ServingPathMiddleware,
-        handlers={
-            EMBEDDINGS_PATH: lambda request: embeddings(state, request),
-            RERANK_PATH: lambda request: rerank(state, request),
-        },
-    )
+    serving: dict[str, Handler] = {
+        path: partial(serve_route, state, handler=route) for path, route in SERVING_ROUTES.items()
+    }
+    app.add_middleware(ServingPathMiddleware, handlers=serving)
     app.add_middleware(AdmissionMiddleware, batcher=state.serving_batcher, deadline_ms=settings.deadline_ms)
     if settings.api_key_list():
         app.add_middleware(ApiKeyMiddleware, keys=settings.api_key_list())
@@ -180,11 +178,11 @@ def build_app(state: ServiceState) -> FastAPI:
 
     @app.post(EMBEDDINGS_PATH, summary="Create embeddings (OpenAI-compatible)")
     async def create_embeddings(request: Request) -> Response:
-        return await embeddings(state, request)
+        return await serving[EMBEDDINGS_PATH](request)
 
     @app.post(RERANK_PATH, summary="Rank texts against a query (TEI-shaped; bi-encoder cosine score)")
     async def rerank_texts(request: Request) -> Response:
-        return await rerank(state, request)
+        return await serving[RERANK_PATH](request)
 
     return app
 
