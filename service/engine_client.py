@@ -25,9 +25,9 @@ from service.batch_errors import BatcherError, DeadlineExceeded, EngineUnavailab
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
 from service.engine_status import EngineState, Slot, StatusBlock
 from service.engine_wire import Frames, cancel_frames, read_reply, reply_id, submit_frames
-from service.front_tokenizer import FrontTokenizer
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
+from service.tokenize_stage import FrontTokenizer
 
 log = logging.getLogger("service.frontend")
 SEND_QUEUE_MESSAGES = 100_000  # messages a front end queues for an engine that is not reading (restarting)
