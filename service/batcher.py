@@ -44,9 +44,8 @@ from service.batch_job import (
     yield_cpu_to_event_loop,
 )
 from service.busy_window import BUSY_WINDOW_S, BusyWindow, ServiceTime
-from service.degrade import DeviceHealth, is_out_of_memory
+from service.degrade import DeviceHealth, Fallback, FallbackSwitch, is_out_of_memory
 from service.fair_queue import BatchLimits, FairQueue, Item
-from service.fallback import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics
 from service.tokenize_stage import Tokenized, tokenize_claims
 

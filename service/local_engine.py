@@ -19,7 +19,7 @@ from modelcore.graphs import BucketRunner, bucket_shapes
 from modelcore.model import EmbeddingModel, load_model
 from service.batch_job import BatcherConfig
 from service.batcher import Batcher
-from service.fallback import Fallback
+from service.degrade import Fallback
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 from service.workers import WorkerPool, bind_device, build_pool, primary_device

@@ -17,11 +17,10 @@ from modelcore.model_folder import DEFAULT_MODEL_NAME
 from service.access_log import AccessLog
 from service.admission import SERVING_PATHS
 from service.batch_errors import BatcherError
-from service.cache import EmbeddingCache, ResultCache
-from service.cache_redis import RedisCache
+from service.cache import EmbeddingCache, RedisCache, ResultCache
 from service.engine_view import BatcherView, Engine, ModelView
-from service.limits import ConcurrencyLimit, RateLimit
 from service.metrics import ServiceMetrics
+from service.request_io import ConcurrencyLimit, RateLimit
 from service.request_record import RequestRecord
 from service.settings import ServiceSettings
 

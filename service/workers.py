@@ -19,9 +19,8 @@ import numpy as np
 
 from modelcore.encoder import Encoder, StopCheck
 from service.busy_window import BUSY_WINDOW_S, BusyWindow
-from service.device_list import DeviceSpec
 from service.metrics import ServiceMetrics
-from service.settings import ServiceSettings
+from service.settings import DeviceSpec, ServiceSettings
 
 if TYPE_CHECKING:  # the model's module imports torch; the pool only passes models along
     from modelcore.model import EmbeddingModel

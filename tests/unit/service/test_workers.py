@@ -15,9 +15,8 @@ from modelcore.encoder import StopCheck
 from service.batch_job import BatcherConfig
 from service.batcher import Batcher
 from service.cli import settings_from_args
-from service.device_list import DeviceSpec
 from service.metrics import ServiceMetrics
-from service.settings import ServiceSettings
+from service.settings import DeviceSpec, ServiceSettings
 from service.workers import DeviceWorker, WorkerPool, build_pool, primary_device
 
 
