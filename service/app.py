@@ -1,10 +1,10 @@
 """The service's ASGI app: routes, middleware stack and lifespan over one ServiceState, whatever engine is
 behind it: every front-end process of `embedperf serve` builds it over its link to the engine process
-(service/frontend.py), the one-process layout and the in-process tests over an engine in the same process
+(service/supervisor.py), the one-process layout and the in-process tests over an engine in the same process
 (service/local_app.py). Nothing here imports torch.
 
-Stack, outermost first: request ID + access log (service/access_log.py) -> API keys (service/auth.py) ->
-admission, for POST /v1/embeddings and /rerank only (service/admission.py) -> those two routes' handlers
+Stack, outermost first: request ID + access log (service/access_log.py) -> API keys ->
+admission, for POST /v1/embeddings and /rerank only (both service/admission.py) -> those two routes' handlers
 (ServingPathMiddleware) -> FastAPI's routes.
 """
 
@@ -29,8 +29,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from modelcore.model_folder import weights_sha256
 from service.access_log import RequestContextMiddleware
-from service.admission import EMBEDDINGS_PATH, RERANK_PATH, AdmissionMiddleware
-from service.auth import ApiKeyMiddleware, key_is_valid
+from service.admission import (
+    EMBEDDINGS_PATH,
+    RERANK_PATH,
+    AdmissionMiddleware,
+    ApiKeyMiddleware,
+    key_is_valid,
+)
 from service.embed_route import embeddings, rerank, serve_route
 from service.openai_api import error_body, request_body_schema
 from service.rerank_api import RERANK_KIND, RERANK_SCORE, rerank_body_schema

@@ -2,7 +2,7 @@
 answer) and POST /rerank (TEI's request -> the query and texts embedded as one request -> texts by score).
 
 Admission (429 before the body is read) and API keys are checked by the middlewares in front of them
-(service/admission.py, service/auth.py); here the body is read under its size and time limits, the request is
+(service/admission.py); here the body is read under its size and time limits, the request is
 validated and computed, and a client that hangs up meanwhile cancels its work through the ASGI receive channel.
 Every answer names the model that produced its vectors (`model`, `X-Served-Model`) and says where its time
 went (`Server-Timing`, the access log). Both routes go through one frame (`serve_route`, `embed_texts`,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from modelcore.encoder import Encoder, StopCheck
-from service.busy_window import BUSY_WINDOW_S, BusyWindow
+from service.busy_window import BusyWindow
 from service.metrics import ServiceMetrics
 from service.settings import DeviceSpec, ServiceSettings
 
@@ -46,14 +46,7 @@ class DeviceWorker:
 
     spec: DeviceSpec
     encoder: Encoder
-    _busy: BusyWindow = field(default_factory=BusyWindow)
-
-    def record(self, t_end_s: float, compute_s: float) -> None:
-        self._busy.record(t_end_s, compute_s)
-
-    def busy_fraction(self, window_s: float = BUSY_WINDOW_S) -> float:
-        """Share of the last window_s this device's worker spent computing."""
-        return self._busy.fraction(window_s)
+    busy: BusyWindow = field(default_factory=BusyWindow)
 
 
 class WorkerPool:
@@ -81,13 +74,13 @@ class WorkerPool:
             label = worker.spec.name
             metrics.device_batches.labels(device=label)
             metrics.device_compute_seconds.labels(device=label)
-            metrics.device_busy.labels(device=label).set_function(worker.busy_fraction)
+            metrics.device_busy.labels(device=label).set_function(worker.busy.fraction)
 
     def __len__(self) -> int:
         return len(self.workers)
 
     def busy_fractions(self) -> dict[str, float]:
-        return {worker.spec.name: round(worker.busy_fraction(), 4) for worker in self.workers}
+        return {worker.spec.name: round(worker.busy.fraction(), 4) for worker in self.workers}
 
     def bind_thread(self, index: int) -> None:
         """Run first in worker thread `index`: bind its device; later batches on this thread use its replica."""
@@ -109,7 +102,7 @@ class WorkerPool:
         finally:
             t_end_s = time.perf_counter()
             compute_s = t_end_s - t_start_s
-            worker.record(t_end_s, compute_s)
+            worker.busy.record(t_end_s, compute_s)
             label = worker.spec.name
             self.metrics.device_batches.labels(device=label).inc()
             self.metrics.device_compute_seconds.labels(device=label).inc(compute_s)

@@ -12,7 +12,7 @@ import pytest
 from embedperf.errors import ConfigError
 from modelcore.model_folder import read_pooling
 from service.access_log import RequestIds, request_id_from
-from service.auth import key_is_valid
+from service.admission import key_is_valid
 from service.cache import EmbeddingCache
 from service.cli import build_parser, settings_from_args
 from service.openai_api import (
