@@ -6,8 +6,7 @@ captured once as a CUDA graph at warm-up and replayed: one launch per batch inst
 the host no longer limits the device. On npu the same is done with torch_npu's graph API (NPUGraph). On cpu
 the buckets let `--compile` (torch.compile) compile each shape once. A batch no bucket holds runs eagerly and
 is counted as a miss. Padding rows and positions are masked, and every row is pooled and normalised alone, so
-a text's vector does not depend on the bucket or batch that carried it.
-"""
+a text's vector does not depend on the bucket or batch that carried it."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ parsing, whether even a one-input request would be shed now (queue full, or an e
 of the deadline the service admits) and answers 429 with Retry-After at once. Every other path (/health,
 /ready, /metrics, ...) passes straight through, never judged. A request let in is not yet work: it counts only
 once its body is in, when the route judges it again on its real inputs (service/admission_rule.py), so clients
-that send their bodies slowly hold nothing but their own connections.
-"""
+that send their bodies slowly hold nothing but their own connections."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ class AdmissionMiddleware:
     """Refuses serving requests (SERVING_PATHS) with 429 + Retry-After while the engine would shed them anyway.
 
     `batcher` returns the running batcher (or the front end's view of the engine's), or None while the service
-    is not ready (the route then answers 503 itself).
-    """
+    is not ready (the route then answers 503 itself)."""
 
     def __init__(self, app: ASGIApp, batcher: Callable[[], BatcherView | None], deadline_ms: float) -> None:
         self.app = app

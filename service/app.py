@@ -5,8 +5,7 @@ behind it: every front-end process of `embedperf serve` builds it over its link 
 
 Stack, outermost first: request ID + access log (service/access_log.py) -> API keys ->
 admission, for POST /v1/embeddings and /rerank only (both service/admission.py) -> those two routes' handlers
-(ServingPathMiddleware) -> FastAPI's routes.
-"""
+(ServingPathMiddleware) -> FastAPI's routes."""
 
 from __future__ import annotations
 

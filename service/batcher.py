@@ -4,8 +4,7 @@ The event loop only enqueues and awaits; tokenisation runs on a tokeniser thread
 worker between batches) and compute on the worker threads, which resolve the asyncio futures with
 loop.call_soon_threadsafe. Large requests are tokenised a slice at a time and their inputs interleaved with
 other requests' (service/fair_queue.py), so no request waits for the whole of another. Anything with
-`tokenize` and `embed_token_ids` can stand in for the model in tests (modelcore/encoder.py).
-"""
+`tokenize` and `embed_token_ids` can stand in for the model in tests (modelcore/encoder.py)."""
 
 from __future__ import annotations
 

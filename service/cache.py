@@ -6,8 +6,7 @@ never changes what the tokenisers of the supported models see (BERT-style NFD an
 at least that much), whereas case folding or whitespace trimming would. Value: uint32 token count + float32
 little-endian vector. Any Redis error marks the cache down: requests are computed without it, /health and
 `embedperf_cache_up` say so, and one request probes Redis again after a back-off that doubles up to
-`retry_max_s`.
-"""
+`retry_max_s`."""
 
 from __future__ import annotations
 
@@ -87,8 +86,7 @@ class CacheLookup:
         """X-Cache: hit (every input cached), partial (some), miss (none), bypass (Redis down, not all hit).
 
         A multi-input request is a hit only when every input was; partial says the request still waited
-        for the device, so a client timing it knows it was not a pure cache answer.
-        """
+        for the device, so a client timing it knows it was not a pure cache answer."""
         found = len(self.entries) - len(self.missing)
         if found == len(self.entries):
             return "hit"

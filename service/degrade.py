@@ -10,8 +10,7 @@ The fallback switch looks at the busy fraction of the inference workers averaged
 or above `threshold`, new requests go to the fallback; below it, to the main model again. It changes at most
 once per window, so the window that decides a switch back holds only time spent on the fallback. A request is
 computed whole by the model chosen when it was submitted (its vectors never mix two models), and every
-response names that model.
-"""
+response names that model."""
 
 from __future__ import annotations
 

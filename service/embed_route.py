@@ -8,8 +8,7 @@ Every answer names the model that produced its vectors (`model`, `X-Served-Model
 went (`Server-Timing`, the access log). Both routes go through one frame (`serve_route`, `embed_texts`,
 `answer_headers`), so limits, cancellation, caching and timing stay one implementation: a rerank's query and
 texts are one request's inputs (one token budget, one deadline, one fair share); only its wire format and
-scoring are its own (service/rerank_api.py).
-"""
+scoring are its own (service/rerank_api.py)."""
 
 from __future__ import annotations
 

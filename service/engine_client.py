@@ -4,8 +4,7 @@ ZeroMQ socket for requests and the engine's status block for everything else.
 Admission, /health and /ready read the status block (no message, no wait); a request is tokenised here, sent
 as token ids, and answered by the engine's reply. When the engine process ends, every request waiting on it
 is answered 503 at once and /ready says so until the supervisor's next engine is warm; a request whose caller
-gives up is cancelled in the engine too.
-"""
+gives up is cancelled in the engine too."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ import zmq
 from service.admission_rule import Admission, QueueFigures
 from service.batch_errors import BatcherError, DeadlineExceeded, EngineUnavailable, ShuttingDown
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
-from service.engine_status import EngineState, Slot, StatusBlock
+from service.engine_status import QUEUE_SLOTS, EngineState, Slot, StatusBlock
 from service.engine_wire import Frames, cancel_frames, read_reply, reply_id, submit_frames
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
@@ -105,14 +104,9 @@ class RemoteBatcher(Admission):
     # ---- figures, from the status block ----------------------------------------------------------------------
 
     def queue_figures(self) -> QueueFigures:
-        st = self.status
-        return QueueFigures(
-            waiting_inputs=int(st.get(Slot.WAITING_INPUTS)),
-            queued_requests=int(st.get(Slot.QUEUED_REQUESTS)),
-            per_input_s=st.get(Slot.PER_INPUT_S),
-            workers=max(1, int(st.get(Slot.WORKERS))),
-            queue_size=int(st.get(Slot.QUEUE_SIZE)) or self.settings.queue_size,
-        )
+        waiting, queued, per_input_s, workers, queue_size = (self.status.get(slot) for slot in QUEUE_SLOTS)
+        queue_size = int(queue_size) or self.settings.queue_size
+        return QueueFigures(int(waiting), int(queued), per_input_s, max(1, int(workers)), queue_size)
 
     @property
     def queue_depth(self) -> int:

@@ -3,13 +3,13 @@
 Front ends send token ids (service/engine_wire.py); the engine queues them as one request each, batches them
 across requests and answers each with its vectors. Its queue figures, health and model cards go to the status
 block (service/engine_status.py) every PUBLISH_INTERVAL_S, where front ends read them for admission, /health
-and /ready without asking. It stops when the supervisor asks (SIGTERM) or when the supervisor is gone.
-"""
+and /ready without asking. It stops when the supervisor asks (SIGTERM) or when the supervisor is gone."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -26,7 +26,7 @@ from embedperf.errors import EmbedperfError
 from service.batch_errors import BatcherError
 from service.batch_job import CLIENT_DISCONNECTED, BatchJob, BatchResult
 from service.batcher import Batcher
-from service.engine_status import EngineState, Slot, StatusBlock
+from service.engine_status import QUEUE_SLOTS, EngineState, Slot, StatusBlock
 from service.engine_wire import (
     CANCEL,
     SUBMIT,
@@ -176,12 +176,8 @@ class EngineServer:
         status.set(Slot.HEARTBEAT_S, time.monotonic())
         if batcher is None:
             return
-        figures = batcher.queue_figures()
-        status.set(Slot.WAITING_INPUTS, figures.waiting_inputs)
-        status.set(Slot.QUEUED_REQUESTS, figures.queued_requests)
-        status.set(Slot.PER_INPUT_S, figures.per_input_s)
-        status.set(Slot.WORKERS, figures.workers)
-        status.set(Slot.QUEUE_SIZE, figures.queue_size)
+        for slot, value in zip(QUEUE_SLOTS, dataclasses.astuple(batcher.queue_figures()), strict=True):
+            status.set(slot, value)
         status.set(Slot.BUSY_FRACTION, batcher.busy_fraction())
         status.set(Slot.HEALTHY, float(batcher.health.healthy()))
         status.set(Slot.RECENT_ERRORS, batcher.health.recent_errors())

@@ -3,8 +3,7 @@ of one ZeroMQ message, so token ids and vectors cross without pickling or copyin
 
 front end -> engine  SUBMIT: [{kind: S, id, deadline_ms, model, lengths, ids: int32 bytes}] (one frame, one send)
                      CANCEL: [{kind: C, id, reason}]
-engine -> front end  REPLY:  [header{id, result or error}, vectors (float32, rows x dimension)]
-"""
+engine -> front end  REPLY:  [header{id, result or error}, vectors (float32, rows x dimension)]"""
 
 from __future__ import annotations
 

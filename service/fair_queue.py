@@ -5,8 +5,7 @@ the second of those with two or more, and so on. Requests of one input each are 
 request of 2,048 inputs is spread over many batches, each also carrying the inputs of the requests that
 arrived after it, so a small request behind a large one waits a batch or two, not for the whole of it
 (text-embeddings-inference and vLLM interleave requests the same way). Sorting by length, when on, only
-reorders a window of that fair sequence, and the oldest request's first input is always in the batch.
-"""
+reorders a window of that fair sequence, and the oldest request's first input is always in the batch."""
 
 from __future__ import annotations
 

@@ -62,8 +62,7 @@ async def send_refusal(send: Send, scope: Scope, error: ApiError, t_start_s: flo
 
     The server's HTTP parser frames every request, so a body sent anyway is read and dropped and the
     connection serves the next request. A client waiting for `100 Continue` never sends its body, and its
-    next request could be taken for one: that connection is closed after the answer.
-    """
+    next request could be taken for one: that connection is closed after the answer."""
     record = record_of(scope)
     if record is not None:
         record.error = error.code

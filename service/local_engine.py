@@ -1,8 +1,7 @@
 """The engine in this process: the model (and its replicas and fallback), the batcher and its warm-up.
 
 The engine process (service/engine_process.py) runs it behind its socket; the one-process layout
-(`--http-workers 0`, and the in-process tests) runs it beside the routes.
-"""
+(`--http-workers 0`, and the in-process tests) runs it beside the routes."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ TEI scores each (query, text) pair with a cross-encoder. This service holds an e
 score is the cosine of the query's and the text's normalised embeddings, mapped to [0, 1] as (cosine + 1) / 2
 (with `raw_scores`, the cosine itself, in [-1, 1]). `/info` names the scorer (`rerank.kind`) so that nobody
 takes these scores for a cross-encoder's relevance: they order documents as the embedding model would in a
-vector search, which is what a rerank load needs to exercise, not what a reranker would answer.
-"""
+vector search, which is what a rerank load needs to exercise, not what a reranker would answer."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ serving-device list it holds (`--device npu:0,npu:1`, `--workers N` on CPU), par
 
 Kept free of torch so that settings validation and `--help` stay fast; modelcore/devices.py turns a device spec
 into a torch.device. Indices are the ones npu-smi and NVML print, so a load generator can match /info's
-`devices` against its telemetry. On CPU there is no device numbering: index is the worker number.
-"""
+`devices` against its telemetry. On CPU there is no device numbering: index is the worker number."""
 
 from __future__ import annotations
 

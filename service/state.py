@@ -1,8 +1,7 @@
 """What one HTTP front end owns (settings, engine link, caches, limits, metrics) and its start-up.
 
 The engine behind it is either in this process (service/local_engine.py) or an engine process reached over a
-socket (service/engine_client.py); the routes see the same surface (service/engine_view.py) either way.
-"""
+socket (service/engine_client.py); the routes see the same surface (service/engine_view.py) either way."""
 
 from __future__ import annotations
 
@@ -133,8 +132,7 @@ def freeze_startup_heap() -> None:
 
     A full collection otherwise walks ~400k long-lived objects and stalls every thread holding the GIL for
     ~0.2 s, which shows up as the P99 of /health and of every request; the rest (requests in flight) is
-    walked every ~30 s instead of every ~3 s once full collections wait for ten times more middle ones.
-    """
+    walked every ~30 s instead of every ~3 s once full collections wait for ten times more middle ones."""
     gc.collect()
     gc.freeze()
     young, middle, old = gc.get_threshold()

@@ -7,8 +7,7 @@ ends unasked is marked down in the status block, so every front end answers its 
 503 at once, and is started again up to --engine-restarts times; then the service exits with status 3. On
 SIGTERM or SIGINT the front ends drain first (requests still running when the grace is about to end are
 answered a JSON 503), then the engine stops. A front end runs the service's app (service/app.py) on the port
-(service/http_server.py), linked to the engine process (service/engine_client.py).
-"""
+(service/http_server.py), linked to the engine process (service/engine_client.py)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ tokeniser (the model's tokenizer.json through the `tokenizers` library, without 
 
 Both check inputs with `checked_counts`, so both layouts answer a request alike. A request whose text the
 tokeniser cannot process fails alone (the batcher's slices are retried one request at a time); an input over
-the model's limit, or a request over its token budget, fails its request only.
-"""
+the model's limit, or a request over its token budget, fails its request only."""
 
 from __future__ import annotations
 

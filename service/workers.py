@@ -2,8 +2,7 @@
 
 The batcher runs one worker thread per entry and hands each batch to whichever thread is free, so requests
 are balanced across devices by construction. The pool stands in for the encoder: `embed_token_ids` runs on
-the replica bound to the calling thread, and records that device's busy time and batch count.
-"""
+the replica bound to the calling thread, and records that device's busy time and batch count."""
 
 from __future__ import annotations
 
@@ -145,8 +144,7 @@ def build_pool(
     load_model) for each other device.
 
     CPU workers share `model` unless settings.cpu_worker_replicas: inference never writes the weights, and
-    a copy per worker adds memory and load time without adding cores.
-    """
+    a copy per worker adds memory and load time without adding cores."""
     specs = settings.device_specs()
     workers = [DeviceWorker(specs[0], model)]
     for spec in specs[1:]:
