@@ -296,33 +296,28 @@ class Batcher(Admission):
     def _tokenize(self, claims: list[Claim]) -> None:
         """Tokenise claimed slices (counted in _tokenizing) of several requests, one tokeniser call per model,
         then queue them for batching."""
-        try:
-            self._tokenize_claims(claims)
-        finally:
-            with self._cond:
-                self._tokenizing -= 1
-                self._cond.notify_all()
-
-    def _tokenize_claims(self, claims: list[Claim]) -> None:
         t_start_s = time.perf_counter()
-        by_model: dict[str, list[Claim]] = {}
-        for claim in claims:
-            job = claim[0]
-            if job.unwanted():
-                continue
-            if t_start_s > job.deadline_s:
-                self._fail(job, DeadlineExceeded(job.deadline_ms))
-            else:
-                by_model.setdefault(job.model, []).append(claim)
         items: list[Item[BatchJob]] = []
-        for model, group in by_model.items():
-            items += self._tokenize_group(self.encoders[model], group)
-        with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
-            for job in jobs_of(items):
-                if job.unjudged:
-                    self._judge_tokenized(job)
-            self._queue.add([item for item in items if not item.job.unwanted()])
-            self._cond.notify_all()
+        try:
+            by_model: dict[str, list[Claim]] = {}
+            for claim in claims:
+                job = claim[0]
+                if job.unwanted():
+                    continue
+                if t_start_s > job.deadline_s:
+                    self._fail(job, DeadlineExceeded(job.deadline_ms))
+                else:
+                    by_model.setdefault(job.model, []).append(claim)
+            for model, group in by_model.items():
+                items += self._tokenize_group(self.encoders[model], group)
+        finally:
+            with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
+                self._tokenizing -= 1
+                for job in jobs_of(items):
+                    if job.unjudged:
+                        self._judge_tokenized(job)
+                self._queue.add([item for item in items if not item.job.unwanted()])
+                self._cond.notify_all()
 
     def _judge_tokenized(self, job: BatchJob) -> None:
         """With the lock held: admission of a request whose first slice is tokenised (within its limits), on the

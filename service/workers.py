@@ -64,10 +64,6 @@ class WorkerPool:
         self.metrics = metrics
         self._bind = bind
         self._local = threading.local()
-        # Fast tokenisers keep truncation state on the shared object: concurrent calls fail with
-        # "Already borrowed", so tokenisation (on the tokeniser thread or, with overlap off, on any worker)
-        # goes through one lock.
-        self._tokenize_lock = threading.Lock()
         metrics.workers.set(len(self.workers))
         for worker in self.workers:
             label = worker.spec.name
@@ -89,8 +85,8 @@ class WorkerPool:
         log.debug("worker %d bound to %s", index, worker.spec.name)
 
     def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
-        with self._tokenize_lock:
-            return self.workers[0].encoder.tokenize(texts, max_length)
+        """With the first replica's tokeniser (the batcher calls it under its tokeniser lock)."""
+        return self.workers[0].encoder.tokenize(texts, max_length)
 
     def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         """Compute on the calling thread's device (the first one on a thread never bound, e.g. in tests)."""
@@ -109,11 +105,12 @@ class WorkerPool:
     def warm_up(self, texts: list[str]) -> None:
         """One forward pass per replica, each on a thread bound to its device (graph build, allocator)."""
         errors: list[BaseException] = []
+        ids = self.tokenize(texts)  # once: concurrent calls of a fast tokeniser fail with "Already borrowed"
 
         def run(worker: DeviceWorker) -> None:
             try:
                 self._bind(worker.spec)
-                worker.encoder.embed_token_ids(self.tokenize(texts))
+                worker.encoder.embed_token_ids(ids)
             except BaseException as exc:  # re-raised on the caller's thread below
                 errors.append(exc)
 
