@@ -223,18 +223,13 @@ def _add_probe_routes(app: FastAPI, state: ServiceState) -> None:
         if state.ready and state.device_healthy():
             return _json(200, {"status": "ready"})
         if state.ready and state.batcher is not None:
-            errors = state.batcher.health.recent_errors()
-            return _json(
-                503,
-                {"status": "degraded", "reason": f"{errors} device errors in the last minute"},
-                {"Retry-After": str(state.batcher.health.retry_after_s())},
-            )
-        status = "failed" if state.failure else "loading"
-        return _json(
-            503,
-            {"status": status, "reason": state.failure or "model loading or warming up"},
-            {"Retry-After": "5"},
-        )
+            health = state.batcher.health
+            status, reason = "degraded", f"{health.recent_errors()} device errors in the last minute"
+            retry_after_s = health.retry_after_s()
+        else:
+            status, reason, retry_after_s = "failed" if state.failure else "loading", state.failure, 5
+        body = {"status": status, "reason": reason or "model loading or warming up"}
+        return _json(503, body, {"Retry-After": str(retry_after_s)})
 
     for path, endpoint in (("/health", health), ("/ready", ready)):
         app.add_api_route(path, endpoint, methods=["GET"])

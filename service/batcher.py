@@ -311,7 +311,7 @@ class Batcher(Admission):
             for model, group in by_model.items():
                 items += self._tokenize_group(self.encoders[model], group)
         finally:
-            with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
+            with self._cond:  # a caller that gave up meanwhile is dropped here, under abandon's lock
                 self._tokenizing -= 1
                 for job in jobs_of(items):
                     if job.unjudged:

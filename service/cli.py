@@ -116,17 +116,13 @@ def warn_secrets_on_command_line(argv: list[str]) -> None:
         name, _, value = arg.partition("=")
         value = value or (argv[i + 1] if i + 1 < len(argv) else "")
         if name == "--api-keys":
-            print(
-                "embedperf serve: warning: --api-keys is visible to every user of this host (ps); "
-                "set EMBEDPERF_API_KEYS or --api-keys-file FILE instead",
-                file=sys.stderr,
-            )
+            secret, instead = "--api-keys", "EMBEDPERF_API_KEYS or --api-keys-file FILE"
         elif name == "--cache" and redact_url(value) != value:
-            print(
-                "embedperf serve: warning: the password in --cache is visible to every user of this host (ps); "
-                "set EMBEDPERF_CACHE instead",
-                file=sys.stderr,
-            )
+            secret, instead = "the password in --cache", "EMBEDPERF_CACHE"
+        else:
+            continue
+        warning = f"{secret} is visible to every user of this host (ps); set {instead} instead"
+        print(f"embedperf serve: warning: {warning}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

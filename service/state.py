@@ -90,13 +90,10 @@ class ServiceState:
     async def prepare(self) -> None:
         """Start (or reach) the engine, connect the shared cache, then report ready."""
         s = self.settings
-        if s.api_key_list():
-            log.info(
-                "auth: on (%d API key(s)); every endpoint but /health and /ready needs a Bearer key",
-                len(s.api_key_list()),
-            )
-        else:
-            log.info("auth: off (no API keys set); anyone who can reach the port can call every endpoint")
+        keys = len(s.api_key_list())
+        on = f"on ({keys} API key(s)); every endpoint but /health and /ready needs a Bearer key"
+        off = "off (no API keys set); anyone who can reach the port can call every endpoint"
+        log.info("auth: %s", on if keys else off)
         try:
             await self.engine.start()
             model = self.engine.model

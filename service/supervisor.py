@@ -65,10 +65,6 @@ class Supervisor:
         self.fronts: dict[int, BaseProcess] = {}
         self.stopping = False
 
-    @property
-    def port(self) -> int:
-        return self.settings.port
-
     def run(self) -> int:
         metrics_dir = self.runtime / "metrics"
         metrics_dir.mkdir()
@@ -78,14 +74,9 @@ class Supervisor:
             self._start_engine()
             for index in range(self.settings.front_end_count()):
                 self._start_front(index)
-            log.info(
-                "serving on http://%s:%d: %d HTTP front end(s), engine pid %s (%d torch threads)",
-                self.settings.host,
-                self.port,
-                len(self.fronts),
-                self.engine.pid if self.engine else "?",
-                self.settings.threads,
-            )
+            s, engine_pid = self.settings, self.engine.pid if self.engine else "?"
+            shown = (s.host, s.port, len(self.fronts), engine_pid, s.threads)
+            log.info("serving on http://%s:%d: %d HTTP front end(s), engine pid %s (%d torch threads)", *shown)
             code = self._watch()
             self._shut_down()
             log.info("stopped")
@@ -133,12 +124,8 @@ class Supervisor:
                     return code
             for index, front in list(self.fronts.items()):
                 if not front.is_alive() and not self.stopping:
-                    log.error(
-                        "HTTP front end %d (pid %s) ended with %s; starting it again",
-                        index,
-                        front.pid,
-                        front.exitcode,
-                    )
+                    shown = (index, front.pid, front.exitcode)
+                    log.error("HTTP front end %d (pid %s) ended with %s; starting it again", *shown)
                     mark_process_dead(front.pid)
                     self._start_front(index)
         return 0
@@ -156,12 +143,8 @@ class Supervisor:
             )
             return EXIT_INCOMPLETE
         self.restarts_left -= 1
-        log.error(
-            "the engine process (pid %s) ended with %s; starting it again (%d restart(s) left)",
-            engine.pid,
-            engine.exitcode,
-            self.restarts_left,
-        )
+        shown = (engine.pid, engine.exitcode, self.restarts_left)
+        log.error("the engine process (pid %s) ended with %s; starting it again (%d restart(s) left)", *shown)
         self._start_engine()
         return None
 
