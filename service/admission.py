@@ -89,10 +89,6 @@ class ApiKeyMiddleware:
         if key_is_valid(authorization, self.keys):
             await self.app(scope, receive, send)
             return
-        error = ApiError(
-            401,
-            "missing or invalid API key; send 'Authorization: Bearer <key>'",
-            "invalid_api_key",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        message = "missing or invalid API key; send 'Authorization: Bearer <key>'"
+        error = ApiError(401, message, "invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
         await send_refusal(send, scope, error, time.perf_counter())

@@ -220,12 +220,8 @@ class RedisCache:
         self.metrics.cache_errors.inc()
         self.reason = f"{type(exc).__name__}: {exc}"
         if self.connected or self._next_attempt_s == 0.0:
-            log.warning(
-                "shared cache %s unavailable (%s); serving without it, retrying every <= %.1f s",
-                redact_url(self.url),
-                self.reason,
-                self.retry_max_s,
-            )
+            message = "shared cache %s unavailable (%s); serving without it, retrying every <= %.1f s"
+            log.warning(message, redact_url(self.url), self.reason, self.retry_max_s)
             self._next_attempt_s = time.monotonic() + self._retry_s
         self.connected = False
         self.metrics.cache_up.set(0)

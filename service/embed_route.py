@@ -92,34 +92,20 @@ async def _limited(
     record: RequestRecord | None,
 ) -> Response:
     if not state.ready or state.batcher is None or state.model is None:
-        raise ApiError(
-            503,
-            "the model is still loading or warming up; retry shortly",
-            "model_not_ready",
-            "server_error",
-            headers={"Retry-After": "1"},
-        )
+        message = "the model is still loading or warming up; retry shortly"
+        raise ApiError(503, message, "model_not_ready", "server_error", headers={"Retry-After": "1"})
     s = state.settings
     # The body is read before any slot is taken, under a size limit and a deadline: a slow or huge upload
     # costs its own connection only.
     raw_body = await read_body(request, s.max_body_bytes, s.body_timeout_s)
     admitted, retry_after_s = state.rate.try_acquire()
     if not admitted:
-        raise ApiError(
-            429,
-            f"rate limit of {s.rate_limit_qps:g} requests/s exceeded",
-            "rate_limit_exceeded",
-            "rate_limit_error",
-            headers={"Retry-After": str(retry_after_s)},
-        )
+        message = f"rate limit of {s.rate_limit_qps:g} requests/s exceeded"
+        headers = {"Retry-After": str(retry_after_s)}
+        raise ApiError(429, message, "rate_limit_exceeded", "rate_limit_error", headers=headers)
     if not state.concurrency.try_acquire():
-        raise ApiError(
-            429,
-            f"more than {s.max_concurrency} requests in flight",
-            "too_many_concurrent_requests",
-            "rate_limit_error",
-            headers={"Retry-After": "1"},
-        )
+        message, headers = f"more than {s.max_concurrency} requests in flight", {"Retry-After": "1"}
+        raise ApiError(429, message, "too_many_concurrent_requests", "rate_limit_error", headers=headers)
     try:
         try:
             async with cancelled_on_hang_up(request.receive):
@@ -145,12 +131,8 @@ async def parse_body(parse: Callable[..., T], request: Request, raw_body: bytes,
 def check_model(state: ServiceState, model: str | None) -> None:
     """404 when a request names a model this service does not serve (None: the request named none)."""
     if model is not None and model not in state.served_names():
-        raise ApiError(
-            404,
-            f"The model '{model}' does not exist; this service serves '{state.settings.model_name}'",
-            "model_not_found",
-            param="model",
-        )
+        message = f"The model '{model}' does not exist; this service serves '{state.settings.model_name}'"
+        raise ApiError(404, message, "model_not_found", param="model")
 
 
 async def embeddings(

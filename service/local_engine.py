@@ -127,10 +127,6 @@ def load_fallback(settings: ServiceSettings, model: EmbeddingModel) -> Fallback 
             f"the fallback model {fallback_id} gives {lighter.dimension}-dimensional vectors, the main model "
             f"{model.dimension}; choose a fallback of the same dimension"
         )
-    log.info(
-        "fallback: %s while the device is >= %.0f %% busy over %.0f s",
-        fallback_id,
-        settings.fallback_busy_threshold * 100,
-        settings.fallback_window_s,
-    )
+    shown = (fallback_id, settings.fallback_busy_threshold * 100, settings.fallback_window_s)
+    log.info("fallback: %s while the device is >= %.0f %% busy over %.0f s", *shown)
     return Fallback(fallback_id, lighter, settings.fallback_busy_threshold, settings.fallback_window_s)

@@ -43,12 +43,8 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
     except ClientDisconnect:
         raise client_gone() from None
     except TimeoutError:
-        raise ApiError(
-            408,
-            f"the request body did not arrive within {timeout_s:g} s; send it at once",
-            "request_timeout",
-            headers={"Connection": "close"},
-        ) from None
+        message = f"the request body did not arrive within {timeout_s:g} s; send it at once"
+        raise ApiError(408, message, "request_timeout", headers={"Connection": "close"}) from None
     return bytes(body)
 
 

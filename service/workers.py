@@ -148,14 +148,9 @@ def build_pool(
         if spec.kind == "cpu" and not settings.cpu_worker_replicas:
             workers.append(DeviceWorker(spec, model))
             continue
-        replica = load(
-            Path(settings.model) if settings.model else None,
-            "cpu" if spec.kind == "cpu" else spec.name,
-            settings.precision,
-            settings.engine_threads(),
-            None,
-            settings.int8_exclude,
-        )
+        s, device = settings, "cpu" if spec.kind == "cpu" else spec.name
+        path = Path(s.model) if s.model else None
+        replica = load(path, device, s.precision, s.engine_threads(), None, s.int8_exclude)
         workers.append(DeviceWorker(spec, replica))
     if len(workers) > 1:
         log.info("%d inference workers: %s", len(workers), ", ".join(s.name for s in specs))
