@@ -46,12 +46,8 @@ def request_id_from(scope: Scope, ids: RequestIds) -> str:
     for name, value in scope["headers"]:
         if name == REQUEST_ID_HEADER:
             text = value.decode("latin-1")
-            if (
-                0 < len(text) <= MAX_REQUEST_ID_CHARS
-                and text.isascii()
-                and text.isprintable()
-                and " " not in text
-            ):
+            printable = text.isascii() and text.isprintable() and " " not in text
+            if 0 < len(text) <= MAX_REQUEST_ID_CHARS and printable:
                 return text
             break
     return ids.new()

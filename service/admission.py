@@ -44,12 +44,8 @@ class AdmissionMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         batcher = self.batcher()
-        if (
-            batcher is None
-            or scope["type"] != "http"
-            or scope["path"] not in SERVING_PATHS
-            or scope["method"] != "POST"
-        ):
+        serving = scope["type"] == "http" and scope["path"] in SERVING_PATHS and scope["method"] == "POST"
+        if batcher is None or not serving:
             await self.app(scope, receive, send)
             return
         t_start_s = time.perf_counter()

@@ -241,13 +241,11 @@ async def rerank(
     check_model(state, body.model)
     service_truncates = s.long_input == "truncate"
     if body.truncate is not None and body.truncate != service_truncates:
-        raise ApiError(
-            422,
+        message = (
             f"this service handles long inputs as its --long-input {s.long_input} says; send "
-            f"'truncate': {json.dumps(service_truncates)} or leave 'truncate' out",
-            "truncate_unsupported",
-            param="truncate",
+            f"'truncate': {json.dumps(service_truncates)} or leave 'truncate' out"
         )
+        raise ApiError(422, message, "truncate_unsupported", param="truncate")
     # input[0] is the query, input[i] is texts[i - 1] (in the messages of the character and token limits)
     embedded = await embed_texts(state, [body.query, *body.texts], record)
     t_post_s = time.perf_counter()

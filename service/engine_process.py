@@ -201,20 +201,14 @@ class EngineServer:
     def _document(self, batcher: Batcher, busy: dict[str, float]) -> dict[str, Any]:
         model = self.engine.model
         assert model is not None
+        card = {key: getattr(model, key) for key in ("name", "dimension", "max_tokens", "pooling")}
         models = {self.settings.model_name: {"path": str(model.path), "max_tokens": model.max_tokens}}
         fallback = self.engine.fallback
         if fallback is not None:
             encoder: Any = fallback.encoder
             models[fallback.model_id] = {"path": str(encoder.path), "max_tokens": encoder.max_tokens}
         return {
-            "model": {
-                "name": model.name,
-                "path": str(model.path),
-                "dimension": model.dimension,
-                "max_tokens": model.max_tokens,
-                "pooling": model.pooling,
-                "device": str(model.device),
-            },
+            "model": {**card, "path": str(model.path), "device": str(model.device)},  # a ModelCard
             "models": models,
             "main_id": batcher.config.model_id,
             "fallback_id": fallback.model_id if fallback else None,

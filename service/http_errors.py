@@ -42,13 +42,11 @@ def api_error(error: BatcherError, positions: list[int], drain_s: float, max_tok
     if isinstance(error, TooManyTokens):
         return ApiError(413, str(error), "too_many_tokens", param="input")
     if isinstance(error, InputTooLong):
-        return ApiError(
-            413,
+        message = (
             f"input[{positions[error.index]}] is longer than the model's limit of {max_tokens} tokens; shorten "
-            "it or run the service with --long-input truncate",
-            "input_too_long",
-            param="input",
+            "it or run the service with --long-input truncate"
         )
+        return ApiError(413, message, "input_too_long", param="input")
     if isinstance(error, EngineUnavailable):
         return ApiError(503, str(error), "engine_unavailable", "server_error", headers={"Retry-After": "1"})
     if isinstance(error, (ShuttingDown, BatcherStopped)):

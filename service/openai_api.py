@@ -75,11 +75,7 @@ def json_object(content_type: str, raw_body: bytes, field: str) -> dict[str, Any
 
 
 def _is_token_ids(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    )
+    return isinstance(value, list) and bool(value) and all(type(v) is int for v in value)  # bool is no id
 
 
 def parse_embedding_request(

@@ -49,13 +49,11 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
 
 
 def _too_large(size_bytes: int, max_bytes: int) -> ApiError:
-    return ApiError(
-        413,
+    message = (
         f"request body of {size_bytes} bytes or more exceeds the limit of {max_bytes} bytes; "
-        "send fewer or shorter inputs per request",
-        "request_too_large",
-        headers={"Connection": "close"},
+        "send fewer or shorter inputs per request"
     )
+    return ApiError(413, message, "request_too_large", headers={"Connection": "close"})
 
 
 def limit_chars(
@@ -66,13 +64,11 @@ def limit_chars(
     if long_input == "reject":
         for index, text in enumerate(texts):
             if len(text) > max_input_chars:
-                raise ApiError(
-                    413,
+                message = (
                     f"input[{index}] has {len(text)} characters; at most {max_input_chars} are accepted "
-                    "(and the model reads only its token limit); shorten it",
-                    "input_too_long",
-                    param="input",
+                    "(and the model reads only its token limit); shorten it"
                 )
+                raise ApiError(413, message, "input_too_long", param="input")
         return texts
     cut = min(max_input_chars, max_tokens * TRUNCATE_CHARS_PER_TOKEN)
     return [text if len(text) <= cut else text[:cut] for text in texts]
@@ -114,12 +110,8 @@ class cancelled_on_hang_up:  # noqa: N801 - used as `async with cancelled_on_han
         self._watcher.cancel()
 
     def _on_hang_up(self, watcher: asyncio.Task[None]) -> None:
-        if (
-            self._inside
-            and self._task is not None
-            and not watcher.cancelled()
-            and watcher.exception() is None
-        ):
+        hung_up = not watcher.cancelled() and watcher.exception() is None
+        if self._inside and self._task is not None and hung_up:
             self._task.cancel(CLIENT_DISCONNECTED)
 
 

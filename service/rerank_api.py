@@ -84,9 +84,7 @@ def rerank_payload(
     ranks: list[tuple[int, float]], texts: list[str], return_text: bool
 ) -> list[dict[str, Any]]:
     """TEI's answer: [{"index", "text" (with return_text), "score"}] in the order given."""
-    if return_text:
-        return [{"index": i, "text": texts[i], "score": score} for i, score in ranks]
-    return [{"index": i, "score": score} for i, score in ranks]
+    return [{"index": i, **({"text": texts[i]} if return_text else {}), "score": score} for i, score in ranks]
 
 
 def rerank_body_schema(max_inputs: int, max_input_chars: int) -> dict[str, Any]:
