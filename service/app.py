@@ -222,12 +222,11 @@ def _add_probe_routes(app: FastAPI, state: ServiceState) -> None:
             return _json(503, {"status": "engine_unavailable", "reason": engine_down}, {"Retry-After": "1"})
         if state.ready and state.device_healthy():
             return _json(200, {"status": "ready"})
+        status, reason, retry_after_s = "failed" if state.failure else "loading", state.failure, 5
         if state.ready and state.batcher is not None:
             health = state.batcher.health
             status, reason = "degraded", f"{health.recent_errors()} device errors in the last minute"
             retry_after_s = health.retry_after_s()
-        else:
-            status, reason, retry_after_s = "failed" if state.failure else "loading", state.failure, 5
         body = {"status": status, "reason": reason or "model loading or warming up"}
         return _json(503, body, {"Retry-After": str(retry_after_s)})
 

@@ -7,6 +7,7 @@ engine -> front end  REPLY:  [header{id, result or error}, vectors (float32, row
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,11 +71,8 @@ def read_message(frame: Any) -> dict[str, Any]:
 
 
 def read_submission(message: dict[str, Any]) -> Submission:
-    flat = np.frombuffer(message["ids"], dtype=np.int32).tolist()
-    rows, start = [], 0
-    for n in message["lengths"]:
-        rows.append(flat[start : start + n])
-        start += n
+    flat, lengths = np.frombuffer(message["ids"], dtype=np.int32).tolist(), message["lengths"]
+    rows = [flat[end - n : end] for n, end in zip(lengths, itertools.accumulate(lengths), strict=True)]
     return Submission(int(message["id"]), float(message["deadline_ms"]), str(message["model"]), rows)
 
 

@@ -89,16 +89,10 @@ def parse_embedding_request(
     model = payload.get("model")
     if model is not None and not isinstance(model, str):
         raise bad_request("'model' must be a string", "invalid_model", "model")
-    encoding_format: EncodingFormat = "float"
-    requested_format = payload.get("encoding_format") or "float"
-    if requested_format == "base64":
-        encoding_format = "base64"
-    elif requested_format != "float":
-        raise bad_request(
-            f"'encoding_format' must be 'float' or 'base64', got {requested_format!r}",
-            "invalid_encoding_format",
-            "encoding_format",
-        )
+    encoding_format: EncodingFormat = payload.get("encoding_format") or "float"
+    if encoding_format not in ("float", "base64"):
+        message = f"'encoding_format' must be 'float' or 'base64', got {encoding_format!r}"
+        raise bad_request(message, "invalid_encoding_format", "encoding_format")
     dimensions = payload.get("dimensions")
     if dimensions is not None and (
         not isinstance(dimensions, int) or isinstance(dimensions, bool) or not 1 <= dimensions <= dimension
