@@ -78,16 +78,13 @@ class DeviceHealth:
             self.oom_total += 1
             self._t_last_oom_s = self.clock()
             self._limit = max(1, min(self._limit, batch_size // 2))
-            if batch_size <= 1:  # even a single input does not fit: a device error, not a batch-size one
-                self._note_error()
+        if batch_size <= 1:  # even a single input does not fit: a device error, not a batch-size one
+            self.record_error()
 
     def record_error(self) -> None:
         with self._lock:
-            self._note_error()
-
-    def _note_error(self) -> None:
-        self.errors_total += 1
-        self._errors.append(self.clock())
+            self.errors_total += 1
+            self._errors.append(self.clock())
 
     def recent_errors(self) -> int:
         with self._lock:

@@ -68,8 +68,7 @@ class StatusHealth:
         return max(1, int(self.status.get(Slot.RETRY_AFTER_S)))
 
     def snapshot(self) -> dict[str, int | bool]:
-        health: dict[str, int | bool] = self.status.read_document().get("health", {})
-        return health
+        return dict(self.status.read_document().get("health", {}))
 
 
 @dataclass(frozen=True)
@@ -235,8 +234,7 @@ class RemoteEngine:
                 failure = self.status.read_document().get("failure")
                 raise EngineUnavailable(f"it could not get ready: {failure}")
             await asyncio.sleep(READY_POLL_S)
-        document = self.status.read_document()
-        self._document = document
+        document = self._document = self.status.read_document()
         self.model = ModelCard(**{**document["model"], "path": Path(document["model"]["path"])})
         truncate = self.settings.long_input == "truncate"
         tokenizers = {
@@ -247,10 +245,8 @@ class RemoteEngine:
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.SNDHWM, SEND_QUEUE_MESSAGES)
         socket.connect(self.endpoint)
-        main_id, fallback_id = document["main_id"], document.get("fallback_id")
-        self.batcher = RemoteBatcher(
-            self.settings, self.status, socket, tokenizers, main_id, fallback_id, self.metrics
-        )
+        model_ids = document["main_id"], document.get("fallback_id")
+        self.batcher = RemoteBatcher(self.settings, self.status, socket, tokenizers, *model_ids, self.metrics)
         # Plain (not asyncio) ZeroMQ: a send never waits, and replies are read when the socket's descriptor
         # says so, without a future per operation.
         reader_fd = int(socket.getsockopt(zmq.FD))
@@ -266,12 +262,10 @@ class RemoteEngine:
         self._context.destroy(linger=0)
 
     def device_busy_fractions(self) -> dict[str, float]:
-        busy: dict[str, float] = self.status.read_document().get("device_busy", {})
-        return busy
+        return dict(self.status.read_document().get("device_busy", {}))
 
     def versions(self) -> dict[str, object]:
-        versions: dict[str, object] = self._document.get("versions", {})
-        return versions
+        return dict(self._document.get("versions", {}))
 
     def process_id(self) -> int:
         return int(self.status.read_document().get("pid", 0))

@@ -94,14 +94,9 @@ def parse_embedding_request(
         message = f"'encoding_format' must be 'float' or 'base64', got {encoding_format!r}"
         raise bad_request(message, "invalid_encoding_format", "encoding_format")
     dimensions = payload.get("dimensions")
-    if dimensions is not None and (
-        not isinstance(dimensions, int) or isinstance(dimensions, bool) or not 1 <= dimensions <= dimension
-    ):
-        raise bad_request(
-            f"'dimensions' must be an integer from 1 to {dimension}, got {dimensions!r}",
-            "invalid_dimensions",
-            "dimensions",
-        )
+    if dimensions is not None and not (type(dimensions) is int and 1 <= dimensions <= dimension):  # no bool
+        message = f"'dimensions' must be an integer from 1 to {dimension}, got {dimensions!r}"
+        raise bad_request(message, "invalid_dimensions", "dimensions")
     return EmbeddingRequest(texts, model, encoding_format, dimensions, single)
 
 

@@ -28,9 +28,8 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
-            raise ApiError(
-                400, f"Content-Length {declared!r} is not a whole number of bytes", "invalid_content_length"
-            )
+            message = f"Content-Length {declared!r} is not a whole number of bytes"
+            raise ApiError(400, message, "invalid_content_length")
         if int(declared) > max_bytes:
             raise _too_large(int(declared), max_bytes)
     body = bytearray()

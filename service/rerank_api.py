@@ -40,9 +40,8 @@ def parse_rerank_request(content_type: str, raw_body: bytes, max_inputs: int) ->
     """Validate one POST /rerank body; every problem becomes a 4xx ApiError that says what to send."""
     payload = json_object(content_type, raw_body, "query")
     if payload.get("query") is None:
-        raise bad_request(
-            "'query' is required: the text to rank the 'texts' against", "missing_query", "query"
-        )
+        message = "'query' is required: the text to rank the 'texts' against"
+        raise bad_request(message, "missing_query", "query")
     query = check_text(payload["query"], "query", "query", "'query'")
     texts = _parse_texts(payload.get("texts"), max_texts(max_inputs))
     flags = {name: payload.get(name, False) for name in ("raw_scores", "return_text")}

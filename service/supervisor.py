@@ -48,8 +48,7 @@ FRONT_END_NICE = 5  # relative to the engine process, which keeps the niceness i
 
 class Supervisor:
     def __init__(self, settings: ServiceSettings) -> None:
-        workers = settings.engine_workers()
-        with_workers = settings.model_copy(update={"workers": workers})
+        with_workers = settings.model_copy(update={"workers": settings.engine_workers()})
         resolved = {"threads": with_workers.engine_threads(), "http_workers": settings.front_end_count()}
         self.port_holder = reserve_port(settings.host, settings.port)  # port 0: the one the kernel chose
         resolved["port"] = self.port_holder.getsockname()[1]
