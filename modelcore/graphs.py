@@ -6,8 +6,7 @@ captured once as a CUDA graph at warm-up and replayed: one launch per batch inst
 the host no longer limits the device. On npu the same is done with torch_npu's graph API (NPUGraph). On cpu
 the buckets let `--compile` (torch.compile) compile each shape once. A batch no bucket holds runs eagerly and
 is counted as a miss. Padding rows and positions are masked, and every row is pooled and normalised alone, so
-a text's vector does not depend on the bucket or batch that carried it.
-"""
+a text's vector does not depend on the bucket or batch that carried it."""
 
 from __future__ import annotations
 
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 
 from embedperf.errors import DeviceError
+from modelcore.devices import synchronize
 
 log = logging.getLogger("modelcore.graphs")
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 512)
@@ -56,16 +56,14 @@ class BucketStats:
 
     hits: int = 0
     misses: int = 0
-    padded_rows: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, hit: bool, padded_rows: int) -> None:
+    def record(self, hit: bool) -> None:
         with self._lock:
             if hit:
                 self.hits += 1
             else:
                 self.misses += 1
-            self.padded_rows += padded_rows
 
 
 @dataclass(eq=False)
@@ -100,7 +98,7 @@ class BucketRunner:
     def warm_up(self) -> None:
         """Run (and on accelerators capture) every bucket once: the first requests never pay for it."""
         api = graph_api(self.device) if self.capture else None
-        pool = api.pool() if api is not None else None
+        pool = api.runtime.graph_pool_handle() if api is not None else None
         for rows, length in sorted(self.shapes, reverse=True):  # largest first: later ones reuse its memory
             ids = torch.full((rows, length), self.pad_token_id, dtype=torch.long, device=self.device)
             mask = torch.zeros((rows, length), dtype=torch.long, device=self.device)
@@ -110,7 +108,7 @@ class BucketRunner:
                 continue
             self.graphs[(rows, length)] = api.capture(self.step, ids, mask, pool)
         if api is not None:
-            api.synchronize(self.device)
+            synchronize(self.device)
             log.info("captured %d device graphs (batch x length buckets)", len(self.graphs))
 
     def run(self, batch: list[list[int]]) -> np.ndarray | None:
@@ -118,10 +116,10 @@ class BucketRunner:
         rows, longest = len(batch), max(len(ids) for ids in batch)
         shape = self.shape_for(rows, longest)
         if shape is None:
-            self.stats.record(False, 0)
+            self.stats.record(False)
             return None
         bucket_rows, length = shape
-        self.stats.record(True, bucket_rows - rows)
+        self.stats.record(True)
         ids, mask = self.host_ids[:bucket_rows, :length], self.host_mask[:bucket_rows, :length]
         ids.fill_(self.pad_token_id)
         mask.zero_()
@@ -134,15 +132,15 @@ class BucketRunner:
         if captured is not None:
             captured.ids.copy_(ids, non_blocking=True)
             captured.mask.copy_(mask, non_blocking=True)
-            captured.replay()
+            captured.graph.replay()
+            captured.event.record()
             out.copy_(captured.output[:rows], non_blocking=True)
-            captured.wait()  # the batch's one wait, after its copy back is queued
+            captured.event.synchronize()  # the batch's one wait, after its copy back is queued
         else:
             device_ids = ids.to(self.device, non_blocking=True)
             device_mask = mask.to(self.device, non_blocking=True)
             out.copy_(self.step(device_ids, device_mask)[:rows])
-            if self.device.type != "cpu":
-                graph_api(self.device).synchronize(self.device)
+            synchronize(self.device)
         return out.numpy().copy()
 
 
@@ -156,13 +154,6 @@ class _Captured:
     output: torch.Tensor
     event: Any
 
-    def replay(self) -> None:
-        self.graph.replay()
-        self.event.record()
-
-    def wait(self) -> None:
-        self.event.synchronize()
-
 
 class GraphApi:
     """The graph calls of one accelerator runtime (torch.cuda, or torch.npu from torch_npu)."""
@@ -171,12 +162,6 @@ class GraphApi:
         self.runtime = runtime
         self.graph_class = graph_class
         self.graph_context = graph_context
-
-    def pool(self) -> Any:
-        return self.runtime.graph_pool_handle()
-
-    def synchronize(self, device: torch.device) -> None:
-        self.runtime.synchronize(device)
 
     @torch.inference_mode()
     def capture(self, step: Step, ids: torch.Tensor, mask: torch.Tensor, pool: Any) -> _Captured:

@@ -36,8 +36,7 @@ class EmbeddingModel:
     """A transformer encoder plus pooling and L2 normalisation, on one device at one precision.
 
     The batcher uses the two halves separately (`tokenize` on a tokeniser thread, `embed_token_ids`
-    on the device worker); `encode` chains them for offline use and precision checks.
-    """
+    on the device worker); `encode` chains them for offline use and precision checks."""
 
     path: Path
     name: str

@@ -48,10 +48,7 @@ def read_pooling(path: Path) -> Pooling:
     for candidate in candidates:
         if candidate.is_file():
             config = json.loads(candidate.read_text())
-            if (
-                isinstance(config.get("pooling_mode"), str)
-                and config["pooling_mode"] in POOLING_KEYS.values()
-            ):
+            if config.get("pooling_mode") in POOLING_KEYS.values():
                 return config["pooling_mode"]
             for key, mode in POOLING_KEYS.items():
                 if config.get(key):

@@ -4,8 +4,7 @@ Every HTTP response carries `X-Request-ID` (the client's, else a new one: Reques
 JSON line (request_id, status, path, inputs, tokens, queue/tokenise/compute ms, the model that served it),
 so a slow request found in a load test's report can be looked up in the service's log. The embeddings route
 fills in what only it knows on the request's `RequestRecord`. An exception nothing else handled is answered
-here as a JSON 500 that carries the ID too, and logged with its traceback.
-"""
+here as a JSON 500 that carries the ID too, and logged with its traceback."""
 
 from __future__ import annotations
 
@@ -47,12 +46,8 @@ def request_id_from(scope: Scope, ids: RequestIds) -> str:
     for name, value in scope["headers"]:
         if name == REQUEST_ID_HEADER:
             text = value.decode("latin-1")
-            if (
-                0 < len(text) <= MAX_REQUEST_ID_CHARS
-                and text.isascii()
-                and text.isprintable()
-                and " " not in text
-            ):
+            printable = text.isascii() and text.isprintable() and " " not in text
+            if 0 < len(text) <= MAX_REQUEST_ID_CHARS and printable:
                 return text
             break
     return ids.new()

@@ -4,8 +4,7 @@ judge from the engine's published queue figures (service/engine_status.py).
 A request is work once its body is in: it is judged on its own inputs, against the queue it would join. Batches
 interleave requests (service/fair_queue.py), so the last of a new request's n inputs is computed after at most
 n inputs of every request queued ahead of it (and all of a smaller one's): the wait is that work at the rate the
-queue drains.
-"""
+queue drains."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
 """The service's ASGI app: routes, middleware stack and lifespan over one ServiceState, whatever engine is
 behind it: every front-end process of `embedperf serve` builds it over its link to the engine process
-(service/frontend.py), the one-process layout and the in-process tests over an engine in the same process
+(service/supervisor.py), the one-process layout and the in-process tests over an engine in the same process
 (service/local_app.py). Nothing here imports torch.
 
-Stack, outermost first: request ID + access log (service/access_log.py) -> API keys (service/auth.py) ->
-admission, for POST /v1/embeddings and /rerank only (service/admission.py) -> those two routes' handlers
-(service/serving_path.py) -> FastAPI's routes.
-"""
+Stack, outermost first: request ID + access log (service/access_log.py) -> API keys ->
+admission, for POST /v1/embeddings and /rerank only (both service/admission.py) -> those two routes' handlers
+(ServingPathMiddleware) -> FastAPI's routes."""
 
 from __future__ import annotations
 
@@ -14,8 +13,9 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -24,19 +24,46 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from modelcore.model_folder import weights_sha256
 from service.access_log import RequestContextMiddleware
-from service.admission import EMBEDDINGS_PATH, RERANK_PATH, AdmissionMiddleware
-from service.auth import ApiKeyMiddleware, key_is_valid
-from service.embed_route import embeddings
+from service.admission import (
+    EMBEDDINGS_PATH,
+    RERANK_PATH,
+    AdmissionMiddleware,
+    ApiKeyMiddleware,
+    key_is_valid,
+)
+from service.embed_route import embeddings, rerank, serve_route
 from service.openai_api import error_body, request_body_schema
 from service.rerank_api import RERANK_KIND, RERANK_SCORE, rerank_body_schema
-from service.rerank_route import rerank
-from service.serving_path import ServingPathMiddleware
 from service.state import ServiceState
 
 log = logging.getLogger("service.app")
+Handler = Callable[[Request], Awaitable[Response]]
+SERVING_ROUTES = {EMBEDDINGS_PATH: embeddings, RERANK_PATH: rerank}
+
+
+class ServingPathMiddleware:
+    """POST /v1/embeddings and /rerank straight to their handlers, innermost of the app's middlewares.
+
+    Through FastAPI's exception middlewares, router and dependency resolution, a serving request cost about a
+    quarter of a front end's CPU, for routes that take the raw body and need none of it. The routes stay
+    registered with FastAPI (the OpenAPI document, 405 for other methods), answered by the same handlers."""
+
+    def __init__(self, app: ASGIApp, handlers: dict[str, Handler]) -> None:
+        self.app = app
+        self.handlers = handlers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        post = scope["type"] == "http" and scope["method"] == "POST"
+        handler = self.handlers.get(scope["path"]) if post else None
+        if handler is None:
+            await self.app(scope, receive, send)
+            return
+        response = await handler(Request(scope, receive, send))
+        await response(scope, receive, send)
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -63,13 +90,10 @@ def build_app(state: ServiceState) -> FastAPI:
         title="embedperf reference embedding service", lifespan=lifespan, docs_url=None, redoc_url=None
     )
     app.state.service = state
-    app.add_middleware(
-        ServingPathMiddleware,
-        handlers={
-            EMBEDDINGS_PATH: lambda request: embeddings(state, request),
-            RERANK_PATH: lambda request: rerank(state, request),
-        },
-    )
+    serving: dict[str, Handler] = {
+        path: partial(serve_route, state, handler=route) for path, route in SERVING_ROUTES.items()
+    }
+    app.add_middleware(ServingPathMiddleware, handlers=serving)
     app.add_middleware(AdmissionMiddleware, batcher=state.serving_batcher, deadline_ms=settings.deadline_ms)
     if settings.api_key_list():
         app.add_middleware(ApiKeyMiddleware, keys=settings.api_key_list())
@@ -158,11 +182,11 @@ def build_app(state: ServiceState) -> FastAPI:
 
     @app.post(EMBEDDINGS_PATH, summary="Create embeddings (OpenAI-compatible)")
     async def create_embeddings(request: Request) -> Response:
-        return await embeddings(state, request)
+        return await serving[EMBEDDINGS_PATH](request)
 
     @app.post(RERANK_PATH, summary="Rank texts against a query (TEI-shaped; bi-encoder cosine score)")
     async def rerank_texts(request: Request) -> Response:
-        return await rerank(state, request)
+        return await serving[RERANK_PATH](request)
 
     return app
 
@@ -198,19 +222,13 @@ def _add_probe_routes(app: FastAPI, state: ServiceState) -> None:
             return _json(503, {"status": "engine_unavailable", "reason": engine_down}, {"Retry-After": "1"})
         if state.ready and state.device_healthy():
             return _json(200, {"status": "ready"})
+        status, reason, retry_after_s = "failed" if state.failure else "loading", state.failure, 5
         if state.ready and state.batcher is not None:
-            errors = state.batcher.health.recent_errors()
-            return _json(
-                503,
-                {"status": "degraded", "reason": f"{errors} device errors in the last minute"},
-                {"Retry-After": str(state.batcher.health.retry_after_s())},
-            )
-        status = "failed" if state.failure else "loading"
-        return _json(
-            503,
-            {"status": status, "reason": state.failure or "model loading or warming up"},
-            {"Retry-After": "5"},
-        )
+            health = state.batcher.health
+            status, reason = "degraded", f"{health.recent_errors()} device errors in the last minute"
+            retry_after_s = health.retry_after_s()
+        body = {"status": status, "reason": reason or "model loading or warming up"}
+        return _json(503, body, {"Retry-After": str(retry_after_s)})
 
     for path, endpoint in (("/health", health), ("/ready", ready)):
         app.add_api_route(path, endpoint, methods=["GET"])

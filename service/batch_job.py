@@ -1,8 +1,7 @@
 """What the batcher passes between its stages: its configuration, one request's job, one request's result.
 
 Kept apart from service/batcher.py so the HTTP side (results, the hang-up reason) and the tests read them
-without the batcher's threads.
-"""
+without the batcher's threads."""
 
 from __future__ import annotations
 

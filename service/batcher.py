@@ -4,8 +4,7 @@ The event loop only enqueues and awaits; tokenisation runs on a tokeniser thread
 worker between batches) and compute on the worker threads, which resolve the asyncio futures with
 loop.call_soon_threadsafe. Large requests are tokenised a slice at a time and their inputs interleaved with
 other requests' (service/fair_queue.py), so no request waits for the whole of another. Anything with
-`tokenize` and `embed_token_ids` can stand in for the model in tests (modelcore/encoder.py).
-"""
+`tokenize` and `embed_token_ids` can stand in for the model in tests (modelcore/encoder.py)."""
 
 from __future__ import annotations
 
@@ -43,12 +42,10 @@ from service.batch_job import (
     Work,
     yield_cpu_to_event_loop,
 )
-from service.busy_window import BUSY_WINDOW_S, BusyWindow
-from service.degrade import DeviceHealth, is_out_of_memory
+from service.busy_window import BUSY_WINDOW_S, BusyWindow, ServiceTime
+from service.degrade import DeviceHealth, Fallback, FallbackSwitch, is_out_of_memory
 from service.fair_queue import BatchLimits, FairQueue, Item
-from service.fallback import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics
-from service.service_time import ServiceTime
 from service.tokenize_stage import Tokenized, tokenize_claims
 
 log = logging.getLogger("service.batcher")
@@ -299,33 +296,28 @@ class Batcher(Admission):
     def _tokenize(self, claims: list[Claim]) -> None:
         """Tokenise claimed slices (counted in _tokenizing) of several requests, one tokeniser call per model,
         then queue them for batching."""
-        try:
-            self._tokenize_claims(claims)
-        finally:
-            with self._cond:
-                self._tokenizing -= 1
-                self._cond.notify_all()
-
-    def _tokenize_claims(self, claims: list[Claim]) -> None:
         t_start_s = time.perf_counter()
-        by_model: dict[str, list[Claim]] = {}
-        for claim in claims:
-            job = claim[0]
-            if job.unwanted():
-                continue
-            if t_start_s > job.deadline_s:
-                self._fail(job, DeadlineExceeded(job.deadline_ms))
-            else:
-                by_model.setdefault(job.model, []).append(claim)
         items: list[Item[BatchJob]] = []
-        for model, group in by_model.items():
-            items += self._tokenize_group(self.encoders[model], group)
-        with self._cond:  # a caller that gave up meanwhile is dropped here, under the same lock as _abandon
-            for job in jobs_of(items):
-                if job.unjudged:
-                    self._judge_tokenized(job)
-            self._queue.add([item for item in items if not item.job.unwanted()])
-            self._cond.notify_all()
+        try:
+            by_model: dict[str, list[Claim]] = {}
+            for claim in claims:
+                job = claim[0]
+                if job.unwanted():
+                    continue
+                if t_start_s > job.deadline_s:
+                    self._fail(job, DeadlineExceeded(job.deadline_ms))
+                else:
+                    by_model.setdefault(job.model, []).append(claim)
+            for model, group in by_model.items():
+                items += self._tokenize_group(self.encoders[model], group)
+        finally:
+            with self._cond:  # a caller that gave up meanwhile is dropped here, under abandon's lock
+                self._tokenizing -= 1
+                for job in jobs_of(items):
+                    if job.unjudged:
+                        self._judge_tokenized(job)
+                self._queue.add([item for item in items if not item.job.unwanted()])
+                self._cond.notify_all()
 
     def _judge_tokenized(self, job: BatchJob) -> None:
         """With the lock held: admission of a request whose first slice is tokenised (within its limits), on the

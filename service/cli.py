@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import errno
-import logging
 import socket
 import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -89,11 +87,7 @@ def check_port_free(host: str, port: int) -> None:
 
 def serve(settings: ServiceSettings) -> int:
     check_port_free(settings.host, settings.port)
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    settings.log_to_stderr()
     if settings.front_end_count() > 0:
         return Supervisor(settings).run()
     return serve_in_one_process(settings)
@@ -104,19 +98,12 @@ def serve_in_one_process(settings: ServiceSettings) -> int:
     import uvloop
 
     # torch and transformers load after the port check: a taken port is reported at once, not after ~5 s
-    from modelcore.model import load_model
     from service.local_app import create_app
-    from service.workers import primary_device
+    from service.local_engine import load_main_model
 
     # Load before listening so a missing device runtime or model exits at once with its message;
     # /ready stays 503 until the warm-up batch has run.
-    model = load_model(
-        Path(settings.model) if settings.model else None,
-        primary_device(settings),
-        settings.precision,
-        settings.engine_threads(),
-        int8_exclude=settings.int8_exclude,
-    )
+    model = load_main_model(settings)
     with http_server.reserve_port(settings.host, settings.port) as holder:
         settings = settings.model_copy(update={"port": holder.getsockname()[1]})
         uvloop.run(http_server.serve(settings, create_app(settings, model, freeze_heap=True)))
@@ -129,17 +116,13 @@ def warn_secrets_on_command_line(argv: list[str]) -> None:
         name, _, value = arg.partition("=")
         value = value or (argv[i + 1] if i + 1 < len(argv) else "")
         if name == "--api-keys":
-            print(
-                "embedperf serve: warning: --api-keys is visible to every user of this host (ps); "
-                "set EMBEDPERF_API_KEYS or --api-keys-file FILE instead",
-                file=sys.stderr,
-            )
+            secret, instead = "--api-keys", "EMBEDPERF_API_KEYS or --api-keys-file FILE"
         elif name == "--cache" and redact_url(value) != value:
-            print(
-                "embedperf serve: warning: the password in --cache is visible to every user of this host (ps); "
-                "set EMBEDPERF_CACHE instead",
-                file=sys.stderr,
-            )
+            secret, instead = "the password in --cache", "EMBEDPERF_CACHE"
+        else:
+            continue
+        warning = f"{secret} is visible to every user of this host (ps); set {instead} instead"
+        print(f"embedperf serve: warning: {warning}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

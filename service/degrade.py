@@ -1,10 +1,16 @@
-"""Device-error policy: out-of-memory lowers the batch limit for a while; repeated errors make the service unready.
+"""How the service degrades under device trouble: smaller batches after out-of-memory, unready after repeated
+errors, a lighter fallback model while the device stays busy.
 
 Ascend and CUDA runtimes report memory exhaustion as exceptions whose text names it; a batch that hits it is
 split and retried, and the next batches are kept smaller until OOM_RECOVERY_S has passed without another one.
 Other device errors fail only their batch, but several within ERROR_WINDOW_S turn /ready to 503 so a balancer
 moves traffic away; the window empties by itself and readiness comes back without a restart.
-"""
+
+The fallback switch looks at the busy fraction of the inference workers averaged over the last `window_s`: at
+or above `threshold`, new requests go to the fallback; below it, to the main model again. It changes at most
+once per window, so the window that decides a switch back holds only time spent on the fallback. A request is
+computed whole by the model chosen when it was submitted (its vectors never mix two models), and every
+response names that model."""
 
 from __future__ import annotations
 
@@ -13,6 +19,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from modelcore.encoder import Encoder
 
 OOM_MARKERS = (
     "out of memory",
@@ -70,16 +78,13 @@ class DeviceHealth:
             self.oom_total += 1
             self._t_last_oom_s = self.clock()
             self._limit = max(1, min(self._limit, batch_size // 2))
-            if batch_size <= 1:  # even a single input does not fit: a device error, not a batch-size one
-                self._note_error()
+        if batch_size <= 1:  # even a single input does not fit: a device error, not a batch-size one
+            self.record_error()
 
     def record_error(self) -> None:
         with self._lock:
-            self._note_error()
-
-    def _note_error(self) -> None:
-        self.errors_total += 1
-        self._errors.append(self.clock())
+            self.errors_total += 1
+            self._errors.append(self.clock())
 
     def recent_errors(self) -> int:
         with self._lock:
@@ -108,3 +113,39 @@ class DeviceHealth:
             "recent_device_errors": self.recent_errors(),
             "device_healthy": self.healthy(),
         }
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """The lighter model: its id (what responses name) and encoder, and when it takes over."""
+
+    model_id: str
+    encoder: Encoder
+    threshold: float
+    window_s: float
+
+
+@dataclass(eq=False)
+class FallbackSwitch:
+    """Thread-safe choice between the main model and the fallback, from a busy-fraction source."""
+
+    main_id: str
+    fallback: Fallback
+    busy_fraction: Callable[[float], float]
+    clock: Callable[[], float] = time.perf_counter
+    on_fallback: bool = field(default=False, init=False)  # whether new requests go to the fallback now
+
+    def __post_init__(self) -> None:
+        self._t_switch_s = self.clock()  # a window must pass after start before the first switch
+        self._lock = threading.Lock()
+
+    def model_for_new_request(self) -> str:
+        """The id of the model a request submitted now is computed by."""
+        now_s = self.clock()
+        with self._lock:
+            if now_s - self._t_switch_s >= self.fallback.window_s:
+                busy = self.busy_fraction(self.fallback.window_s) >= self.fallback.threshold
+                if busy != self.on_fallback:
+                    self.on_fallback = busy
+                    self._t_switch_s = now_s
+            return self.fallback.model_id if self.on_fallback else self.main_id

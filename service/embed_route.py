@@ -1,19 +1,18 @@
-"""The serving routes' shared frame, and POST /v1/embeddings: body -> limits -> validation -> cache -> batcher
--> OpenAI-shaped answer.
+"""The serving routes: POST /v1/embeddings (body -> limits -> validation -> cache -> batcher -> OpenAI-shaped
+answer) and POST /rerank (TEI's request -> the query and texts embedded as one request -> texts by score).
 
-Admission (429 before the body is read) and API keys are checked by the middlewares in front of it
-(service/admission.py, service/auth.py); here the body is read under its size and time limits, the request is
+Admission (429 before the body is read) and API keys are checked by the middlewares in front of them
+(service/admission.py); here the body is read under its size and time limits, the request is
 validated and computed, and a client that hangs up meanwhile cancels its work through the ASGI receive channel.
 Every answer names the model that produced its vectors (`model`, `X-Served-Model`) and says where its time
-went (`Server-Timing`, the access log). `serve_route`, `embed_texts` and `answer_headers` are the frame every
-route that embeds texts goes through (POST /rerank too, service/rerank_route.py), so limits, cancellation,
-caching and timing stay one implementation.
-"""
+went (`Server-Timing`, the access log). Both routes go through one frame (`serve_route`, `embed_texts`,
+`answer_headers`), so limits, cancellation, caching and timing stay one implementation: a rerank's query and
+texts are one request's inputs (one token budget, one deadline, one fair share); only its wire format and
+scoring are its own (service/rerank_api.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -23,7 +22,6 @@ from typing import Any, TypeVar
 import numpy as np
 from fastapi import Request
 from fastapi.responses import Response
-from starlette.types import Scope
 
 from service.batch_errors import BatcherError
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
@@ -33,7 +31,6 @@ from service.metrics import STAGES
 from service.openai_api import (
     CLIENT_CLOSED_REQUEST,
     ApiError,
-    EmbeddingRequest,
     dump_json,
     encode_vector,
     parse_embedding_request,
@@ -42,13 +39,14 @@ from service.openai_api import (
 )
 from service.request_io import cancelled_on_hang_up, client_gone, limit_chars, read_body
 from service.request_record import RequestRecord, record_of
+from service.rerank_api import parse_rerank_request, ranked, rerank_payload
 from service.state import ServiceState
 
 PARSE_OFF_LOOP_BYTES = 64 * 1024  # bodies above this are parsed on a thread so the event loop stays free
 SERVED_MODEL_HEADER = "X-Served-Model"
 
 # A route's own work, given the request, its raw body (read under the limits), when it started and its record.
-RouteHandler = Callable[[Request, bytes, float, RequestRecord | None], Awaitable[Response]]
+RouteHandler = Callable[[ServiceState, Request, bytes, float, RequestRecord | None], Awaitable[Response]]
 T = TypeVar("T")
 
 
@@ -61,11 +59,6 @@ class Embedded:
     result: BatchResult  # the batcher's answer for the texts the cache missed (empty when none)
     cached: CacheLookup
     use_cache: bool
-
-
-async def embeddings(state: ServiceState, request: Request) -> Response:
-    """POST /v1/embeddings."""
-    return await serve_route(state, request, lambda *args: _embed(state, *args))
 
 
 async def serve_route(state: ServiceState, request: Request, handler: RouteHandler) -> Response:
@@ -99,38 +92,24 @@ async def _limited(
     record: RequestRecord | None,
 ) -> Response:
     if not state.ready or state.batcher is None or state.model is None:
-        raise ApiError(
-            503,
-            "the model is still loading or warming up; retry shortly",
-            "model_not_ready",
-            "server_error",
-            headers={"Retry-After": "1"},
-        )
+        message = "the model is still loading or warming up; retry shortly"
+        raise ApiError(503, message, "model_not_ready", "server_error", headers={"Retry-After": "1"})
     s = state.settings
     # The body is read before any slot is taken, under a size limit and a deadline: a slow or huge upload
     # costs its own connection only.
     raw_body = await read_body(request, s.max_body_bytes, s.body_timeout_s)
     admitted, retry_after_s = state.rate.try_acquire()
     if not admitted:
-        raise ApiError(
-            429,
-            f"rate limit of {s.rate_limit_qps:g} requests/s exceeded",
-            "rate_limit_exceeded",
-            "rate_limit_error",
-            headers={"Retry-After": str(retry_after_s)},
-        )
+        message = f"rate limit of {s.rate_limit_qps:g} requests/s exceeded"
+        headers = {"Retry-After": str(retry_after_s)}
+        raise ApiError(429, message, "rate_limit_exceeded", "rate_limit_error", headers=headers)
     if not state.concurrency.try_acquire():
-        raise ApiError(
-            429,
-            f"more than {s.max_concurrency} requests in flight",
-            "too_many_concurrent_requests",
-            "rate_limit_error",
-            headers={"Retry-After": "1"},
-        )
+        message, headers = f"more than {s.max_concurrency} requests in flight", {"Retry-After": "1"}
+        raise ApiError(429, message, "too_many_concurrent_requests", "rate_limit_error", headers=headers)
     try:
         try:
             async with cancelled_on_hang_up(request.receive):
-                return await handler(request, raw_body, t_start_s, record)
+                return await handler(state, request, raw_body, t_start_s, record)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if CLIENT_DISCONNECTED not in exc.args or task is None:
@@ -152,17 +131,14 @@ async def parse_body(parse: Callable[..., T], request: Request, raw_body: bytes,
 def check_model(state: ServiceState, model: str | None) -> None:
     """404 when a request names a model this service does not serve (None: the request named none)."""
     if model is not None and model not in state.served_names():
-        raise ApiError(
-            404,
-            f"The model '{model}' does not exist; this service serves '{state.settings.model_name}'",
-            "model_not_found",
-            param="model",
-        )
+        message = f"The model '{model}' does not exist; this service serves '{state.settings.model_name}'"
+        raise ApiError(404, message, "model_not_found", param="model")
 
 
-async def _embed(
+async def embeddings(
     state: ServiceState, request: Request, raw_body: bytes, t_start_s: float, record: RequestRecord | None
 ) -> Response:
+    """POST /v1/embeddings, inside `serve_route`."""
     assert state.model is not None
     s = state.settings
     body = await parse_body(parse_embedding_request, request, raw_body, s.max_inputs, state.model.dimension)
@@ -171,47 +147,28 @@ async def _embed(
             422, f"'model' is required; this service serves '{s.model_name}'", "missing_model", param="model"
         )
     check_model(state, body.model)
-    body = dataclasses.replace(
-        body, texts=limit_chars(body.texts, s.max_input_chars, s.long_input, state.model.max_tokens)
-    )
-    if record is not None:
-        record.inputs = len(body.texts)
-    return await _respond(state, request, body, t_start_s, record)
-
-
-async def _respond(
-    state: ServiceState,
-    request: Request,
-    body: EmbeddingRequest,
-    t_start_s: float,
-    record: RequestRecord | None,
-) -> Response:
-    embedded = await embed_texts(state, request.scope, body.texts)
+    embedded = await embed_texts(state, body.texts, record)
     t_post_s = time.perf_counter()
-    shortened = shorten(embedded.vectors, body.dimensions)
     usage = sum(embedded.tokens)
-    payload = {
-        "object": "list",
-        "data": [
-            {
-                "object": "embedding",
-                "index": i,
-                "embedding": encode_vector(shortened[i], body.encoding_format),
-            }
-            for i in range(len(body.texts))
-        ],
-        "model": embedded.result.model,
-        "usage": {"prompt_tokens": usage, "total_tokens": usage},
-    }
-    content = dump_json(payload)
+    data = [
+        {"object": "embedding", "index": i, "embedding": encode_vector(vector, body.encoding_format)}
+        for i, vector in enumerate(shorten(embedded.vectors, body.dimensions))
+    ]
+    model, usage_counts = embedded.result.model, {"prompt_tokens": usage, "total_tokens": usage}
+    content = dump_json({"object": "list", "data": data, "model": model, "usage": usage_counts})
     headers = answer_headers(state, embedded, t_start_s, t_post_s, record)
     return Response(content, media_type="application/json", headers=headers)
 
 
-async def embed_texts(state: ServiceState, scope: Scope, texts: list[str]) -> Embedded:
-    """The vectors of texts: cached ones from the cache, the rest through the batcher as one request's inputs
-    (its token budget, deadline and fair share), stored back in the cache."""
+async def embed_texts(state: ServiceState, texts: list[str], record: RequestRecord | None) -> Embedded:
+    """The vectors of texts, cut or refused at the character limit: cached ones from the cache, the rest
+    through the batcher as one request's inputs (its token budget, deadline and fair share), stored back in
+    the cache."""
     assert state.batcher is not None and state.model is not None
+    s = state.settings
+    texts = limit_chars(texts, s.max_input_chars, s.long_input, state.model.max_tokens)
+    if record is not None:
+        record.inputs = len(texts)
     main_id = state.settings.model_name
     model_id = state.batcher.model_for_new_request()
     use_cache = model_id == main_id  # the cache holds the main model's vectors only: never mix the two
@@ -272,3 +229,27 @@ async def _submit(state: ServiceState, texts: list[str], positions: list[int], m
         return await batcher.submit(texts, deadline_ms, model=model_id)
     except BatcherError as exc:
         raise api_error(exc, positions, batcher.drain_s(), state.model.max_tokens) from None
+
+
+async def rerank(
+    state: ServiceState, request: Request, raw_body: bytes, t_start_s: float, record: RequestRecord | None
+) -> Response:
+    """POST /rerank, inside `serve_route`."""
+    assert state.model is not None
+    s = state.settings
+    body = await parse_body(parse_rerank_request, request, raw_body, s.max_inputs)
+    check_model(state, body.model)
+    service_truncates = s.long_input == "truncate"
+    if body.truncate is not None and body.truncate != service_truncates:
+        message = (
+            f"this service handles long inputs as its --long-input {s.long_input} says; send "
+            f"'truncate': {json.dumps(service_truncates)} or leave 'truncate' out"
+        )
+        raise ApiError(422, message, "truncate_unsupported", param="truncate")
+    # input[0] is the query, input[i] is texts[i - 1] (in the messages of the character and token limits)
+    embedded = await embed_texts(state, [body.query, *body.texts], record)
+    t_post_s = time.perf_counter()
+    ranks = ranked(embedded.vectors[0], embedded.vectors[1:], body.raw_scores)
+    content = json.dumps(rerank_payload(ranks, body.texts, body.return_text), separators=(",", ":"))
+    headers = answer_headers(state, embedded, t_start_s, t_post_s, record)
+    return Response(content, media_type="application/json", headers=headers)

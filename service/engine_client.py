@@ -4,8 +4,7 @@ ZeroMQ socket for requests and the engine's status block for everything else.
 Admission, /health and /ready read the status block (no message, no wait); a request is tokenised here, sent
 as token ids, and answered by the engine's reply. When the engine process ends, every request waiting on it
 is answered 503 at once and /ready says so until the supervisor's next engine is warm; a request whose caller
-gives up is cancelled in the engine too.
-"""
+gives up is cancelled in the engine too."""
 
 from __future__ import annotations
 
@@ -23,11 +22,11 @@ import zmq
 from service.admission_rule import Admission, QueueFigures
 from service.batch_errors import BatcherError, DeadlineExceeded, EngineUnavailable, ShuttingDown
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
-from service.engine_status import EngineState, Slot, StatusBlock
+from service.engine_status import QUEUE_SLOTS, EngineState, Slot, StatusBlock
 from service.engine_wire import Frames, cancel_frames, read_reply, reply_id, submit_frames
-from service.front_tokenizer import FrontTokenizer
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
+from service.tokenize_stage import FrontTokenizer
 
 log = logging.getLogger("service.frontend")
 SEND_QUEUE_MESSAGES = 100_000  # messages a front end queues for an engine that is not reading (restarting)
@@ -69,8 +68,7 @@ class StatusHealth:
         return max(1, int(self.status.get(Slot.RETRY_AFTER_S)))
 
     def snapshot(self) -> dict[str, int | bool]:
-        health: dict[str, int | bool] = self.status.read_document().get("health", {})
-        return health
+        return dict(self.status.read_document().get("health", {}))
 
 
 @dataclass(frozen=True)
@@ -105,14 +103,9 @@ class RemoteBatcher(Admission):
     # ---- figures, from the status block ----------------------------------------------------------------------
 
     def queue_figures(self) -> QueueFigures:
-        st = self.status
-        return QueueFigures(
-            waiting_inputs=int(st.get(Slot.WAITING_INPUTS)),
-            queued_requests=int(st.get(Slot.QUEUED_REQUESTS)),
-            per_input_s=st.get(Slot.PER_INPUT_S),
-            workers=max(1, int(st.get(Slot.WORKERS))),
-            queue_size=int(st.get(Slot.QUEUE_SIZE)) or self.settings.queue_size,
-        )
+        waiting, queued, per_input_s, workers, queue_size = (self.status.get(slot) for slot in QUEUE_SLOTS)
+        queue_size = int(queue_size) or self.settings.queue_size
+        return QueueFigures(int(waiting), int(queued), per_input_s, max(1, int(workers)), queue_size)
 
     @property
     def queue_depth(self) -> int:
@@ -241,8 +234,7 @@ class RemoteEngine:
                 failure = self.status.read_document().get("failure")
                 raise EngineUnavailable(f"it could not get ready: {failure}")
             await asyncio.sleep(READY_POLL_S)
-        document = self.status.read_document()
-        self._document = document
+        document = self._document = self.status.read_document()
         self.model = ModelCard(**{**document["model"], "path": Path(document["model"]["path"])})
         truncate = self.settings.long_input == "truncate"
         tokenizers = {
@@ -253,10 +245,8 @@ class RemoteEngine:
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.SNDHWM, SEND_QUEUE_MESSAGES)
         socket.connect(self.endpoint)
-        main_id, fallback_id = document["main_id"], document.get("fallback_id")
-        self.batcher = RemoteBatcher(
-            self.settings, self.status, socket, tokenizers, main_id, fallback_id, self.metrics
-        )
+        model_ids = document["main_id"], document.get("fallback_id")
+        self.batcher = RemoteBatcher(self.settings, self.status, socket, tokenizers, *model_ids, self.metrics)
         # Plain (not asyncio) ZeroMQ: a send never waits, and replies are read when the socket's descriptor
         # says so, without a future per operation.
         reader_fd = int(socket.getsockopt(zmq.FD))
@@ -272,12 +262,10 @@ class RemoteEngine:
         self._context.destroy(linger=0)
 
     def device_busy_fractions(self) -> dict[str, float]:
-        busy: dict[str, float] = self.status.read_document().get("device_busy", {})
-        return busy
+        return dict(self.status.read_document().get("device_busy", {}))
 
     def versions(self) -> dict[str, object]:
-        versions: dict[str, object] = self._document.get("versions", {})
-        return versions
+        return dict(self._document.get("versions", {}))
 
     def process_id(self) -> int:
         return int(self.status.read_document().get("pid", 0))

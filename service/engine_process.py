@@ -3,13 +3,13 @@
 Front ends send token ids (service/engine_wire.py); the engine queues them as one request each, batches them
 across requests and answers each with its vectors. Its queue figures, health and model cards go to the status
 block (service/engine_status.py) every PUBLISH_INTERVAL_S, where front ends read them for admission, /health
-and /ready without asking. It stops when the supervisor asks (SIGTERM) or when the supervisor is gone.
-"""
+and /ready without asking. It stops when the supervisor asks (SIGTERM) or when the supervisor is gone."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -26,7 +26,7 @@ from embedperf.errors import EmbedperfError
 from service.batch_errors import BatcherError
 from service.batch_job import CLIENT_DISCONNECTED, BatchJob, BatchResult
 from service.batcher import Batcher
-from service.engine_status import EngineState, Slot, StatusBlock
+from service.engine_status import QUEUE_SLOTS, EngineState, Slot, StatusBlock
 from service.engine_wire import (
     CANCEL,
     SUBMIT,
@@ -51,11 +51,7 @@ DOCUMENT_EVERY = 25  # publications between two rewrites of the status document 
 def run_engine(settings: ServiceSettings, endpoint: str, status_path: str, generation: int) -> None:
     """The engine process's work, from service/engine_entry.py."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the supervisor decides
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format=f"%(asctime)s %(levelname)s engine[{os.getpid()}] %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    settings.log_to_stderr(f"engine[{os.getpid()}] ")
     uvloop.run(EngineServer(settings, endpoint, Path(status_path), generation).serve())
     # Everything is answered and released; tearing down torch's thread pools and allocators at interpreter
     # exit would only make the supervisor (and an orchestrator's grace period) wait longer.
@@ -160,12 +156,9 @@ class EngineServer:
 
     def _reply(self, identity: bytes, reply: Frames) -> None:
         # Copied sends: below tens of kilobytes a copy is cheaper than a zero-copy frame's bookkeeping.
-        with contextlib.suppress(
-            zmq.Again
-        ):  # a front end that stopped reading: its requests are lost with it
-            self.socket.send_multipart(
-                [identity, *reply], flags=zmq.NOBLOCK, copy=reply_bytes(reply) >= ZERO_COPY_BYTES
-            )
+        with contextlib.suppress(zmq.Again):  # a front end that stopped reading: its requests are lost with it
+            copy = reply_bytes(reply) >= ZERO_COPY_BYTES
+            self.socket.send_multipart([identity, *reply], flags=zmq.NOBLOCK, copy=copy)
         self._receive()  # any operation may consume the socket's readiness signal
 
     async def _publish_loop(self) -> None:
@@ -183,12 +176,8 @@ class EngineServer:
         status.set(Slot.HEARTBEAT_S, time.monotonic())
         if batcher is None:
             return
-        figures = batcher.queue_figures()
-        status.set(Slot.WAITING_INPUTS, figures.waiting_inputs)
-        status.set(Slot.QUEUED_REQUESTS, figures.queued_requests)
-        status.set(Slot.PER_INPUT_S, figures.per_input_s)
-        status.set(Slot.WORKERS, figures.workers)
-        status.set(Slot.QUEUE_SIZE, figures.queue_size)
+        for slot, value in zip(QUEUE_SLOTS, dataclasses.astuple(batcher.queue_figures()), strict=True):
+            status.set(slot, value)
         status.set(Slot.BUSY_FRACTION, batcher.busy_fraction())
         status.set(Slot.HEALTHY, float(batcher.health.healthy()))
         status.set(Slot.RECENT_ERRORS, batcher.health.recent_errors())
@@ -212,20 +201,14 @@ class EngineServer:
     def _document(self, batcher: Batcher, busy: dict[str, float]) -> dict[str, Any]:
         model = self.engine.model
         assert model is not None
+        card = {key: getattr(model, key) for key in ("name", "dimension", "max_tokens", "pooling")}
         models = {self.settings.model_name: {"path": str(model.path), "max_tokens": model.max_tokens}}
         fallback = self.engine.fallback
         if fallback is not None:
             encoder: Any = fallback.encoder
             models[fallback.model_id] = {"path": str(encoder.path), "max_tokens": encoder.max_tokens}
         return {
-            "model": {
-                "name": model.name,
-                "path": str(model.path),
-                "dimension": model.dimension,
-                "max_tokens": model.max_tokens,
-                "pooling": model.pooling,
-                "device": str(model.device),
-            },
+            "model": {**card, "path": str(model.path), "device": str(model.device)},  # a ModelCard
             "models": models,
             "main_id": batcher.config.model_id,
             "fallback_id": fallback.model_id if fallback else None,

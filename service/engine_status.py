@@ -3,8 +3,7 @@ the front ends read without a message or a lock, so a probe or a refusal never w
 
 Hot figures (queue, service time, health, the engine's state) are float64 slots read one at a time; the rest
 (model cards, versions, per-device busy fractions, health details) is a JSON document behind a sequence
-counter that is odd while it is being written (a seqlock), so a reader never sees half of one.
-"""
+counter that is odd while it is being written (a seqlock), so a reader never sees half of one."""
 
 from __future__ import annotations
 
@@ -50,6 +49,10 @@ class Slot(enum.IntEnum):
     FALLBACK_ON = 14
     DRAINING = 15  # the service is shutting down (set by the supervisor)
     DRAIN_DEADLINE_S = 16  # time.monotonic() by which requests still running are answered 503
+
+
+# The slots of the queue figures admission reads (service/admission_rule.py's QueueFigures), in its field order
+QUEUE_SLOTS = (Slot.WAITING_INPUTS, Slot.QUEUED_REQUESTS, Slot.PER_INPUT_S, Slot.WORKERS, Slot.QUEUE_SIZE)
 
 
 class StatusBlock:

@@ -3,11 +3,11 @@ of one ZeroMQ message, so token ids and vectors cross without pickling or copyin
 
 front end -> engine  SUBMIT: [{kind: S, id, deadline_ms, model, lengths, ids: int32 bytes}] (one frame, one send)
                      CANCEL: [{kind: C, id, reason}]
-engine -> front end  REPLY:  [header{id, result or error}, vectors (float32, rows x dimension)]
-"""
+engine -> front end  REPLY:  [header{id, result or error}, vectors (float32, rows x dimension)]"""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from service.batch_job import BatchResult
 SUBMIT = "S"
 CANCEL = "C"
 Frames = list[Any]  # bytes or zmq.Frame (anything with the buffer protocol)
+REPLY_FIELDS = ("queue_ms", "compute_ms", "batch_size", "batch_tokens", "model")  # of BatchResult, in a reply
 # A batcher error on the wire: its kind, its class, and the attributes its constructor takes back ("message":
 # str(error)); the last row is the default.
 ERROR_KINDS: list[tuple[str, type[BatcherError], tuple[str, ...]]] = [
@@ -55,15 +56,8 @@ class Submission:
 def submit_frames(request_id: int, deadline_ms: float, model: str, token_ids: list[list[int]]) -> Frames:
     lengths = [len(row) for row in token_ids]
     flat = np.fromiter((t for row in token_ids for t in row), dtype=np.int32, count=sum(lengths))
-    message = {
-        "kind": SUBMIT,
-        "id": request_id,
-        "deadline_ms": deadline_ms,
-        "model": model,
-        "lengths": lengths,
-    }
-    message["ids"] = flat.tobytes()
-    return [msgpack.packb(message)]
+    message = dict(kind=SUBMIT, id=request_id, deadline_ms=deadline_ms, model=model, lengths=lengths)
+    return [msgpack.packb({**message, "ids": flat.tobytes()})]
 
 
 def cancel_frames(request_id: int, reason: str) -> Frames:
@@ -77,11 +71,8 @@ def read_message(frame: Any) -> dict[str, Any]:
 
 
 def read_submission(message: dict[str, Any]) -> Submission:
-    flat = np.frombuffer(message["ids"], dtype=np.int32).tolist()
-    rows, start = [], 0
-    for n in message["lengths"]:
-        rows.append(flat[start : start + n])
-        start += n
+    flat, lengths = np.frombuffer(message["ids"], dtype=np.int32).tolist(), message["lengths"]
+    rows = [flat[end - n : end] for n, end in zip(lengths, itertools.accumulate(lengths), strict=True)]
     return Submission(int(message["id"]), float(message["deadline_ms"]), str(message["model"]), rows)
 
 
@@ -90,16 +81,8 @@ def read_cancel(message: dict[str, Any]) -> tuple[int, str]:
 
 
 def result_frames(request_id: int, result: BatchResult) -> Frames:
-    header = {
-        "id": request_id,
-        "queue_ms": result.queue_ms,
-        "compute_ms": result.compute_ms,
-        "batch_size": result.batch_size,
-        "batch_tokens": result.batch_tokens,
-        "model": result.model,
-    }
     vectors = np.ascontiguousarray(result.embeddings, dtype=np.float32)
-    header["shape"] = list(vectors.shape)
+    header = {"id": request_id, "shape": list(vectors.shape), **{f: getattr(result, f) for f in REPLY_FIELDS}}
     return [msgpack.packb(header), vectors]
 
 
@@ -118,16 +101,8 @@ def read_reply(frames: Frames, token_counts: list[int], tokenize_ms: float) -> B
         raise error_from_fields(header["error"])
     rows, dimension = header["shape"]
     vectors = np.frombuffer(frames[1], dtype=np.float32).reshape(rows, dimension)
-    return BatchResult(
-        embeddings=vectors,
-        token_counts=token_counts,
-        queue_ms=float(header["queue_ms"]),
-        tokenize_ms=tokenize_ms,
-        compute_ms=float(header["compute_ms"]),
-        batch_size=int(header["batch_size"]),
-        batch_tokens=int(header["batch_tokens"]),
-        model=str(header["model"]),
-    )
+    fields = {name: header[name] for name in REPLY_FIELDS}
+    return BatchResult(vectors, token_counts, tokenize_ms=tokenize_ms, **fields)
 
 
 def error_fields(error: BatcherError) -> list[Any]:

@@ -5,11 +5,11 @@ the second of those with two or more, and so on. Requests of one input each are 
 request of 2,048 inputs is spread over many batches, each also carrying the inputs of the requests that
 arrived after it, so a small request behind a large one waits a batch or two, not for the whole of it
 (text-embeddings-inference and vLLM interleave requests the same way). Sorting by length, when on, only
-reorders a window of that fair sequence, and the oldest request's first input is always in the batch.
-"""
+reorders a window of that fair sequence, and the oldest request's first input is always in the batch."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
@@ -64,29 +64,24 @@ class FairQueue(Generic[J]):
     def add(self, items: list[Item[J]]) -> None:
         """Queue a request's newly tokenised inputs behind its earlier ones."""
         for item in items:
-            queued = self._jobs.get(item.job)
-            if queued is None:
-                self._insert_job(item.job)
-                queued = self._jobs[item.job]
-            queued.append(item)
+            self._queued(item.job).append(item)
         self._count += len(items)
 
     def requeue(self, items: list[Item[J]]) -> None:
         """Put inputs taken for a batch back in front of their requests' other inputs (a stopped batch)."""
         for item in sorted(items, key=lambda it: it.index, reverse=True):
-            queued = self._jobs.get(item.job)
-            if queued is None:
-                self._insert_job(item.job)
-                queued = self._jobs[item.job]
-            queued.insert(0, item)
+            self._queued(item.job).insert(0, item)
         self._count += len(items)
 
-    def _insert_job(self, job: J) -> None:
-        """A request new to the queue (or back in it): keep requests in arrival order."""
-        last = next(reversed(self._jobs), None) if self._jobs else None
-        self._jobs[job] = []
-        if last is not None and last.seq > job.seq:
-            self._jobs = dict(sorted(self._jobs.items(), key=lambda entry: entry[0].seq))
+    def _queued(self, job: J) -> list[Item[J]]:
+        """The request's queued inputs; a request new to the queue (or back in it) joins in arrival order."""
+        queued = self._jobs.get(job)
+        if queued is None:
+            last = next(reversed(self._jobs), None)
+            queued = self._jobs[job] = []
+            if last is not None and last.seq > job.seq:
+                self._jobs = dict(sorted(self._jobs.items(), key=lambda entry: entry[0].seq))
+        return queued
 
     def oldest(self) -> Item[J]:
         """The first input of the oldest request (the queue must not be empty)."""
@@ -121,11 +116,7 @@ class FairQueue(Generic[J]):
         if not limits.batching:
             candidates = list(self._jobs[oldest.job])
         else:
-            window: list[Item[J]] = []
-            for item in self.fair_sequence():
-                window.append(item)
-                if len(window) >= limits.sort_window:
-                    break
+            window = list(itertools.islice(self.fair_sequence(), max(1, limits.sort_window)))
             candidates = window
             if limits.sort_by_length:
                 position = {id(item): i for i, item in enumerate(window)}

@@ -42,13 +42,11 @@ def api_error(error: BatcherError, positions: list[int], drain_s: float, max_tok
     if isinstance(error, TooManyTokens):
         return ApiError(413, str(error), "too_many_tokens", param="input")
     if isinstance(error, InputTooLong):
-        return ApiError(
-            413,
+        message = (
             f"input[{positions[error.index]}] is longer than the model's limit of {max_tokens} tokens; shorten "
-            "it or run the service with --long-input truncate",
-            "input_too_long",
-            param="input",
+            "it or run the service with --long-input truncate"
         )
+        return ApiError(413, message, "input_too_long", param="input")
     if isinstance(error, EngineUnavailable):
         return ApiError(503, str(error), "engine_unavailable", "server_error", headers={"Retry-After": "1"})
     if isinstance(error, (ShuttingDown, BatcherStopped)):
@@ -62,8 +60,7 @@ async def send_refusal(send: Send, scope: Scope, error: ApiError, t_start_s: flo
 
     The server's HTTP parser frames every request, so a body sent anyway is read and dropped and the
     connection serves the next request. A client waiting for `100 Continue` never sends its body, and its
-    next request could be taken for one: that connection is closed after the answer.
-    """
+    next request could be taken for one: that connection is closed after the answer."""
     record = record_of(scope)
     if record is not None:
         record.error = error.code

@@ -7,8 +7,7 @@ closes a connection whose next request head has not arrived within --keep-alive-
 connections and clients trickling their headers alike. Every front end binds the port with SO_REUSEPORT, so
 the kernel spreads connections over them; `reserve_port` holds the port for them (bound, not listening).
 On SIGTERM or SIGINT the requests in flight get --shutdown-grace-s to finish, then the server stops; a request
-that arrives meanwhile is answered a JSON 503 `shutting_down` with Retry-After and its connection closed.
-"""
+that arrives meanwhile is answered a JSON 503 `shutting_down` with Retry-After and its connection closed."""
 
 from __future__ import annotations
 

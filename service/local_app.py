@@ -19,8 +19,7 @@ def create_app(
     """The service as an ASGI app. With model=None the lifespan loads settings.model in the background.
 
     freeze_heap: once ready, take the start-up heap out of the garbage collector's reach (the service
-    process does; an app embedded in another process, such as a test, should not freeze its host's heap).
-    """
+    process does; an app embedded in another process, such as a test, should not freeze its host's heap)."""
     metrics = ServiceMetrics()
     engine = LocalEngine(settings, model, metrics)
     return build_app(ServiceState(settings=settings, engine=engine, metrics=metrics, freeze_heap=freeze_heap))

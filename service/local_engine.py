@@ -1,8 +1,7 @@
 """The engine in this process: the model (and its replicas and fallback), the batcher and its warm-up.
 
 The engine process (service/engine_process.py) runs it behind its socket; the one-process layout
-(`--http-workers 0`, and the in-process tests) runs it beside the routes.
-"""
+(`--http-workers 0`, and the in-process tests) runs it beside the routes."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from modelcore.graphs import BucketRunner, bucket_shapes
 from modelcore.model import EmbeddingModel, load_model
 from service.batch_job import BatcherConfig
 from service.batcher import Batcher
-from service.fallback import Fallback
+from service.degrade import Fallback
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 from service.workers import WorkerPool, bind_device, build_pool, primary_device
@@ -57,10 +56,7 @@ class LocalEngine:
     async def start(self) -> None:
         s = self.settings
         if self.model is None:
-            path = Path(s.model) if s.model else None
-            self.model = await asyncio.to_thread(
-                load_model, path, primary_device(s), s.precision, s.engine_threads(), None, s.int8_exclude
-            )
+            self.model = await asyncio.to_thread(load_main_model, s)
         model = self.model
         self.pool = await asyncio.to_thread(build_pool, s, model, self.metrics, load_model)
         if s.warmup and len(self.pool) > 1:  # the batcher's warm-up below reaches only one worker
@@ -110,6 +106,12 @@ class LocalEngine:
         return None  # in this process: it is up as long as the routes are
 
 
+def load_main_model(s: ServiceSettings) -> EmbeddingModel:
+    """The served model (--model, --precision, --int8-exclude) on the first serving device."""
+    path = Path(s.model) if s.model else None
+    return load_model(path, primary_device(s), s.precision, s.engine_threads(), None, s.int8_exclude)
+
+
 def load_fallback(settings: ServiceSettings, model: EmbeddingModel) -> Fallback | None:
     """The lighter model of --fallback-model / --fallback-precision, on the first serving device, or None.
 
@@ -125,10 +127,6 @@ def load_fallback(settings: ServiceSettings, model: EmbeddingModel) -> Fallback 
             f"the fallback model {fallback_id} gives {lighter.dimension}-dimensional vectors, the main model "
             f"{model.dimension}; choose a fallback of the same dimension"
         )
-    log.info(
-        "fallback: %s while the device is >= %.0f %% busy over %.0f s",
-        fallback_id,
-        settings.fallback_busy_threshold * 100,
-        settings.fallback_window_s,
-    )
+    shown = (fallback_id, settings.fallback_busy_threshold * 100, settings.fallback_window_s)
+    log.info("fallback: %s while the device is >= %.0f %% busy over %.0f s", *shown)
     return Fallback(fallback_id, lighter, settings.fallback_busy_threshold, settings.fallback_window_s)

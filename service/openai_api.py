@@ -47,8 +47,8 @@ class EmbeddingRequest:
     single: bool
 
 
-def _bad(message: str, code: str, param: str | None = None, status: int = 400) -> ApiError:
-    return ApiError(status, message, code, param=param)
+def bad_request(message: str, code: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, code, param=param)
 
 
 def json_object(content_type: str, raw_body: bytes, field: str) -> dict[str, Any]:
@@ -64,22 +64,18 @@ def json_object(content_type: str, raw_body: bytes, field: str) -> dict[str, Any
     try:
         payload = json.loads(raw_body)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise _bad(f"request body is not valid JSON: {exc}", "invalid_json") from None
+        raise bad_request(f"request body is not valid JSON: {exc}", "invalid_json") from None
     except RecursionError:
-        raise _bad(
+        raise bad_request(
             f'request body is nested too deeply; send a flat object {{"{field}": ...}}', "invalid_json"
         ) from None
     if not isinstance(payload, dict):
-        raise _bad(f"request body must be a JSON object with an '{field}' field", "invalid_request")
+        raise bad_request(f"request body must be a JSON object with an '{field}' field", "invalid_request")
     return payload
 
 
 def _is_token_ids(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    )
+    return isinstance(value, list) and bool(value) and all(type(v) is int for v in value)  # bool is no id
 
 
 def parse_embedding_request(
@@ -88,59 +84,47 @@ def parse_embedding_request(
     """Validate one POST /v1/embeddings body; every problem becomes a 4xx ApiError that says what to send."""
     payload = json_object(content_type, raw_body, "input")
     if "input" not in payload:
-        raise _bad("'input' is required: a string or a list of strings", "missing_input", "input")
+        raise bad_request("'input' is required: a string or a list of strings", "missing_input", "input")
     texts, single = _parse_input(payload["input"], max_inputs)
     model = payload.get("model")
     if model is not None and not isinstance(model, str):
-        raise _bad("'model' must be a string", "invalid_model", "model")
-    encoding_format: EncodingFormat = "float"
-    requested_format = payload.get("encoding_format") or "float"
-    if requested_format == "base64":
-        encoding_format = "base64"
-    elif requested_format != "float":
-        raise _bad(
-            f"'encoding_format' must be 'float' or 'base64', got {requested_format!r}",
-            "invalid_encoding_format",
-            "encoding_format",
-        )
+        raise bad_request("'model' must be a string", "invalid_model", "model")
+    encoding_format: EncodingFormat = payload.get("encoding_format") or "float"
+    if encoding_format not in ("float", "base64"):
+        message = f"'encoding_format' must be 'float' or 'base64', got {encoding_format!r}"
+        raise bad_request(message, "invalid_encoding_format", "encoding_format")
     dimensions = payload.get("dimensions")
-    if dimensions is not None and (
-        not isinstance(dimensions, int) or isinstance(dimensions, bool) or not 1 <= dimensions <= dimension
-    ):
-        raise _bad(
-            f"'dimensions' must be an integer from 1 to {dimension}, got {dimensions!r}",
-            "invalid_dimensions",
-            "dimensions",
-        )
+    if dimensions is not None and not (type(dimensions) is int and 1 <= dimensions <= dimension):  # no bool
+        message = f"'dimensions' must be an integer from 1 to {dimension}, got {dimensions!r}"
+        raise bad_request(message, "invalid_dimensions", "dimensions")
     return EmbeddingRequest(texts, model, encoding_format, dimensions, single)
 
 
 def _parse_input(value: Any, max_inputs: int) -> tuple[list[str], bool]:
     if isinstance(value, str):
         return [check_text(value, "input", "input", "'input'")], True
-    if not isinstance(value, list):
-        raise _bad(
-            f"'input' must be a string or a list of strings, got {type(value).__name__}",
-            "invalid_input",
-            "input",
-        )
-    if not value:
-        raise _bad("'input' must not be an empty list", "empty_input", "input")
-    if _is_token_ids(value) or any(_is_token_ids(item) for item in value):
-        raise _bad(
+    if isinstance(value, list) and (_is_token_ids(value) or any(_is_token_ids(item) for item in value)):
+        raise bad_request(
             "token-id arrays are not supported by this service; send the text as a string or a list of strings",
             "token_ids_unsupported",
             "input",
         )
-    if len(value) > max_inputs:
-        raise _bad(
-            f"'input' has {len(value)} items; at most {max_inputs} are allowed per request",
-            "too_many_inputs",
-            "input",
-        )
+    return text_list(value, "input", max_inputs, "a string or a list of strings"), False
+
+
+def text_list(value: Any, param: str, most: int, expected: str, why_most: str = "") -> list[str]:
+    """value as a list of 1 to `most` non-empty strings, or the 400 that says what is wrong; expected: what
+    the request should send, why_most: the reason for the limit, when one needs saying."""
+    if not isinstance(value, list):
+        raise bad_request(f"'{param}' must be {expected}, got {type(value).__name__}", "invalid_input", param)
+    if not value:
+        raise bad_request(f"'{param}' must not be an empty list", "empty_input", param)
+    if len(value) > most:
+        message = f"'{param}' has {len(value)} items; at most {most} are allowed per request{why_most}"
+        raise bad_request(message, "too_many_inputs", param)
     for index, item in enumerate(value):
-        check_text(item, f"input[{index}]", "input")
-    return list(value), False
+        check_text(item, f"{param}[{index}]", param)
+    return list(value)
 
 
 def check_text(value: Any, where: str, param: str, name: str | None = None) -> str:
@@ -148,9 +132,9 @@ def check_text(value: Any, where: str, param: str, name: str | None = None) -> s
     messages call it (default: where)."""
     name = name or where
     if not isinstance(value, str):
-        raise _bad(f"{name} must be a string, got {type(value).__name__}", "invalid_input", param)
+        raise bad_request(f"{name} must be a string, got {type(value).__name__}", "invalid_input", param)
     if not value:
-        raise _bad(f"{name} must not be an empty string", "empty_input", param)
+        raise bad_request(f"{name} must not be an empty string", "empty_input", param)
     check_unicode(value, where, param)
     return value
 
@@ -162,7 +146,7 @@ def check_unicode(text: str, where: str, param: str = "input") -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise _bad(
+        raise bad_request(
             f"{where} is not valid Unicode (unpaired surrogate at character {exc.start}); send UTF-8 text",
             "invalid_unicode",
             param,

@@ -1,8 +1,13 @@
-"""Request intake that bounds what one client can cost: body size and read time, input length, hang-ups."""
+"""Request intake that bounds what one client can cost: body size and read time, input length, hang-ups, and
+the admission limits in front of the queue (a concurrency cap and a token-bucket rate limit, both -> 429)."""
 
 from __future__ import annotations
 
 import asyncio
+import math
+import threading
+import time
+from collections.abc import Callable
 from typing import Literal
 
 from starlette.requests import ClientDisconnect, Request
@@ -23,9 +28,8 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
-            raise ApiError(
-                400, f"Content-Length {declared!r} is not a whole number of bytes", "invalid_content_length"
-            )
+            message = f"Content-Length {declared!r} is not a whole number of bytes"
+            raise ApiError(400, message, "invalid_content_length")
         if int(declared) > max_bytes:
             raise _too_large(int(declared), max_bytes)
     body = bytearray()
@@ -38,23 +42,17 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
     except ClientDisconnect:
         raise client_gone() from None
     except TimeoutError:
-        raise ApiError(
-            408,
-            f"the request body did not arrive within {timeout_s:g} s; send it at once",
-            "request_timeout",
-            headers={"Connection": "close"},
-        ) from None
+        message = f"the request body did not arrive within {timeout_s:g} s; send it at once"
+        raise ApiError(408, message, "request_timeout", headers={"Connection": "close"}) from None
     return bytes(body)
 
 
 def _too_large(size_bytes: int, max_bytes: int) -> ApiError:
-    return ApiError(
-        413,
+    message = (
         f"request body of {size_bytes} bytes or more exceeds the limit of {max_bytes} bytes; "
-        "send fewer or shorter inputs per request",
-        "request_too_large",
-        headers={"Connection": "close"},
+        "send fewer or shorter inputs per request"
     )
+    return ApiError(413, message, "request_too_large", headers={"Connection": "close"})
 
 
 def limit_chars(
@@ -65,13 +63,11 @@ def limit_chars(
     if long_input == "reject":
         for index, text in enumerate(texts):
             if len(text) > max_input_chars:
-                raise ApiError(
-                    413,
+                message = (
                     f"input[{index}] has {len(text)} characters; at most {max_input_chars} are accepted "
-                    "(and the model reads only its token limit); shorten it",
-                    "input_too_long",
-                    param="input",
+                    "(and the model reads only its token limit); shorten it"
                 )
+                raise ApiError(413, message, "input_too_long", param="input")
         return texts
     cut = min(max_input_chars, max_tokens * TRUNCATE_CHARS_PER_TOKEN)
     return [text if len(text) <= cut else text[:cut] for text in texts]
@@ -96,8 +92,7 @@ class cancelled_on_hang_up:  # noqa: N801 - used as `async with cancelled_on_han
     As vLLM's server does: the ASGI receive channel says `http.disconnect` when the connection drops, and the
     cancellation reaches the batcher, which drops the request's work wherever it is. The caller turns that
     CancelledError into `client_gone()` (and uncancels its task); any other cancellation passes through.
-    (A class rather than contextlib's generator: it runs once per request.)
-    """
+    (A class rather than contextlib's generator: it runs once per request.)"""
 
     def __init__(self, receive: Receive) -> None:
         self._receive = receive
@@ -114,10 +109,51 @@ class cancelled_on_hang_up:  # noqa: N801 - used as `async with cancelled_on_han
         self._watcher.cancel()
 
     def _on_hang_up(self, watcher: asyncio.Task[None]) -> None:
-        if (
-            self._inside
-            and self._task is not None
-            and not watcher.cancelled()
-            and watcher.exception() is None
-        ):
+        hung_up = not watcher.cancelled() and watcher.exception() is None
+        if self._inside and self._task is not None and hung_up:
             self._task.cancel(CLIENT_DISCONNECTED)
+
+
+class ConcurrencyLimit:
+    """At most `limit` requests in flight (0 = unlimited); over it a request is refused, not queued."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.inflight = 0
+        self._lock = threading.Lock()
+
+    def try_acquire(self) -> bool:
+        with self._lock:
+            if self.limit and self.inflight >= self.limit:
+                return False
+            self.inflight += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self.inflight -= 1
+
+
+class RateLimit:
+    """Token bucket of `qps` requests per second with a one-second burst (0 = unlimited)."""
+
+    def __init__(self, qps: float, clock: Callable[[], float] | None = None) -> None:
+        self.qps = qps
+        self.burst = max(1.0, qps)
+        self._tokens = self.burst
+        self._clock = clock or time.monotonic
+        self._t_last_s = self._clock()
+        self._lock = threading.Lock()
+
+    def try_acquire(self) -> tuple[bool, int]:
+        """(admitted, retry_after_s): retry_after_s says when a token will next be available."""
+        if not self.qps:
+            return True, 0
+        with self._lock:
+            now_s = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now_s - self._t_last_s) * self.qps)
+            self._t_last_s = now_s
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return True, 0
+            return False, max(1, math.ceil((1.0 - self._tokens) / self.qps))

@@ -5,8 +5,7 @@ TEI scores each (query, text) pair with a cross-encoder. This service holds an e
 score is the cosine of the query's and the text's normalised embeddings, mapped to [0, 1] as (cosine + 1) / 2
 (with `raw_scores`, the cosine itself, in [-1, 1]). `/info` names the scorer (`rerank.kind`) so that nobody
 takes these scores for a cross-encoder's relevance: they order documents as the embedding model would in a
-vector search, which is what a rerank load needs to exercise, not what a reranker would answer.
-"""
+vector search, which is what a rerank load needs to exercise, not what a reranker would answer."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from service.openai_api import ApiError, check_text, json_object
+from service.openai_api import bad_request, check_text, json_object, text_list
 
 RERANK_KIND = "bi-encoder cosine"
 RERANK_SCORE = "(cosine + 1) / 2 in [0, 1]; with raw_scores: the cosine in [-1, 1]"
@@ -32,10 +31,6 @@ class RerankRequest:
     model: str | None  # optional here (TEI has no such field); when given, it must be a served name
 
 
-def _bad(message: str, code: str, param: str) -> ApiError:
-    return ApiError(400, message, code, param=param)
-
-
 def max_texts(max_inputs: int) -> int:
     """Most texts in one rerank request: the request's inputs (query + texts) stay within --max-inputs."""
     return max_inputs - QUERY_INPUTS
@@ -45,39 +40,30 @@ def parse_rerank_request(content_type: str, raw_body: bytes, max_inputs: int) ->
     """Validate one POST /rerank body; every problem becomes a 4xx ApiError that says what to send."""
     payload = json_object(content_type, raw_body, "query")
     if payload.get("query") is None:
-        raise _bad("'query' is required: the text to rank the 'texts' against", "missing_query", "query")
+        message = "'query' is required: the text to rank the 'texts' against"
+        raise bad_request(message, "missing_query", "query")
     query = check_text(payload["query"], "query", "query", "'query'")
     texts = _parse_texts(payload.get("texts"), max_texts(max_inputs))
     flags = {name: payload.get(name, False) for name in ("raw_scores", "return_text")}
     for name, value in flags.items():
         if not isinstance(value, bool):
-            raise _bad(f"'{name}' must be true or false, got {value!r}", "invalid_request", name)
+            raise bad_request(f"'{name}' must be true or false, got {value!r}", "invalid_request", name)
     truncate = payload.get("truncate")
     if truncate is not None and not isinstance(truncate, bool):
-        raise _bad(f"'truncate' must be true, false or null, got {truncate!r}", "invalid_request", "truncate")
+        message = f"'truncate' must be true, false or null, got {truncate!r}"
+        raise bad_request(message, "invalid_request", "truncate")
     model = payload.get("model")
     if model is not None and not isinstance(model, str):
-        raise _bad("'model' must be a string", "invalid_model", "model")
+        raise bad_request("'model' must be a string", "invalid_model", "model")
     return RerankRequest(query, texts, flags["raw_scores"], flags["return_text"], truncate, model)
 
 
 def _parse_texts(value: Any, most: int) -> list[str]:
     if value is None:
-        raise _bad("'texts' is required: a list of the strings to rank", "missing_texts", "texts")
-    if not isinstance(value, list):
-        raise _bad(f"'texts' must be a list of strings, got {type(value).__name__}", "invalid_input", "texts")
-    if not value:
-        raise _bad("'texts' must not be an empty list", "empty_input", "texts")
-    if len(value) > most:
-        raise _bad(
-            f"'texts' has {len(value)} items; at most {most} are allowed per request (the query and the texts "
-            f"are embedded as one request's inputs, within --max-inputs {most + QUERY_INPUTS})",
-            "too_many_inputs",
-            "texts",
-        )
-    for index, item in enumerate(value):
-        check_text(item, f"texts[{index}]", "texts")
-    return list(value)
+        raise bad_request("'texts' is required: a list of the strings to rank", "missing_texts", "texts")
+    limit = most + QUERY_INPUTS
+    why = f" (the query and the texts are embedded as one request's inputs, within --max-inputs {limit})"
+    return text_list(value, "texts", most, "a list of strings", why)
 
 
 def ranked(query_vector: np.ndarray, text_vectors: np.ndarray, raw_scores: bool) -> list[tuple[int, float]]:
@@ -97,9 +83,7 @@ def rerank_payload(
     ranks: list[tuple[int, float]], texts: list[str], return_text: bool
 ) -> list[dict[str, Any]]:
     """TEI's answer: [{"index", "text" (with return_text), "score"}] in the order given."""
-    if return_text:
-        return [{"index": i, "text": texts[i], "score": score} for i, score in ranks]
-    return [{"index": i, "score": score} for i, score in ranks]
+    return [{"index": i, **({"text": texts[i]} if return_text else {}), "score": score} for i, score in ranks]
 
 
 def rerank_body_schema(max_inputs: int, max_input_chars: int) -> dict[str, Any]:

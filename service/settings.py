@@ -1,8 +1,15 @@
-"""Typed service configuration: one pydantic-settings model, read from EMBEDPERF_* env and CLI flags."""
+"""Typed service configuration: one pydantic-settings model, read from EMBEDPERF_* env and CLI flags, and the
+serving-device list it holds (`--device npu:0,npu:1`, `--workers N` on CPU), parsed and checked once.
+
+Kept free of torch so that settings validation and `--help` stay fast; modelcore/devices.py turns a device spec
+into a torch.device. Indices are the ones npu-smi and NVML print, so a load generator can match /info's
+`devices` against its telemetry. On CPU there is no device numbering: index is the worker number."""
 
 from __future__ import annotations
 
+import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -10,7 +17,6 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from modelcore.model_folder import DEFAULT_MODEL_NAME
-from service.device_list import DeviceSpec, parse_device_list, serving_devices
 
 Precision = Literal["fp32", "fp16", "bf16", "int8"]
 LongInput = Literal["truncate", "reject"]
@@ -146,26 +152,13 @@ class ServiceSettings(BaseSettings):
     """With a fallback: the window the busy fraction is averaged over, and the least time between two
     switches."""
 
-    @field_validator("device")
-    @classmethod
-    def _device_kind(cls, value: str) -> str:
-        parse_device_list(value)
-        return value
-
     @field_validator("log_level", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
-    @model_validator(mode="after")
-    def _devices_and_cache(self) -> ServiceSettings:
-        self.device_specs()
-        if self.cache and not self.cache.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"cache {self.cache!r} is not a Redis URL; write redis://HOST:PORT/DB")
-        return self
-
     def device_specs(self) -> list[DeviceSpec]:
-        """One spec per inference worker (see service.device_list)."""
+        """One spec per inference worker (see `serving_devices`)."""
         return serving_devices(self.device, self.workers or 1)
 
     def engine_workers(self) -> int | None:
@@ -177,16 +170,14 @@ class ServiceSettings(BaseSettings):
         return usable_cores()
 
     @model_validator(mode="after")
-    def _graphs_where_they_run(self) -> ServiceSettings:
-        kind = self.device_specs()[0].kind
+    def _consistent(self) -> ServiceSettings:
+        kind = self.device_specs()[0].kind  # the device list parses, or says what is wrong with it
+        if self.cache and not self.cache.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"cache {self.cache!r} is not a Redis URL; write redis://HOST:PORT/DB")
         if self.graphs == "on" and kind == "cpu":
             raise ValueError("graphs on needs a cuda or npu device; on cpu use --compile (or --graphs auto)")
         if self.compile and kind != "cpu":
             raise ValueError("compile applies on cpu; on cuda/npu the device graphs (--graphs) do its work")
-        return self
-
-    @model_validator(mode="after")
-    def _consistent_limits(self) -> ServiceSettings:
         if self.max_inputs > self.queue_size:
             raise ValueError(
                 f"max_inputs ({self.max_inputs}) exceeds queue_size ({self.queue_size}): a request that large "
@@ -247,6 +238,12 @@ class ServiceSettings(BaseSettings):
             text += "," + Path(self.api_keys_file).read_text().replace("\n", ",")
         return [key.strip() for key in text.split(",") if key.strip()]
 
+    def log_to_stderr(self, process: str = "") -> None:
+        """Log at --log-level to stderr, each line tagged with the process that wrote it (engine[pid])."""
+        logging.basicConfig(
+            level=self.log_level.upper(), format=f"%(asctime)s %(levelname)s {process}%(name)s: %(message)s"
+        )
+
     def public_config(self) -> dict[str, Any]:
         """The effective configuration shown in /info: everything except secrets."""
         config = self.model_dump(exclude={"api_keys"})
@@ -271,3 +268,62 @@ def redact_url(url: str) -> str:
     credentials, _, host = rest.rpartition("@")
     user = credentials.split(":", 1)[0]
     return f"{scheme}://{user + ':' if user else ':'}***@{host}"
+
+
+DEVICE_KINDS = ("cpu", "cuda", "npu")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    kind: str
+    index: int
+    name: str
+
+    def as_info(self) -> dict[str, str | int]:
+        """The /info `devices` item: {kind, index, name}."""
+        return {"kind": self.kind, "index": self.index, "name": self.name}
+
+
+def _parse_one(entry: str) -> DeviceSpec:
+    kind, colon, index_text = entry.partition(":")
+    if kind not in DEVICE_KINDS or (colon and not index_text.isdigit()):
+        raise ValueError(f"device {entry!r} is not one of cpu, cuda[:N], npu[:N]")
+    if kind == "cpu" and colon:
+        raise ValueError(f"device {entry!r}: cpu takes no index; use --workers N for several CPU workers")
+    index = int(index_text) if colon else 0
+    return DeviceSpec(kind, index, f"{kind}:{index}")
+
+
+def parse_device_list(text: str) -> list[DeviceSpec]:
+    """'npu:0,npu:1' -> two specs; refuses empty entries, duplicates and mixed kinds with what to do."""
+    entries = [entry.strip() for entry in text.split(",")]
+    if not all(entries):
+        raise ValueError(f"device list {text!r} has an empty entry; write e.g. npu:0,npu:1")
+    specs = [_parse_one(entry) for entry in entries]
+    kinds = sorted({spec.kind for spec in specs})
+    if len(kinds) > 1:
+        raise ValueError(
+            f"device list {text!r} mixes kinds ({', '.join(kinds)}); one service serves from one kind "
+            "of device, start one service per kind"
+        )
+    names = [spec.name for spec in specs]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(
+            f"device list {text!r} names {', '.join(repeated)} more than once "
+            "('npu' means npu:0); list each device once"
+        )
+    return specs
+
+
+def serving_devices(text: str, workers: int) -> list[DeviceSpec]:
+    """One spec per inference worker: the listed accelerators, or `workers` CPU workers cpu:0..N-1."""
+    specs = parse_device_list(text)
+    if specs[0].kind == "cpu":
+        return [DeviceSpec("cpu", i, f"cpu:{i}") for i in range(workers)]
+    if workers != 1:
+        raise ValueError(
+            f"--workers {workers} applies to CPU only; on {specs[0].kind} the service runs one worker per "
+            f"listed device, e.g. --device {specs[0].kind}:0,{specs[0].kind}:1"
+        )
+    return specs

@@ -1,8 +1,7 @@
 """What one HTTP front end owns (settings, engine link, caches, limits, metrics) and its start-up.
 
 The engine behind it is either in this process (service/local_engine.py) or an engine process reached over a
-socket (service/engine_client.py); the routes see the same surface (service/engine_view.py) either way.
-"""
+socket (service/engine_client.py); the routes see the same surface (service/engine_view.py) either way."""
 
 from __future__ import annotations
 
@@ -17,11 +16,10 @@ from modelcore.model_folder import DEFAULT_MODEL_NAME
 from service.access_log import AccessLog
 from service.admission import SERVING_PATHS
 from service.batch_errors import BatcherError
-from service.cache import EmbeddingCache, ResultCache
-from service.cache_redis import RedisCache
+from service.cache import EmbeddingCache, RedisCache, ResultCache
 from service.engine_view import BatcherView, Engine, ModelView
-from service.limits import ConcurrencyLimit, RateLimit
 from service.metrics import ServiceMetrics
+from service.request_io import ConcurrencyLimit, RateLimit
 from service.request_record import RequestRecord
 from service.settings import ServiceSettings
 
@@ -92,13 +90,10 @@ class ServiceState:
     async def prepare(self) -> None:
         """Start (or reach) the engine, connect the shared cache, then report ready."""
         s = self.settings
-        if s.api_key_list():
-            log.info(
-                "auth: on (%d API key(s)); every endpoint but /health and /ready needs a Bearer key",
-                len(s.api_key_list()),
-            )
-        else:
-            log.info("auth: off (no API keys set); anyone who can reach the port can call every endpoint")
+        keys = len(s.api_key_list())
+        on = f"on ({keys} API key(s)); every endpoint but /health and /ready needs a Bearer key"
+        off = "off (no API keys set); anyone who can reach the port can call every endpoint"
+        log.info("auth: %s", on if keys else off)
         try:
             await self.engine.start()
             model = self.engine.model
@@ -134,8 +129,7 @@ def freeze_startup_heap() -> None:
 
     A full collection otherwise walks ~400k long-lived objects and stalls every thread holding the GIL for
     ~0.2 s, which shows up as the P99 of /health and of every request; the rest (requests in flight) is
-    walked every ~30 s instead of every ~3 s once full collections wait for ten times more middle ones.
-    """
+    walked every ~30 s instead of every ~3 s once full collections wait for ten times more middle ones."""
     gc.collect()
     gc.freeze()
     young, middle, old = gc.get_threshold()

@@ -6,8 +6,8 @@ A front end that ends unasked is started again (the others serve meanwhile, on t
 ends unasked is marked down in the status block, so every front end answers its waiting requests 503 and /ready
 503 at once, and is started again up to --engine-restarts times; then the service exits with status 3. On
 SIGTERM or SIGINT the front ends drain first (requests still running when the grace is about to end are
-answered a JSON 503), then the engine stops.
-"""
+answered a JSON 503), then the engine stops. A front end runs the service's app (service/app.py) on the port
+(service/http_server.py), linked to the engine process (service/engine_client.py)."""
 
 from __future__ import annotations
 
@@ -20,30 +20,35 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
+import uvloop
 from prometheus_client import multiprocess
 
+from service.app import build_app
+from service.engine_client import RemoteEngine
 from service.engine_entry import engine_main
 from service.engine_status import EngineState, Slot, StatusBlock
-from service.frontend import frontend_main
-from service.http_server import reserve_port
-from service.metrics import MULTIPROC_ENV
+from service.http_server import reserve_port, serve
+from service.metrics import MULTIPROC_ENV, ServiceMetrics
 from service.settings import ServiceSettings
+from service.state import ServiceState
 
 log = logging.getLogger("service.supervisor")
 WATCH_INTERVAL_S = 0.2
 ENGINE_STOP_S = 5.0  # the engine's queue is empty once the front ends have drained: it ends within this
 DRAIN_MARGIN_S = 0.5  # requests still running this long before the grace ends are answered 503
 EXIT_INCOMPLETE = 3
+PARENT_CHECK_S = 0.5
+FRONT_END_NICE = 5  # relative to the engine process, which keeps the niceness it was started with
 
 
 class Supervisor:
     def __init__(self, settings: ServiceSettings) -> None:
-        workers = settings.engine_workers()
-        with_workers = settings.model_copy(update={"workers": workers})
+        with_workers = settings.model_copy(update={"workers": settings.engine_workers()})
         resolved = {"threads": with_workers.engine_threads(), "http_workers": settings.front_end_count()}
         self.port_holder = reserve_port(settings.host, settings.port)  # port 0: the one the kernel chose
         resolved["port"] = self.port_holder.getsockname()[1]
@@ -59,10 +64,6 @@ class Supervisor:
         self.fronts: dict[int, BaseProcess] = {}
         self.stopping = False
 
-    @property
-    def port(self) -> int:
-        return self.settings.port
-
     def run(self) -> int:
         metrics_dir = self.runtime / "metrics"
         metrics_dir.mkdir()
@@ -72,14 +73,9 @@ class Supervisor:
             self._start_engine()
             for index in range(self.settings.front_end_count()):
                 self._start_front(index)
-            log.info(
-                "serving on http://%s:%d: %d HTTP front end(s), engine pid %s (%d torch threads)",
-                self.settings.host,
-                self.port,
-                len(self.fronts),
-                self.engine.pid if self.engine else "?",
-                self.settings.threads,
-            )
+            s, engine_pid = self.settings, self.engine.pid if self.engine else "?"
+            shown = (s.host, s.port, len(self.fronts), engine_pid, s.threads)
+            log.info("serving on http://%s:%d: %d HTTP front end(s), engine pid %s (%d torch threads)", *shown)
             code = self._watch()
             self._shut_down()
             log.info("stopped")
@@ -127,12 +123,8 @@ class Supervisor:
                     return code
             for index, front in list(self.fronts.items()):
                 if not front.is_alive() and not self.stopping:
-                    log.error(
-                        "HTTP front end %d (pid %s) ended with %s; starting it again",
-                        index,
-                        front.pid,
-                        front.exitcode,
-                    )
+                    shown = (index, front.pid, front.exitcode)
+                    log.error("HTTP front end %d (pid %s) ended with %s; starting it again", *shown)
                     mark_process_dead(front.pid)
                     self._start_front(index)
         return 0
@@ -150,12 +142,8 @@ class Supervisor:
             )
             return EXIT_INCOMPLETE
         self.restarts_left -= 1
-        log.error(
-            "the engine process (pid %s) ended with %s; starting it again (%d restart(s) left)",
-            engine.pid,
-            engine.exitcode,
-            self.restarts_left,
-        )
+        shown = (engine.pid, engine.exitcode, self.restarts_left)
+        log.error("the engine process (pid %s) ended with %s; starting it again (%d restart(s) left)", *shown)
         self._start_engine()
         return None
 
@@ -168,18 +156,10 @@ class Supervisor:
             terminate(front)
         deadline_s = time.monotonic() + grace_s + 1
         for front in fronts:
-            front.join(max(0.0, deadline_s - time.monotonic()))
-            if front.is_alive():
-                front.kill()
-                front.join()
-            mark_process_dead(front.pid)
+            join_or_kill(front, deadline_s - time.monotonic())
         if self.engine is not None:
             terminate(self.engine)
-            self.engine.join(ENGINE_STOP_S)
-            if self.engine.is_alive():
-                self.engine.kill()
-                self.engine.join()
-            mark_process_dead(self.engine.pid)
+            join_or_kill(self.engine, ENGINE_STOP_S)
 
 
 def terminate(process: BaseProcess) -> None:
@@ -188,8 +168,45 @@ def terminate(process: BaseProcess) -> None:
             os.kill(process.pid, signal.SIGTERM)
 
 
+def join_or_kill(process: BaseProcess, timeout_s: float) -> None:
+    """Wait up to timeout_s for process to end, then kill it."""
+    process.join(max(0.0, timeout_s))
+    if process.is_alive():
+        process.kill()
+        process.join()
+    mark_process_dead(process.pid)
+
+
 def mark_process_dead(pid: int | None) -> None:
     """Drop a dead process's live gauges from the metrics folder (prometheus_client's multiprocess mode)."""
     if pid is None or MULTIPROC_ENV not in os.environ:
         return
     multiprocess.mark_process_dead(pid)  # reads the folder from the environment, set by run()
+
+
+def frontend_main(settings: ServiceSettings, endpoint: str, status_path: str, index: int) -> None:
+    """Entry point of front end `index` (multiprocessing, spawn). On SIGTERM/SIGINT the requests in flight
+    finish (those the grace cuts off are answered 503 by the engine link), then the process ends."""
+    # Under overload the front ends answer thousands of refusals a second: they yield the CPU to the engine,
+    # whose compute is the goodput, rather than taking it from it.
+    with contextlib.suppress(OSError):
+        os.nice(FRONT_END_NICE)
+    settings.log_to_stderr(f"http[{index}] ")
+    metrics = ServiceMetrics()
+    engine = RemoteEngine(settings, endpoint, Path(status_path), metrics)
+    app = build_app(ServiceState(settings=settings, engine=engine, metrics=metrics, freeze_heap=True))
+    watch_parent(os.getppid())
+    uvloop.run(serve(settings, app))
+    logging.shutdown()
+    os._exit(0)  # the server's runtime threads need no teardown
+
+
+def watch_parent(parent_pid: int) -> None:
+    """Shut this front end down gracefully (as SIGTERM does) once the supervisor is gone."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            threading.Event().wait(PARENT_CHECK_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()

@@ -2,8 +2,7 @@
 
 The batcher runs one worker thread per entry and hands each batch to whichever thread is free, so requests
 are balanced across devices by construction. The pool stands in for the encoder: `embed_token_ids` runs on
-the replica bound to the calling thread, and records that device's busy time and batch count.
-"""
+the replica bound to the calling thread, and records that device's busy time and batch count."""
 
 from __future__ import annotations
 
@@ -18,10 +17,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from modelcore.encoder import Encoder, StopCheck
-from service.busy_window import BUSY_WINDOW_S, BusyWindow
-from service.device_list import DeviceSpec
+from service.busy_window import BusyWindow
 from service.metrics import ServiceMetrics
-from service.settings import ServiceSettings
+from service.settings import DeviceSpec, ServiceSettings
 
 if TYPE_CHECKING:  # the model's module imports torch; the pool only passes models along
     from modelcore.model import EmbeddingModel
@@ -47,14 +45,7 @@ class DeviceWorker:
 
     spec: DeviceSpec
     encoder: Encoder
-    _busy: BusyWindow = field(default_factory=BusyWindow)
-
-    def record(self, t_end_s: float, compute_s: float) -> None:
-        self._busy.record(t_end_s, compute_s)
-
-    def busy_fraction(self, window_s: float = BUSY_WINDOW_S) -> float:
-        """Share of the last window_s this device's worker spent computing."""
-        return self._busy.fraction(window_s)
+    busy: BusyWindow = field(default_factory=BusyWindow)
 
 
 class WorkerPool:
@@ -73,22 +64,18 @@ class WorkerPool:
         self.metrics = metrics
         self._bind = bind
         self._local = threading.local()
-        # Fast tokenisers keep truncation state on the shared object: concurrent calls fail with
-        # "Already borrowed", so tokenisation (on the tokeniser thread or, with overlap off, on any worker)
-        # goes through one lock.
-        self._tokenize_lock = threading.Lock()
         metrics.workers.set(len(self.workers))
         for worker in self.workers:
             label = worker.spec.name
             metrics.device_batches.labels(device=label)
             metrics.device_compute_seconds.labels(device=label)
-            metrics.device_busy.labels(device=label).set_function(worker.busy_fraction)
+            metrics.device_busy.labels(device=label).set_function(worker.busy.fraction)
 
     def __len__(self) -> int:
         return len(self.workers)
 
     def busy_fractions(self) -> dict[str, float]:
-        return {worker.spec.name: round(worker.busy_fraction(), 4) for worker in self.workers}
+        return {worker.spec.name: round(worker.busy.fraction(), 4) for worker in self.workers}
 
     def bind_thread(self, index: int) -> None:
         """Run first in worker thread `index`: bind its device; later batches on this thread use its replica."""
@@ -98,8 +85,8 @@ class WorkerPool:
         log.debug("worker %d bound to %s", index, worker.spec.name)
 
     def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
-        with self._tokenize_lock:
-            return self.workers[0].encoder.tokenize(texts, max_length)
+        """With the first replica's tokeniser (the batcher calls it under its tokeniser lock)."""
+        return self.workers[0].encoder.tokenize(texts, max_length)
 
     def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         """Compute on the calling thread's device (the first one on a thread never bound, e.g. in tests)."""
@@ -110,7 +97,7 @@ class WorkerPool:
         finally:
             t_end_s = time.perf_counter()
             compute_s = t_end_s - t_start_s
-            worker.record(t_end_s, compute_s)
+            worker.busy.record(t_end_s, compute_s)
             label = worker.spec.name
             self.metrics.device_batches.labels(device=label).inc()
             self.metrics.device_compute_seconds.labels(device=label).inc(compute_s)
@@ -118,11 +105,12 @@ class WorkerPool:
     def warm_up(self, texts: list[str]) -> None:
         """One forward pass per replica, each on a thread bound to its device (graph build, allocator)."""
         errors: list[BaseException] = []
+        ids = self.tokenize(texts)  # once: concurrent calls of a fast tokeniser fail with "Already borrowed"
 
         def run(worker: DeviceWorker) -> None:
             try:
                 self._bind(worker.spec)
-                worker.encoder.embed_token_ids(self.tokenize(texts))
+                worker.encoder.embed_token_ids(ids)
             except BaseException as exc:  # re-raised on the caller's thread below
                 errors.append(exc)
 
@@ -153,22 +141,16 @@ def build_pool(
     load_model) for each other device.
 
     CPU workers share `model` unless settings.cpu_worker_replicas: inference never writes the weights, and
-    a copy per worker adds memory and load time without adding cores.
-    """
+    a copy per worker adds memory and load time without adding cores."""
     specs = settings.device_specs()
     workers = [DeviceWorker(specs[0], model)]
     for spec in specs[1:]:
         if spec.kind == "cpu" and not settings.cpu_worker_replicas:
             workers.append(DeviceWorker(spec, model))
             continue
-        replica = load(
-            Path(settings.model) if settings.model else None,
-            "cpu" if spec.kind == "cpu" else spec.name,
-            settings.precision,
-            settings.engine_threads(),
-            None,
-            settings.int8_exclude,
-        )
+        s, device = settings, "cpu" if spec.kind == "cpu" else spec.name
+        path = Path(s.model) if s.model else None
+        replica = load(path, device, s.precision, s.engine_threads(), None, s.int8_exclude)
         workers.append(DeviceWorker(spec, replica))
     if len(workers) > 1:
         log.info("%d inference workers: %s", len(workers), ", ".join(s.name for s in specs))

@@ -13,7 +13,7 @@ import httpx
 
 from modelcore.model import load_model
 from modelcore.model_folder import default_model_path
-from service.front_tokenizer import FrontTokenizer
+from service.tokenize_stage import FrontTokenizer
 from tests.conftest import start_service, stop_process
 
 MODEL = "all-MiniLM-L6-v2"

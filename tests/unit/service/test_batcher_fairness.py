@@ -15,7 +15,7 @@ from modelcore.encoder import StopCheck
 from service.batch_errors import Overloaded, TooManyTokens
 from service.batch_job import TOKENIZE_SLICE, BatcherConfig
 from service.batcher import Batcher
-from service.fallback import Fallback, FallbackSwitch
+from service.degrade import Fallback, FallbackSwitch
 from service.metrics import ServiceMetrics
 from tests.unit.service.test_batcher import FakeEncoder, _running, run
 

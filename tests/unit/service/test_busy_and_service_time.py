@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from service.busy_window import BUSY_WINDOW_S, BusyWindow
-from service.service_time import BACK_TO_BACK_S, SERVICE_TIME_SMOOTHING, ServiceTime
+from service.busy_window import BACK_TO_BACK_S, BUSY_WINDOW_S, SERVICE_TIME_SMOOTHING, BusyWindow, ServiceTime
 
 
 def test_busy_fraction_counts_only_the_part_of_a_span_inside_the_window() -> None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.cache import CachedEmbedding, CacheLookup
-from service.cache_redis import cache_key, decode_entry, encode_entry
+from service.cache import CachedEmbedding, CacheLookup, cache_key, decode_entry, encode_entry
 from service.settings import ServiceSettings, redact_url
 
 ENTRY = CachedEmbedding(np.zeros(2, dtype=np.float32), 3)

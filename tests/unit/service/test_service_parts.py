@@ -12,10 +12,9 @@ import pytest
 from embedperf.errors import ConfigError
 from modelcore.model_folder import read_pooling
 from service.access_log import RequestIds, request_id_from
-from service.auth import key_is_valid
+from service.admission import key_is_valid
 from service.cache import EmbeddingCache
 from service.cli import build_parser, settings_from_args
-from service.limits import ConcurrencyLimit, RateLimit
 from service.openai_api import (
     ApiError,
     encode_vector,
@@ -23,7 +22,7 @@ from service.openai_api import (
     request_body_schema,
     shorten,
 )
-from service.request_io import TRUNCATE_CHARS_PER_TOKEN, limit_chars
+from service.request_io import TRUNCATE_CHARS_PER_TOKEN, ConcurrencyLimit, RateLimit, limit_chars
 from service.settings import ServiceSettings
 
 

@@ -15,9 +15,8 @@ from modelcore.encoder import StopCheck
 from service.batch_job import BatcherConfig
 from service.batcher import Batcher
 from service.cli import settings_from_args
-from service.device_list import DeviceSpec
 from service.metrics import ServiceMetrics
-from service.settings import ServiceSettings
+from service.settings import DeviceSpec, ServiceSettings
 from service.workers import DeviceWorker, WorkerPool, build_pool, primary_device
 
 
@@ -131,7 +130,7 @@ def test_two_workers_compute_in_parallel_each_bound_to_its_device_in_its_own_thr
     assert 'embedperf_device_batches_total{device="npu:1"} 2.0' in text
     assert "embedperf_workers 2.0" in text
     assert set(pool.busy_fractions()) == {"npu:0", "npu:1"}
-    assert all(worker.busy_fraction() > 0 for worker in pool.workers)
+    assert all(worker.busy.fraction() > 0 for worker in pool.workers)
     assert 0 < batcher.busy_fraction() <= 1  # the overall figure is the mean over devices, not their sum
 
 
