@@ -157,7 +157,7 @@ class EngineServer:
     def _reply(self, identity: bytes, reply: Frames) -> None:
         # Copied sends: below tens of kilobytes a copy is cheaper than a zero-copy frame's bookkeeping.
         with contextlib.suppress(zmq.Again):  # a front end that stopped reading: its requests are lost with it
-            copy = reply_bytes(reply) >= ZERO_COPY_BYTES
+            copy = reply_bytes(reply) < ZERO_COPY_BYTES
             self.socket.send_multipart([identity, *reply], flags=zmq.NOBLOCK, copy=copy)
         self._receive()  # any operation may consume the socket's readiness signal
 
