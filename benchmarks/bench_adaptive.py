@@ -4,7 +4,8 @@ One reference service; the ramp's `full` profile (4 steps x 60 s, 10 s warm-up) 
 steps with `--until` (each step's longest time stays 60 s). Prints per step the full run's P99 with its 95%
 interval (the report's), the adaptive step's P99, how it ended and how long it ran; then the wall time of
 both ramps (first stage start to last stage end), their ratio, and whether every adaptive P99 lies inside the
-full run's interval (and, weaker, whether the two runs' intervals overlap). The two ramps run one after the
+full run's interval (and, weaker, whether the two runs' intervals overlap, and whether the full run's P99 lies
+inside the adaptive step's own interval: what the adaptive step claims). The two ramps run one after the
 other, so drift of a shared host between them shows as P99s outside the intervals. Target (the issue's done-when): ratio <= 0.5 with every adaptive P99 inside.
 The noise floor of that test is printed beside it: the P99 of the full run's own first seconds (as many as
 the adaptive step's steady part) against the same run's whole-step interval. Both runs' intervals count
@@ -44,6 +45,11 @@ def _overlap(a: tuple[float | None, float | None], b: tuple[float | None, float 
     if None in (*a, *b):
         return False
     return bool(a[0] <= b[1] and b[0] <= a[1])  # type: ignore[operator]
+
+
+def _inside(value: float | None, bounds: tuple[float | None, float | None]) -> bool:
+    low, high = bounds
+    return value is not None and low is not None and high is not None and low <= value <= high
 
 
 def run_ramp(url: str, runs_dir: Path, label: str, overrides: dict[str, str]) -> Any:
@@ -98,6 +104,7 @@ def compare(full: Any, adaptive: Any) -> dict[str, Any]:
                 and own is not None
                 and low <= own <= high,
                 "overlap": _overlap((low, high), a.stats.p99_ci_ms),
+                "full_in_adaptive": _inside(f.stats.latency.p99_ms, a.stats.p99_ci_ms),
                 "ended": a.ending.reason if a.ending else "fixed",
                 "adaptive_ci_ms": [a.ending.p99_ci_low_ms, a.ending.p99_ci_high_ms] if a.ending else None,
                 "adaptive_n_ok": a.ending.n_ok if a.ending else None,
@@ -116,6 +123,7 @@ def compare(full: Any, adaptive: Any) -> dict[str, Any]:
         "all_inside": all(s["inside"] for s in steps),
         "own_first_all_inside": all(s["own_first_inside"] for s in steps),
         "all_overlap": all(s["overlap"] for s in steps),
+        "all_full_in_adaptive": all(s["full_in_adaptive"] for s in steps),
         "meets_target": ratio is not None and ratio <= TARGET_RATIO and all(s["inside"] for s in steps),
         "full_run": str(full.folder.root),
         "adaptive_run": str(adaptive.folder.root),
@@ -154,7 +162,7 @@ def main(argv: list[str]) -> int:
     print(
         f"{'step':<6} {'full P99 ms':>11} {'full 95% interval':>21} {'adaptive P99':>12} {'inside':>6} "
         f"{'overlap':>7} {'ended':>10} {'n ok':>6} {'step s':>6} {'full, first s':>13} {'inside':>6} "
-        f"{'dependence full/adaptive':>24}"
+        f"{'dependence full/adaptive':>24} {'full in adaptive':>16}"
     )
     for s in result["steps"]:
         low, high = s["full_ci_ms"]
@@ -163,13 +171,15 @@ def main(argv: list[str]) -> int:
             f"{s['step']:<6} {s['full_p99_ms'] or 0:11.1f} {interval:>21} {s['adaptive_p99_ms'] or 0:12.1f} "
             f"{'yes' if s['inside'] else 'NO':>6} {'yes' if s['overlap'] else 'NO':>7} {s['ended']:>10} {s['adaptive_n_ok'] or 0:6d} {s['adaptive_step_s']:6.1f} "
             f"{s['own_first_p99_ms'] or 0:13.1f} {'yes' if s['own_first_inside'] else 'NO':>6} "
-            f"{s['full_dependence']:>12.1f} / {s['adaptive_dependence'] or 1.0:<9.1f}"
+            f"{s['full_dependence']:>12.1f} / {s['adaptive_dependence'] or 1.0:<9.1f} "
+            f"{'yes' if s['full_in_adaptive'] else 'NO':>16}"
         )
     print(
         f"wall time: full {result['full_wall_s']} s, adaptive {result['adaptive_wall_s']} s, ratio {result['ratio']} "
         f"(target <= {TARGET_RATIO}); every adaptive P99 inside the full interval: {result['all_inside']}; every pair of intervals overlapping: "
         f"{result['all_overlap']}; noise floor: the full run's own first seconds inside its intervals: "
-        f"{result['own_first_all_inside']}"
+        f"{result['own_first_all_inside']}; every full P99 inside the adaptive step's own interval: "
+        f"{result['all_full_in_adaptive']}"
     )
     if args.json:
         print(json.dumps(result))
