@@ -96,10 +96,6 @@ class CandidateComparison(BaseModel):
         return gate_status(self.gate, self.no_verdict_reasons)
 
     @property
-    def gate_failed(self) -> bool:
-        return self.status == "fail"
-
-    @property
     def failures(self) -> list[str]:
         """One line per failed metric and step (see analysis.compare.gate.failure_lines)."""
         return failure_lines(self.gate)
@@ -122,10 +118,6 @@ class Comparison(BaseModel):
     def status(self) -> str:
         statuses = {c.status for c in self.candidates}
         return next((s for s in ("fail", "no_verdict") if s in statuses), "pass")
-
-    @property
-    def gate_failed(self) -> bool:
-        return self.status == "fail"
 
 
 def _change(

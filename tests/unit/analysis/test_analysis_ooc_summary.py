@@ -102,7 +102,7 @@ def _soak_run(root: Path, n: int, seed: int) -> RunFolder:
         )
         for i in range(4)
     ]  # the generator writes four steps: one soak stage cut in four, tagged as stage 0
-    rows = pa.concat_tables(synth_request_chunks(rng, "soak", quarters, n, 1.0))
+    rows = pa.concat_tables(synth_request_chunks(rng, "soak", quarters, n))
     rows = rows.set_column(
         rows.schema.get_field_index("stage_index"),
         "stage_index",
