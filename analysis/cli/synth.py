@@ -56,7 +56,7 @@ def _masked(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array
 
 
 def synth_request_chunks(
-    rng: np.random.Generator, run_id: str, stages: list[StageRecord], n_requests: int, latency_scale: float
+    rng: np.random.Generator, run_id: str, stages: list[StageRecord], n_requests: int
 ) -> Iterator[pa.Table]:
     """Request rows in time order, at most CHUNK_ROWS at a time (each stage cut into equal time slices)."""
     weights = np.array(STEP_QPS_WEIGHTS)
@@ -229,8 +229,7 @@ def synthesize(
         for i, u in enumerate(STEP_USERS)
     ]  # fmt: skip
     n_total = int(round(n_requests / latency_scale))
-    requests = synth_request_chunks(rng, folder.run_id, stages, n_total, latency_scale)
-    _write_chunks(folder.requests, REQUEST_SCHEMA, requests)
+    _write_chunks(folder.requests, REQUEST_SCHEMA, synth_request_chunks(rng, folder.run_id, stages, n_total))
     _write_chunks(folder.telemetry, TELEMETRY_SCHEMA, synth_telemetry_chunks(rng, stages, n_devices))
     steps = [{"label": s.label, "users": s.users, "duration_s": step_s, "warmup_s": warmup_s} for s in stages]
     slo = {"p99_ms": 300.0, "error_budget_pct": 0.1}

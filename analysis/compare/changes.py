@@ -96,10 +96,6 @@ class CandidateComparison(BaseModel):
         return gate_status(self.gate, self.no_verdict_reasons)
 
     @property
-    def gate_failed(self) -> bool:
-        return self.status == "fail"
-
-    @property
     def failures(self) -> list[str]:
         """One line per failed metric and step (see analysis.compare.gate.failure_lines)."""
         return failure_lines(self.gate)
@@ -122,18 +118,6 @@ class Comparison(BaseModel):
     def status(self) -> str:
         statuses = {c.status for c in self.candidates}
         return next((s for s in ("fail", "no_verdict") if s in statuses), "pass")
-
-    @property
-    def gate_failed(self) -> bool:
-        return self.status == "fail"
-
-
-def _point(samples: Samples, q: float) -> float | None:
-    """The exact percentile when known, else the sample's own (every ok row)."""
-    if samples.exact_ms is not None and q in samples.exact_ms:
-        return samples.exact_ms[q]
-    values = samples.latency_sorted
-    return float(np.percentile(values, q, method=PERCENTILE_METHOD)) if len(values) else None
 
 
 def _change(
@@ -180,8 +164,8 @@ def compare_samples(base: Samples, cand: Samples, n_boot: int, seed: int) -> dic
         b, c = base.latency_sorted, cand.latency_sorted
         b_dep, c_dep = (x.p99_dependence if q == 99.0 else 1.0 for x in (base, cand))  # correlated answers
         boot = resampled_percentiles(c, q, n_boot, rng, c_dep) - resampled_percentiles(b, q, n_boot, rng, b_dep)
-        why = _short("few_ok", min(_n_ok(base), _n_ok(cand)), min_samples_for(q), q=q)
-        changes[metric] = _change(metric, _point(base, q), _point(cand, q), interval(boot), why)
+        why = _short("few_ok", min(base.n_ok, cand.n_ok), min_samples_for(q), q=q)
+        changes[metric] = _change(metric, base.exact_ms[q], cand.exact_ms[q], interval(boot), why)
     if base.token_counts is not None and cand.token_counts is not None:
         b_tok, c_tok = base.token_counts, cand.token_counts
         points = (float(b_tok.sum() / base.bin_widths_s.sum()), float(c_tok.sum() / cand.bin_widths_s.sum()))
@@ -230,11 +214,9 @@ def match_steps(
     base: dict[int, Samples], cand: dict[int, Samples]
 ) -> tuple[list[tuple[int, int]], list[str]]:
     """Pairs (base index, cand index) of steps at the same load, and a line per step left unpaired."""
-    free = {i: s for i, s in cand.items() if i != OVERALL_INDEX}
+    free = dict(cand)
     pairs, unmatched = [], []
     for index, b in sorted(base.items()):
-        if index == OVERALL_INDEX:
-            continue
         match = next((i for i, c in sorted(free.items()) if c.load_key == b.load_key), None)
         if match is None:
             unmatched.append(f"baseline step {b.label} has no candidate step at the same load")
@@ -277,10 +259,6 @@ def uncertain_where_unconverged(metrics: dict[str, MetricChange], sides: list[st
     }
 
 
-def _n_ok(samples: Samples) -> int:
-    return samples.n_ok if samples.n_ok is not None else len(samples.latency_sorted)
-
-
 def compare_runs(
     base: RunAnalysis, candidates: list[RunAnalysis], rules: list[GateRule] | None = None,
     n_boot: int = DEFAULT_N_BOOT, error_budget: float | None = None,
@@ -303,7 +281,7 @@ def compare_runs(
                     ),
                     unconverged_sides(base, b_index, cand, c_index),
                 ),
-                base_n_ok=_n_ok(base_samples[b_index]), cand_n_ok=_n_ok(cand_samples[c_index]),
+                base_n_ok=base_samples[b_index].n_ok, cand_n_ok=cand_samples[c_index].n_ok,
             )
             for b_index, c_index in pairs
         ]  # fmt: skip
@@ -313,7 +291,7 @@ def compare_runs(
             cand_n_ok=0,
         )  # fmt: skip
         budget = error_budget if error_budget is not None else cand.summary.error_budget
-        own = [s for i, s in sorted(cand_samples.items()) if i != OVERALL_INDEX]
+        own = [s for _, s in sorted(cand_samples.items())]
         scopes = [BudgetScope(label=s.label, n_requests=s.n_requests, n_failed=s.n_failed) for s in own]
         results.append(
             CandidateComparison(

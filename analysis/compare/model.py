@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from embedperf.verdicts import ChangeVerdict
 
 LATENCY_METRICS: dict[str, float] = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0}
-OVERALL_INDEX = -1  # the key of the whole run's Samples beside the steps' stage indexes
+OVERALL_INDEX = -1  # the index of a candidate's "overall" StepComparison when no step matched
 
 
 class MetricChange(BaseModel):
@@ -50,10 +50,10 @@ class StepComparison(BaseModel):
 
 @dataclass
 class Samples:
-    """What a comparison resamples for one step (or the whole run)."""
+    """What a comparison resamples for one step."""
 
     label: str
-    load_key: tuple[str, float] | None
+    load_key: tuple[str, float]
     latency_sorted: np.ndarray
     ok_counts: np.ndarray  # ok requests per 1 s bin of the steady window
     bin_widths_s: np.ndarray  # each bin's width; the last one may be partial
@@ -61,16 +61,15 @@ class Samples:
     n_requests: int
     n_failed: int
     telemetry: dict[str, np.ndarray]
+    exact_ms: dict[float, float | None]  # the step's exact percentiles (latency_sorted may be a reservoir)
+    n_ok: int  # ok rows (latency_sorted holds all of them or a bounded reservoir)
     token_counts: np.ndarray | None = None  # input tokens of ok requests per 1 s bin (None: not reported)
-    # exact percentiles of every ok row (latency_sorted may be a bounded reservoir of them)
-    exact_ms: dict[float, float | None] | None = None
-    n_ok: int | None = None  # ok rows (latency_sorted holds all of them or a bounded reservoir)
     unavailable_s: int | None = None  # seconds without a successful answer (StepStats.unavailable_s)
     p99_dependence: float = 1.0  # answers that count as one independent answer at the P99 (StepStats)
 
     @property
-    def load(self) -> float | None:
-        return self.load_key[1] if self.load_key else None
+    def load(self) -> float:
+        return self.load_key[1]
 
 
 def load_key(users: int | None, rate: float | None) -> tuple[str, float]:

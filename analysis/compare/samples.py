@@ -3,26 +3,23 @@
 The percentile intervals of analysis/compare/changes.py resample each step's ok latencies. A 24 h step holds
 100M of them, so each step gives a seeded reservoir of at most MAX_LATENCY_SAMPLES (DuckDB
 `USING SAMPLE reservoir(...) REPEATABLE`, one thread so the seed fixes the draw); a step with fewer
-rows gives every row, as before. Point estimates stay exact: the steps' own percentiles, and for the
-whole run order statistics over every ok row. Per-second ok counts and token sums are GROUP BYs;
+rows gives every row, as before. Point estimates stay exact: the steps' own percentiles. Per-second ok
+counts and token sums are GROUP BYs;
 per-second telemetry means come from the run's in-memory telemetry index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import duckdb
 import numpy as np
 
-from analysis.compare.model import LATENCY_METRICS, OVERALL_INDEX, Samples, load_key
-from analysis.engine import order_stats, views
+from analysis.compare.model import Samples, load_key
+from analysis.engine import views
 from analysis.model.telemetry import GENERATOR_DEVICE, SERVICE_DEVICE, window
 from analysis.run.summary import RunAnalysis
 
 MAX_LATENCY_SAMPLES = 100_000
 SAMPLE_SEED = 20_240_601
-BRACKET_SIGMAS = 6.0  # half-width of an order statistic's bracket in the reservoir, in standard errors
 _OK = "NOT probe AND outcome = 0"
 
 
@@ -61,51 +58,6 @@ def _per_second(
     return counts, widths, tokens if known else None
 
 
-def _exact(
-    con: duckdb.DuckDBPyConnection, pcts: Sequence[float], sample: np.ndarray
-) -> dict[float, float | None]:
-    """Exact percentiles of every ok row, in one pass whatever their number: each wanted order statistic lies,
-    all but surely, between two values of the sorted reservoir a few standard errors either side of its rank:
-    one pass counts the rows below that bracket and keeps the few rows inside it, and the k-th of those is the
-    answer. A bracket that missed (or a run whose reservoir holds every row) is answered exactly as well."""
-    ok = f"{_OK} AND isfinite(latency_ms)"
-    [(n,)] = con.execute(f"SELECT count(*) FROM prepared WHERE {ok}").fetchall()
-    if n == 0:
-        return {q: None for q in pcts}
-    m = len(sample)
-
-    def fetch(ranks: Sequence[int]) -> dict[int, float]:
-        if m == n:  # the reservoir is every row
-            return {k: float(sample[k]) for k in ranks}
-        parts, brackets = [], []
-        for k in ranks:
-            p = k / max(n - 1, 1)
-            spread = BRACKET_SIGMAS * np.sqrt(m * p * (1.0 - p)) + 2.0
-            centre = p * (m - 1)
-            lo = float(sample[int(np.floor(centre - spread))]) if centre - spread >= 0 else -np.inf
-            hi = float(sample[int(np.ceil(centre + spread))]) if centre + spread <= m - 1 else np.inf
-            brackets.append((lo, hi))
-            low, high = f"'{lo!r}'::DOUBLE", f"'{hi!r}'::DOUBLE"  # 'inf' and '-inf' read as DOUBLE too
-            parts.append(
-                f"count(*) FILTER (latency_ms < {low}), "
-                f"list(latency_ms) FILTER (latency_ms >= {low} AND latency_ms <= {high})"
-            )
-        [row] = con.execute(f"SELECT {', '.join(parts)} FROM prepared WHERE {ok}").fetchall()
-        out: dict[int, float] = {}
-        for i, k in enumerate(ranks):
-            below, inside = int(row[2 * i]), sorted(row[2 * i + 1] or [])
-            if 0 <= k - below < len(inside):
-                out[k] = float(inside[k - below])
-            else:  # outside the bracket: select among every row
-                [(value,)] = con.execute(
-                    f"SELECT quantile_disc(latency_ms, {(k + 0.5) / n!r}) FROM prepared WHERE {ok}"
-                ).fetchall()
-                out[k] = float(value)
-        return out
-
-    return dict(zip(pcts, order_stats.exact_percentiles(n, list(pcts), fetch), strict=True))
-
-
 def telemetry_samples(analysis: RunAnalysis, start: float, end: float) -> dict[str, np.ndarray]:
     """Per-second means of each resource metric within the window."""
     index = analysis.telemetry
@@ -130,7 +82,7 @@ def telemetry_samples(analysis: RunAnalysis, start: float, end: float) -> dict[s
 
 
 def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
-    """Samples per stage index, plus OVERALL_INDEX for all steady rows together."""
+    """Samples per stage index."""
     out: dict[int, Samples] = {}
     work = analysis.folder.analysis
     work.mkdir(parents=True, exist_ok=True)
@@ -151,17 +103,4 @@ def step_samples(analysis: RunAnalysis) -> dict[int, Samples]:
                 token_counts=tokens, exact_ms={50.0: lat.p50_ms, 95.0: lat.p95_ms, 99.0: lat.p99_ms},
                 n_ok=lat.n, unavailable_s=s.unavailable_s, p99_dependence=s.p99_dependence,
             )  # fmt: skip
-        peak = max(out.values(), key=lambda x: x.qps, default=None)
-        overall = _latencies(con, _OK, SAMPLE_SEED)
-        n_requests = sum(s.stats.n_requests for s in analysis.summary.steps)
-        n_ok = sum(s.stats.n_ok for s in analysis.summary.steps)
-        out[OVERALL_INDEX] = Samples(
-            label="overall", load_key=None, latency_sorted=overall,
-            ok_counts=peak.ok_counts if peak else np.array([]),
-            bin_widths_s=peak.bin_widths_s if peak else np.array([]), qps=peak.qps if peak else 0.0,
-            n_requests=n_requests, n_failed=n_requests - n_ok, telemetry=peak.telemetry if peak else {},
-            token_counts=peak.token_counts if peak else None,
-            exact_ms=_exact(con, list(LATENCY_METRICS.values()), overall), n_ok=n_ok,
-            p99_dependence=max((x.p99_dependence for x in out.values()), default=1.0),  # the steps' largest
-        )  # fmt: skip
     return out

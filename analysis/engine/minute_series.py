@@ -8,7 +8,6 @@ or power falls while its temperature rises.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -54,18 +53,26 @@ class SoakFindings(BaseModel):
     power_change_pct: float | None
 
 
-def _sliced(
-    con: duckdb.DuckDBPyConnection, query: str, first: int, last: int, n_rows: int,
-    params: Callable[[int, int], list[object]],
+def _buckets(
+    con: duckdb.DuckDBPyConnection, rows: str, time_col: str, ok: str, t0: float, bucket_s: float,
+    extent: tuple[float, float, int],
 ) -> list[tuple[Any, ...]]:  # fmt: skip
-    """`query` over buckets first..last, as many a query (params(lo, hi) for [lo, hi)) as keep one query's
-    latencies within ooc.PASS_VALUES (DuckDB holds them at once)."""
-    n_slices = max(1, int(np.ceil(n_rows / (ooc.PASS_VALUES / SERIES_PASS_DIVISOR))))
+    """(bucket, rows, ok rows, [P50, P99] of the ok latencies) per bucket_s of `time_col` from t0 over `rows`
+    (`view WHERE ...`), in as many queries as keep one query's latencies within ooc.PASS_VALUES (DuckDB holds
+    them at once); extent: the first and last time and the row count."""
+    k = f"floor(({time_col} - ?) / ?)::BIGINT"
+    query = f"""SELECT {k} AS k, count(*), count(*) FILTER ({ok}),
+                    quantile_cont(latency_ms, [0.5, 0.99]) FILTER ({ok})
+                FROM {rows} AND {time_col} >= ? AND {time_col} < ? AND {k} BETWEEN ? AND ?
+                GROUP BY k ORDER BY k"""
+    first, last = (int(np.floor((float(t) - t0) / bucket_s)) for t in extent[:2])
+    n_slices = max(1, int(np.ceil(extent[2] / (ooc.PASS_VALUES / SERIES_PASS_DIVISOR))))
     per_slice = max(1, int(np.ceil((last - first + 1) / n_slices)))
-    rows: list[tuple[Any, ...]] = []
+    out: list[tuple[Any, ...]] = []
     for lo in range(first, last + 1, per_slice):
-        rows += con.execute(query, params(lo, lo + per_slice)).fetchall()
-    return rows
+        window = [t0 + (lo - 1) * bucket_s, t0 + (lo + per_slice + 1) * bucket_s]
+        out += con.execute(query, [t0, bucket_s, *window, t0, bucket_s, lo, lo + per_slice - 1]).fetchall()
+    return out
 
 
 def request_minutes(con: duckdb.DuckDBPyConnection) -> tuple[float | None, list[MinutePoint]]:
@@ -75,23 +82,14 @@ def request_minutes(con: duckdb.DuckDBPyConnection) -> tuple[float | None, list[
     if t_min is None:
         return None, []
     t0 = float(t_min)
-    last = int(np.floor((float(t_max) - t0) / MINUTE_S))
-    query = f"""SELECT floor((t_sent_unix_s - ?) / {MINUTE_S!r})::BIGINT AS minute,
-                    count(*) AS n, count(*) FILTER (outcome = 0) AS n_ok,
-                    quantile_cont(latency_ms, [0.5, 0.99]) FILTER (outcome = 0) AS q
-                FROM prepared WHERE NOT probe AND t_sent_unix_s IS NOT NULL
-                  AND t_sent_unix_s >= ? AND t_sent_unix_s < ? AND minute BETWEEN ? AND ?
-                GROUP BY minute ORDER BY minute"""
-    rows = _sliced(
-        con, query, 0, last, int(n_rows),
-        lambda lo, hi: [t0, t0 + (lo - 1) * MINUTE_S, t0 + (hi + 1) * MINUTE_S, lo, hi - 1],
-    )  # fmt: skip
+    rows = "prepared WHERE NOT probe AND t_sent_unix_s IS NOT NULL"
+    buckets = _buckets(con, rows, "t_sent_unix_s", "outcome = 0", t0, MINUTE_S, (t0, t_max, int(n_rows)))
     return t0, [
         MinutePoint(
             minute=int(m), qps=n / MINUTE_S, goodput_qps=n_ok / MINUTE_S, error_rate=1.0 - n_ok / n,
             p50_ms=q[0] if q else None, p99_ms=q[1] if q else None,
         )
-        for m, n, n_ok, q in rows
+        for m, n, n_ok, q in buckets
     ]  # fmt: skip
 
 
@@ -199,23 +197,13 @@ def request_series(con: duckdb.DuckDBPyConnection, t0: float, max_points: int) -
     ).fetchall()
     if t_min is None:
         return RequestSeries(bucket_s=1.0, t_s=[], qps=[], p50_ms=[], p99_ms=[])
-    span = float(t_max) - t0
-    bucket_s = max(1.0, float(np.ceil(span / max_points)))
-    first, last = (int(np.floor((float(t) - t0) / bucket_s)) for t in (t_min, t_max))
-    query = """SELECT floor((t_done_unix_s - ?) / ?) AS k, count(*) FILTER (coalesce(ok, false)),
-                      quantile_cont(latency_ms, [0.5, 0.99]) FILTER (coalesce(ok, false))
-               FROM tagged WHERE isfinite(t_done_unix_s) AND t_done_unix_s >= ? AND t_done_unix_s < ?
-                 AND floor((t_done_unix_s - ?) / ?) BETWEEN ? AND ?
-               GROUP BY k ORDER BY k"""
-
-    def params(lo: int, hi: int) -> list[object]:
-        return [t0, bucket_s, t0 + (lo - 1) * bucket_s, t0 + (hi + 1) * bucket_s, t0, bucket_s, lo, hi - 1]
-
-    rows = _sliced(con, query, first, last, int(n_rows), params)
+    bucket_s = max(1.0, float(np.ceil((float(t_max) - t0) / max_points)))
+    ok, extent = "coalesce(ok, false)", (t_min, t_max, int(n_rows))
+    rows = _buckets(con, "tagged WHERE isfinite(t_done_unix_s)", "t_done_unix_s", ok, t0, bucket_s, extent)
     return RequestSeries(
-        bucket_s=bucket_s, t_s=[float(k * bucket_s) for k, _, _ in rows],
-        qps=[n / bucket_s for _, n, _ in rows],
-        p50_ms=[q[0] if q else None for _, _, q in rows], p99_ms=[q[1] if q else None for _, _, q in rows],
+        bucket_s=bucket_s, t_s=[float(k * bucket_s) for k, *_ in rows],
+        qps=[n_ok / bucket_s for _, _, n_ok, _ in rows],
+        p50_ms=[q[0] if q else None for *_, q in rows], p99_ms=[q[1] if q else None for *_, q in rows],
     )  # fmt: skip
 
 

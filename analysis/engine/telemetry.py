@@ -68,7 +68,7 @@ def telemetry_index(con: duckdb.DuckDBPyConnection) -> TelemetryIndex:
     names = [c for c in TELEMETRY_ANALYSIS_COLUMNS if c not in ("ts_unix_s", "value")]
     [row] = con.execute("SELECT " + ", ".join(f"list(DISTINCT {c})" for c in names) + " FROM tel").fetchall()
     labels = {c: sorted(str(v) for v in (values or [])) for c, values in zip(names, row, strict=True)}
-    return TelemetryIndex.of_sorted(
+    return TelemetryIndex(
         _role_frame(con, _ACCELERATOR, labels), _role_frame(con, f"NOT {_ACCELERATOR}", labels)
     )
 

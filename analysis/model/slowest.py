@@ -29,9 +29,7 @@ class SlowRequest(BaseModel):
     stage_index: int
     t_sent_unix_s: float | None
     latency_ms: float
-    srv_total_ms: float | None = Field(
-        default=None, description="The server's own total (Server-Timing), if sent."
-    )
+    srv_total_ms: float | None = Field(None, description="The server's own total (Server-Timing), if sent.")
     n_inputs: int | None = None
     input_tokens: int | None = None
     worker: str | None = None

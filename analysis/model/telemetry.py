@@ -43,23 +43,20 @@ class TelemetryIndex:
     `all_accelerator` for the per-device table.
     """
 
-    def __init__(self, telemetry: pd.DataFrame) -> None:
-        source = telemetry["source"].astype(str) if len(telemetry) else pd.Series([], dtype=str)
-        is_accel = source.isin(list(ACCELERATOR_SOURCES)).to_numpy()
-        self._split(self._sorted(telemetry[is_accel]), self._sorted(telemetry[~is_accel]))
-
-    @classmethod
-    def of_sorted(cls, accelerator: pd.DataFrame, other: pd.DataFrame) -> TelemetryIndex:
+    def __init__(self, accelerator: pd.DataFrame, other: pd.DataFrame) -> None:
         """From frames already split by role and sorted by time (the out-of-core reader): no copies."""
-        index = cls.__new__(cls)
-        index._split(accelerator, other)
-        return index
-
-    def _split(self, accelerator: pd.DataFrame, other: pd.DataFrame) -> None:
         self.all_accelerator = self.accelerator = _with_device_keys(accelerator)
         self.other = other
         self.other_device = self.other["device"].astype(str).to_numpy() if len(self.other) else np.array([])
         self.devices = _distinct(self.accelerator["device"]) if len(self.accelerator) else []
+
+    @classmethod
+    def of_frame(cls, telemetry: pd.DataFrame) -> TelemetryIndex:
+        """From one frame of every role in any order (the in-memory reference): split, then sorted by time."""
+        source = telemetry["source"].astype(str) if len(telemetry) else pd.Series([], dtype=str)
+        is_accel = source.isin(list(ACCELERATOR_SOURCES)).to_numpy()
+        by_time = (telemetry[rows].sort_values("ts_unix_s", kind="stable") for rows in (is_accel, ~is_accel))
+        return cls(*(frame.reset_index(drop=True) for frame in by_time))
 
     def serve(self, devices: list[str]) -> None:
         """Restrict every device figure to these devices (names as analysis.figures.devices gives them); none of
@@ -72,10 +69,6 @@ class TelemetryIndex:
             self.all_accelerator if keep.all() else self.all_accelerator[keep].reset_index(drop=True)
         )
         self.devices = _distinct(self.accelerator["device"])
-
-    @staticmethod
-    def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.sort_values("ts_unix_s", kind="stable").reset_index(drop=True)
 
     def window_stats(self, t0: float, t1: float) -> TelemetryStats:
         accel, other = window(self.accelerator, t0, t1), window(self.other, t0, t1)

@@ -120,9 +120,7 @@ class SearchRecord(Strict):
     floor_rps: float | None = Field(
         default=None, description="The lowest rate at which a probe of max_probe_s collects samples_needed."
     )
-    min_rate_rps: float | None = Field(
-        default=None, description="The lowest rate probed: max(min_rate, floor)."
-    )
+    min_rate_rps: float | None = Field(None, description="The lowest rate probed: max(min_rate, floor).")
     probes: list[ProbeRecord] = Field(default_factory=list)
     brackets: list[tuple[float | None, float | None]] = Field(
         default_factory=list,

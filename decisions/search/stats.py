@@ -58,16 +58,8 @@ class ProbeMeasurement(BaseModel):
 
     def pooled(self, other: ProbeMeasurement) -> ProbeMeasurement:
         """Two probes at the same rate as one sample (a repeat adds to the first, it does not replace it)."""
-        return ProbeMeasurement(
-            rate=self.rate,
-            duration_s=self.duration_s + other.duration_s,
-            scheduled=self.scheduled + other.scheduled,
-            ok=self.ok + other.ok,
-            errors=self.errors + other.errors,
-            ok_done=self.ok_done + other.ok_done,
-            unfinished_ms=self.unfinished_ms + other.unfinished_ms,
-            ok_latency_ms=self.ok_latency_ms + other.ok_latency_ms,
-        )
+        summed = ("duration_s", "scheduled", "ok", "errors", "ok_done", "unfinished_ms", "ok_latency_ms")
+        return ProbeMeasurement(rate=self.rate, **{f: getattr(self, f) + getattr(other, f) for f in summed})
 
     def latency_samples_ms(self, slo_ms: float) -> list[float]:
         """Ok latencies plus every unfinished request, counted as slower than the SLO.
@@ -220,12 +212,9 @@ def feasibility(spec: Search) -> Feasibility:
             )
     wanted_min = spec.min_rate if spec.min_rate is not None else floor
     return Feasibility(
-        samples_needed=needed,
-        samples_to_bound=bound,
-        floor_rps=floor,
-        min_rate=max(wanted_min, floor),
+        samples_needed=needed, samples_to_bound=bound, floor_rps=floor, min_rate=max(wanted_min, floor),
         min_rate_raised=spec.min_rate is not None and spec.min_rate < floor,
-    )
+    )  # fmt: skip
 
 
 def judge(
@@ -235,12 +224,8 @@ def judge(
     ci = quantile_ci(m.latency_samples_ms(slo.p99_ms), QUANTILE, spec.confidence)
     error_rate = m.errors / m.scheduled if m.scheduled else 0.0
     if error_rate * 100.0 > slo.error_budget_pct:
-        return (
-            "fail",
-            "error_budget",
-            {"error_rate_pct": error_rate * 100.0, "budget_pct": slo.error_budget_pct},
-            ci,
-        )
+        budget: Params = {"error_rate_pct": error_rate * 100.0, "budget_pct": slo.error_budget_pct}
+        return "fail", "error_budget", budget, ci
     offered = m.scheduled / m.duration_s if m.duration_s > 0 else 0.0
     goodput = m.ok_done / m.duration_s if m.duration_s > 0 else 0.0
     if m.scheduled - m.ok_done > _goodput_allowance(m, offered, spec.goodput_tolerance):

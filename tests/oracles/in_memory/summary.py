@@ -14,7 +14,7 @@ def analyse(data: RunData, settings: Settings | None = None) -> RunSummary:
     """The in-memory reference: the summary from rows loaded with pandas (see analysis/model/row_figures.py)."""
     settings = settings or Settings()
     rows = row_figures(data, is_open_loop(data.manifest), n_boot=settings.n_boot)
-    index = TelemetryIndex(data.telemetry)
+    index = TelemetryIndex.of_frame(data.telemetry)
     t0, t1 = run_window(data.manifest, rows.t_done_max_unix_s)
     gaps = telemetry_gaps(data.telemetry, t0, t1)
     sources = set(data.telemetry["source"].astype(str).unique()) if len(data.telemetry) else set()

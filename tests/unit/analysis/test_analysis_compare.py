@@ -35,7 +35,7 @@ def test_known_effect_is_significant(analyses) -> None:
         assert qps.ci_low is not None and qps.ci_low > 0
     assert cand.overall.metrics["p99_ms"].verdict == "better"
     assert cand.overall.metrics["p99_ms"].rel == pytest.approx(-0.3, abs=0.12)
-    assert not result.gate_failed
+    assert result.status != "fail"
     assert cand.mismatches == []
 
 
@@ -50,7 +50,7 @@ def test_no_effect_gives_no_difference(analyses) -> None:
     assert overall["qps"].verdict == "no_difference"
     assert overall["p50_ms"].verdict == "no_difference"
     assert abs(overall["qps"].rel) < 0.03
-    assert not result.gate_failed
+    assert result.status != "fail"
 
 
 def test_reversed_effect_fails_the_gate(analyses) -> None:
@@ -62,7 +62,7 @@ def test_reversed_effect_fails_the_gate(analyses) -> None:
     assert cand.overall_step == "users=100"
     assert ("qps", "users=100") in failed and ("p99_ms", "users=100") in failed
     assert all(g.scope != "overall" for g in cand.gate)  # overall is a step, never a second rule scope
-    assert result.gate_failed
+    assert result.status == "fail"
 
 
 def test_environment_mismatch_is_reported(analyses, tmp_path) -> None:

@@ -77,7 +77,7 @@ def test_two_hosts_keep_their_devices_apart_and_figures_cover_the_serving_ones()
     telemetry = pd.concat([frame({"npu0.chip0": 80.0}, host="a"), frame({"npu0.chip0": 1.0}, host="b")])
     for column in ("host", "source", "device", "metric"):
         telemetry[column] = telemetry[column].astype("category")
-    index = TelemetryIndex(telemetry.reset_index(drop=True))
+    index = TelemetryIndex.of_frame(telemetry.reset_index(drop=True))
     result = serving_devices(
         index.all_accelerator, ServingDevices(rule="explicit", indices=[0]), [LOAD], LOAD
     )
@@ -96,7 +96,7 @@ def test_explicit_devices_missing_from_the_telemetry_leave_no_device_figures() -
     telemetry = frame({"npu0.chip0": 80.0})
     for column in ("host", "source", "device", "metric"):
         telemetry[column] = telemetry[column].astype("category")
-    index = TelemetryIndex(telemetry)
+    index = TelemetryIndex.of_frame(telemetry)
     result = serving_devices(
         index.all_accelerator, ServingDevices(rule="explicit", indices=[3, 5]), [LOAD], LOAD
     )

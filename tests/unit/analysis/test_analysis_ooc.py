@@ -78,7 +78,7 @@ def _write_run(tmp_path: Path, open_loop: bool, n: int, seed: int) -> tuple[RunF
     closed = [
         s.model_copy(update={"users": s.users or 10, "end_unix_s": s.end_unix_s or T0 + 240}) for s in stages
     ]
-    table = pa.concat_tables(synth_request_chunks(rng, "r", closed, n, 1.0))
+    table = pa.concat_tables(synth_request_chunks(rng, "r", closed, n))
     if open_loop:
         table = table.set_column(
             table.schema.get_field_index("latency_from_intended_ms"), "latency_from_intended_ms",

@@ -126,7 +126,7 @@ def test_service_busy_fraction_is_reported_as_percent() -> None:
             "value": [0.2, 0.4, 0.9],
         }
     )
-    stats = TelemetryIndex(telemetry).window_stats(1.5, 3.0)
+    stats = TelemetryIndex.of_frame(telemetry).window_stats(1.5, 3.0)
     assert stats.service_busy_mean_pct == pytest.approx(65.0)
     assert stats.service_busy_max_pct == pytest.approx(90.0)
     assert stats.device_util_mean_pct is None  # a service figure is not a device reading
