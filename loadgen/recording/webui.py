@@ -90,18 +90,11 @@ class WebUiFront:
             "running": self.follower.running,
             "finished": finished,
             "report": REPORT_ROUTE if finished else None,
-            "step": None
-            if step is None
-            else {
-                "index": step.index,
-                "label": step.label,
-                "requests": step.requests,
-                "ok": step.ok,
-                "goodput_rps": step.goodput_rps,
-                "p50_ms_at_most": _finite(step.latency_bound_ms(0.50)),
+            "step": None if step is None else {
+                "index": step.index, "label": step.label, "requests": step.requests, "ok": step.ok,
+                "goodput_rps": step.goodput_rps, "p50_ms_at_most": _finite(step.latency_bound_ms(0.50)),
                 "p99_ms_at_most": _finite(step.latency_bound_ms(0.99)),
-                "errors_by_kind": dict(step.errors_by_kind),
-                "server_mean_ms": step.server_mean_ms(),
+                "errors_by_kind": dict(step.errors_by_kind), "server_mean_ms": step.server_mean_ms(),
             },
             "devices": [
                 {"device": d, "metric": m, "value": s.value, "source": s.source, "ts_unix_s": s.ts_unix_s}
@@ -187,20 +180,19 @@ def report_links(folder: RunFolder | None) -> list[dict[str, str]]:
 def report_response(folder: RunFolder | None, finished: bool, build_report: ReportBuilder | None = None) -> Response:
     """The last run's report.html, built from its run folder when it is not there yet."""
     if folder is None:
-        return Response("no run has been started from this Locust yet", status=404, mimetype="text/plain")
+        return _text("no run has been started from this Locust yet", 404)
     if not finished:
-        return Response(
-            f"the run is still going; its report is built when it ends ({folder.root})", status=409,
-            mimetype="text/plain",
-        )
+        return _text(f"the run is still going; its report is built when it ends ({folder.root})", 409)
     report: Path = folder.report
     if not report.is_file():
         if build_report is None:
-            return Response(
+            return _text(
                 f"no report.html in {folder.root} and this locustfile registered no report builder: "
-                f"run `embedperf report {folder.root}`",
-                status=404,
-                mimetype="text/plain",
+                f"run `embedperf report {folder.root}`", 404,
             )
         report = build_report(folder)
     return Response(report.read_bytes(), mimetype="text/html")
+
+
+def _text(message: str, status: int) -> Response:
+    return Response(message, status=status, mimetype="text/plain")

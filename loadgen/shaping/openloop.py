@@ -16,7 +16,7 @@ import gevent.pool
 from locust.contrib.fasthttp import FastHttpSession
 from locust.env import Environment
 
-from loadgen.traffic.context import RunContext
+from loadgen.traffic.context import RunContext, Stage
 from loadgen.traffic.exchange import dropped_row, send_embeddings
 from loadgen.traffic.payloads import PayloadSampler, RequestPayload
 from loadgen.traffic.schedule import Arrival
@@ -26,8 +26,6 @@ START_LEAD_S = 0.05  # the schedule starts slightly in the future so the first s
 YIELD_EVERY = 64  # when behind schedule, still let spawned requests run every this many arrivals
 DROPPED_CAP = "dropped: in-flight cap"
 
-
-Stage = tuple[int, str, int | None, float | None]
 # Sends one scheduled request (client, context, payload, intended start, stage); a canary splits them.
 Send = Callable[[FastHttpSession, RunContext, RequestPayload, float, Stage], Any]
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from embedperf.canary_record import Side
 from embedperf.schema import RequestRow
-from loadgen.traffic.context import RowSink, RunContext, info_dimension
+from loadgen.traffic.context import RowSink, RunContext, Stage, info_dimension
 from loadgen.traffic.exchange import send_embeddings
 from loadgen.traffic.payloads import RequestPayload
 from scenarios.canary_models import Canary
@@ -28,7 +28,6 @@ if TYPE_CHECKING:  # importing locust monkey-patches the process; only its users
     from locust.contrib.fasthttp import FastHttpSession
 
 SEED_STRIDE = 7_919  # distinct, well-separated seeds per user
-Stage = tuple[int, str, int | None, float | None]
 
 
 class SideDraw:

@@ -21,6 +21,7 @@ from loadgen.traffic.shares import ScheduleShare
 from scenarios.models import Scenario
 
 RowSink = Callable[[RequestRow], None]  # receives one request's row
+Stage = tuple[int, str, int | None, float | None]  # stage_index, stage_label, target_users, target_rate
 INFO_TIMEOUT_S = 3.0
 
 
