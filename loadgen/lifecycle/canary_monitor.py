@@ -29,8 +29,8 @@ from embedperf.schema import StageRecord
 from loadgen.lifecycle.session import RunSession
 from loadgen.recording.live import PartsTail, cell_float
 from loadgen.traffic.context import fetch_service_info
+from loadgen.traffic.payloads import VALIDATION_PREFIX
 
-VALIDATION_PREFIX = "validation:"
 PERCENTILES_PCT: tuple[float, float, float] = (50.0, 95.0, 99.0)
 
 

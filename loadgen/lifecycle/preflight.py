@@ -13,10 +13,14 @@ import re
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
+from collectors.agent_pull import check_agent, refused_message
+from collectors.agent_token import resolve_token
 from embedperf.errors import TargetError
-from loadgen.lifecycle.target_detection import Prober, ResolvedTarget, resolve_target
+from loadgen.lifecycle.target_detection import Prober, ResolvedTarget, resolve_target, unreachable
 from loadgen.traffic.context import request_headers
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols import registry
@@ -133,26 +137,13 @@ def _post_once(scenario: Scenario, url: str, data: bytes) -> tuple[int, str, byt
             content_type = exc.headers.get("Content-Type", "") if exc.headers else ""
             status, body = exc.code, exc.read() or b""
         except urllib.error.URLError as exc:
-            raise TargetError(_unreachable(url, exc.reason, target.timeout_s)) from None
+            raise TargetError(unreachable(url, exc.reason, target.timeout_s)) from None
         except (TimeoutError, OSError) as exc:
-            raise TargetError(_unreachable(url, exc, target.timeout_s)) from None
+            raise TargetError(unreachable(url, exc, target.timeout_s)) from None
         if status not in RETRY_STATUSES or attempt == RETRIES - 1:
             break
         time.sleep(RETRY_WAIT_S)
     return status, content_type, body
-
-
-def _unreachable(url: str, reason: object, timeout_s: float) -> str:
-    if isinstance(reason, ConnectionRefusedError):
-        why = "connection refused"
-    elif isinstance(reason, TimeoutError):
-        why = f"no answer within {timeout_s:g} s (target.timeout_s)"
-    else:
-        why = str(reason)
-    return (
-        f"cannot reach the target at {url}: {why}; is the service running and listening there? "
-        "(start the reference service with `embedperf serve`, or pass --host)"
-    )
 
 
 def _status_message(
@@ -193,3 +184,16 @@ def target_for_locust(scenario: Scenario, host: str, check: bool) -> ResolvedTar
     return ResolvedTarget(
         target, registry.get(target.protocol), base_url=normalise_base_url(host, target.path)
     )
+
+
+def check_agents(agents: Sequence[str], token_file: str | None) -> None:
+    """`--agent`'s pre-flight: TargetError naming every agent whose /time refuses the run's token (401). A
+    refused token is a wrong secret, not an outage: the run would measure for its whole length and pull
+    nothing. An agent that does not answer is left to the run, which retries and lists the seconds without
+    samples (collectors.agent_pull), since it may still come up."""
+    if not agents:
+        return
+    token = resolve_token(Path(token_file) if token_file else None)
+    refused = [reason for url in agents if (reason := check_agent(url, token)) == refused_message(url)]
+    if refused:
+        raise TargetError("; ".join(refused))

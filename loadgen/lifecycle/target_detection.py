@@ -53,13 +53,24 @@ class Prober:
             return Probe(exc.code, _json(exc.read() or b""))
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, ConnectionRefusedError):
-                raise TargetError(
-                    f"cannot reach the target at {self.base_url}: connection refused; is the service running and "
-                    "listening there? (start the reference service with `embedperf serve`, or pass --host)"
-                ) from None
+                raise TargetError(unreachable(self.base_url, exc.reason, PROBE_TIMEOUT_S)) from None
             return Probe(0)
         except (TimeoutError, OSError):
             return Probe(0)
+
+
+def unreachable(url: str, reason: object, timeout_s: float) -> str:
+    """The one-line error for a target that does not answer at all."""
+    if isinstance(reason, ConnectionRefusedError):
+        why = "connection refused"
+    elif isinstance(reason, TimeoutError):
+        why = f"no answer within {timeout_s:g} s (target.timeout_s)"
+    else:
+        why = str(reason)
+    return (
+        f"cannot reach the target at {url}: {why}; is the service running and listening there? "
+        "(start the reference service with `embedperf serve`, or pass --host)"
+    )
 
 
 def _json(body: bytes) -> object:

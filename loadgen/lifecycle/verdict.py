@@ -11,11 +11,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.traffic.payloads import VALIDATION_PREFIX
+
 EXIT_OK = 0
 EXIT_BUDGET_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
-VALIDATION_PREFIX = "validation:"
 
 
 @dataclass(frozen=True)

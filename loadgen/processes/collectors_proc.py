@@ -47,8 +47,8 @@ class CollectorsProcess:
     ) -> None:
         """service_metrics: canonical metric -> the target's own Prometheus name (its protocol's)."""
         self.folder = folder
-        self.cmd = [
-            sys.executable, "-m", "collectors",
+        self.cmd = [  # `python -m collectors ARGS`, run through this module's parent-death guard
+            sys.executable, "-m", "loadgen.processes.collectors_proc", "--parent-pid", str(os.getpid()), "--",
             "--out", str(folder.root.resolve()),  # absolute: the child starts in REPO_ROOT, not here
             "--interval", str(interval_s),
             "--sources", "auto",
@@ -68,8 +68,7 @@ class CollectorsProcess:
         try:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    child_command(self.cmd, os.getpid()), stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                    env=dict(os.environ),
+                    self.cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=dict(os.environ)
                 )
         except OSError as exc:
             self.start_error = f"could not start collectors: {exc}"
@@ -106,12 +105,6 @@ def read_statuses(folder: RunFolder) -> list[CollectorStatus]:
         except ValidationError as exc:
             out.append(_failed(f"bad status: {exc}", name=str(item.get("name", "?"))))
     return out
-
-
-def child_command(cmd: list[str], parent_pid: int) -> list[str]:
-    """`python -m collectors ARGS` -> the same run through this module's parent-death guard."""
-    assert cmd[1:3] == ["-m", "collectors"], cmd
-    return [cmd[0], "-m", "loadgen.processes.collectors_proc", "--parent-pid", str(parent_pid), "--", *cmd[3:]]
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -21,6 +21,7 @@ from embedperf.error_kinds import error_kind
 from embedperf.errors import RunFolderError
 from embedperf.parts import PART_SUFFIX, part_files
 from embedperf.schema import REQUEST_COLUMNS, RunFolder, read_manifest
+from loadgen.traffic.payloads import VALIDATION_PREFIX
 
 # Upper bounds of the latency histogram buckets (the last, +Inf, is implicit).
 LATENCY_BUCKETS_MS: tuple[float, ...] = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
@@ -28,7 +29,6 @@ SERVER_STAGES: tuple[str, ...] = ("queue", "tokenize", "compute", "post")
 # Telemetry shown live: the serving devices' figures, or the host and service without a device.
 DEVICE_METRICS: tuple[str, ...] = ("device_util_pct", "aicore_util_pct", "power_w", "temp_c", "mem_used_mb")
 HOST_METRICS: dict[str, tuple[str, ...]] = {"cpu": ("cpu_util_pct",), "proc:service": ("busy_frac", "cpu_util_pct")}
-VALIDATION_PREFIX = "validation"
 LIVE_COLUMNS = ("endpoint", "ok", "error", "status_code", "latency_ms", "n_inputs")
 
 

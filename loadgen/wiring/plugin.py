@@ -26,7 +26,7 @@ from collectors.options import DeviceOptions, add_device_options
 from embedperf.errors import ConfigError, EmbedperfError
 from loadgen.distributed import cuts
 from loadgen.distributed import rows as distributed
-from loadgen.lifecycle import agent_preflight, preflight, session, verdict
+from loadgen.lifecycle import preflight, session, verdict
 from loadgen.lifecycle.announcements import SIGTERM_READY_LOG
 from loadgen.lifecycle.options import (
     Suggestions,
@@ -56,8 +56,9 @@ STOP_MARGIN_S = 1.0  # beyond the request timeout: the timed-out request's row i
 log = logging.getLogger("embedperf.loadgen")
 
 
-def _in_web_ui(action: argparse.Action) -> None:
+def _web_ui_option(group: Any, *flags: str, **options: Any) -> None:
     """Argument groups bypass LocustArgumentParser.add_argument; mark web-UI options by hand."""
+    action = group.add_argument(*flags, **options)
     action.include_in_web_ui = True  # type: ignore[attr-defined]
     action.is_secret = False  # type: ignore[attr-defined]
     action.is_required = False  # type: ignore[attr-defined]
@@ -94,35 +95,21 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
     )
     group.add_argument(HELP_OPTION, action=WholeHelp, help="show this help, embedperf's options included, and exit")
     choices = scenario_choices(default_scenario)
-    _in_web_ui(
-        group.add_argument(
-            "--scenario",
-            default=default_scenario,
-            choices=choices,
-            metavar="NAME|PATH",
-            help=f"shipped scenario ({', '.join(choices)}) or a YAML path (default {default_scenario})",
-        )
+    _web_ui_option(
+        group, "--scenario", default=default_scenario, choices=choices, metavar="NAME|PATH",
+        help=f"shipped scenario ({', '.join(choices)}) or a YAML path (default {default_scenario})",
     )
-    _in_web_ui(
-        group.add_argument(
-            "--scenario-profile",
-            default="",
-            choices=Suggestions(["", *PROFILES]),
-            metavar="|".join(PROFILES),
-            help="scenario profile: quick or full (as defined in the YAML). Locust's own --profile only names a test run",
-        )
+    _web_ui_option(
+        group, "--scenario-profile", default="", choices=Suggestions(["", *PROFILES]),
+        metavar="|".join(PROFILES),
+        help="scenario profile: quick or full (as defined in the YAML). "
+        "Locust's own --profile only names a test run",
     )
-    _in_web_ui(
-        group.add_argument(
-            "--set",
-            dest="scenario_set",
-            action="append",
-            default=[""],  # not []: Locust's web UI would read an empty list as a list of ints
-            metavar="KEY=VALUE",
-            help=SET_FIELD_HELP,
-        )
+    _web_ui_option(  # default not []: Locust's web UI would read an empty list as a list of ints
+        group, "--set", dest="scenario_set", action="append", default=[""], metavar="KEY=VALUE",
+        help=SET_FIELD_HELP,
     )
-    _in_web_ui(group.add_argument("--label", default="", help="label appended to the run id and kept in the manifest"))
+    _web_ui_option(group, "--label", default="", help="label appended to the run id and kept in the manifest")
     group.add_argument("--runs-dir", default="runs", help="where the run folder is created (default runs/)")
     add_step_options(group)
     add_api_key_option(group)
@@ -132,9 +119,7 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
         help="do not start `python -m collectors` beside the load",
     )
     group.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
+        "--metrics-port", type=int, default=None,
         help="serve the run's live per-step figures for Prometheus on this port (0: any free port; "
         "default: off). The URL is printed as `live metrics: URL`",
     )
@@ -206,23 +191,17 @@ def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
         distributed.register_worker(runner)
         cuts.register_worker_cuts(runner)
         return
-    try:
-        scenario, run_opts = resolve(environment)
-    except EmbedperfError as exc:
-        print(f"embedperf: error: {exc}", file=sys.stderr, flush=True)
-        sys.exit(2)
-    if options is not None and options.profile in PROFILES and not options.scenario_profile:
-        log.warning(
-            "embedperf: --profile %s is Locust's run name, not a scenario profile; "
-            "use --scenario-profile %s to change the steps",
-            options.profile,
-            options.profile,
-        )
     headless = bool(getattr(options, "headless", False))
     try:  # headless: one real request before any load (the web UI may still change the host)
+        scenario, run_opts = resolve(environment)
+        if options is not None and options.profile in PROFILES and not options.scenario_profile:
+            log.warning(
+                "embedperf: --profile %s is Locust's run name, not a scenario profile; "
+                "use --scenario-profile %s to change the steps", options.profile, options.profile,
+            )
         checked = preflight.target_for_locust(scenario, environment.host or scenario.target.base_url, check=headless)
         if headless and run_opts.collectors:  # an agent refusing the run's token stops it here, like a refused key
-            agent_preflight.check_agents(
+            preflight.check_agents(
                 run_opts.agents or scenario.target.agents, DeviceOptions.from_namespace(options).agent_token_file
             )
     except EmbedperfError as exc:
