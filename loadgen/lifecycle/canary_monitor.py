@@ -247,13 +247,9 @@ class CanaryMonitor:
     def _write(self, verdict: CanaryVerdict) -> None:
         self.record = self.record.model_copy(
             update={
-                "windows": self.windows,
-                "status": verdict.status,
-                "trigger": verdict.trigger,
-                "stage_index": verdict.stage_index,
-                "window_index": verdict.window_index,
-                "line": verdict.line,
-                "updated_unix_s": time.time(),
+                "windows": self.windows, "status": verdict.status, "trigger": verdict.trigger,
+                "stage_index": verdict.stage_index, "window_index": verdict.window_index,
+                "line": verdict.line, "updated_unix_s": time.time(),
             }
         )
         write_canary_record(self.run.folder.root, self.record)

@@ -116,11 +116,7 @@ def resolve_target(scenario: Scenario, prober: Fetch) -> ResolvedTarget:
     detection = given.detect(prober) if given is not None else registry.REGISTRY.detect(prober)
     protocol = given or (detection.protocol if detection is not None else registry.DEFAULT)
     if given is None:
-        how = (
-            f"detected from {detection.evidence}"
-            if detection is not None
-            else "no protocol detected: the default"
-        )
+        how = f"detected from {detection.evidence}" if detection else "no protocol detected: the default"
     else:
         how = f"as given, its API found by {detection.evidence}" if detection is not None else "as given"
     why_not = protocol.unsupported(task)

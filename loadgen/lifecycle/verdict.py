@@ -54,8 +54,7 @@ def run_verdict(stats: Any, error_budget_pct: float, completed: bool, stop_reaso
         EXIT_BUDGET_FAILED,
         f"error rate {rate:.2%} exceeds the scenario's error budget {error_budget_pct:g}% "
         f"({n_failed:,} of {n_requests:,} requests failed; most common: {most_common_error(stats)})",
-        n_requests,
-        n_failed,
+        n_requests, n_failed,
     )
 
 

@@ -88,17 +88,11 @@ class WorkerBook:
         for seen in self._seen.values():
             gaps = [(float(a or 0.0), float(b if b is not None else end_unix_s)) for a, b in seen.missing]
             missing_s = sum(max(0.0, min(b, hi) - max(a, lo if lo is not None else a)) for a, b in gaps)
-            out.append(
-                GeneratorWorker(
-                    worker=seen.worker,
-                    rows=seen.rows,
-                    first_seen_unix_s=seen.first_unix_s,
-                    last_seen_unix_s=seen.last_unix_s,
-                    final_rows=seen.final,
-                    missing_s=round(missing_s, 3),
-                    missing=gaps,
-                )
-            )
+            out.append(GeneratorWorker(
+                worker=seen.worker, rows=seen.rows, first_seen_unix_s=seen.first_unix_s,
+                last_seen_unix_s=seen.last_unix_s, final_rows=seen.final, missing_s=round(missing_s, 3),
+                missing=gaps,
+            ))
         return sorted(out, key=lambda w: w.worker)
 
     def finish(self, manifest: Manifest, end_unix_s: float) -> None:

@@ -45,15 +45,10 @@ def live_prices(live: LiveRun) -> LivePrices | None:
 
 
 def _power_w(live: LiveRun, serving: frozenset[int]) -> float | None:
-    samples = [
-        (name, sample.value)
-        for (name, metric), sample in live.device_figures().items()
-        if metric == "power_w"
-    ]
+    samples = [(name, s.value) for (name, metric), s in live.device_figures().items() if metric == "power_w"]
     if serving:
         samples = [
-            (n, v)
-            for n, v in samples
+            (n, v) for n, v in samples
             if any(n.endswith((f"npu{i}", f"gpu{i}")) or f"npu{i}." in n for i in serving)
         ]
     return sum(v for _, v in samples) if samples else None
@@ -63,7 +58,6 @@ def step_cost_per_1m(
     live: LiveRun, step: StepFigures, prices: LivePrices
 ) -> tuple[float | None, float | None]:
     """(cost per hour, cost per million embeddings) of the step so far."""
-    hourly = known_sum(
-        prices.prices.hourly_parts(prices.kind, prices.devices, _power_w(live, prices.serving))
-    )
+    power_w = _power_w(live, prices.serving)
+    hourly = known_sum(prices.prices.hourly_parts(prices.kind, prices.devices, power_w))
     return hourly, per_million(hourly, step.embeddings_per_s)
