@@ -14,12 +14,6 @@ from embedperf.schema import BATCH_SIZE_HEADER, BATCH_TOKENS_HEADER, SERVER_TIMI
 
 # `name;...;dur=1.2` entries, in any order and with any parameters.
 _TIMING_ENTRY = re.compile(r'([^\s,;]+)\s*;[^,]*?\bdur\s*=\s*"?([^",;\s]*)')
-# The layout the reference service and the stub send, matched in one pass: per request this
-# costs a third of the general findall-and-loop, which stays the fallback for anything else.
-_VALUE = r'([^",;\s]*)'
-_SERVICE_LAYOUT = re.compile(
-    f"queue;dur={_VALUE}, tokenize;dur={_VALUE}, compute;dur={_VALUE}, post;dur={_VALUE}, total;dur={_VALUE}"
-)
 
 
 def parse_server_timing(header: str | list[str] | None) -> dict[str, float]:
@@ -48,33 +42,16 @@ TIMING_VALUE_COLUMNS: tuple[str, ...] = (*SERVER_TIMING_ORDER, "batch_size", "ba
 assert SERVER_TIMING_ORDER == (
     "srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms", "srv_total_ms"
 )
-assert TIMING_VALUE_COLUMNS[5:] == ("batch_size", "batch_tokens"), (
-    "timing_values fills the row tail by position"
-)
 
 
 def timing_values(get_header: Callable[[str], str | None]) -> list[Any]:
-    """The TIMING_VALUE_COLUMNS in that order (None where absent): the tail of a request row. Runs once per
-    request, hence written flat: the service's own layout is read with one regex match, anything else (other
-    order, parameters, unknown metrics, several header lines) by parse_server_timing."""
-    header = get_header("Server-Timing")
-    values: list[Any] | None = None
-    if header and isinstance(header, str) and (layout := _SERVICE_LAYOUT.fullmatch(header)) is not None:
-        queue, tokenize, compute, post, total = layout.groups()
-        try:
-            values = [float(queue), float(tokenize), float(compute), float(post), float(total), None, None]
-        except ValueError:  # an empty or odd value: the general parser leaves just that column empty
-            values = None
-    if values is None:
-        parsed = parse_server_timing(header)
-        values = [*(parsed.get(column) for column in SERVER_TIMING_ORDER), None, None]
-    size = get_header(BATCH_SIZE_HEADER)
-    if size is not None:
-        values[5] = _int_or_none(size)
-    tokens = get_header(BATCH_TOKENS_HEADER)
-    if tokens is not None:
-        values[6] = _int_or_none(tokens)
-    return values
+    """The TIMING_VALUE_COLUMNS in that order (None where absent), read from one answer's headers: the
+    row-by-row way of parse_raw_timing, for any header the bulk parse does not match."""
+    parsed = parse_server_timing(get_header("Server-Timing"))
+    return [
+        *(parsed.get(column) for column in SERVER_TIMING_ORDER), _int_or_none(get_header(BATCH_SIZE_HEADER)),
+        _int_or_none(get_header(BATCH_TOKENS_HEADER)),
+    ]
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from loadgen.traffic.quality import answer_vectors
 from scenarios.models import Target, Task
 
 HeaderGetter = Callable[[str], Any]  # a case-insensitive header getter (None when absent)
+Checked = tuple[str, int | None]  # an answer's check: '' or why it is wrong, and the input tokens it reports
 # A model-not-found answer, as vLLM ("The model `x` does not exist."), Infinity ("Engine for model name `x`
 # not found. Available model names are [...]"), the reference service and Ollama ("model 'x' not found") word it.
 _MODEL_NOT_FOUND = re.compile(
@@ -99,15 +100,13 @@ class TargetProtocol:
 
     def check_answer(
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
-    ) -> tuple[str, int | None]:
+    ) -> Checked:
         """('' or why the 200 answer is wrong, the input tokens it reports): by default check_doc's verdict
         on the answer's JSON."""
         doc, error = parse_json(body)
         return (error, None) if error else self.check_doc(doc, payload, task, expect)
 
-    def check_doc(
-        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
-    ) -> tuple[str, int | None]:
+    def check_doc(self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations) -> Checked:
         """check_answer of an answer that is JSON."""
         raise NotImplementedError
 

@@ -19,13 +19,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
-from loadgen.traffic.protocols.base import (
-    Expectations,
-    Fetch,
-    TargetProtocol,
-    json_text,
-    parse_json,
-)
+from loadgen.traffic.protocols.base import Checked, Expectations, Fetch, TargetProtocol, json_text, parse_json
 from loadgen.traffic.protocols.checks import check_flat
 from scenarios.models import Target, Task
 
@@ -51,9 +45,7 @@ class KServeV2Protocol(TargetProtocol):
         tensor = {"name": INPUT_NAME, "shape": [len(inputs)], "datatype": "BYTES", "data": inputs}
         return json_text({"inputs": [tensor]})
 
-    def check_doc(
-        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
-    ) -> tuple[str, int | None]:
+    def check_doc(self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations) -> Checked:
         output = first_output(doc)
         if output is None:
             return "answer has no `outputs` tensor", None

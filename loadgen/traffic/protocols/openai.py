@@ -13,6 +13,7 @@ from typing import Any
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
+    Checked,
     Detection,
     Expectations,
     Fetch,
@@ -63,9 +64,7 @@ def count_float_lists(body: bytes, dim: int) -> int:
     return count
 
 
-def check_embeddings(
-    body: bytes, n_inputs: int, encoding_format: str, expect: Expectations
-) -> tuple[str, int | None]:
+def check_embeddings(body: bytes, n_inputs: int, encoding_format: str, expect: Expectations) -> Checked:
     """'' when the answer carries n_inputs finite embeddings of the expected size, else the reason; plus
     usage tokens."""
     expected_dim = expect.expected_dim
@@ -82,9 +81,7 @@ def check_embeddings(
     return check_parsed(body, n_inputs, encoding_format, expect)
 
 
-def check_parsed(
-    body: bytes, n_inputs: int, encoding_format: str, expect: Expectations
-) -> tuple[str, int | None]:
+def check_parsed(body: bytes, n_inputs: int, encoding_format: str, expect: Expectations) -> Checked:
     """The exact reason an answer is wrong (or '' when the byte scan was only unsure), from the parsed JSON."""
     doc, error = parse_json(body)
     if error:
@@ -157,7 +154,7 @@ class OpenAIProtocol(TargetProtocol):
 
     def check_answer(
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
-    ) -> tuple[str, int | None]:
+    ) -> Checked:
         if task == "rerank":
             return check_tei_rerank(body, len(payload.inputs)), None
         return check_embeddings(body, len(payload.inputs), target.encoding_format, expect)
@@ -190,7 +187,7 @@ class OpenAIProtocol(TargetProtocol):
 PROTOCOL = OpenAIProtocol()
 
 
-def check_cohere_rerank(body: bytes, n_documents: int) -> tuple[str, int | None]:
+def check_cohere_rerank(body: bytes, n_documents: int) -> Checked:
     """Cohere's rerank answer, as vLLM and Infinity send it: {"results": [{"index", "relevance_score"}], "usage"}."""
     doc, error = parse_json(body)
     if error:
@@ -222,7 +219,7 @@ class OpenAIServerProtocol(OpenAIProtocol):
 
     def check_answer(
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
-    ) -> tuple[str, int | None]:
+    ) -> Checked:
         if task == "rerank":
             return check_cohere_rerank(body, len(payload.inputs))
         return check_embeddings(body, len(payload.inputs), target.encoding_format, expect)

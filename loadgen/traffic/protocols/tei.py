@@ -19,6 +19,7 @@ import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
+    Checked,
     Expectations,
     Fetch,
     HeaderGetter,
@@ -69,9 +70,7 @@ class TeiProtocol(TargetProtocol):
             return json_text({"query": payload.query, "texts": payload.inputs})
         return json_text({"inputs": payload.inputs})
 
-    def check_doc(
-        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
-    ) -> tuple[str, int | None]:
+    def check_doc(self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations) -> Checked:
         if task == "rerank":
             return check_tei_ranks(doc, len(payload.inputs)), None
         if task == "embed_sparse":
