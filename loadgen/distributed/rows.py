@@ -142,8 +142,8 @@ def write_batch(environment: Environment, client_id: str, data: dict[str, Any]) 
 
 
 def _watch_workers(runner: MasterRunner) -> None:
-    """Master side: say when a worker falls silent (the book records how long it was missing); a worker
-    Locust lost before it sent anything is booked as missing since the run began."""
+    """Master side: warn when a worker falls silent; one Locust lost before it sent anything is missing since
+    the run began."""
     state = state_of(runner.environment)
     while True:
         gevent.sleep(FORWARD_INTERVAL_S)
@@ -171,8 +171,8 @@ def live_client_ids(runner: MasterRunner) -> list[str]:
 
 
 def publish_shares(runner: MasterRunner, origin_unix_s: float) -> int:
-    """Give every connected worker its share of the open-loop schedule; returns the number of shares. The
-    assignment rides on Locust's parsed options, which the master sends with every spawn message."""
+    """Give each connected worker its share of the open-loop schedule (in Locust's parsed options, which ride
+    on every spawn message); the number of shares."""
     clients = live_client_ids(runner)
     options = runner.environment.parsed_options
     if options is not None:
@@ -200,9 +200,8 @@ def collect_final_rows(
 
 
 def stop_master_on_sigterm(runner: MasterRunner) -> None:
-    """SIGTERM on the master. Before the run started (still waiting for workers): tell the connected
-    workers to quit and exit 2, nothing was measured. During the run: collect the workers' rows
-    (briefly), then quit; the folder is finalised and the exit code says incomplete (3)."""
+    """SIGTERM on the master: still waiting for workers, quit and exit 2 (nothing measured); during the run,
+    collect the workers' rows briefly, then quit (the folder is finalised, exit 3)."""
     run = state_of(runner.environment).current_session()
     if run is None:
         log.info("embedperf: SIGTERM while waiting for workers; nothing was measured")

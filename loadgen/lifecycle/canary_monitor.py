@@ -187,8 +187,8 @@ class CanaryMonitor:
 
     # ---------------------------------------------------------------------------------------- judging
     def poll(self, now_unix_s: float | None = None, finished: bool = False) -> CanaryVerdict:
-        """Read what was flushed, judge every window whose rows are in (all of them when finished), and
-        return the verdict so far (status `running` while no trigger fired and windows remain)."""
+        """Judge every window whose rows are in (all when finished); the verdict so far (`running` until
+        decided)."""
         if self.verdict.status not in ("running",):
             return self.verdict
         now = time.time() if now_unix_s is None else now_unix_s

@@ -39,9 +39,8 @@ _HTML_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTAL
 
 
 def normalise_base_url(url: str, path: str = "/v1/embeddings") -> str:
-    """The base URL the load uses: no trailing slash, and an OpenAI-style `/v1` base accepted. The openai
-    client posts to base_url + "/embeddings" with base_url ending in /v1; the scenario's path already starts
-    with /v1, so that suffix is dropped from the base instead of doubled."""
+    """The base URL the load uses: no trailing slash, and an OpenAI-style base ending in the path's API
+    directory (`/v1`) accepted, that directory dropped instead of doubled."""
     text = url.strip()
     if "://" not in text:
         raise TargetError(f"target URL {text!r} has no scheme; use http://{text} (or https://{text})")
@@ -66,9 +65,8 @@ def normalise_base_url(url: str, path: str = "/v1/embeddings") -> str:
 
 
 def check_target(scenario: Scenario, host: str) -> ResolvedTarget:
-    """Normalise host, resolve what the scenario left unset, send one request; the target to load. Raises
-    TargetError (exit 2) with one line when the target is unreachable, refuses the API key, has no such path
-    or model, or answers something that is not the task's answer."""
+    """Resolve what the scenario left unset and send one request; the target to load, or a one-line
+    TargetError (exit 2): unreachable, key refused, no such path or model, or not the task's answer."""
     base = normalise_base_url(host, scenario.target.path)
     prober = Prober(base, request_headers(scenario))
     resolved = resolve_target(scenario, prober)
@@ -111,8 +109,7 @@ class _ShapeOnly:
 
 
 def answer_excerpt(body: bytes, content_type: str) -> str:
-    """An unexpected answer in one line: its content type, then an HTML page's title or the first
-    BODY_EXCERPT_CHARS characters with whitespace collapsed (a proxy's error page is many lines)."""
+    """An unexpected answer in one line: its content type, then an HTML title or its first characters."""
     kind = content_type.split(";", 1)[0].strip() or "no content type"
     title = _HTML_TITLE.search(body) if "html" in kind or body.lstrip()[:1] == b"<" else None
     raw = title.group(1) if title else body
@@ -176,8 +173,8 @@ def _status_message(
 
 
 def target_for_locust(scenario: Scenario, host: str, check: bool) -> ResolvedTarget:
-    """The Locust plugin's entry: the target checked with one request when `check`; else resolved without a
-    request (the web UI may still change the host), what is unset taking the protocol's defaults."""
+    """The plugin's entry: the target checked with one request when `check`, else resolved with the
+    defaults."""
     if check:
         return check_target(scenario, host)
     target = registry.default_target(scenario.target, scenario.payload.task)
@@ -187,10 +184,9 @@ def target_for_locust(scenario: Scenario, host: str, check: bool) -> ResolvedTar
 
 
 def check_agents(agents: Sequence[str], token_file: str | None) -> None:
-    """`--agent`'s pre-flight: TargetError naming every agent whose /time refuses the run's token (401). A
-    refused token is a wrong secret, not an outage: the run would measure for its whole length and pull
-    nothing. An agent that does not answer is left to the run, which retries and lists the seconds without
-    samples (collectors.agent_pull), since it may still come up."""
+    """`--agent`'s pre-flight: a TargetError naming every agent whose /time refuses the run's token (401), a
+    wrong secret the run would otherwise pull nothing with. A silent agent is left to the run: it may still
+    come up."""
     if not agents:
         return
     token = resolve_token(Path(token_file) if token_file else None)

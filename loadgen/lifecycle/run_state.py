@@ -43,10 +43,9 @@ class RowOutlet(Protocol):
 
 @dataclass
 class RunState:
-    """Everything of a run that outlives one call: set up at Locust's init, read until it quits. Local or
-    master process: the scenario and options bound at init, and the run session they start. Worker process:
-    the users' context, the worker's CPU monitor and its row forwarder, set at test start. A canary run (any
-    process that sends requests): its traffic split and, on a worker, the stage announced."""
+    """Everything of a run that outlives one call, from Locust's init until it quits: on a local or master
+    process the scenario, options and run session; on a worker the users' context, CPU monitor and row
+    forwarder; in a canary run its traffic split."""
 
     environment: Environment
     scenario: Scenario | None = None
@@ -66,8 +65,8 @@ class RunState:
         self, scenario: Scenario, options: RunOptions,
         resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None,
     ) -> None:
-        """At init on the local or master process. `resolve` re-reads the scenario and options before
-        each new run (the web UI's start form changes them between runs)."""
+        """At init (local or master); `resolve` re-reads scenario and options before each run (the web UI's
+        form)."""
         self.scenario, self.options, self.resolve = scenario, options, resolve
 
     def active(self) -> RunSession | None:

@@ -177,8 +177,8 @@ def _typed_info(raw: dict[str, Any] | None) -> ServiceInfo | None:
 
 
 def serving_devices(explicit: list[int], info: ServiceInfo | None) -> ServingDevices:
-    """Rules 1 and 2: explicit indices, else the accelerators the target's /info lists. Rule 3 (devices busy
-    under load) needs the telemetry and is applied by the analysis."""
+    """Explicit indices, else the accelerators the target's /info lists (analysis adds those busy under
+    load)."""
     if explicit:
         return ServingDevices(rule="explicit", indices=sorted(set(explicit)))
     if info is not None and info.accelerator_indices():

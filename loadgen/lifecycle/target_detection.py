@@ -106,9 +106,8 @@ class ResolvedTarget:
 
 
 def resolve_target(scenario: Scenario, prober: Fetch) -> ResolvedTarget:
-    """Fill target.protocol, path and model: the user's first, then what detection shows, then the defaults. A
-    given protocol is still asked where its API is (an OpenAI-shaped server at / or /v1) and which models it
-    serves, unless path and model are given too: then nothing is probed."""
+    """Fill target.protocol, path and model: the user's, then what detection shows, then the defaults; nothing
+    is probed when all three are given."""
     target, task = scenario.target, scenario.payload.task
     given = registry.get(target.protocol) if target.protocol else None
     if given is not None and target.path and target.model:

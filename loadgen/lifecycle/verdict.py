@@ -67,9 +67,8 @@ def most_common_error(stats: Any) -> str:
 
 
 def set_exit_code(environment: Any, run: Any) -> RunVerdict | None:
-    """Locust's quitting hook: set `environment.process_exit_code` and say why in one line. `run` is the
-    loadgen.lifecycle.session.RunSession this process wrote (None when no run started, e.g. the web UI was
-    closed before a test: then Locust's own exit code stands)."""
+    """Locust's quitting hook: set `environment.process_exit_code` and say why; no run, Locust's own code
+    stands."""
     if run is None:
         return None
     stats = environment.runner.stats if environment.runner is not None else environment.stats

@@ -108,8 +108,8 @@ def read_statuses(folder: RunFolder) -> list[CollectorStatus]:
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """SIGTERM this process when `parent_pid` dies: parent-death signal on Linux, and a pid watchdog (for
-    systems without prctl and the moment before it took effect) that exits hard STOP_GRACE_S later."""
+    """SIGTERM this process when `parent_pid` dies: the Linux parent-death signal, and a pid watchdog for
+    systems without it that exits hard STOP_GRACE_S later."""
     sigterm_on_parent_death()
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="parent-watchdog", daemon=True).start()
 

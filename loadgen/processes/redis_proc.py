@@ -40,8 +40,7 @@ def _answers_ping(host: str, port: int) -> bool:
 
 
 class RedisServer:
-    """`with RedisServer(folder) as redis:` -- redis.url answers PING inside; stop() and start() again keep
-    the port, so a test can take Redis away and bring it back."""
+    """`with RedisServer(folder) as redis:` answers PING inside; stop() then start() keeps the port."""
 
     def __init__(self, folder: Path, host: str = "127.0.0.1", port: int | None = None) -> None:
         self.folder = folder

@@ -39,9 +39,8 @@ class TelemetrySample(NamedTuple):
 
 
 class PartsTail:
-    """Record batches appended to the Arrow stream parts of one folder since the previous read. Each part is
-    read from the byte offset where the last complete message ended, so a refresh costs what was appended, not
-    the file; a batch still being written is read next time."""
+    """Record batches appended to one folder's Arrow stream parts since the last read: each part is read on
+    from the end of its last complete message, so a refresh costs only what was appended."""
 
     def __init__(self, parts_dir: Path) -> None:
         self.parts_dir = parts_dir
@@ -77,8 +76,7 @@ class PartsTail:
 
 
 def cell_float(value: object) -> float | None:
-    """A cell as a finite float (None: empty, missing, not a number): CSV text from the parts, or a typed
-    value from the final Parquet."""
+    """A cell (CSV text or a typed Parquet value) as a finite float; None when empty or not a number."""
     if value is None or value == "" or isinstance(value, bool):
         return None
     try:
@@ -151,8 +149,8 @@ class StepFigures:
         return self.ok / span_s if span_s > 0 else 0.0
 
     def latency_bound_ms(self, q: float) -> float | None:
-        """The bucket bound at or below which a fraction q of the recorded latencies lie (inf: above the
-        last bound; None: no latency yet): the live view's P50/P99, exact ones come with the report."""
+        """The bucket bound below which a fraction q of the latencies lie (inf: above the last; None: none
+        yet)."""
         total = sum(self.latency_bucket_counts)
         if not total:
             return None
@@ -240,8 +238,8 @@ def _is_accelerator(device: str) -> bool:
 
 
 class RunFollower:
-    """The live view of whichever run this process is writing; keeps the last one after it ends.
-    `current_run()` returns the run session being written (anything with a `.folder`), or None."""
+    """The live view of whichever run `current_run()` returns (None: none); keeps the last one after it
+    ends."""
 
     def __init__(self, current_run: Callable[[], Any]) -> None:
         self.current_run = current_run

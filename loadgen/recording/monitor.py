@@ -20,10 +20,8 @@ SATURATION_THRESHOLD_PCT = 90.0  # of one core: a gevent generator process runs 
 
 
 def settle_heap() -> None:
-    """Freeze what the generator holds before the load starts (imports, scenario, corpora, tokenizer). The
-    cyclic collector otherwise re-scans those ~100k long-lived objects in every full collection it runs during
-    the load, a few microseconds per request for nothing: they stay alive for the whole run. Collecting first
-    keeps garbage out of the frozen set (as Locust does before forking with --processes)."""
+    """Freeze what the generator holds before the load (imports, scenario, corpora, tokenizer), so the cyclic
+    collector stops re-scanning ~100k objects that live for the whole run; collected first, as Locust does."""
     gc.collect()
     gc.freeze()
     young, middle, old = gc.get_threshold()

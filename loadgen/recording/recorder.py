@@ -73,8 +73,8 @@ class StageTimeline:
         return self.stages[-1] if self.stages else None
 
     def tag(self, t_unix_s: float | None) -> Stage | None:
-        """Stage columns for a row intended at t (None: the current stage; a row sent just before the first
-        stage belongs to it); once per row, so kept flat."""
+        """Stage columns for a row intended at t (None: the current stage; before the first stage: the
+        first)."""
         tags = self._tags
         if not tags:
             return None

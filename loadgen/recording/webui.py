@@ -118,10 +118,8 @@ def install(
     environment: Any, follower: RunFollower, check: Callable[[], object],
     build_report: ReportBuilder | None = None,
 ) -> WebUiFront:
-    """Add the live tab, its data and the report route to the running web UI. `build_report` makes a finished
-    run's report.html when it is not there yet (None: the route serves only reports already built). `check()`
-    resolves the scenario from the options as the start form left them; an error is answered to the form
-    (Locust shows the message) instead of failing the run's first tick."""
+    """Add the live tab, its data and the report route to the web UI. `build_report` makes a finished run's
+    report.html; `check()` resolves the start form's scenario, its error answered to the form."""
     web_ui = environment.web_ui
     front = WebUiFront(follower)
     web_ui.template_args["extended_tabs"] = [{"title": TAB_TITLE, "key": TAB_KEY}]

@@ -34,8 +34,7 @@ def run_schedule(
     client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment,
     send: Send = send_embeddings,
 ) -> dict[str, float]:
-    """Dispatch the scenario's whole arrival schedule; returns counters (scheduled, sent, late, dropped). A
-    capacity search (`search.enabled`) decides its schedule probe by probe instead: loadgen.shaping.search."""
+    """Dispatch the scenario's whole arrival schedule; its counters (scheduled, sent, late, dropped)."""
     scenario = ctx.scenario
     share = ctx.claim_share()  # this process's part of the arrivals (loadgen.traffic.shares), once per run
     stats = ctx.open_loop_stats
@@ -68,10 +67,9 @@ def dispatch(
     schedule: Iterable[Arrival], stage_of: Callable[[int], Stage], pool: gevent.pool.Pool,
     stats: dict[str, float], origin_unix_s: float | None = None, send: Send = send_embeddings,
 ) -> None:
-    """Start each arrival at its instant (offsets from now + START_LEAD_S); returns when all are started.
-    `overflow: queue` lets an arrival wait for a free slot when max_in_flight are out (the wait blocks the
-    schedule, so later arrivals start late and their latency from intended shows it); `overflow: drop` records
-    it as dropped."""
+    """Start each arrival at its instant; returns when all are started. `overflow: queue` waits for a free
+    slot (later arrivals start late, as their latency from intended shows); `overflow: drop` records it
+    dropped."""
     policy = ctx.scenario.open_loop
     tolerance_s = policy.lateness_tolerance_ms / 1000.0
     queue_overflow = policy.overflow == "queue"

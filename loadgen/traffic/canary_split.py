@@ -60,8 +60,7 @@ def _hold(_row: RequestRow) -> None:
 
 
 def agreement_cosine(a: list[np.ndarray] | None, b: list[np.ndarray] | None) -> float | None:
-    """The lowest cosine between two answers' vectors, input by input (None: an answer unreadable); each
-    side's protocol reads its answer's vectors (TargetProtocol.dense_vectors)."""
+    """The lowest cosine between two answers' vectors, input by input (None: an answer unreadable)."""
     if a is None or b is None or len(a) != len(b) or not a:
         return None
     lowest = 1.0
@@ -86,8 +85,8 @@ class CanaryTraffic:
 
     @classmethod
     def build(cls, base: RunContext, candidate_info: dict[str, Any] | None) -> CanaryTraffic:
-        """From the run's context (whose host is the baseline): the candidate's context differs in host,
-        /info and expected dimension; both share the run's counters and request ids."""
+        """From the run's context (the baseline's): the candidate's differs in host, /info and expected
+        dimension."""
         canary = base.scenario.canary
         dim = info_dimension(candidate_info)
         candidate = replace(

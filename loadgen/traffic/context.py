@@ -47,8 +47,8 @@ class RunContext:
     protocol: TargetProtocol = registry.DEFAULT  # builds each request and judges its answer (target.protocol)
 
     def claim_share(self) -> ScheduleShare | None:
-        """The share to dispatch, once per run: a second dispatcher in this process (Locust rebalancing
-        users after a worker died) must not send the same arrivals again."""
+        """The share to dispatch, once per run (a second dispatcher here must not send the same arrivals
+        again)."""
         if self.share_claimed:
             return None
         self.share_claimed = True
@@ -70,8 +70,7 @@ def request_headers(scenario: Scenario) -> dict[str, str]:
 
 
 def fetch_service_info(host: str, scenario: Scenario) -> dict[str, Any] | None:
-    """GET <host><info_path> (target.info_path, else the protocol's) as the protocol reads it, or None for
-    targets without it (or unreachable ones)."""
+    """GET the target's info path as its protocol reads it; None when there is none or no answer."""
     target = scenario.target
     protocol = registry.get(target.protocol)
     url = host.rstrip("/") + (target.info_path or protocol.info_path(target))
@@ -99,8 +98,8 @@ def info_dimension(info: dict[str, Any] | None) -> int | None:
 def build_context(
     scenario: Scenario, host: str, sink: RowSink, worker: str, service_info: dict[str, Any] | None
 ) -> RunContext:
-    """Expected dimension: /info first, then the scenario's `target.dimension`, then the first answer. A
-    target the pre-flight check did not resolve (protocol, path or model unset) takes the defaults."""
+    """The expected dimension from /info, else `target.dimension`, else the first answer; unset targets
+    defaulted."""
     target = registry.default_target(scenario.target, scenario.payload.task)
     if target is not scenario.target:
         scenario = scenario.model_copy(update={"target": target})

@@ -56,9 +56,8 @@ class NoAnswer:
 
 
 def post(client: FastHttpSession, url: str, data: str, headers: dict[str, str]) -> Any:
-    """POST through the session's user agent (`FastHttpSession.client`, geventhttpclient's public `urlopen`),
-    as Locust's own FastHttpSession.request sends: an answer outside 2xx/3xx comes back on the exception
-    it raises, no answer at all as a NoAnswer."""
+    """POST through the session's user agent (geventhttpclient's public `urlopen`), as Locust does: an answer
+    outside 2xx/3xx comes back on its exception, no answer at all as a NoAnswer."""
     try:
         return client.client.urlopen(url, method="POST", payload=data, headers=headers)
     except (Exception, GeventTimeout) as exc:  # one failed request, as Locust counts it; never the user's end
@@ -89,15 +88,10 @@ def send_embeddings(
     stage: Stage | None = None,
     on_answer: Callable[[bytes], object] | None = None,
 ) -> RequestRow:
-    """Post one request, report it to Locust as ok/failed, record its row and return it. on_answer: called
-    with the body of a good answer before the row is recorded (a canary compares the two sides' vectors for
-    the same texts: loadgen.traffic.canary_split). Reported through Locust's documented request event
-    (`environment.events.request`, which the session holds as `request_event`), not
-    `client.request(catch_response=True)`: that builds a context-manager copy of every response, and this runs
-    once per request on the generator's CPU budget. The row holds the raw `Server-Timing` and batch headers in
-    the timing columns; the recorder parses them a batch at a time (headers.parse_raw_timing), off the request
-    path. Every request carries its own `X-Request-ID` (ctx.request_ids); the row keeps it and the answer's
-    `X-Served-Model` as sent, the body is never read for the model."""
+    """Post one request, report it to Locust, record its row and return it. on_answer gets a good answer's
+    body first (a canary compares both sides' vectors). Reported through Locust's request event, not
+    `catch_response`, which copies every response; the timing headers are stored raw and parsed by the
+    recorder a batch at a time, off the request path."""
     target = ctx.scenario.target
     task = ctx.scenario.payload.task
     protocol = ctx.protocol
@@ -165,8 +159,8 @@ def dropped_row(
     stage: Stage | None, t_sent_unix_s: float | None = None,
     request_id: str | None = None,
 ) -> RequestRow:
-    """A request without an answer that is recorded, never silently skipped: one the open-loop scheduler
-    could not start, or one sent but cut off when the run stopped (then t_sent and request_id are set)."""
+    """A request without an answer, recorded: one the scheduler could not start, or one cut off by the run's
+    stop."""
     row = RequestRow(
         worker=ctx.worker, t_intended_unix_s=t_intended_unix_s, t_sent_unix_s=t_sent_unix_s,
         request_id=request_id, endpoint=payload.endpoint, ok=False, error=reason, n_inputs=payload.texts,

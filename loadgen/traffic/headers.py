@@ -17,8 +17,8 @@ _TIMING_ENTRY = re.compile(r'([^\s,;]+)\s*;[^,]*?\bdur\s*=\s*"?([^",;\s]*)')
 
 
 def parse_server_timing(header: str | list[str] | None) -> dict[str, float]:
-    """`queue;dur=1.2, compute;dur=5.1` -> `{"srv_queue_ms": 1.2, "srv_compute_ms": 5.1}`; unknown metrics
-    and malformed entries are ignored (a target that sends something else leaves the columns empty)."""
+    """`queue;dur=1.2, compute;dur=5.1` -> `{"srv_queue_ms": 1.2, "srv_compute_ms": 5.1}`; the rest is
+    ignored."""
     out: dict[str, float] = {}
     for name, value in _TIMING_ENTRY.findall(header if isinstance(header, str) else ", ".join(header or ())):
         column = SERVER_TIMING_COLUMNS.get(name)
@@ -68,9 +68,7 @@ _BULK_INT = r"^\s*-?[0-9]+\s*$"
 
 
 def raw_timing_values(get_header: Callable[[str], str | list[str] | None]) -> list[Any]:
-    """The row tail as the request path stores it: the three raw header values, parsed later.
-    `parse_raw_timing` turns them into TIMING_VALUE_COLUMNS per batch; a header value in the srv_queue_ms slot
-    is how it tells a raw row from one that already holds parsed values."""
+    """The row tail as the request path stores it: the raw header values, parsed later by parse_raw_timing."""
     return [
         get_header("Server-Timing"), None, None, None, None, get_header(BATCH_SIZE_HEADER),
         get_header(BATCH_TOKENS_HEADER),
@@ -78,10 +76,8 @@ def raw_timing_values(get_header: Callable[[str], str | list[str] | None]) -> li
 
 
 def parse_raw_timing(columns: list[Any], start: int) -> None:
-    """Replace the raw header columns at columns[start : start + 7] with the parsed TIMING_VALUE_COLUMNS.
-    Columns are per-batch sequences (or Arrow arrays on return). Rows that already hold parsed values
-    (forwarded, synthetic) pass through unchanged; a batch of raw rows in the service's layout is parsed by
-    Arrow in a few C calls, everything else row by row with timing_values."""
+    """Replace the raw header columns at columns[start : start + 7] with the parsed TIMING_VALUE_COLUMNS: a
+    batch in the service's layout in a few Arrow calls, else row by row; parsed rows pass unchanged."""
     timing = columns[start]
     sizes, tokens = columns[start + 5], columns[start + 6]
     if any(columns[start + i].count(None) != len(timing) for i in range(1, 5)):
@@ -123,9 +119,7 @@ def _parse_rows(columns: list[Any], start: int) -> None:
 
 
 def header_text_column(values: Sequence[Any]) -> pa.Array:
-    """A batch of raw single-value header values (X-Served-Model) as one string column. The request path
-    stores what the header getter returned; a header sent on several lines comes back as a list, joined here
-    as HTTP joins repeated fields (", "), so it matches no one model."""
+    """A batch of raw X-Served-Model values as one string column, a repeated header joined with ", "."""
     try:
         return pa.array(values, type=pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):

@@ -32,8 +32,7 @@ VALIDATION_PREFIX = "validation:"
 
 @dataclass(slots=True)
 class RequestPayload:
-    """What one request sends and how its outcome is judged (one per request: not frozen, as a
-    frozen dataclass costs three times as much to build)."""
+    """What one request sends and how its outcome is judged (not frozen: that costs three times as much)."""
 
     inputs: list[str]  # the texts to embed; for rerank, the documents
     endpoint: str  # label in request rows and Locust stats
@@ -97,8 +96,8 @@ def _hf_tokenizer(path: str) -> Any:
 def local_tokenizer(
     spec: TokenLengths, service_info: dict[str, Any] | None
 ) -> tuple[TokenCounter, int] | None:
-    """(words -> token counts, special tokens per text) from the target's own tokenizer, or None. `auto` uses
-    the model directory the target's /info reports when it exists here; a path names one."""
+    """(words -> token counts, special tokens per text) from the target's tokenizer (`auto`: its /info model
+    directory when it is here; or a path), else None."""
     if spec.tokenizer == "approx":
         return None
     if spec.tokenizer == "auto":
@@ -189,9 +188,8 @@ class SyntheticTexts:
 def prepare(
     spec: Payload, service_info: dict[str, Any] | None, corpora_dir: Path = CORPORA_DIR
 ) -> SyntheticTexts | None:
-    """The synthetic text source for `payload.tokens` (None without it), built once per process. Loading a
-    tokenizer takes seconds: the run session calls this before the first step, so no user pays for it while
-    the clock runs."""
+    """The synthetic text source for `payload.tokens` (None without it), built once per process, before the
+    first step: loading a tokenizer takes seconds."""
     if spec.tokens is None:
         return None
     model_path = str((service_info or {}).get("model_path") or "")

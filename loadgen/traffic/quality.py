@@ -74,8 +74,8 @@ def answer_vectors(body: bytes) -> list[np.ndarray] | None:
 def answer_cosine(
     body: bytes, reference: np.ndarray, vectors_of: Callable[[bytes], list[np.ndarray] | None] = answer_vectors
 ) -> float | None:
-    """Cosine of the first embedding of an answer to a unit reference vector (None if unreadable);
-    `vectors_of` reads the answer as its protocol shapes it (TargetProtocol.dense_vectors; OpenAI's by default)."""
+    """Cosine of an answer's first embedding to a unit reference vector (None if unreadable), as `vectors_of`
+    (its protocol's dense_vectors) reads the answer."""
     vectors = vectors_of(body)
     if not vectors:
         return None

@@ -88,8 +88,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
 
 
 def install_canary() -> None:
-    """Register the canary's listeners, after loadgen.wiring.plugin.install's (they need the run's state);
-    idempotent as install is: each listener is removed (where present) before it is added."""
+    """Register the canary's listeners after plugin.install's (they need the run's state); idempotent as it
+    is."""
     for hook, listener in ((events.init, _on_init), (events.test_start, _on_test_start)):
         with suppress(ValueError):  # not registered yet
             hook.remove_listener(listener)
@@ -97,11 +97,9 @@ def install_canary() -> None:
 
 
 class CanaryShape(ScenarioShape):
-    """The scenario's steps (the canary's stages), judged window by window; stopped by a trigger. Closed loop,
-    a stage is held (at its weight) past its last window until that window is judged, so a trigger there stops
-    the canary before the next stage: the shape's clock (get_run_time) pauses while it holds. An open-loop
-    schedule is fixed in advance: its stage's last window is judged a few seconds (the settle time) into the
-    next stage."""
+    """The canary's stages, judged window by window, stopped by a trigger. Closed loop, a stage is held past
+    its last window until that window is judged (the shape's clock pauses meanwhile); an open-loop schedule is
+    fixed, so its stage's last window is judged the settle time into the next stage."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -207,8 +205,7 @@ class CanaryShape(ScenarioShape):
         return None
 
     def _finish(self, run: RunSession) -> tuple[int, float] | None:
-        """Every stage ran: keep the load on (its requests in flight end normally) until the last window
-        is judged, give the verdict, end."""
+        """Every stage ran: keep the load on until the last window is judged, give the verdict, end."""
         monitor = self._monitor
         if monitor is not None and monitor.verdict.status == "running":
             last = run.timeline.current

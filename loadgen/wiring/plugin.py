@@ -69,12 +69,8 @@ HELP_OPTION = "--embedperf-help"
 
 
 class WholeHelp(argparse.Action):
-    """Print the whole help, Locust's options and embedperf's, and exit.
-
-    Locust answers --help before it imports a locustfile, so the options a locustfile registers through
-    init_command_line_parser never reach that text (locust issue #2917); this option is parsed after
-    the locustfile is loaded, with the parser that holds them.
-    """
+    """Print the whole help, Locust's options and embedperf's, and exit: Locust answers --help before it
+    imports a locustfile, so it never shows a locustfile's options (locust issue #2917)."""
 
     def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
@@ -174,8 +170,8 @@ def resolve(environment: Environment) -> tuple[Scenario, session.RunOptions]:
 
 @dataclass(frozen=True)
 class _Init:
-    """The init listener, carrying the report builder the locustfile registered. Every _Init is equal to
-    every other, so install() replaces the listener of an earlier call (the last builder wins)."""
+    """The init listener with the locustfile's report builder; all equal, so install() replaces an earlier
+    one."""
 
     report_builder: webui.ReportBuilder | None = field(default=None, compare=False)
 
@@ -225,9 +221,8 @@ def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
 
 
 def _stop_on_sigterm(environment: Environment, state: RunState) -> None:
-    """Headless shape runs block before Locust installs its own SIGTERM handler, so a SIGTERM would
-    kill the process outright; stop the runner instead, which finalises the run folder. The log line
-    says from when on (a master logs its workers' arrival before this runs)."""
+    """A headless shape run blocks before Locust installs its SIGTERM handler: stop the runner on SIGTERM
+    instead of dying, which finalises the run folder; the log line says from when on."""
 
     def on_sigterm() -> None:
         log.info("embedperf: SIGTERM received, stopping the run and closing the run folder")
@@ -277,10 +272,9 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
 
 
 def wait_for_requests_in_flight(environment: Environment, scenario: Scenario) -> None:
-    """Closed loop: when the run (or a ramp-down) stops users, each finishes the request it is in, up to the
-    request timeout, so the last step counts every request it started; one still unanswered then is cut
-    off and recorded as such (loadgen.traffic.exchange). Locust's --stop-timeout, when given, is kept;
-    an open loop drains its own requests (scenario.drain_s) before its shape ends."""
+    """Closed loop: stopped users finish the request they are in, up to the request timeout, so the last step
+    counts every request it started (Locust's own --stop-timeout, when given, is kept); an open loop drains
+    its own requests."""
     if float(getattr(environment.parsed_options, "stop_timeout", 0) or 0) > 0:
         return
     closed_loop = not (scenario.is_open_loop or scenario.search.enabled)
@@ -317,12 +311,9 @@ class _CommandLine:
 
 
 def install(default_scenario: str, report_builder: webui.ReportBuilder | None = None) -> None:
-    """Register embedperf's options and listeners with Locust's events. `report_builder` builds a finished
-    run's report.html for the web UI's report link; the locustfile passes it (reports.live.build_run_report),
-    since the load side imports nothing of reports/. Idempotent without a flag of its own: each listener is
-    removed (where present) before it is added, through the events' public remove_listener/add_listener, and
-    add_arguments adds the options only to a parser that lacks them (the first locustfile's default scenario
-    wins)."""
+    """Register embedperf's options and listeners with Locust's events; `report_builder` builds a finished
+    run's report.html (the load side imports nothing of reports/). Idempotent: each listener is removed before
+    it is added, and the options go only to a parser that lacks them."""
     for hook, listener in (
         (events.init_command_line_parser, _CommandLine(default_scenario)),
         (events.init, _Init(report_builder)),

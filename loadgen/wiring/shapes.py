@@ -19,9 +19,9 @@ DISPATCHER_SPAWN_RATE = 100.0
 
 
 class ScenarioShape(LoadTestShape):
-    """Steps of the active scenario. Closed loop: users per step. Open loop: one dispatcher user per
-    process that sends load (one per worker in distributed mode, each with its share of the
-    arrivals) for the whole schedule plus a drain period; the stages are the schedule's own instants."""
+    """Steps of the active scenario. Closed loop: users per step. Open loop: one dispatcher per sending
+    process (with its share of the arrivals) for the schedule plus a drain; stages at the schedule's own
+    instants."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -34,9 +34,8 @@ class ScenarioShape(LoadTestShape):
         self._cuts: StageCuts | None = None  # open loop with steps.until: where steps ended early
 
     def _new_run(self, run: session.RunSession) -> None:
-        """A run's clock starts at its first tick: starting the session (service /info, tokenizer) is no
-        part of step 0. Locust's own reset_time calls (the master calls it again once its first spawn
-        goes out) only re-zero the clock; they never begin a stage a second time."""
+        """A run's clock starts at its first tick (starting the session is no part of step 0); Locust's own
+        reset_time calls only re-zero the clock, never begin a stage again."""
         self._run = run
         self._stage_index = -1
         self._stage_end_run_s = 0.0
@@ -65,9 +64,8 @@ class ScenarioShape(LoadTestShape):
         return self._closed_loop_tick(run)
 
     def _closed_loop_tick(self, run: session.RunSession) -> tuple[int, float] | None:
-        """A step begins at the first tick that finds the previous one's whole duration run, and lasts
-        its own whole duration from there: a late tick (a generator starved by a busy host) delays
-        the next step, it never skips one."""
+        """A step begins at the first tick past the previous one's whole duration and lasts its own from
+        there: a late tick delays the next step, never skips one."""
         steps = run.scenario.steps
         run_time_s = self.get_run_time()
         if self._stage_index < 0 or (self._stage_index < len(steps) and self._step_done(run, run_time_s)):
@@ -90,8 +88,8 @@ class ScenarioShape(LoadTestShape):
         return self._finish(run)
 
     def _step_done(self, run: session.RunSession, run_time_s: float) -> bool:
-        """The step ran its whole duration, or (steps.until) its P99 interval is narrow enough; an adaptive
-        step's stage record says which."""
+        """The step ran its duration, or (steps.until) its P99 interval is narrow enough (recorded as its
+        ending)."""
         ending = run.until.converged(time.time())
         if ending is None and run_time_s >= self._stage_end_run_s:
             ending = run.until.timed_out()
@@ -103,8 +101,8 @@ class ScenarioShape(LoadTestShape):
         return True
 
     def _open_loop_tick(self, run: session.RunSession) -> tuple[int, float] | None:
-        """Stages begin at the schedule's instants (origin + offsets), not at the 1 Hz ticks that notice them;
-        an adaptive step (steps.until) that is known ends early and the schedule moves up (StageCuts)."""
+        """Stages begin at the schedule's instants, not the ticks that notice them; a known adaptive step ends
+        early."""
         scenario = run.scenario
         steps = scenario.steps
         if self._origin_unix_s is None:
@@ -133,8 +131,8 @@ class ScenarioShape(LoadTestShape):
     def _begin_through(
         self, run: session.RunSession, index: int, origin: float, offsets: list[float]
     ) -> None:
-        """Begin every stage up to `index` not begun yet, each at its own instant (a stage may be shorter
-        than a tick)."""
+        """Begin every stage up to `index` not begun yet, each at its own instant (one may be shorter than a
+        tick)."""
         steps = run.scenario.steps
         while self._stage_index < index:
             if self._stage_index >= 0:

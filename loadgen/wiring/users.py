@@ -68,8 +68,7 @@ class EmbeddingUser(EmbeddingClient):
 
 
 class OpenLoopUser(EmbeddingClient):
-    """One dispatcher that starts requests at scheduled instants: the scenario's steps (loadgen.shaping.openloop)
-    or a capacity search's probes (loadgen.shaping.search)."""
+    """One dispatcher starting requests at scheduled instants: the scenario's steps or a search's probes."""
 
     wait_time = constant(0)
 

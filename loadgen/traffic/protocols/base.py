@@ -63,8 +63,7 @@ Fetch = Callable[[str], Probe]  # path below the base URL -> its answer (the cal
 
 @dataclass(frozen=True)
 class Detection:
-    """A protocol recognised on a target: where its API is below the base URL, which models it serves and
-    which answer gave it away."""
+    """A protocol found on a target: its API prefix, the models it serves and the answer that showed it."""
 
     protocol: TargetProtocol
     prefix: str
@@ -73,8 +72,7 @@ class Detection:
 
 
 class TargetProtocol:
-    """One kind of server. Class attributes describe it; methods cover the request, the answer, the server's
-    timings and the discovery; override what differs (openai.py is the fullest example)."""
+    """One kind of server; override what differs (openai.py is the fullest example)."""
 
     name: str = ""
     label: str = ""  # how the pre-flight line names it, e.g. "infinity-style OpenAI"
@@ -101,8 +99,7 @@ class TargetProtocol:
     def check_answer(
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
     ) -> Checked:
-        """('' or why the 200 answer is wrong, the input tokens it reports): by default check_doc's verdict
-        on the answer's JSON."""
+        """Check a 200 answer: by default check_doc's verdict on its JSON."""
         doc, error = parse_json(body)
         return (error, None) if error else self.check_doc(doc, payload, task, expect)
 
@@ -111,13 +108,12 @@ class TargetProtocol:
         raise NotImplementedError
 
     def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
-        """The dense vectors of a good embeddings answer, input by input (None: unreadable). Quality probes
-        and a canary's agreement samples compare them; by default the OpenAI shape (data[].embedding)."""
+        """A good embeddings answer's vectors (None: unreadable); by default the OpenAI shape
+        (data[].embedding)."""
         return answer_vectors(body)
 
     def raw_timing(self, get_header: HeaderGetter) -> list[Any]:
-        """The request row's timing tail as stored on the request path: Server-Timing and batch headers,
-        parsed later per batch (loadgen.traffic.headers.parse_raw_timing)."""
+        """The row's timing tail as stored on the request path (loadgen.traffic.headers.parse_raw_timing)."""
         return raw_timing_values(get_header)
 
     def header_tokens(self, get_header: HeaderGetter) -> int | None:
@@ -133,8 +129,7 @@ class TargetProtocol:
         return raw if isinstance(raw, dict) else None
 
     def detect(self, fetch: Fetch) -> Detection | None:
-        """This protocol, if the target's answers show it (GET requests only, through `fetch`): by default at
-        the base URL, when the JSON object at detect_path shows it."""
+        """This protocol if the target's GET answers show it: by default the JSON object at detect_path."""
         if not self.detect_path or not self.shows(fetch(self.detect_path).doc):
             return None
         return Detection(self, "", tuple(self.served_models(fetch, "")), f"GET {self.detect_path}")
@@ -194,8 +189,7 @@ def _items(doc: Any, key: str) -> list[dict[str, Any]]:
 
 
 def vector_rows(rows: Any) -> list[np.ndarray] | None:
-    """A JSON list of number lists as float vectors (None: not that shape), for the protocols that answer
-    with bare lists (TEI, Ollama)."""
+    """A JSON list of number lists as float vectors (None: not that shape), as TEI and Ollama answer."""
     if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
         return None
     try:

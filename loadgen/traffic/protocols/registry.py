@@ -94,8 +94,7 @@ def register(protocol: TargetProtocol) -> TargetProtocol:
 
 
 def default_target(target: Target, task: Task) -> Target:
-    """The target with an unset protocol, path or model filled by the defaults, without asking the target:
-    what a run nobody checked sends (a web-UI run before its host is known, a test's context)."""
+    """The target with an unset protocol, path or model defaulted, without asking it (an unchecked run)."""
     if target.protocol and target.path and target.model:
         return target
     protocol = get(target.protocol)

@@ -42,8 +42,8 @@ PATHS: dict[str, str] = {"embed": "/embed", "embed_sparse": "/embed_sparse", "re
 
 
 def server_timing(get_header: HeaderGetter) -> str | None:
-    """TEI's timing headers as one Server-Timing value (`queue;dur=3, tokenize;dur=1, ...`), None without them:
-    the recorder then parses them with the reference service's own, one parser for both."""
+    """TEI's timing headers as one Server-Timing value (None without them), parsed as the reference
+    service's."""
     entries = []
     for header, metric in TIMING_HEADERS.items():
         value = get_header(header)
