@@ -1,9 +1,8 @@
 """Run a scenario as `locust --headless` in a subprocess and return its run folder and exit code.
 
-The target is checked first (loadgen.lifecycle.preflight, exit 2 with nothing measured). Locust's exit code is
-passed on (loadgen.lifecycle.verdict decides it: 0 ok, 1 error budget exceeded, 3 incomplete); a Locust killed
-outright never prints its folder, so the folder it left is found by the generator pid the manifest records,
-and the run counts as incomplete (3)."""
+The target is checked first (exit 2, nothing measured); Locust's exit code is passed on
+(loadgen.lifecycle.verdict). A Locust killed outright never prints its folder: it is found by the generator
+pid its manifest records, and the run counts as incomplete (3)."""
 
 from __future__ import annotations
 

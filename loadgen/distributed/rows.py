@@ -1,12 +1,8 @@
-"""Distributed mode: workers forward row batches to the master, which writes the one run folder.
-
-Workers send `embedperf_rows` every FORWARD_INTERVAL_S (empty batches too: they double as a heartbeat the
-master's WorkerBook reads). At the end of the schedule the master stops every user, asks each live worker for
-its final batch and waits for them (bounded) before closing the folder. A worker's final batch rides in its
-next Locust statistics report (the public `report_to_master` event on the worker, `worker_report` on the
-master, one every WORKER_REPORT_INTERVAL): the last rows and the last request counts are taken at the same
-instant and travel in one message, so the rows in the folder and the requests Locust counted agree. An
-open-loop schedule is split between the workers (loadgen.traffic.shares)."""
+"""Distributed mode: workers forward row batches to the master, which writes the one run folder. Batches go
+every FORWARD_INTERVAL_S, empty ones too: they are the heartbeat the master's WorkerBook reads. At the end the
+master stops every user and waits (bounded) for each live worker's final batch, which rides in its next Locust
+statistics report (`report_to_master`/`worker_report`), so the folder's rows and Locust's request counts are
+taken at the same instant and agree."""
 
 from __future__ import annotations
 

@@ -1,14 +1,12 @@
 """A canary judged live: the rows on disk cut into windows, each judged as soon as its rows are in.
 
-Runs in the process that owns the run folder (local or master), driven by the load shape's tick. It reads what
-the recorder (and the collectors) have flushed, as the live view does (loadgen.recording.live.PartsTail), so a
-distributed canary is judged like a local one and nothing is added to the request path. A window is judged
-`settle_s` after it ends: the writers' flush delay, or in a local run, where the monitor flushes the recorder
-itself when a window is due, just the requests in flight at its end. Rows that land later are in the report,
-not in the verdict. After each judged window canary.json is rewritten: the live status, and at the end the
-verdict the run acted on. Windows: stage s's window k spans [start_s + k * window_s, start_s + (k + 1) *
-window_s), cut at the stage's end; a request belongs to the window it was sent in (latency, errors,
-agreement); the availability seconds count completions in the window, whenever they were sent."""
+Runs where the run folder is written (local or master), driven by the shape's tick, reading what the recorder
+and collectors flushed (PartsTail), so a distributed canary is judged like a local one and the request path
+pays nothing. A window is judged `settle_s` after it ends (the writers' flush delay; locally the monitor
+flushes the recorder itself); later rows are in the report, not the verdict. canary.json is rewritten after
+each judged window. Stage s's window k spans [start_s + k * window_s, start_s + (k + 1) * window_s), cut at
+the stage's end; a request belongs to the window it was sent in, while the availability seconds count
+completions in the window."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Pre-flight: normalise the target URL, resolve its protocol, path and model, and send one real request
-before any load.
-
-A run against a wrong URL, a dead port or a refused key used to spend its whole duration recording failures
-(and a trailing slash produced `//v1/embeddings`); one request first turns each of those into one line and
-exit code 2, with nothing measured. What the user left unset is detected first
-(loadgen.lifecycle.target_detection), and a 404 that names the model is told apart from a wrong path."""
+before any load, so a wrong URL, a dead port or a refused key is one line and exit 2 with nothing measured,
+not a whole run of failures. A 404 that names the model is told apart from a wrong path."""
 
 from __future__ import annotations
 

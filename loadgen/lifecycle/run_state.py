@@ -1,13 +1,10 @@
 """The one object that holds a load run's state in a Locust process, kept on Locust's Environment.
 
-Users reach it through `self.environment`, the load shape through `self.runner.environment`, event listeners
-and message handlers through the `environment` Locust passes them: `state_of(environment)`. Nothing of a run
-lives in a module global, so two Environments in one process (a test, a benchmark with a master and a worker
-runner) never see each other's run. Where it is kept: Locust's Environment has no documented slot for plugins,
-and the object's lifetime is the Environment's, so it is set as one new attribute on the instance
-(`ATTRIBUTE`) by the init listener. A registry module keyed by the Environment would be the module-level state
-this replaces; a new attribute of our own overrides nothing of Locust's (no private member is read or
-written)."""
+Users reach it through `self.environment`, the shape through `self.runner.environment`, listeners through the
+`environment` Locust passes them: `state_of(environment)`. Nothing lives in a module global, so two
+Environments in one process (a test, a benchmark) never see each other's run. Locust's Environment has no
+plugin slot, so the init listener sets one new attribute (`ATTRIBUTE`) of our own on it: no private member of
+Locust's is read or written."""
 
 from __future__ import annotations
 

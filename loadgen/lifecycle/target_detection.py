@@ -1,9 +1,5 @@
-"""Which protocol, path and model a target speaks, from what the user gave and what the target shows.
-
-Unset parts are found by GET requests to the registered protocols' info and model-list paths, in a fixed
-order, each bounded by PROBE_TIMEOUT_S and all of them by DETECT_BUDGET_S: a vLLM server answers /v1/models,
-Infinity /models, TEI /info with a model_id, KServe /v2 and Ollama /api/tags. The outcome is a fully set
-Target and, when anything was detected, one line that says what and how to set it instead."""
+"""Which protocol, path and model a target speaks, from what the user gave and what the target shows: GETs of
+the protocols' info and model-list paths, each within PROBE_TIMEOUT_S and all within DETECT_BUDGET_S."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The exit code of a load run, from what Locust counted: the one place a run's outcome becomes 0/1/3.
-
-Exit codes (the same for every embedperf command): 0 ok; 1 the run is complete but its error rate exceeds the
-scenario's error budget (or nothing succeeded); 2 usage or pre-flight error, nothing measured (raised before
-this point); 3 the run is incomplete (stopped before its last stage ended). Validation probes (`validation:`
-endpoints) are expected failures and are not counted."""
+"""The exit code of a load run, from what Locust counted: the one place a run's outcome becomes 0/1/3 (0 ok, 1
+error budget exceeded or nothing succeeded, 3 incomplete; 2, usage or pre-flight, is raised before).
+Validation probes are expected failures and not counted."""
 
 from __future__ import annotations
 

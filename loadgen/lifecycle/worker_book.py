@@ -1,10 +1,6 @@
-"""The master's book of a distributed run's workers: rows each sent, when it was last heard, when it was missing.
-
-Every worker forwards a batch (possibly empty) each FORWARD_INTERVAL_S, so a gap of MISSING_AFTER_S
-without one means the worker is gone (killed, host down, network cut). The run carries on with the
-others; the manifest names each worker and the seconds of the run it was missing, so a reader knows
-which share of the load was not sent.
-"""
+"""The master's book of a distributed run's workers: rows each sent, when it was last heard, when it was
+missing. A worker silent for MISSING_AFTER_S is gone; the run carries on, and the manifest names the seconds
+each worker was missing, so a reader knows which share of the load was not sent."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Run `python -m collectors` beside the load for the run's duration and read back its statuses.
-
-The collectors never outlive the generator: the child is started through this module (`python -m
-loadgen.processes.collectors_proc --parent-pid PID -- ARGS`), which asks Linux to send it SIGTERM when its
-parent dies (prctl PR_SET_PDEATHSIG) and also watches the parent pid from a thread, then runs `collectors` in
-the same process. A SIGKILLed Locust therefore leaves no sampler behind."""
+"""Run `python -m collectors` beside the load for the run's duration and read back its statuses. The child
+runs through this module, which asks Linux to SIGTERM it when its parent dies and watches the parent pid, so a
+SIGKILLed Locust leaves no sampler behind."""
 
 from __future__ import annotations
 

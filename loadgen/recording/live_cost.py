@@ -1,10 +1,6 @@
-"""The live cost of each step of the run in progress (for the Prometheus export), priced as the report prices it.
-
-The prices are the run's scenario `cost` block, read once from its manifest. Devices are those the run was
-told serve the target (`--devices`, else the target's /info; one when neither says), their kind from the
-same place or the telemetry, and the energy the newest power samples of the accelerators. The report's
-figure (analysis) uses the steady window and the mean power; this one is the step so far.
-"""
+"""The live cost of each step of the run in progress (for the Prometheus export), priced as the report prices
+it: the scenario's `cost` block from the manifest, the serving devices it names, the newest power samples. The
+report uses the steady window and the mean power; this is the step so far."""
 
 from __future__ import annotations
 

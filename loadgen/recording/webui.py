@@ -1,11 +1,7 @@
-"""The Locust web UI as embedperf's front end: a live tab (step figures, server decomposition, device
-telemetry), the run folder, and a link to the run's report once it has ended.
-
-Uses Locust's own extension points: `template_args["extended_tabs"/"extended_tables"/ "extended_csv_files"]`,
-an `extended_stats` entry added to `/stats/requests` (which the UI polls every two seconds), and extra Flask
-routes on `environment.web_ui.app`. The report itself is built by a layer above the load side: the locustfile
-hands a `ReportBuilder` to `loadgen.wiring.plugin.install`, which keeps it on the run state and passes it
-here."""
+"""The Locust web UI as embedperf's front end: a live tab (step figures, server timings, device telemetry),
+the run folder, and a link to the run's report once it has ended, all through Locust's own extension points
+(`template_args`' extended tabs, tables and csv files, `extended_stats` on `/stats/requests`, and Flask
+routes). The report builder comes from the locustfile, through loadgen.wiring.plugin.install."""
 
 from __future__ import annotations
 

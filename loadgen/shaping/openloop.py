@@ -1,9 +1,6 @@
-"""Open-loop dispatch: requests start at their scheduled instants, whatever the responses do.
-
-Latency is also measured from the intended start (`latency_from_intended_ms`), so a stalled service cannot
-hide its queueing by slowing the generator down (coordinated omission), as in wrk2 and MLPerf LoadGen. A
-request that cannot start -- too many in flight, or later than the tolerance under `late_policy: drop` -- is
-recorded as a failed row, never silently skipped."""
+"""Open-loop dispatch: requests start at their scheduled instants, whatever the responses do. Latency is also
+measured from the intended start, so a stalled service cannot hide its queueing (coordinated omission, as in
+wrk2); a request that cannot start is recorded as a failed row, never skipped."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """One load, two targets: each request's side drawn by the current stage's weight, a sample also sent across.
 
-A canary run sends every request either to the baseline or to the candidate: the side is drawn per request
-from a seeded generator with the stage's candidate weight, so whatever the host does (a noisy neighbour, a GC
-pause) falls on both sides alike. A fraction of requests (canary.agreement_fraction) is an agreement sample:
-its texts go to the drawn side, then to the other one, and the cosine of the two answers is kept on the second
-request's row (`agreement_cosine`; the lowest over the request's inputs). Every request, the second of a pair
-too, is an ordinary row of its side (`side`)."""
+The side is drawn per request from a seeded generator, so whatever the host does falls on both sides alike. An
+agreement sample (canary.agreement_fraction) sends its texts to the drawn side, then to the other, and keeps
+the two answers' lowest cosine on the second row (`agreement_cosine`); every request is an ordinary row of its
+side (`side`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Request payloads: corpus, dataset or synthetic texts, weighted inputs per request, validation edge cases.
-
-Synthetic texts (`payload.tokens`) are cut from the corpora's words to a sampled token length. With the
-target's tokenizer (the model directory its /info names, when it is on this machine) the length is exact: each
-word's token count is known and a text's count is their sum plus the special tokens. Without it the length is
-approximate: WORDS_PER_TOKEN words per token, the usual rule for English."""
+Synthetic texts (`payload.tokens`) are cut from the corpora's words to a sampled token length: exact with the
+target's tokenizer when it is on this machine, else WORDS_PER_TOKEN words per token."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Quality probes: reference texts with stored fp32 embeddings, and the cosine of an answer to them.
-
-A reference set is one Parquet file (text, embedding) written by `embedperf precision --write-reference` and
-kept beside the scenario; during a run a `payload.quality_probes` fraction of requests sends one of its texts
-and the recorder keeps the answer's cosine (`probe_cosine`), so a batching, padding or overflow bug that only
-shows under load is caught while it happens."""
+"""Quality probes: reference texts with stored fp32 embeddings (a Parquet file from `embedperf precision
+--write-reference`), some sent during the run and the answer's cosine recorded (`probe_cosine`), so a batching
+or padding bug that only shows under load is caught while it happens."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Wire a canary into Locust: the stage weight for the users, the live judge on the shape's tick, the stop.
 
-The canary's stages are the scenario's steps (`embedperf canary` sets them), so ScenarioShape runs them,
-closed or open loop, local or distributed. On top of it CanaryShape tells the users which stage runs (workers
-by a message), lets the monitor (loadgen.lifecycle.canary_monitor) judge every completed window, and ends the
-run as soon as a rollback trigger fires: no further stage starts, as a shape ends any run, by returning None
-from its tick (Locust then quits a headless run). After the last stage it waits until the last window's rows
-are in and the monitor has given the verdict. Each process keeps its CanaryTraffic on its run state
-(`state_of(environment).canary`, `traffic_of`)."""
+The canary's stages are the scenario's steps, so ScenarioShape runs them (closed or open loop, local or
+distributed); CanaryShape adds telling the users which stage runs, the monitor's judgement of each window
+(loadgen.lifecycle.canary_monitor), and the end of the run, as a shape ends any, as soon as a rollback trigger
+fires, or once the last window's verdict is in."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The target-protocol interface: what the load side needs to know about one kind of server.
-
-A protocol builds each request's body, judges its answer (count, dimension, finite values; for rerank one
-score per document), reads the tokens and server timings the server reports, says where its health, info and
-model list live (the pre-flight check detects a target by them) and names its Prometheus metrics for the
-collectors' service source. Subclass TargetProtocol, override what differs and register an instance
-(registry.py); the base class holds the behaviour most servers share."""
+"""The target-protocol interface: what the load side needs to know about one kind of server (its requests,
+answers, timings, discovery paths and Prometheus names). Subclass TargetProtocol, override what differs and
+register an instance (registry.py)."""
 
 from __future__ import annotations
 
