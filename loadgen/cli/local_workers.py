@@ -41,12 +41,9 @@ class LocalWorkers:
         if not self.count:
             return []
         return [
-            "--master",
-            "--master-bind-host", MASTER_HOST,
-            "--master-bind-port", str(self.master_port),
-            "--expect-workers", str(self.count),
-            "--expect-workers-max-wait", str(EXPECT_WORKERS_MAX_WAIT_S),
-        ]  # fmt: skip
+            "--master", "--master-bind-host", MASTER_HOST, "--master-bind-port", str(self.master_port),
+            "--expect-workers", str(self.count), "--expect-workers-max-wait", str(EXPECT_WORKERS_MAX_WAIT_S),
+        ]
 
     def worker_command(self) -> list[str]:
         return [

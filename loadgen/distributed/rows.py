@@ -72,33 +72,29 @@ class RowForwarder:
         self.send(final=True)
 
 
-class FinalRowsInReport:
+def register_worker(runner: WorkerRunner) -> None:
     """Worker side of the final flush: once the master asks, the next statistics report carries the last rows."""
+    requested = False
 
-    def __init__(self, runner: WorkerRunner) -> None:
-        self.runner = runner
-        self.requested = False
+    def on_flush(environment: Environment, msg: Message, **_: Any) -> None:
+        nonlocal requested
+        requested = True
 
-    def on_flush(self, environment: Environment, msg: Message, **_: Any) -> None:
-        self.requested = True
-
-    def on_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
-        """Locust's report_to_master: `data` already holds the statistics; nothing yields in between."""
-        if not self.requested:
+    def on_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
+        # Locust's report_to_master: `data` already holds the statistics; nothing yields in between
+        nonlocal requested
+        if not requested:
             return
-        self.requested = False
-        forwarder = state_of(self.runner.environment).forwarder
+        requested = False
+        forwarder = state_of(runner.environment).forwarder
         if forwarder is not None:
             data[REPORT_KEY] = forwarder.batch(final=True)
         else:  # no test started here (joined late): answer anyway, so the master does not wait
-            name = context.worker_name(self.runner.client_id, self.runner.worker_index)
+            name = context.worker_name(runner.client_id, runner.worker_index)
             data[REPORT_KEY] = {"worker": name, "rows": [], "cpu": [], "final": True}
 
-
-def register_worker(runner: WorkerRunner) -> None:
-    final = FinalRowsInReport(runner)
-    runner.register_message(FLUSH_MSG, final.on_flush)
-    runner.environment.events.report_to_master.add_listener(final.on_report)
+    runner.register_message(FLUSH_MSG, on_flush)
+    runner.environment.events.report_to_master.add_listener(on_report)
 
 
 def book_of(run: session.RunSession) -> WorkerBook:

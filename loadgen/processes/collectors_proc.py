@@ -47,11 +47,8 @@ class CollectorsProcess:
         self.cmd = [  # `python -m collectors ARGS`, run through this module's parent-death guard
             sys.executable, "-m", "loadgen.processes.collectors_proc", "--parent-pid", str(os.getpid()), "--",
             "--out", str(folder.root.resolve()),  # absolute: the child starts in REPO_ROOT, not here
-            "--interval", str(interval_s),
-            "--sources", "auto",
-            "--service-url", service_url,
-            "--generator-pid", str(generator_pid),
-            *(extra_args or []),
+            "--interval", str(interval_s), "--sources", "auto", "--service-url", service_url,
+            "--generator-pid", str(generator_pid), *(extra_args or []),
         ]  # fmt: skip
         for agent in agents or []:
             self.cmd += ["--agent", agent]

@@ -55,13 +55,9 @@ class RedisServer:
     def start(self) -> RedisServer:
         self.folder.mkdir(parents=True, exist_ok=True)
         cmd = [
-            redis_server_path(),
-            "--bind", self.host,
-            "--port", str(self.port),
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(self.folder),
-        ]  # fmt: skip
+            redis_server_path(), "--bind", self.host, "--port", str(self.port), "--save", "",
+            "--appendonly", "no", "--dir", str(self.folder),
+        ]
         with open(self.folder / "redis.log", "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.folder)
         deadline = time.monotonic() + READY_TIMEOUT_S

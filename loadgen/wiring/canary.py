@@ -25,7 +25,7 @@ from loadgen.lifecycle.run_state import state_of
 from loadgen.lifecycle.session import RunSession
 from loadgen.traffic.canary_split import CanaryTraffic
 from loadgen.traffic.context import fetch_service_info
-from loadgen.wiring.shapes import ScenarioShape
+from loadgen.wiring.shapes import STOP_RATE, ScenarioShape
 
 log = logging.getLogger("embedperf.loadgen")
 STAGE_MSG = "embedperf_canary_stage"  # master -> workers: the stage now running (closed loop)
@@ -36,7 +36,6 @@ STAGE_MSG = "embedperf_canary_stage"  # master -> workers: the stage now running
 SETTLE_MARGIN_S = 1.5
 TELEMETRY_SETTLE_S = FLUSH_INTERVAL_S + SETTLE_MARGIN_S
 DISTRIBUTED_SETTLE_S = TELEMETRY_SETTLE_S + distributed.FORWARD_INTERVAL_S
-STOP_RATE = 1000.0  # users stopped at once when the canary stops or waits for its last rows
 
 
 def traffic_of(environment: Environment) -> CanaryTraffic:
@@ -103,7 +102,6 @@ class CanaryShape(ScenarioShape):
         self._monitor: CanaryMonitor | None = None
         self._published = -1
         self._stopping = False
-        self._users_stopped_for_stop = False
         self._held_s = 0.0
         self._hold_since: float | None = None
         self._last: tuple[int, float] | None = None
@@ -118,7 +116,6 @@ class CanaryShape(ScenarioShape):
             self._monitor = CanaryMonitor(run, settle_s, flush=run.recorder.flush)
         self._published = -1
         self._stopping = False
-        self._users_stopped_for_stop = False
         self._held_s = 0.0
         self._hold_since = None
 
@@ -194,12 +191,7 @@ class CanaryShape(ScenarioShape):
 
     def _stop(self, run: RunSession) -> tuple[int, float] | None:
         """Stop now: no further stage; a distributed run first collects its workers' last rows."""
-        if distributed.is_distributed(self.runner):
-            if not self._users_stopped_for_stop:
-                self._users_stopped_for_stop = True
-                return (0, STOP_RATE)
-            distributed.collect_final_rows(run, self.runner)  # type: ignore[arg-type]
-        return None
+        return (0, STOP_RATE) if self._collect_workers(run) else None
 
     def _finish(self, run: RunSession) -> tuple[int, float] | None:
         """Every stage ran: keep the load on until the last window is judged, give the verdict, end."""

@@ -176,13 +176,13 @@ class _Init:
     report_builder: webui.ReportBuilder | None = field(default=None, compare=False)
 
     def __call__(self, environment: Environment, runner: Runner, **_: Any) -> None:
-        attach(environment).report_builder = self.report_builder
-        _on_init(environment, runner)
+        options = environment.parsed_options
+        state = attach(environment)
+        state.report_builder = self.report_builder
+        _on_init(environment, runner, options, state)
 
 
-def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
-    options = environment.parsed_options
-    state = attach(environment)
+def _on_init(environment: Environment, runner: Runner, options: Any, state: RunState) -> None:
     if isinstance(runner, WorkerRunner):
         distributed.register_worker(runner)
         cuts.register_worker_cuts(runner)

@@ -16,6 +16,7 @@ from loadgen.traffic.shares import ScheduleShare
 DEFAULT_SPAWN_RATE_FACTOR = 10.0  # users per second = users x this: a step's users start within 0.1 s
 LOCAL_START_LEAD_S = 0.25  # open loop: the schedule's origin lies this far ahead of the first tick
 DISPATCHER_SPAWN_RATE = 100.0
+STOP_RATE = 1000.0  # users stopped at once when a run ends or stops
 
 
 class ScenarioShape(LoadTestShape):
@@ -189,13 +190,21 @@ class ScenarioShape(LoadTestShape):
         return origin
 
     def _finish(self, run: session.RunSession) -> tuple[int, float] | None:
-        if distributed.is_distributed(self.runner):
-            if not self._users_stopped:  # one more tick with no users, so workers finish their requests
-                self._users_stopped = True
-                return (0, 1000.0)
-            distributed.collect_final_rows(run, self.runner)  # type: ignore[arg-type]
+        if self._collect_workers(run):
+            return (0, STOP_RATE)
         run.shape_completed = True
         return None
+
+    def _collect_workers(self, run: session.RunSession) -> bool:
+        """Distributed: first one tick with no users (True), so workers finish their requests; then their last
+        rows are collected."""
+        if not distributed.is_distributed(self.runner):
+            return False
+        if not self._users_stopped:
+            self._users_stopped = True
+            return True
+        distributed.collect_final_rows(run, self.runner)  # type: ignore[arg-type]
+        return False
 
     def _search_tick(self, run: session.RunSession) -> tuple[int, float] | None:
         """A capacity search decides its own stages (loadgen.shaping.search); keep its dispatcher until it is done."""
