@@ -25,8 +25,7 @@ STOP_GRACE_S = 10.0
 
 
 class LocalWorkers:
-    """Start `count` workers of `locustfile` for a master on 127.0.0.1:master_port (0: a single-process
-    run)."""
+    """`count` workers of `locustfile` for a master on 127.0.0.1:master_port (0: one process)."""
 
     def __init__(self, count: int, locustfile: Path, master_port: int | None = None) -> None:
         if count < 0:

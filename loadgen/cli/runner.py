@@ -65,8 +65,7 @@ def locust_command(
 
 
 def _absolute_paths(resolved: Scenario) -> dict[str, str]:
-    """The scenario's files as this process found them (absolute): Locust starts in REPO_ROOT, where a
-    path relative to the user's directory would name another file or none."""
+    """The scenario's files made absolute: Locust starts in REPO_ROOT, not the user's directory."""
     out: dict[str, str] = {}
     payload = resolved.payload
     if payload.dataset is not None:

@@ -134,8 +134,7 @@ def write_batch(environment: Environment, client_id: str, data: dict[str, Any]) 
 
 
 def _watch_workers(runner: MasterRunner) -> None:
-    """Master side: warn when a worker falls silent; one Locust lost before it sent anything is missing since
-    the run began."""
+    """Master side: warn when a worker falls silent (one lost before its first batch: since the start)."""
     state = state_of(runner.environment)
     while True:
         gevent.sleep(FORWARD_INTERVAL_S)
@@ -163,8 +162,7 @@ def live_client_ids(runner: MasterRunner) -> list[str]:
 
 
 def publish_shares(runner: MasterRunner, origin_unix_s: float) -> int:
-    """Give each connected worker its share of the open-loop schedule (in Locust's parsed options, which ride
-    on every spawn message); the number of shares."""
+    """Give each live worker its open-loop share (in the parsed options every spawn message carries)."""
     clients = live_client_ids(runner)
     options = runner.environment.parsed_options
     if options is not None:

@@ -185,8 +185,7 @@ class CanaryMonitor:
 
     # ---------------------------------------------------------------------------------------- judging
     def poll(self, now_unix_s: float | None = None, finished: bool = False) -> CanaryVerdict:
-        """Judge every window whose rows are in (all when finished); the verdict so far (`running` until
-        decided)."""
+        """Judge every window whose rows are in (all when finished); the verdict so far."""
         if self.verdict.status not in ("running",):
             return self.verdict
         now = time.time() if now_unix_s is None else now_unix_s

@@ -106,8 +106,7 @@ def export_api_key(
 
 
 class Suggestions(list[str]):
-    """Choices the web UI offers; on the command line any value passes and the scenario loader validates
-    it."""
+    """Choices the web UI offers; on the command line the scenario loader validates any value."""
 
     def __contains__(self, value: object) -> bool:
         return True

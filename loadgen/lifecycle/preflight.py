@@ -169,8 +169,7 @@ def _status_message(
 
 
 def target_for_locust(scenario: Scenario, host: str, check: bool) -> ResolvedTarget:
-    """The plugin's entry: the target checked with one request when `check`, else resolved with the
-    defaults."""
+    """The plugin's entry: the target checked with one request when `check`, else defaulted."""
     if check:
         return check_target(scenario, host)
     target = registry.default_target(scenario.target, scenario.payload.task)

@@ -62,8 +62,7 @@ class RunState:
         self, scenario: Scenario, options: RunOptions,
         resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None,
     ) -> None:
-        """At init (local or master); `resolve` re-reads scenario and options before each run (the web UI's
-        form)."""
+        """At init; `resolve` re-reads scenario and options before each run (the web UI's form)."""
         self.scenario, self.options, self.resolve = scenario, options, resolve
 
     def active(self) -> RunSession | None:

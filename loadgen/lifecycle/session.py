@@ -177,8 +177,7 @@ def _typed_info(raw: dict[str, Any] | None) -> ServiceInfo | None:
 
 
 def serving_devices(explicit: list[int], info: ServiceInfo | None) -> ServingDevices:
-    """Explicit indices, else the accelerators the target's /info lists (analysis adds those busy under
-    load)."""
+    """Explicit indices, else the accelerators /info lists (analysis adds those busy under load)."""
     if explicit:
         return ServingDevices(rule="explicit", indices=sorted(set(explicit)))
     if info is not None and info.accelerator_indices():

@@ -64,8 +64,7 @@ def most_common_error(stats: Any) -> str:
 
 
 def set_exit_code(environment: Any, run: Any) -> RunVerdict | None:
-    """Locust's quitting hook: set `environment.process_exit_code` and say why; no run, Locust's own code
-    stands."""
+    """Locust's quitting hook: set `environment.process_exit_code` and say why (no run: Locust's)."""
     if run is None:
         return None
     stats = environment.runner.stats if environment.runner is not None else environment.stats

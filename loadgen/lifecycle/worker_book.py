@@ -46,8 +46,7 @@ class WorkerBook:
             seen.open_loop = dict(open_loop or {})
 
     def never_heard(self, client_id: str, worker: str, since_unix_s: float) -> bool:
-        """Book a worker Locust lost before its first batch as missing since `since_unix_s`; whether it was
-        new."""
+        """Book a worker lost before its first batch as missing since `since_unix_s`; whether it was new."""
         if client_id in self._seen:
             return False
         self._seen[client_id] = _Seen(worker, since_unix_s, since_unix_s, missing=[[since_unix_s, None]])

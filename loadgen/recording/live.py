@@ -149,8 +149,7 @@ class StepFigures:
         return self.ok / span_s if span_s > 0 else 0.0
 
     def latency_bound_ms(self, q: float) -> float | None:
-        """The bucket bound below which a fraction q of the latencies lie (inf: above the last; None: none
-        yet)."""
+        """The bucket bound under which a fraction q of latencies lie (inf: above all; None: none yet)."""
         total = sum(self.latency_bucket_counts)
         if not total:
             return None
@@ -238,8 +237,7 @@ def _is_accelerator(device: str) -> bool:
 
 
 class RunFollower:
-    """The live view of whichever run `current_run()` returns (None: none); keeps the last one after it
-    ends."""
+    """The live view of the run `current_run()` returns (or None); keeps the last one after it ends."""
 
     def __init__(self, current_run: Callable[[], Any]) -> None:
         self.current_run = current_run

@@ -73,8 +73,7 @@ class StageTimeline:
         return self.stages[-1] if self.stages else None
 
     def tag(self, t_unix_s: float | None) -> Stage | None:
-        """Stage columns for a row intended at t (None: the current stage; before the first stage: the
-        first)."""
+        """Stage columns for a row intended at t (None: the current stage; before the first: the first)."""
         tags = self._tags
         if not tags:
             return None

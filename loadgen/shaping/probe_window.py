@@ -62,8 +62,7 @@ class ProbeTap:
 
 
 class ProbeWindow:
-    """One probe's arrivals cut at its window's end (the rest kept aside as dropped), their intended starts
-    noted."""
+    """One probe's arrivals cut at its window's end (the rest kept as dropped), intended starts noted."""
 
     def __init__(self, schedule: Iterable[Arrival], t_origin_unix_s: float, duration_s: float) -> None:
         self.schedule = schedule

@@ -83,8 +83,7 @@ class CanaryTraffic:
 
     @classmethod
     def build(cls, base: RunContext, candidate_info: dict[str, Any] | None) -> CanaryTraffic:
-        """From the run's context (the baseline's): the candidate's differs in host, /info and expected
-        dimension."""
+        """From the run's (baseline's) context: the candidate's has its own host, /info and dimension."""
         canary = base.scenario.canary
         dim = info_dimension(candidate_info)
         candidate = replace(

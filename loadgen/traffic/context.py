@@ -47,8 +47,7 @@ class RunContext:
     protocol: TargetProtocol = registry.DEFAULT  # builds each request and judges its answer (target.protocol)
 
     def claim_share(self) -> ScheduleShare | None:
-        """The share to dispatch, once per run (a second dispatcher here must not send the same arrivals
-        again)."""
+        """The share to dispatch, once per run (a second dispatcher must not send the same arrivals)."""
         if self.share_claimed:
             return None
         self.share_claimed = True
@@ -98,8 +97,7 @@ def info_dimension(info: dict[str, Any] | None) -> int | None:
 def build_context(
     scenario: Scenario, host: str, sink: RowSink, worker: str, service_info: dict[str, Any] | None
 ) -> RunContext:
-    """The expected dimension from /info, else `target.dimension`, else the first answer; unset targets
-    defaulted."""
+    """Expected dimension: /info, else `target.dimension`, else the first answer; unset targets defaulted."""
     target = registry.default_target(scenario.target, scenario.payload.task)
     if target is not scenario.target:
         scenario = scenario.model_copy(update={"target": target})

@@ -159,8 +159,7 @@ def dropped_row(
     stage: Stage | None, t_sent_unix_s: float | None = None,
     request_id: str | None = None,
 ) -> RequestRow:
-    """A request without an answer, recorded: one the scheduler could not start, or one cut off by the run's
-    stop."""
+    """A request without an answer, recorded: not startable in time, or cut off by the run's stop."""
     row = RequestRow(
         worker=ctx.worker, t_intended_unix_s=t_intended_unix_s, t_sent_unix_s=t_sent_unix_s,
         request_id=request_id, endpoint=payload.endpoint, ok=False, error=reason, n_inputs=payload.texts,

@@ -17,7 +17,7 @@ _TIMING_ENTRY = re.compile(r'([^\s,;]+)\s*;[^,]*?\bdur\s*=\s*"?([^",;\s]*)')
 
 
 def parse_server_timing(header: str | list[str] | None) -> dict[str, float]:
-    """`queue;dur=1.2, compute;dur=5.1` -> `{"srv_queue_ms": 1.2, "srv_compute_ms": 5.1}`; the rest is
+    """`queue;dur=1.2, compute;dur=5.1` -> `{"srv_queue_ms": 1.2, "srv_compute_ms": 5.1}`, the rest
     ignored."""
     out: dict[str, float] = {}
     for name, value in _TIMING_ENTRY.findall(header if isinstance(header, str) else ", ".join(header or ())):

@@ -185,8 +185,7 @@ class SyntheticTexts:
 def prepare(
     spec: Payload, service_info: dict[str, Any] | None, corpora_dir: Path = CORPORA_DIR
 ) -> SyntheticTexts | None:
-    """The synthetic text source for `payload.tokens` (None without it), built once per process, before the
-    first step: loading a tokenizer takes seconds."""
+    """The source for `payload.tokens` (or None), built before the first step: a tokenizer loads slowly."""
     if spec.tokens is None:
         return None
     model_path = str((service_info or {}).get("model_path") or "")

@@ -71,8 +71,7 @@ def answer_vectors(body: bytes) -> list[np.ndarray] | None:
 def answer_cosine(
     body: bytes, reference: np.ndarray, vectors_of: Callable[[bytes], list[np.ndarray] | None] = answer_vectors
 ) -> float | None:
-    """Cosine of an answer's first embedding to a unit reference vector (None if unreadable), as `vectors_of`
-    (its protocol's dense_vectors) reads the answer."""
+    """Cosine of an answer's first embedding (`vectors_of` reads it) to a unit reference; None: unreadable."""
     vectors = vectors_of(body)
     if not vectors:
         return None

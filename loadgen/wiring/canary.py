@@ -84,8 +84,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
 
 
 def install_canary() -> None:
-    """Register the canary's listeners after plugin.install's (they need the run's state); idempotent as it
-    is."""
+    """Register the canary's listeners after plugin.install's (they need the run's state); idempotent."""
     for hook, listener in ((events.init, _on_init), (events.test_start, _on_test_start)):
         with suppress(ValueError):  # not registered yet
             hook.remove_listener(listener)

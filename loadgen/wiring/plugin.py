@@ -170,8 +170,7 @@ def resolve(environment: Environment) -> tuple[Scenario, session.RunOptions]:
 
 @dataclass(frozen=True)
 class _Init:
-    """The init listener with the locustfile's report builder; all equal, so install() replaces an earlier
-    one."""
+    """The init listener with the locustfile's report builder; all equal, so install() replaces one."""
 
     report_builder: webui.ReportBuilder | None = field(default=None, compare=False)
 

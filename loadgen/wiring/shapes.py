@@ -89,8 +89,7 @@ class ScenarioShape(LoadTestShape):
         return self._finish(run)
 
     def _step_done(self, run: session.RunSession, run_time_s: float) -> bool:
-        """The step ran its duration, or (steps.until) its P99 interval is narrow enough (recorded as its
-        ending)."""
+        """The step ran its duration, or (steps.until) its P99 interval is narrow enough (its ending)."""
         ending = run.until.converged(time.time())
         if ending is None and run_time_s >= self._stage_end_run_s:
             ending = run.until.timed_out()
@@ -102,8 +101,7 @@ class ScenarioShape(LoadTestShape):
         return True
 
     def _open_loop_tick(self, run: session.RunSession) -> tuple[int, float] | None:
-        """Stages begin at the schedule's instants, not the ticks that notice them; a known adaptive step ends
-        early."""
+        """Stages begin at the schedule's instants, not the ticks noticing them; adaptive steps end early."""
         scenario = run.scenario
         steps = scenario.steps
         if self._origin_unix_s is None:
@@ -132,8 +130,7 @@ class ScenarioShape(LoadTestShape):
     def _begin_through(
         self, run: session.RunSession, index: int, origin: float, offsets: list[float]
     ) -> None:
-        """Begin every stage up to `index` not begun yet, each at its own instant (one may be shorter than a
-        tick)."""
+        """Begin every stage up to `index` not begun yet, each at its own instant."""
         steps = run.scenario.steps
         while self._stage_index < index:
             if self._stage_index >= 0:
@@ -196,8 +193,7 @@ class ScenarioShape(LoadTestShape):
         return None
 
     def _collect_workers(self, run: session.RunSession) -> bool:
-        """Distributed: first one tick with no users (True), so workers finish their requests; then their last
-        rows are collected."""
+        """Distributed: first a tick without users (True) so workers finish, then collect their last rows."""
         if not distributed.is_distributed(self.runner):
             return False
         if not self._users_stopped:

@@ -104,8 +104,7 @@ class TargetProtocol:
         raise NotImplementedError
 
     def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
-        """A good embeddings answer's vectors (None: unreadable); by default the OpenAI shape
-        (data[].embedding)."""
+        """A good embeddings answer's vectors (None: unreadable); by default OpenAI's data[].embedding."""
         return answer_vectors(body)
 
     def raw_timing(self, get_header: HeaderGetter) -> list[Any]:

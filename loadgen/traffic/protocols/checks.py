@@ -15,8 +15,7 @@ from loadgen.traffic.protocols.base import Expectations
 
 
 def check_vectors(vectors: Any, n_inputs: int, expect: Expectations) -> str:
-    """n_inputs dense vectors of finite numbers, all of the expected dimension (else learnt from this
-    answer)."""
+    """n_inputs dense vectors of finite numbers, of the expected dimension (else learnt from this one)."""
     if not isinstance(vectors, list):
         return "answer has no list of embeddings"
     if len(vectors) != n_inputs:
@@ -64,8 +63,7 @@ def check_dim(dim: int, expect: Expectations) -> str:
 
 
 def _finite(rows: list[Any]) -> bool:
-    """Every value a finite number (not NaN, Infinity, null or a string, which numpy would not store as
-    numbers)."""
+    """Every value a finite number (not NaN, Infinity, null or a string)."""
     try:
         array = np.asarray(rows)
     except ValueError:

@@ -65,8 +65,7 @@ def count_float_lists(body: bytes, dim: int) -> int:
 
 
 def check_embeddings(body: bytes, n_inputs: int, encoding_format: str, expect: Expectations) -> Checked:
-    """'' when the answer holds n_inputs finite embeddings of the expected size, else why; and usage
-    tokens."""
+    """'' when the answer holds n_inputs good embeddings, else why; and the usage tokens."""
     expected_dim = expect.expected_dim
     if (
         expected_dim is not None
@@ -160,8 +159,7 @@ class OpenAIProtocol(TargetProtocol):
         return check_embeddings(body, len(payload.inputs), target.encoding_format, expect)
 
     def detect(self, fetch: Fetch) -> Detection | None:
-        """A model list at /v1/models or /models, else the reference service's /info (a model and a
-        dimension)."""
+        """A model list at /v1/models or /models, else the reference service's /info (model, dimension)."""
         for prefix in ("/v1", ""):
             listing = fetch(f"{prefix}/models").doc
             items = listing.get("data")
@@ -203,8 +201,7 @@ def check_cohere_rerank(body: bytes, n_documents: int) -> Checked:
 
 
 class OpenAIServerProtocol(OpenAIProtocol):
-    """OpenAI-shaped with its own model-list owner, metric names and a Cohere-shaped rerank (vLLM,
-    Infinity)."""
+    """OpenAI-shaped with its own model owner, metric names and Cohere-shaped rerank (vLLM, Infinity)."""
 
     tasks = ("embed", "rerank")
     default_model = ""

@@ -42,8 +42,7 @@ PATHS: dict[str, str] = {"embed": "/embed", "embed_sparse": "/embed_sparse", "re
 
 
 def server_timing(get_header: HeaderGetter) -> str | None:
-    """TEI's timing headers as one Server-Timing value (None without them), parsed as the reference
-    service's."""
+    """TEI's timing headers as one Server-Timing value (None without them), for the one parser."""
     entries = []
     for header, metric in TIMING_HEADERS.items():
         value = get_header(header)
