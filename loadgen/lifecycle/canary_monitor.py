@@ -81,7 +81,6 @@ class CanaryMonitor:
         )
         write_canary_record(run.folder.root, self.record)
 
-    # ---------------------------------------------------------------------------------------- rows
     def _add(self, row: Mapping[str, Any], starts: dict[int, float]) -> None:
         side = row.get("side")
         if side not in SIDES or str(row.get("endpoint") or "").startswith(VALIDATION_PREFIX):
@@ -128,7 +127,6 @@ class CanaryMonitor:
             if ts is not None and value is not None:
                 self._temps.append((ts, value))
 
-    # ---------------------------------------------------------------------------------------- figures
     def _side_window(self, side: str, rows: _SideRows, start: float, end: float) -> SideWindow:
         n_bins = bin_count(start, end)
         ok_bins: list[int] = []
@@ -183,7 +181,6 @@ class CanaryMonitor:
             ]
         self._temps = [(ts, v) for ts, v in self._temps if ts >= before_unix_s]
 
-    # ---------------------------------------------------------------------------------------- judging
     def poll(self, now_unix_s: float | None = None, finished: bool = False) -> CanaryVerdict:
         """Judge every window whose rows are in (all when finished); the verdict so far."""
         if self.verdict.status not in ("running",):

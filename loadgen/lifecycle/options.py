@@ -37,10 +37,7 @@ def add_step_options(parser: argparse._ActionsContainer) -> None:
         help="every step's duration in seconds (shorthand for --set steps.duration_s=S)",
     )
     parser.add_argument(
-        "--warmup-s",
-        type=float,
-        default=None,
-        metavar="S",
+        "--warmup-s", type=float, default=None, metavar="S",
         help="seconds at the start of every step the analysis trims; shorter than the step "
         "(shorthand for --set steps.warmup_s=S)",
     )

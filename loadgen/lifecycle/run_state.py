@@ -31,11 +31,9 @@ class RowOutlet(Protocol):
 
     def batch(self, final: bool = False) -> dict[str, Any]:
         """Take the rows buffered so far as one message's data."""
-        ...
 
     def stop(self) -> None:
         """Send what is left and stop forwarding."""
-        ...
 
 
 @dataclass

@@ -112,6 +112,11 @@ class StepFigures:
         if ok:
             self.ok += 1
             self.embeddings += cell_float(row.get("n_inputs")) or 1.0
+            for stage in SERVER_STAGES:
+                value = cell_float(row.get(f"srv_{stage}_ms"))
+                if value is not None:
+                    self.server_sum_ms[stage] += value
+                    self.server_count[stage] += 1
         else:
             status = cell_float(row.get("status_code"))
             self.errors_by_kind[error_kind(status, str(row.get("error") or ""))] += 1
@@ -124,12 +129,6 @@ class StepFigures:
             self.first_sent_unix_s = sent
         if done is not None and (self.last_done_unix_s is None or done > self.last_done_unix_s):
             self.last_done_unix_s = done
-        if ok:
-            for stage in SERVER_STAGES:
-                value = cell_float(row.get(f"srv_{stage}_ms"))
-                if value is not None:
-                    self.server_sum_ms[stage] += value
-                    self.server_count[stage] += 1
 
     @property
     def errors(self) -> int:

@@ -54,9 +54,6 @@ def timing_values(get_header: Callable[[str], str | None]) -> list[Any]:
     ]
 
 
-# --------------------------------------------------------------------------------------------
-# Raw headers in the row, parsed per batch (off the request path)
-# --------------------------------------------------------------------------------------------
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
 # The service's layout with plain decimal values: Arrow extracts and converts those for a whole
 # batch in C; any other header (and any other number spelling) goes through timing_values.

@@ -29,10 +29,8 @@ from loadgen.wiring.shapes import STOP_RATE, ScenarioShape
 
 log = logging.getLogger("embedperf.loadgen")
 STAGE_MSG = "embedperf_canary_stage"  # master -> workers: the stage now running (closed loop)
-# A window is judged this long after it ends (plus its slowest answer): the margin covers requests in
-# flight at the window's end. A local run's monitor flushes the recorder itself when it judges, so its rows
-# are in; the collectors' telemetry reaches the disk within a flush interval (waited for when a temperature
-# trigger reads it), and a worker's rows reach the master within a forward interval.
+# A window is judged this long after it ends (plus its slowest answer), for the requests in flight then; a
+# temperature trigger also waits a telemetry flush, a distributed run a worker's forward interval.
 SETTLE_MARGIN_S = 1.5
 TELEMETRY_SETTLE_S = FLUSH_INTERVAL_S + SETTLE_MARGIN_S
 DISTRIBUTED_SETTLE_S = TELEMETRY_SETTLE_S + distributed.FORWARD_INTERVAL_S

@@ -49,8 +49,7 @@ from loadgen.traffic.shares import share_from_options
 from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overrides
 from scenarios.models import Scenario
 
-# The web UI labels a field "name (help)" on one line: the --set field's help says, in few words, that it
-# takes several overrides separated by commas (the full rules are in the group's description).
+# The web UI labels a field "name (help)" on one line: the --set field's help is the short form.
 SET_FIELD_HELP = "overrides KEY=VALUE, comma-separated: steps.duration_s=5,slo.p99_ms=200"
 STOP_MARGIN_S = 1.0  # beyond the request timeout: the timed-out request's row is recorded too
 log = logging.getLogger("embedperf.loadgen")
@@ -245,9 +244,9 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     state = state_of(environment)
     if isinstance(runner, WorkerRunner):
-        resolved = getattr(environment.parsed_options, "embedperf_resolved", "")
-        scenario = Scenario.model_validate_json(resolved)
-        export_api_key(getattr(environment.parsed_options, "api_key", None), scenario.target.api_key_env)
+        options = environment.parsed_options
+        scenario = Scenario.model_validate_json(getattr(options, "embedperf_resolved", ""))
+        export_api_key(getattr(options, "api_key", None), scenario.target.api_key_env)
         host = environment.host or scenario.target.base_url
         name = context.worker_name(runner.client_id, runner.worker_index)
         if state.forwarder is not None:  # a run before this one on the same worker
@@ -258,9 +257,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         info = context.fetch_service_info(host, scenario)
         ctx = context.build_context(scenario, host, forwarder.add, name, info)
         forwarder.open_loop_stats = ctx.open_loop_stats
-        ctx.schedule_share = share_from_options(
-            getattr(environment.parsed_options, "embedperf_shares", ""), runner.client_id
-        )
+        ctx.schedule_share = share_from_options(getattr(options, "embedperf_shares", ""), runner.client_id)
         ctx.share_claimed = ctx.schedule_share is None  # joined after the deal: sends none of the schedule
         state.forwarder, state.context = forwarder, ctx
         settle_heap()

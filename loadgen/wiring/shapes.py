@@ -72,14 +72,8 @@ class ScenarioShape(LoadTestShape):
         if self._stage_index < 0 or (self._stage_index < len(steps) and self._step_done(run, run_time_s)):
             self._stage_index += 1
             if self._stage_index < len(steps):
-                step = steps[self._stage_index]
-                self._stage_end_run_s = run_time_s + step.duration_s
-                now = time.time()
-                run.timeline.begin(
-                    self._stage_index, step.label, now, users=step.users, rate=step.rate,
-                    warmup_s=step.warmup_s,
-                )
-                run.until.begin(self._stage_index, now, step.warmup_s, step.until)
+                self._stage_end_run_s = run_time_s + steps[self._stage_index].duration_s
+                self._begin(run, time.time(), closed_loop=True)
             else:
                 run.timeline.end(time.time())
         if self._stage_index < len(steps):
@@ -131,17 +125,20 @@ class ScenarioShape(LoadTestShape):
         self, run: session.RunSession, index: int, origin: float, offsets: list[float]
     ) -> None:
         """Begin every stage up to `index` not begun yet, each at its own instant."""
-        steps = run.scenario.steps
         while self._stage_index < index:
             if self._stage_index >= 0:
                 self._record_timeout(run, self._stage_index)
             self._stage_index += 1
-            step = steps[self._stage_index]
-            start = origin + offsets[self._stage_index]
-            run.timeline.begin(
-                self._stage_index, step.label, start, rate=step.rate, warmup_s=step.warmup_s,
-            )  # fmt: skip
-            run.until.begin(self._stage_index, start, step.warmup_s, step.until)
+            self._begin(run, origin + offsets[self._stage_index])
+
+    def _begin(self, run: session.RunSession, t_unix_s: float, closed_loop: bool = False) -> None:
+        """Begin step `_stage_index` at t: its stage record (users only closed loop), its adaptive watch."""
+        step = run.scenario.steps[self._stage_index]
+        users = step.users if closed_loop else None
+        run.timeline.begin(
+            self._stage_index, step.label, t_unix_s, users=users, rate=step.rate, warmup_s=step.warmup_s
+        )
+        run.until.begin(self._stage_index, t_unix_s, step.warmup_s, step.until)
 
     def _stage_cuts(self, run: session.RunSession) -> StageCuts | None:
         """Where adaptive open-loop steps end: this process's dispatcher's (local), or the master's own copy."""
