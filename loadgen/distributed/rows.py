@@ -128,7 +128,7 @@ def write_batch(environment: Environment, client_id: str, data: dict[str, Any]) 
             )
         return
     run.recorder.write_many(rows)
-    run.add_cpu_samples(data.get("cpu", []))
+    run.cpu_samples.extend(data.get("cpu", []))
     final = bool(data.get("final"))
     book_of(run).batch(client_id, str(data["worker"]), len(rows), time.time(), final, data.get("open_loop"))
 

@@ -114,9 +114,6 @@ class RunSession:
     def _is_master(self) -> bool:
         return isinstance(self.environment.runner, MasterRunner)
 
-    def add_cpu_samples(self, samples: list[dict[str, Any]]) -> None:
-        self.cpu_samples.extend(samples)
-
     def finalise(self, reason: str) -> RunFolder:
         """Stop collectors, compact the rows, save Locust's stats and write the final manifest."""
         if self.finalised:

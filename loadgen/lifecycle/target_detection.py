@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from embedperf.errors import TargetError
 from loadgen.traffic.protocols import registry
-from loadgen.traffic.protocols.base import Fetch, Probe, TargetProtocol
+from loadgen.traffic.protocols.base import Fetch, Probe, TargetProtocol, parse_json
 from scenarios.models import Scenario, Target
 
 PROBE_TIMEOUT_S = 3.0
@@ -44,9 +44,9 @@ class Prober:
         request = urllib.request.Request(url, headers={**self.headers, "Accept": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=min(PROBE_TIMEOUT_S, left_s)) as resp:  # noqa: S310 - user-given target
-                return Probe(int(resp.status), _json(resp.read()))
+                return Probe(int(resp.status), parse_json(resp.read())[0])
         except urllib.error.HTTPError as exc:
-            return Probe(exc.code, _json(exc.read() or b""))
+            return Probe(exc.code, parse_json(exc.read() or b"")[0])
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, ConnectionRefusedError):
                 raise TargetError(unreachable(self.base_url, exc.reason, PROBE_TIMEOUT_S)) from None
@@ -67,13 +67,6 @@ def unreachable(url: str, reason: object, timeout_s: float) -> str:
         f"cannot reach the target at {url}: {why}; is the service running and listening there? "
         "(start the reference service with `embedperf serve`, or pass --host)"
     )
-
-
-def _json(body: bytes) -> object:
-    try:
-        return json.loads(body) if body else None
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)

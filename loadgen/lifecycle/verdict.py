@@ -23,10 +23,6 @@ class RunVerdict:
     n_requests: int
     n_failed: int
 
-    @property
-    def error_rate(self) -> float | None:
-        return self.n_failed / self.n_requests if self.n_requests else None
-
 
 def run_verdict(stats: Any, error_budget_pct: float, completed: bool, stop_reason: str = "") -> RunVerdict:
     """Verdict from a Locust RequestStats (master or local process), the budget in percent."""

@@ -118,9 +118,3 @@ class LiveExporter:
         url = f"http://{self.host}:{self.port}/metrics"
         print(f"live metrics: {url}", flush=True)
         return url
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None

@@ -73,11 +73,9 @@ def summarise(
     if not values:
         return GeneratorCpu(threshold_pct=threshold_pct, note="no CPU samples (run shorter than 1 s)")
     saturated_workers = [w for w, vs in by_worker.items() if _p95(vs) > threshold_pct]
-    note = (
+    note = "" if not saturated_workers else (
         f"generator-bound: P95 CPU above {threshold_pct:.0f}% of one core on {', '.join(saturated_workers)}; "
         "latencies include generator queueing; add workers (--processes N)"
-        if saturated_workers
-        else ""
     )
     return GeneratorCpu(
         mean_pct=round(sum(values) / len(values), 2), max_pct=round(max(values), 2),

@@ -90,10 +90,8 @@ def _probe(
     tap.start(index)
     t_origin = time.time() + START_LEAD_S
     run.timeline.begin(index, label, t_origin, rate=plan.rate, warmup_s=spec.warmup_s)
-    window = ProbeWindow(
-        arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index), t_origin,
-        plan.duration_s,
-    )
+    schedule = arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index)
+    window = ProbeWindow(schedule, t_origin, plan.duration_s)
     dispatch(client, ctx, sampler, environment, window, stage_of, pool, stats, origin_unix_s=t_origin)
     for arrival in window.left_out:
         stats["scheduled"] += 1

@@ -41,10 +41,6 @@ class SideDraw:
         return fraction > 0.0 and self._rng.random() < fraction
 
 
-def other(side: Side) -> Side:
-    return "baseline" if side == "candidate" else "candidate"
-
-
 def _tagging_sink(sink: RowSink, side: Side) -> RowSink:
     def write(row: RequestRow) -> None:
         row.side = side
@@ -118,7 +114,7 @@ class CanaryTraffic:
         )
         if not row.ok or not answers:
             return row
-        second = other(side)
+        second: Side = "baseline" if side == "candidate" else "candidate"
         again: list[bytes] = []
         paired = send_embeddings(
             clients[second], self.held[second], payload, None, stage, on_answer=again.append

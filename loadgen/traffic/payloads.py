@@ -238,9 +238,10 @@ class PayloadSampler:
         self._rng = random.Random(spec.seed + seed_offset)
         probes = spec.quality_probes
         self.probe_fraction = probes.fraction if probes is not None else 0.0
-        self.probe_texts, self.probe_vectors = (
-            load_reference_set(probes.reference) if probes is not None else ([], np.empty((0, 0)))
-        )
+        self.probe_texts: list[str] = []
+        self.probe_vectors: np.ndarray = np.empty((0, 0))
+        if probes is not None:
+            self.probe_texts, self.probe_vectors = load_reference_set(probes.reference)
 
     def _text(self) -> str:
         if self.synthetic is not None:  # a random cut of the word pool; a tag would change its length

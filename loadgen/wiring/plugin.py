@@ -55,7 +55,7 @@ STOP_MARGIN_S = 1.0  # beyond the request timeout: the timed-out request's row i
 log = logging.getLogger("embedperf.loadgen")
 
 
-def _web_ui_option(group: Any, *flags: str, **options: Any) -> None:
+def _web_ui_option(group: argparse._ActionsContainer, *flags: str, **options: Any) -> None:
     """Argument groups bypass LocustArgumentParser.add_argument; mark web-UI options by hand."""
     action = group.add_argument(*flags, **options)
     action.include_in_web_ui = True  # type: ignore[attr-defined]

@@ -6,11 +6,9 @@
     GET  /v2/health/ready          readiness
     GET  /v2/models/{model}        model metadata {"name", "inputs", "outputs": [{"shape": [-1, d]}]}
 
-The input tensor is named INPUT_NAME ("text"), as embedding models served from KServe or Triton commonly
-name it. The model list comes from KServe's `GET /v1/models` ({"models": [...]}); a Triton target has none
-over GET: give --model. KServe's Python model server records how long predict took in a histogram
-(request_predict_seconds), which the collectors' service source reads as busy fraction and request rate.
-"""
+The input tensor is INPUT_NAME ("text"), as such models commonly name it. Models are listed at KServe's
+`GET /v1/models`; Triton lists none over GET: give --model. KServe's request_predict_seconds histogram
+gives the collectors busy fraction and request rate."""
 
 from __future__ import annotations
 

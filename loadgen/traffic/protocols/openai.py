@@ -32,10 +32,8 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)\s*[,}]')
 
 
 def count_float_lists(body: bytes, dim: int) -> int:
-    """How many `"embedding": [...]` lists the body holds, when every one has `dim` items; else -1. A byte
-    scan instead of parsing every float: -1 also when the body does not look like a plain JSON object of flat
-    lists of numbers (then the caller parses it properly). Runs once per request, so it stays in C calls: one
-    regex search and a few byte searches per list, no copies of the body."""
+    """How many `"embedding": [...]` lists of `dim` numbers the body holds; -1 for anything else (then the
+    caller parses it). A byte scan in C calls, without copies: it runs once per request."""
     if body[:1] != b"{" or body[-1:] != b"}":
         stripped = body.strip()
         if not (stripped.startswith(b"{") and stripped.endswith(b"}")):

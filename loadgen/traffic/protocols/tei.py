@@ -5,11 +5,9 @@
     POST /rerank        {"query", "texts": [...]} -> [{"index", "score"}, ...]
     GET  /info          {"model_id", "model_type", "max_client_batch_size", ...}
 
-Requests name no model (one process serves one). Every answer carries TEI's timing headers in whole
-milliseconds: x-queue-time, x-tokenization-time, x-inference-time and x-total-time map onto the request row's
-queue, tokenise, compute and total columns (as the reference service's Server-Timing does), x-compute-tokens
-onto its input tokens.
-"""
+Requests name no model (one process serves one). TEI's timing headers (whole milliseconds) fill the row's
+server timings as the reference service's Server-Timing does (TIMING_HEADERS), x-compute-tokens its input
+tokens."""
 
 from __future__ import annotations
 
