@@ -24,7 +24,6 @@ import sys
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -39,23 +38,27 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-@dataclass
 class StubApp:
     """ASGI app; kept free of frameworks so it answers thousands of requests per second."""
 
-    delay_ms: float = 0.0
-    dim: int = 8
-    timing_headers: bool = True
-    info: bool = True
-    workers: int = 0
-    fail_every: int = 0
-    info_devices: tuple[int, ...] = ()
-    corrupt_above: int = 0
-    served_model: str = "stub"
-    in_flight: int = field(default=0, init=False)
-    stall_until: float = field(default=0.0, init=False)
-    requests: int = field(default=0, init=False)
-    _slots: asyncio.Semaphore | None = field(default=None, init=False)
+    def __init__(
+        self, delay_ms: float = 0.0, dim: int = 8, timing_headers: bool = True, info: bool = True,
+        workers: int = 0, fail_every: int = 0, info_devices: tuple[int, ...] = (), corrupt_above: int = 0,
+        served_model: str = "stub",
+    ) -> None:
+        self.corrupt_above = corrupt_above
+        self.served_model = served_model.encode()
+        self.in_flight = 0
+        self.fail_every = fail_every
+        self.info_devices = info_devices
+        self.delay_s = delay_ms / 1000.0
+        self.workers = workers
+        self._slots: asyncio.Semaphore | None = None
+        self.dim = dim
+        self.timing_headers = timing_headers
+        self.info = info
+        self.stall_until = 0.0
+        self.requests = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -83,7 +86,7 @@ class StubApp:
             await _respond(send, 404, b'{"error":"not found"}')
 
     def _info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"model": self.served_model, "dimension": self.dim, "device": "cpu"}
+        info: dict[str, Any] = {"model": self.served_model.decode(), "dimension": self.dim, "device": "cpu"}
         if self.info_devices:
             info["device"] = ",".join(f"npu:{i}" for i in self.info_devices)
             info["devices"] = [{"kind": "npu", "index": i, "name": f"npu:{i}"} for i in self.info_devices]
@@ -112,9 +115,9 @@ class StubApp:
                 if self._slots is None:  # created inside the server's event loop
                     self._slots = asyncio.Semaphore(self.workers)
                 async with self._slots:  # FIFO: waiters are woken in arrival order
-                    await _sleep_until(time.perf_counter() + self.delay_ms / 1000.0)
+                    await _sleep_until(time.perf_counter() + self.delay_s)
             else:
-                await _sleep_until(t0 + self.delay_ms / 1000.0)
+                await _sleep_until(t0 + self.delay_s)
         finally:
             self.in_flight -= 1
         while (stall_s := self.stall_until - time.monotonic()) > 0:
@@ -135,8 +138,7 @@ class StubApp:
             timing = f"queue;dur=0.1, tokenize;dur=0.2, compute;dur={total_ms:.3f}, post;dur=0.1, total;dur={total_ms:.3f}"
             headers = [
                 (b"server-timing", timing.encode()), (b"x-batch-size", str(len(inputs)).encode()),
-                (b"x-batch-tokens", str(len(inputs) * 7).encode()),
-                (b"x-served-model", self.served_model.encode()),
+                (b"x-batch-tokens", str(len(inputs) * 7).encode()), (b"x-served-model", self.served_model),
             ]
             if request_id is not None:
                 headers.append((b"x-request-id", request_id))
