@@ -25,8 +25,7 @@ STOP_GRACE_S = 10.0
 
 
 class LocalWorkers:
-    """Start `count` workers of `locustfile` connecting to a master on 127.0.0.1:master_port (0: none,
-    a plain single-process run)."""
+    """`count` workers of `locustfile` for a master on 127.0.0.1:master_port (0: one process)."""
 
     def __init__(self, count: int, locustfile: Path, master_port: int | None = None) -> None:
         if count < 0:
@@ -41,12 +40,9 @@ class LocalWorkers:
         if not self.count:
             return []
         return [
-            "--master",
-            "--master-bind-host", MASTER_HOST,
-            "--master-bind-port", str(self.master_port),
-            "--expect-workers", str(self.count),
-            "--expect-workers-max-wait", str(EXPECT_WORKERS_MAX_WAIT_S),
-        ]  # fmt: skip
+            "--master", "--master-bind-host", MASTER_HOST, "--master-bind-port", str(self.master_port),
+            "--expect-workers", str(self.count), "--expect-workers-max-wait", str(EXPECT_WORKERS_MAX_WAIT_S),
+        ]
 
     def worker_command(self) -> list[str]:
         return [

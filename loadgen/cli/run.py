@@ -43,9 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario", dest="scenario_option", default=None, metavar="NAME|PATH",
         help="the same as the positional SCENARIO, spelt as Locust's option",
     )
-    parser.add_argument(
-        "--host", default=None, help="target base URL (default: the scenario's target.base_url)"
-    )
+    parser.add_argument("--host", help="target base URL (default: the scenario's target.base_url)")
     add_shared_option(parser, "runs_dir", Path("runs"), "runs")
     parser.add_argument("--label", default="", help="label appended to the run id")
     parser.add_argument(
@@ -59,10 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_api_key_option(parser)
     add_target_options(parser)
     parser.add_argument(
-        "--workers",
-        type=int,
-        default=0,
-        metavar="N",
+        "--workers", type=int, default=0, metavar="N",
         help="run Locust distributed on this host: a master plus N worker processes (about one core each), "
         "all stopped at the end; one run folder (default 0: a single process)",
     )

@@ -1,9 +1,8 @@
 """Run a scenario as `locust --headless` in a subprocess and return its run folder and exit code.
 
-The target is checked first (loadgen.lifecycle.preflight, exit 2 with nothing measured). Locust's exit code is
-passed on (loadgen.lifecycle.verdict decides it: 0 ok, 1 error budget exceeded, 3 incomplete); a Locust killed
-outright never prints its folder, so the folder it left is found by the generator pid the manifest records,
-and the run counts as incomplete (3)."""
+The target is checked first (exit 2, nothing measured); Locust's exit code is passed on
+(loadgen.lifecycle.verdict). A Locust killed outright never prints its folder: it is found by the generator
+pid its manifest records, and the run counts as incomplete (3)."""
 
 from __future__ import annotations
 
@@ -43,9 +42,7 @@ def locust_command(
     overrides: Mapping[str, str] | None = None, collectors: bool = True, extra_args: list[str] | None = None,
     locustfile: Path | None = None,
 ) -> list[str]:
-    """The `locust` command line for a scenario (validated here first, so errors come early). extra_args:
-    plugin options passed through unchanged (collectors.options.DeviceOptions.command_args). locustfile:
-    another entry point than the scenario kind's (a canary's)."""
+    """The `locust` command line for a scenario, validated here first so errors come early."""
     resolved = load_scenario(scenario, profile=profile, overrides=overrides)
     overrides = {**(overrides or {}), **_absolute_paths(resolved)}
     path = scenario_path(scenario)
@@ -68,8 +65,7 @@ def locust_command(
 
 
 def _absolute_paths(resolved: Scenario) -> dict[str, str]:
-    """The scenario's files as this process found them (absolute): Locust starts in REPO_ROOT, where a
-    path relative to the user's directory would name another file or none."""
+    """The scenario's files made absolute: Locust starts in REPO_ROOT, not the user's directory."""
     out: dict[str, str] = {}
     payload = resolved.payload
     if payload.dataset is not None:
@@ -88,8 +84,7 @@ class RunOutcome:
 
 
 def run_scenario(scenario: str, host: str, runs_dir: Path, **options: Any) -> RunFolder:
-    """run_scenario_outcome's folder; a TargetError when Locust wrote none. A run longer than timeout_s is
-    stopped with SIGTERM and its folder still returned (the manifest then notes the early stop)."""
+    """run_scenario_outcome's folder; a TargetError when Locust wrote none (a timed-out run still has one)."""
     outcome = run_scenario_outcome(scenario, host, runs_dir, **options)
     if outcome.folder is None:
         raise TargetError(
@@ -104,8 +99,7 @@ def run_scenario_outcome(
     echo: IO[str] | None = None, api_key: str | None = None, extra_args: list[str] | None = None,
     locustfile: Path | None = None,
 ) -> RunOutcome:
-    """Check the target, run Locust (its output to `echo`, stderr by default), and return the folder with
-    the exit code (see the module doc)."""
+    """Check the target, run Locust (its output to `echo`, stderr by default); the folder and exit code."""
     runs_dir = Path(runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -168,9 +162,8 @@ def _forward_stop_signals(proc: subprocess.Popen[str]) -> Iterator[None]:
 
 
 def folder_left_by(runs_dir: Path, before: set[str], pid: int) -> RunFolder | None:
-    """The run folder created under runs_dir by the generator process `pid` (new since `before`). The manifest
-    records the generator's pid from the first write; a new folder without a readable manifest still counts
-    when it is the only new one."""
+    """The run folder the generator `pid` created under runs_dir since `before` (the manifest records its pid;
+    a new folder without a readable manifest counts when it is the only new one)."""
     new = sorted(p for p in runs_dir.iterdir() if p.is_dir() and p.name not in before)
     for path in new:
         try:
@@ -183,8 +176,7 @@ def folder_left_by(runs_dir: Path, before: set[str], pid: int) -> RunFolder | No
 
 
 def _pump(proc: subprocess.Popen[str], out: IO[str], folder_line: list[str]) -> None:
-    """Pass Locust's output on, all but its `run folder:` line: the command that ran it prints the
-    folder once, last, where scripts look for it."""
+    """Pass Locust's output on but its `run folder:` line, which the caller prints once, last."""
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith(RUN_FOLDER_PREFIX):

@@ -1,12 +1,8 @@
-"""Distributed mode: workers forward row batches to the master, which writes the one run folder.
-
-Workers send `embedperf_rows` every FORWARD_INTERVAL_S (empty batches too: they double as a heartbeat the
-master's WorkerBook reads). At the end of the schedule the master stops every user, asks each live worker for
-its final batch and waits for them (bounded) before closing the folder. A worker's final batch rides in its
-next Locust statistics report (the public `report_to_master` event on the worker, `worker_report` on the
-master, one every WORKER_REPORT_INTERVAL): the last rows and the last request counts are taken at the same
-instant and travel in one message, so the rows in the folder and the requests Locust counted agree. An
-open-loop schedule is split between the workers (loadgen.traffic.shares)."""
+"""Distributed mode: workers forward row batches to the master, which writes the one run folder. Batches go
+every FORWARD_INTERVAL_S, empty ones too: they are the heartbeat the master's WorkerBook reads. At the end the
+master stops every user and waits (bounded) for each live worker's final batch, which rides in its next Locust
+statistics report (`report_to_master`/`worker_report`), so the folder's rows and Locust's request counts are
+taken at the same instant and agree."""
 
 from __future__ import annotations
 
@@ -76,33 +72,29 @@ class RowForwarder:
         self.send(final=True)
 
 
-class FinalRowsInReport:
+def register_worker(runner: WorkerRunner) -> None:
     """Worker side of the final flush: once the master asks, the next statistics report carries the last rows."""
+    requested = False
 
-    def __init__(self, runner: WorkerRunner) -> None:
-        self.runner = runner
-        self.requested = False
+    def on_flush(environment: Environment, msg: Message, **_: Any) -> None:
+        nonlocal requested
+        requested = True
 
-    def on_flush(self, environment: Environment, msg: Message, **_: Any) -> None:
-        self.requested = True
-
-    def on_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
-        """Locust's report_to_master: `data` already holds the statistics; nothing yields in between."""
-        if not self.requested:
+    def on_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
+        # Locust's report_to_master: `data` already holds the statistics; nothing yields in between
+        nonlocal requested
+        if not requested:
             return
-        self.requested = False
-        forwarder = state_of(self.runner.environment).forwarder
+        requested = False
+        forwarder = state_of(runner.environment).forwarder
         if forwarder is not None:
             data[REPORT_KEY] = forwarder.batch(final=True)
         else:  # no test started here (joined late): answer anyway, so the master does not wait
-            name = context.worker_name(self.runner.client_id, self.runner.worker_index)
+            name = context.worker_name(runner.client_id, runner.worker_index)
             data[REPORT_KEY] = {"worker": name, "rows": [], "cpu": [], "final": True}
 
-
-def register_worker(runner: WorkerRunner) -> None:
-    final = FinalRowsInReport(runner)
-    runner.register_message(FLUSH_MSG, final.on_flush)
-    runner.environment.events.report_to_master.add_listener(final.on_report)
+    runner.register_message(FLUSH_MSG, on_flush)
+    runner.environment.events.report_to_master.add_listener(on_report)
 
 
 def book_of(run: session.RunSession) -> WorkerBook:
@@ -136,14 +128,13 @@ def write_batch(environment: Environment, client_id: str, data: dict[str, Any]) 
             )
         return
     run.recorder.write_many(rows)
-    run.add_cpu_samples(data.get("cpu", []))
+    run.cpu_samples.extend(data.get("cpu", []))
     final = bool(data.get("final"))
     book_of(run).batch(client_id, str(data["worker"]), len(rows), time.time(), final, data.get("open_loop"))
 
 
 def _watch_workers(runner: MasterRunner) -> None:
-    """Master side: say when a worker falls silent (the book records how long it was missing); a worker
-    Locust lost before it sent anything is booked as missing since the run began."""
+    """Master side: warn when a worker falls silent (one lost before its first batch: since the start)."""
     state = state_of(runner.environment)
     while True:
         gevent.sleep(FORWARD_INTERVAL_S)
@@ -171,8 +162,7 @@ def live_client_ids(runner: MasterRunner) -> list[str]:
 
 
 def publish_shares(runner: MasterRunner, origin_unix_s: float) -> int:
-    """Give every connected worker its share of the open-loop schedule; returns the number of shares. The
-    assignment rides on Locust's parsed options, which the master sends with every spawn message."""
+    """Give each live worker its open-loop share (in the parsed options every spawn message carries)."""
     clients = live_client_ids(runner)
     options = runner.environment.parsed_options
     if options is not None:
@@ -200,9 +190,8 @@ def collect_final_rows(
 
 
 def stop_master_on_sigterm(runner: MasterRunner) -> None:
-    """SIGTERM on the master. Before the run started (still waiting for workers): tell the connected
-    workers to quit and exit 2, nothing was measured. During the run: collect the workers' rows
-    (briefly), then quit; the folder is finalised and the exit code says incomplete (3)."""
+    """SIGTERM on the master: still waiting for workers, quit and exit 2 (nothing measured); during the run,
+    collect the workers' rows briefly, then quit (the folder is finalised, exit 3)."""
     run = state_of(runner.environment).current_session()
     if run is None:
         log.info("embedperf: SIGTERM while waiting for workers; nothing was measured")

@@ -1,14 +1,12 @@
 """A canary judged live: the rows on disk cut into windows, each judged as soon as its rows are in.
 
-Runs in the process that owns the run folder (local or master), driven by the load shape's tick. It reads what
-the recorder (and the collectors) have flushed, as the live view does (loadgen.recording.live.PartsTail), so a
-distributed canary is judged like a local one and nothing is added to the request path. A window is judged
-`settle_s` after it ends: the writers' flush delay, or in a local run, where the monitor flushes the recorder
-itself when a window is due, just the requests in flight at its end. Rows that land later are in the report,
-not in the verdict. After each judged window canary.json is rewritten: the live status, and at the end the
-verdict the run acted on. Windows: stage s's window k spans [start_s + k * window_s, start_s + (k + 1) *
-window_s), cut at the stage's end; a request belongs to the window it was sent in (latency, errors,
-agreement); the availability seconds count completions in the window, whenever they were sent."""
+Runs where the run folder is written (local or master), driven by the shape's tick, reading what the recorder
+and collectors flushed (PartsTail), so a distributed canary is judged like a local one and the request path
+pays nothing. A window is judged `settle_s` after it ends (the writers' flush delay; locally the monitor
+flushes the recorder itself); later rows are in the report, not the verdict. canary.json is rewritten after
+each judged window. Stage s's window k spans [start_s + k * window_s, start_s + (k + 1) * window_s), cut at
+the stage's end; a request belongs to the window it was sent in, while the availability seconds count
+completions in the window."""
 
 from __future__ import annotations
 
@@ -29,8 +27,8 @@ from embedperf.schema import StageRecord
 from loadgen.lifecycle.session import RunSession
 from loadgen.recording.live import PartsTail, cell_float
 from loadgen.traffic.context import fetch_service_info
+from loadgen.traffic.payloads import VALIDATION_PREFIX
 
-VALIDATION_PREFIX = "validation:"
 PERCENTILES_PCT: tuple[float, float, float] = (50.0, 95.0, 99.0)
 
 
@@ -83,7 +81,6 @@ class CanaryMonitor:
         )
         write_canary_record(run.folder.root, self.record)
 
-    # ---------------------------------------------------------------------------------------- rows
     def _add(self, row: Mapping[str, Any], starts: dict[int, float]) -> None:
         side = row.get("side")
         if side not in SIDES or str(row.get("endpoint") or "").startswith(VALIDATION_PREFIX):
@@ -130,7 +127,6 @@ class CanaryMonitor:
             if ts is not None and value is not None:
                 self._temps.append((ts, value))
 
-    # ---------------------------------------------------------------------------------------- figures
     def _side_window(self, side: str, rows: _SideRows, start: float, end: float) -> SideWindow:
         n_bins = bin_count(start, end)
         ok_bins: list[int] = []
@@ -185,10 +181,8 @@ class CanaryMonitor:
             ]
         self._temps = [(ts, v) for ts, v in self._temps if ts >= before_unix_s]
 
-    # ---------------------------------------------------------------------------------------- judging
     def poll(self, now_unix_s: float | None = None, finished: bool = False) -> CanaryVerdict:
-        """Read what was flushed, judge every window whose rows are in (all of them when finished), and
-        return the verdict so far (status `running` while no trigger fired and windows remain)."""
+        """Judge every window whose rows are in (all when finished); the verdict so far."""
         if self.verdict.status not in ("running",):
             return self.verdict
         now = time.time() if now_unix_s is None else now_unix_s
@@ -247,13 +241,9 @@ class CanaryMonitor:
     def _write(self, verdict: CanaryVerdict) -> None:
         self.record = self.record.model_copy(
             update={
-                "windows": self.windows,
-                "status": verdict.status,
-                "trigger": verdict.trigger,
-                "stage_index": verdict.stage_index,
-                "window_index": verdict.window_index,
-                "line": verdict.line,
-                "updated_unix_s": time.time(),
+                "windows": self.windows, "status": verdict.status, "trigger": verdict.trigger,
+                "stage_index": verdict.stage_index, "window_index": verdict.window_index,
+                "line": verdict.line, "updated_unix_s": time.time(),
             }
         )
         write_canary_record(self.run.folder.root, self.record)

@@ -37,10 +37,7 @@ def add_step_options(parser: argparse._ActionsContainer) -> None:
         help="every step's duration in seconds (shorthand for --set steps.duration_s=S)",
     )
     parser.add_argument(
-        "--warmup-s",
-        type=float,
-        default=None,
-        metavar="S",
+        "--warmup-s", type=float, default=None, metavar="S",
         help="seconds at the start of every step the analysis trims; shorter than the step "
         "(shorthand for --set steps.warmup_s=S)",
     )
@@ -82,9 +79,8 @@ def add_target_options(parser: argparse._ActionsContainer) -> None:
 
 
 def shorthand_overrides(overrides: dict[str, str], options: object) -> dict[str, str]:
-    """The shorthands that options carry, then the --set overrides: overrides apply in order, so
-    `--set steps.warmup_s=2` and `--set steps.1.warmup_s=2` both win over `--warmup-s`. Target strings
-    are quoted, so that a model id such as `1.5` or `null` stays text when the value is read as YAML."""
+    """The shorthands options carry, then the --set overrides, which win (`--set steps.1.warmup_s=2` over
+    `--warmup-s`). Target strings are quoted so that a model id such as `1.5` stays text in YAML."""
     shorthands = {
         key: str(value)
         for attr, key in STEP_SHORTHANDS.items()
@@ -101,15 +97,13 @@ def shorthand_overrides(overrides: dict[str, str], options: object) -> dict[str,
 def export_api_key(
     api_key: str | None, env_name: str, environ: MutableMapping[str, str] | None = None
 ) -> None:
-    """Put --api-key where every request of this process and its children reads the key: the
-    environment variable the scenario names (target.api_key_env). No key given: the variable as set."""
+    """Put --api-key in the variable target.api_key_env names, for this process and its children."""
     if api_key:
         (os.environ if environ is None else environ)[env_name] = api_key
 
 
 class Suggestions(list[str]):
-    """Choices the web UI offers in a select; on the command line any value passes argparse and the
-    scenario loader validates it (a YAML path works, a misspelt name gets a "did you mean")."""
+    """Choices the web UI offers; on the command line the scenario loader validates any value."""
 
     def __contains__(self, value: object) -> bool:
         return True

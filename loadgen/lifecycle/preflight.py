@@ -1,10 +1,6 @@
 """Pre-flight: normalise the target URL, resolve its protocol, path and model, and send one real request
-before any load.
-
-A run against a wrong URL, a dead port or a refused key used to spend its whole duration recording failures
-(and a trailing slash produced `//v1/embeddings`); one request first turns each of those into one line and
-exit code 2, with nothing measured. What the user left unset is detected first
-(loadgen.lifecycle.target_detection), and a 404 that names the model is told apart from a wrong path."""
+before any load, so a wrong URL, a dead port or a refused key is one line and exit 2 with nothing measured,
+not a whole run of failures. A 404 that names the model is told apart from a wrong path."""
 
 from __future__ import annotations
 
@@ -13,10 +9,14 @@ import re
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
+from collectors.agent_pull import check_agent, refused_message
+from collectors.agent_token import resolve_token
 from embedperf.errors import TargetError
-from loadgen.lifecycle.target_detection import Prober, ResolvedTarget, resolve_target
+from loadgen.lifecycle.target_detection import Prober, ResolvedTarget, resolve_target, unreachable
 from loadgen.traffic.context import request_headers
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols import registry
@@ -35,9 +35,8 @@ _HTML_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTAL
 
 
 def normalise_base_url(url: str, path: str = "/v1/embeddings") -> str:
-    """The base URL the load uses: no trailing slash, and an OpenAI-style `/v1` base accepted. The openai
-    client posts to base_url + "/embeddings" with base_url ending in /v1; the scenario's path already starts
-    with /v1, so that suffix is dropped from the base instead of doubled."""
+    """The base URL the load uses: no trailing slash, and an OpenAI-style base ending in the path's API
+    directory (`/v1`) accepted, that directory dropped instead of doubled."""
     text = url.strip()
     if "://" not in text:
         raise TargetError(f"target URL {text!r} has no scheme; use http://{text} (or https://{text})")
@@ -62,9 +61,8 @@ def normalise_base_url(url: str, path: str = "/v1/embeddings") -> str:
 
 
 def check_target(scenario: Scenario, host: str) -> ResolvedTarget:
-    """Normalise host, resolve what the scenario left unset, send one request; the target to load. Raises
-    TargetError (exit 2) with one line when the target is unreachable, refuses the API key, has no such path
-    or model, or answers something that is not the task's answer."""
+    """Resolve what the scenario left unset and send one request; the target to load, or a one-line
+    TargetError (exit 2): unreachable, key refused, no such path or model, or not the task's answer."""
     base = normalise_base_url(host, scenario.target.path)
     prober = Prober(base, request_headers(scenario))
     resolved = resolve_target(scenario, prober)
@@ -107,8 +105,7 @@ class _ShapeOnly:
 
 
 def answer_excerpt(body: bytes, content_type: str) -> str:
-    """An unexpected answer in one line: its content type, then an HTML page's title or the first
-    BODY_EXCERPT_CHARS characters with whitespace collapsed (a proxy's error page is many lines)."""
+    """An unexpected answer in one line: its content type, then an HTML title or its first characters."""
     kind = content_type.split(";", 1)[0].strip() or "no content type"
     title = _HTML_TITLE.search(body) if "html" in kind or body.lstrip()[:1] == b"<" else None
     raw = title.group(1) if title else body
@@ -133,26 +130,13 @@ def _post_once(scenario: Scenario, url: str, data: bytes) -> tuple[int, str, byt
             content_type = exc.headers.get("Content-Type", "") if exc.headers else ""
             status, body = exc.code, exc.read() or b""
         except urllib.error.URLError as exc:
-            raise TargetError(_unreachable(url, exc.reason, target.timeout_s)) from None
+            raise TargetError(unreachable(url, exc.reason, target.timeout_s)) from None
         except (TimeoutError, OSError) as exc:
-            raise TargetError(_unreachable(url, exc, target.timeout_s)) from None
+            raise TargetError(unreachable(url, exc, target.timeout_s)) from None
         if status not in RETRY_STATUSES or attempt == RETRIES - 1:
             break
         time.sleep(RETRY_WAIT_S)
     return status, content_type, body
-
-
-def _unreachable(url: str, reason: object, timeout_s: float) -> str:
-    if isinstance(reason, ConnectionRefusedError):
-        why = "connection refused"
-    elif isinstance(reason, TimeoutError):
-        why = f"no answer within {timeout_s:g} s (target.timeout_s)"
-    else:
-        why = str(reason)
-    return (
-        f"cannot reach the target at {url}: {why}; is the service running and listening there? "
-        "(start the reference service with `embedperf serve`, or pass --host)"
-    )
 
 
 def _status_message(
@@ -185,11 +169,22 @@ def _status_message(
 
 
 def target_for_locust(scenario: Scenario, host: str, check: bool) -> ResolvedTarget:
-    """The Locust plugin's entry: the target checked with one request when `check`; else resolved without a
-    request (the web UI may still change the host), what is unset taking the protocol's defaults."""
+    """The plugin's entry: the target checked with one request when `check`, else defaulted."""
     if check:
         return check_target(scenario, host)
     target = registry.default_target(scenario.target, scenario.payload.task)
     return ResolvedTarget(
         target, registry.get(target.protocol), base_url=normalise_base_url(host, target.path)
     )
+
+
+def check_agents(agents: Sequence[str], token_file: str | None) -> None:
+    """`--agent`'s pre-flight: a TargetError naming every agent whose /time refuses the run's token (401), a
+    wrong secret the run would otherwise pull nothing with. A silent agent is left to the run: it may still
+    come up."""
+    if not agents:
+        return
+    token = resolve_token(Path(token_file) if token_file else None)
+    refused = [reason for url in agents if (reason := check_agent(url, token)) == refused_message(url)]
+    if refused:
+        raise TargetError("; ".join(refused))

@@ -1,13 +1,10 @@
 """The one object that holds a load run's state in a Locust process, kept on Locust's Environment.
 
-Users reach it through `self.environment`, the load shape through `self.runner.environment`, event listeners
-and message handlers through the `environment` Locust passes them: `state_of(environment)`. Nothing of a run
-lives in a module global, so two Environments in one process (a test, a benchmark with a master and a worker
-runner) never see each other's run. Where it is kept: Locust's Environment has no documented slot for plugins,
-and the object's lifetime is the Environment's, so it is set as one new attribute on the instance
-(`ATTRIBUTE`) by the init listener. A registry module keyed by the Environment would be the module-level state
-this replaces; a new attribute of our own overrides nothing of Locust's (no private member is read or
-written)."""
+Users reach it through `self.environment`, the shape through `self.runner.environment`, listeners through the
+`environment` Locust passes them: `state_of(environment)`. Nothing lives in a module global, so two
+Environments in one process (a test, a benchmark) never see each other's run. Locust's Environment has no
+plugin slot, so the init listener sets one new attribute (`ATTRIBUTE`) of our own on it: no private member of
+Locust's is read or written."""
 
 from __future__ import annotations
 
@@ -34,19 +31,16 @@ class RowOutlet(Protocol):
 
     def batch(self, final: bool = False) -> dict[str, Any]:
         """Take the rows buffered so far as one message's data."""
-        ...
 
     def stop(self) -> None:
         """Send what is left and stop forwarding."""
-        ...
 
 
 @dataclass
 class RunState:
-    """Everything of a run that outlives one call: set up at Locust's init, read until it quits. Local or
-    master process: the scenario and options bound at init, and the run session they start. Worker process:
-    the users' context, the worker's CPU monitor and its row forwarder, set at test start. A canary run (any
-    process that sends requests): its traffic split and, on a worker, the stage announced."""
+    """Everything of a run that outlives one call, from Locust's init until it quits: on a local or master
+    process the scenario, options and run session; on a worker the users' context, CPU monitor and row
+    forwarder; in a canary run its traffic split."""
 
     environment: Environment
     scenario: Scenario | None = None
@@ -66,8 +60,7 @@ class RunState:
         self, scenario: Scenario, options: RunOptions,
         resolve: Callable[[], tuple[Scenario, RunOptions]] | None = None,
     ) -> None:
-        """At init on the local or master process. `resolve` re-reads the scenario and options before
-        each new run (the web UI's start form changes them between runs)."""
+        """At init; `resolve` re-reads scenario and options before each run (the web UI's form)."""
         self.scenario, self.options, self.resolve = scenario, options, resolve
 
     def active(self) -> RunSession | None:

@@ -114,9 +114,6 @@ class RunSession:
     def _is_master(self) -> bool:
         return isinstance(self.environment.runner, MasterRunner)
 
-    def add_cpu_samples(self, samples: list[dict[str, Any]]) -> None:
-        self.cpu_samples.extend(samples)
-
     def finalise(self, reason: str) -> RunFolder:
         """Stop collectors, compact the rows, save Locust's stats and write the final manifest."""
         if self.finalised:
@@ -128,16 +125,10 @@ class RunSession:
         self.cpu.stop()
         if self.collectors is not None:
             statuses = self.collectors.stop()
-        elif not self.options.collectors:
-            statuses = [
-                CollectorStatus(name="collectors", status="skipped", reason="disabled with --no-collectors")
-            ]
         else:
-            statuses = [
-                CollectorStatus(
-                    name="collectors", status="skipped", reason="collectors package not installed"
-                )
-            ]
+            off = not self.options.collectors
+            why = "disabled with --no-collectors" if off else "collectors package not installed"
+            statuses = [CollectorStatus(name="collectors", status="skipped", reason=why)]
         rows = self.recorder.close()
         try:
             write_locust_reports(self.environment, self.folder.locust)
@@ -145,25 +136,21 @@ class RunSession:
             self.manifest.notes.append(f"Locust CSV/HTML not written: {exc}")
         ctx = self.ctx
         m = self.manifest
-        m.end_unix_s = end
-        m.stages = self.timeline.stages
-        m.collectors = statuses
+        m.end_unix_s, m.stages, m.collectors = end, self.timeline.stages, statuses
         m.agents = read_agent_records(self.folder)
         samples = self.cpu.samples + self.cpu_samples
         m.generator_cpu = summarise(samples)
         extras: dict[str, Any] = {  # Manifest keeps extra keys (extra="allow")
-            "generator_cpu_samples": samples,
-            "request_rows": rows,
-            "interrupted": not self.shape_completed,
+            "generator_cpu_samples": samples, "request_rows": rows, "interrupted": not self.shape_completed,
         }
-        if ctx is not None and ctx.expected_dim is not None:
-            extras["expected_dimension"] = {"value": ctx.expected_dim, "source": ctx.dim_source}
-        if ctx is not None and ctx.open_loop_stats:
-            extras["open_loop"] = ctx.open_loop_stats
         if ctx is not None:
+            if ctx.expected_dim is not None:
+                extras["expected_dimension"] = {"value": ctx.expected_dim, "source": ctx.dim_source}
+            if ctx.open_loop_stats:
+                extras["open_loop"] = ctx.open_loop_stats
             extras["connection_backoffs"] = {str(k): v for k, v in sorted(ctx.connection_backoffs.items())}
-        if ctx is not None and ctx.search is not None:
-            extras["search"] = ctx.search  # decisions.search.state.SearchRecord
+            if ctx.search is not None:
+                extras["search"] = ctx.search  # decisions.search.state.SearchRecord
         for key, value in extras.items():
             setattr(m, key, value)
         if self.workers is not None:
@@ -187,8 +174,7 @@ def _typed_info(raw: dict[str, Any] | None) -> ServiceInfo | None:
 
 
 def serving_devices(explicit: list[int], info: ServiceInfo | None) -> ServingDevices:
-    """Rules 1 and 2: explicit indices, else the accelerators the target's /info lists. Rule 3 (devices busy
-    under load) needs the telemetry and is applied by the analysis."""
+    """Explicit indices, else the accelerators /info lists (analysis adds those busy under load)."""
     if explicit:
         return ServingDevices(rule="explicit", indices=sorted(set(explicit)))
     if info is not None and info.accelerator_indices():

@@ -1,9 +1,5 @@
-"""Which protocol, path and model a target speaks, from what the user gave and what the target shows.
-
-Unset parts are found by GET requests to the registered protocols' info and model-list paths, in a fixed
-order, each bounded by PROBE_TIMEOUT_S and all of them by DETECT_BUDGET_S: a vLLM server answers /v1/models,
-Infinity /models, TEI /info with a model_id, KServe /v2 and Ollama /api/tags. The outcome is a fully set
-Target and, when anything was detected, one line that says what and how to set it instead."""
+"""Which protocol, path and model a target speaks, from what the user gave and what the target shows: GETs of
+the protocols' info and model-list paths, each within PROBE_TIMEOUT_S and all within DETECT_BUDGET_S."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from dataclasses import dataclass, field
 
 from embedperf.errors import TargetError
 from loadgen.traffic.protocols import registry
-from loadgen.traffic.protocols.base import Fetch, Probe, TargetProtocol
+from loadgen.traffic.protocols.base import Fetch, Probe, TargetProtocol, parse_json
 from scenarios.models import Scenario, Target
 
 PROBE_TIMEOUT_S = 3.0
@@ -48,25 +44,29 @@ class Prober:
         request = urllib.request.Request(url, headers={**self.headers, "Accept": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=min(PROBE_TIMEOUT_S, left_s)) as resp:  # noqa: S310 - user-given target
-                return Probe(int(resp.status), _json(resp.read()))
+                return Probe(int(resp.status), parse_json(resp.read())[0])
         except urllib.error.HTTPError as exc:
-            return Probe(exc.code, _json(exc.read() or b""))
+            return Probe(exc.code, parse_json(exc.read() or b"")[0])
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, ConnectionRefusedError):
-                raise TargetError(
-                    f"cannot reach the target at {self.base_url}: connection refused; is the service running and "
-                    "listening there? (start the reference service with `embedperf serve`, or pass --host)"
-                ) from None
+                raise TargetError(unreachable(self.base_url, exc.reason, PROBE_TIMEOUT_S)) from None
             return Probe(0)
         except (TimeoutError, OSError):
             return Probe(0)
 
 
-def _json(body: bytes) -> object:
-    try:
-        return json.loads(body) if body else None
-    except ValueError:
-        return None
+def unreachable(url: str, reason: object, timeout_s: float) -> str:
+    """The one-line error for a target that does not answer at all."""
+    if isinstance(reason, ConnectionRefusedError):
+        why = "connection refused"
+    elif isinstance(reason, TimeoutError):
+        why = f"no answer within {timeout_s:g} s (target.timeout_s)"
+    else:
+        why = str(reason)
+    return (
+        f"cannot reach the target at {url}: {why}; is the service running and listening there? "
+        "(start the reference service with `embedperf serve`, or pass --host)"
+    )
 
 
 @dataclass(frozen=True)
@@ -95,9 +95,8 @@ class ResolvedTarget:
 
 
 def resolve_target(scenario: Scenario, prober: Fetch) -> ResolvedTarget:
-    """Fill target.protocol, path and model: the user's first, then what detection shows, then the defaults. A
-    given protocol is still asked where its API is (an OpenAI-shaped server at / or /v1) and which models it
-    serves, unless path and model are given too: then nothing is probed."""
+    """Fill target.protocol, path and model: the user's, then what detection shows, then the defaults; nothing
+    is probed when all three are given."""
     target, task = scenario.target, scenario.payload.task
     given = registry.get(target.protocol) if target.protocol else None
     if given is not None and target.path and target.model:
@@ -105,11 +104,7 @@ def resolve_target(scenario: Scenario, prober: Fetch) -> ResolvedTarget:
     detection = given.detect(prober) if given is not None else registry.REGISTRY.detect(prober)
     protocol = given or (detection.protocol if detection is not None else registry.DEFAULT)
     if given is None:
-        how = (
-            f"detected from {detection.evidence}"
-            if detection is not None
-            else "no protocol detected: the default"
-        )
+        how = f"detected from {detection.evidence}" if detection else "no protocol detected: the default"
     else:
         how = f"as given, its API found by {detection.evidence}" if detection is not None else "as given"
     why_not = protocol.unsupported(task)

@@ -1,9 +1,6 @@
-"""The exit code of a load run, from what Locust counted: the one place a run's outcome becomes 0/1/3.
-
-Exit codes (the same for every embedperf command): 0 ok; 1 the run is complete but its error rate exceeds the
-scenario's error budget (or nothing succeeded); 2 usage or pre-flight error, nothing measured (raised before
-this point); 3 the run is incomplete (stopped before its last stage ended). Validation probes (`validation:`
-endpoints) are expected failures and are not counted."""
+"""The exit code of a load run, from what Locust counted: the one place a run's outcome becomes 0/1/3 (0 ok, 1
+error budget exceeded or nothing succeeded, 3 incomplete; 2, usage or pre-flight, is raised before).
+Validation probes are expected failures and not counted."""
 
 from __future__ import annotations
 
@@ -11,11 +8,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.traffic.payloads import VALIDATION_PREFIX
+
 EXIT_OK = 0
 EXIT_BUDGET_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
-VALIDATION_PREFIX = "validation:"
 
 
 @dataclass(frozen=True)
@@ -24,10 +22,6 @@ class RunVerdict:
     reason: str  # one line; empty when the run is ok
     n_requests: int
     n_failed: int
-
-    @property
-    def error_rate(self) -> float | None:
-        return self.n_failed / self.n_requests if self.n_requests else None
 
 
 def run_verdict(stats: Any, error_budget_pct: float, completed: bool, stop_reason: str = "") -> RunVerdict:
@@ -53,8 +47,7 @@ def run_verdict(stats: Any, error_budget_pct: float, completed: bool, stop_reaso
         EXIT_BUDGET_FAILED,
         f"error rate {rate:.2%} exceeds the scenario's error budget {error_budget_pct:g}% "
         f"({n_failed:,} of {n_requests:,} requests failed; most common: {most_common_error(stats)})",
-        n_requests,
-        n_failed,
+        n_requests, n_failed,
     )
 
 
@@ -67,9 +60,7 @@ def most_common_error(stats: Any) -> str:
 
 
 def set_exit_code(environment: Any, run: Any) -> RunVerdict | None:
-    """Locust's quitting hook: set `environment.process_exit_code` and say why in one line. `run` is the
-    loadgen.lifecycle.session.RunSession this process wrote (None when no run started, e.g. the web UI was
-    closed before a test: then Locust's own exit code stands)."""
+    """Locust's quitting hook: set `environment.process_exit_code` and say why (no run: Locust's)."""
     if run is None:
         return None
     stats = environment.runner.stats if environment.runner is not None else environment.stats

@@ -1,10 +1,6 @@
-"""The master's book of a distributed run's workers: rows each sent, when it was last heard, when it was missing.
-
-Every worker forwards a batch (possibly empty) each FORWARD_INTERVAL_S, so a gap of MISSING_AFTER_S
-without one means the worker is gone (killed, host down, network cut). The run carries on with the
-others; the manifest names each worker and the seconds of the run it was missing, so a reader knows
-which share of the load was not sent.
-"""
+"""The master's book of a distributed run's workers: rows each sent, when it was last heard, when it was
+missing. A worker silent for MISSING_AFTER_S is gone; the run carries on, and the manifest names the seconds
+each worker was missing, so a reader knows which share of the load was not sent."""
 
 from __future__ import annotations
 
@@ -50,8 +46,7 @@ class WorkerBook:
             seen.open_loop = dict(open_loop or {})
 
     def never_heard(self, client_id: str, worker: str, since_unix_s: float) -> bool:
-        """A worker Locust lost before it sent a single batch: missing since `since_unix_s` (the run's start).
-        Returns whether it was new to the book."""
+        """Book a worker lost before its first batch as missing since `since_unix_s`; whether it was new."""
         if client_id in self._seen:
             return False
         self._seen[client_id] = _Seen(worker, since_unix_s, since_unix_s, missing=[[since_unix_s, None]])
@@ -88,17 +83,11 @@ class WorkerBook:
         for seen in self._seen.values():
             gaps = [(float(a or 0.0), float(b if b is not None else end_unix_s)) for a, b in seen.missing]
             missing_s = sum(max(0.0, min(b, hi) - max(a, lo if lo is not None else a)) for a, b in gaps)
-            out.append(
-                GeneratorWorker(
-                    worker=seen.worker,
-                    rows=seen.rows,
-                    first_seen_unix_s=seen.first_unix_s,
-                    last_seen_unix_s=seen.last_unix_s,
-                    final_rows=seen.final,
-                    missing_s=round(missing_s, 3),
-                    missing=gaps,
-                )
-            )
+            out.append(GeneratorWorker(
+                worker=seen.worker, rows=seen.rows, first_seen_unix_s=seen.first_unix_s,
+                last_seen_unix_s=seen.last_unix_s, final_rows=seen.final, missing_s=round(missing_s, 3),
+                missing=gaps,
+            ))
         return sorted(out, key=lambda w: w.worker)
 
     def finish(self, manifest: Manifest, end_unix_s: float) -> None:

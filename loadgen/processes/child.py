@@ -25,8 +25,7 @@ def wait_until_answering(
     proc: subprocess.Popen[Any], url: str, name: str, timeout_s: float,
     log_tail: Callable[[], str] = lambda: "",
 ) -> None:
-    """Poll GET url until it answers 200; a child that exits first, or a timeout, is a TargetError naming
-    `name` and ending with `log_tail()` (the child's last output)."""
+    """Poll GET url until it answers 200; an exit or timeout first is a TargetError with `log_tail()`."""
     deadline = time.monotonic() + timeout_s
     # one client for every poll: building one costs ~40 ms of CPU (it loads the CA bundle)
     with httpx.Client(timeout=1.0, limits=httpx.Limits(max_keepalive_connections=0)) as client:

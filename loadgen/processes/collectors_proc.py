@@ -1,9 +1,6 @@
-"""Run `python -m collectors` beside the load for the run's duration and read back its statuses.
-
-The collectors never outlive the generator: the child is started through this module (`python -m
-loadgen.processes.collectors_proc --parent-pid PID -- ARGS`), which asks Linux to send it SIGTERM when its
-parent dies (prctl PR_SET_PDEATHSIG) and also watches the parent pid from a thread, then runs `collectors` in
-the same process. A SIGKILLed Locust therefore leaves no sampler behind."""
+"""Run `python -m collectors` beside the load for the run's duration and read back its statuses. The child
+runs through this module, which asks Linux to SIGTERM it when its parent dies and watches the parent pid, so a
+SIGKILLed Locust leaves no sampler behind."""
 
 from __future__ import annotations
 
@@ -47,14 +44,11 @@ class CollectorsProcess:
     ) -> None:
         """service_metrics: canonical metric -> the target's own Prometheus name (its protocol's)."""
         self.folder = folder
-        self.cmd = [
-            sys.executable, "-m", "collectors",
+        self.cmd = [  # `python -m collectors ARGS`, run through this module's parent-death guard
+            sys.executable, "-m", "loadgen.processes.collectors_proc", "--parent-pid", str(os.getpid()), "--",
             "--out", str(folder.root.resolve()),  # absolute: the child starts in REPO_ROOT, not here
-            "--interval", str(interval_s),
-            "--sources", "auto",
-            "--service-url", service_url,
-            "--generator-pid", str(generator_pid),
-            *(extra_args or []),
+            "--interval", str(interval_s), "--sources", "auto", "--service-url", service_url,
+            "--generator-pid", str(generator_pid), *(extra_args or []),
         ]  # fmt: skip
         for agent in agents or []:
             self.cmd += ["--agent", agent]
@@ -68,8 +62,7 @@ class CollectorsProcess:
         try:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    child_command(self.cmd, os.getpid()), stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                    env=dict(os.environ),
+                    self.cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=dict(os.environ)
                 )
         except OSError as exc:
             self.start_error = f"could not start collectors: {exc}"
@@ -108,15 +101,9 @@ def read_statuses(folder: RunFolder) -> list[CollectorStatus]:
     return out
 
 
-def child_command(cmd: list[str], parent_pid: int) -> list[str]:
-    """`python -m collectors ARGS` -> the same run through this module's parent-death guard."""
-    assert cmd[1:3] == ["-m", "collectors"], cmd
-    return [cmd[0], "-m", "loadgen.processes.collectors_proc", "--parent-pid", str(parent_pid), "--", *cmd[3:]]
-
-
 def die_with_parent(parent_pid: int) -> None:
-    """SIGTERM this process when `parent_pid` dies: parent-death signal on Linux, and a pid watchdog (for
-    systems without prctl and the moment before it took effect) that exits hard STOP_GRACE_S later."""
+    """SIGTERM this process when `parent_pid` dies: the Linux parent-death signal, and a pid watchdog for
+    systems without it that exits hard STOP_GRACE_S later."""
     sigterm_on_parent_death()
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="parent-watchdog", daemon=True).start()
 

@@ -40,8 +40,7 @@ def _answers_ping(host: str, port: int) -> bool:
 
 
 class RedisServer:
-    """`with RedisServer(folder) as redis:` -- redis.url answers PING inside; stop() and start() again keep
-    the port, so a test can take Redis away and bring it back."""
+    """`with RedisServer(folder) as redis:` answers PING inside; stop() then start() keeps the port."""
 
     def __init__(self, folder: Path, host: str = "127.0.0.1", port: int | None = None) -> None:
         self.folder = folder
@@ -56,13 +55,9 @@ class RedisServer:
     def start(self) -> RedisServer:
         self.folder.mkdir(parents=True, exist_ok=True)
         cmd = [
-            redis_server_path(),
-            "--bind", self.host,
-            "--port", str(self.port),
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(self.folder),
-        ]  # fmt: skip
+            redis_server_path(), "--bind", self.host, "--port", str(self.port), "--save", "",
+            "--appendonly", "no", "--dir", str(self.folder),
+        ]
         with open(self.folder / "redis.log", "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.folder)
         deadline = time.monotonic() + READY_TIMEOUT_S

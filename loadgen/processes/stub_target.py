@@ -128,9 +128,8 @@ class StubApp:
             else [[0.1] * self.dim] * len(inputs)
         )
         out = {
-            "object": "list",
+            "object": "list", "model": doc.get("model", "stub"),
             "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
-            "model": doc.get("model", "stub"),
             "usage": {"prompt_tokens": sum(len(t.split()) for t in inputs), "total_tokens": 0},
         }
         headers: list[tuple[bytes, bytes]] = []
@@ -169,13 +168,8 @@ async def _sleep_until(deadline: float) -> None:
 async def _respond(
     send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json"), *(headers or [])],
-        }
-    )
+    start_headers = [(b"content-type", b"application/json"), *(headers or [])]
+    await send({"type": "http.response.start", "status": status, "headers": start_headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -187,17 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=8)
     parser.add_argument("--no-timing-headers", action="store_true")
     parser.add_argument("--no-info", action="store_true")
-    parser.add_argument(
-        "--workers", type=int, default=0, help="serve at most this many requests at once (0: unlimited)"
-    )
-    parser.add_argument(
-        "--fail-every", type=int, default=0, help="answer every Nth embeddings request with 503 (0: never)"
-    )
+    for flag, help_text in (
+        ("--workers", "serve at most this many requests at once (0: unlimited)"),
+        ("--fail-every", "answer every Nth embeddings request with 503 (0: never)"),
+        ("--corrupt-above", "per-text vectors, scrambled above this many in flight"),
+    ):
+        parser.add_argument(flag, type=int, default=0, help=help_text)
     parser.add_argument(
         "--info-devices", default="", metavar="3,5", help="NPU indices /info lists as the serving devices"
-    )
-    parser.add_argument(
-        "--corrupt-above", type=int, default=0, help="per-text vectors, scrambled above this many in flight"
     )
     parser.add_argument("--served-model", default="stub", help="the X-Served-Model of every answer")
     args = parser.parse_args(argv)
@@ -220,10 +211,8 @@ def running_stub(*flags: str, ready_timeout_s: float = 20.0) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "loadgen.processes.stub_target", "--port", str(port), *flags],
-        cwd=Path(__file__).resolve().parents[2],  # the repository root
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+        cwd=Path(__file__).resolve().parents[2], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # started in the repository root
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_answering(proc, f"{url}/ready", "the stub server", ready_timeout_s)

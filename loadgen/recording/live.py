@@ -21,6 +21,7 @@ from embedperf.error_kinds import error_kind
 from embedperf.errors import RunFolderError
 from embedperf.parts import PART_SUFFIX, part_files
 from embedperf.schema import REQUEST_COLUMNS, RunFolder, read_manifest
+from loadgen.traffic.payloads import VALIDATION_PREFIX
 
 # Upper bounds of the latency histogram buckets (the last, +Inf, is implicit).
 LATENCY_BUCKETS_MS: tuple[float, ...] = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
@@ -28,7 +29,6 @@ SERVER_STAGES: tuple[str, ...] = ("queue", "tokenize", "compute", "post")
 # Telemetry shown live: the serving devices' figures, or the host and service without a device.
 DEVICE_METRICS: tuple[str, ...] = ("device_util_pct", "aicore_util_pct", "power_w", "temp_c", "mem_used_mb")
 HOST_METRICS: dict[str, tuple[str, ...]] = {"cpu": ("cpu_util_pct",), "proc:service": ("busy_frac", "cpu_util_pct")}
-VALIDATION_PREFIX = "validation"
 LIVE_COLUMNS = ("endpoint", "ok", "error", "status_code", "latency_ms", "n_inputs")
 
 
@@ -39,9 +39,8 @@ class TelemetrySample(NamedTuple):
 
 
 class PartsTail:
-    """Record batches appended to the Arrow stream parts of one folder since the previous read. Each part is
-    read from the byte offset where the last complete message ended, so a refresh costs what was appended, not
-    the file; a batch still being written is read next time."""
+    """Record batches appended to one folder's Arrow stream parts since the last read: each part is read on
+    from the end of its last complete message, so a refresh costs only what was appended."""
 
     def __init__(self, parts_dir: Path) -> None:
         self.parts_dir = parts_dir
@@ -77,8 +76,7 @@ class PartsTail:
 
 
 def cell_float(value: object) -> float | None:
-    """A cell as a finite float (None: empty, missing, not a number): CSV text from the parts, or a typed
-    value from the final Parquet."""
+    """A cell (CSV text or a typed Parquet value) as a finite float; None when empty or not a number."""
     if value is None or value == "" or isinstance(value, bool):
         return None
     try:
@@ -114,6 +112,11 @@ class StepFigures:
         if ok:
             self.ok += 1
             self.embeddings += cell_float(row.get("n_inputs")) or 1.0
+            for stage in SERVER_STAGES:
+                value = cell_float(row.get(f"srv_{stage}_ms"))
+                if value is not None:
+                    self.server_sum_ms[stage] += value
+                    self.server_count[stage] += 1
         else:
             status = cell_float(row.get("status_code"))
             self.errors_by_kind[error_kind(status, str(row.get("error") or ""))] += 1
@@ -126,12 +129,6 @@ class StepFigures:
             self.first_sent_unix_s = sent
         if done is not None and (self.last_done_unix_s is None or done > self.last_done_unix_s):
             self.last_done_unix_s = done
-        if ok:
-            for stage in SERVER_STAGES:
-                value = cell_float(row.get(f"srv_{stage}_ms"))
-                if value is not None:
-                    self.server_sum_ms[stage] += value
-                    self.server_count[stage] += 1
 
     @property
     def errors(self) -> int:
@@ -151,8 +148,7 @@ class StepFigures:
         return self.ok / span_s if span_s > 0 else 0.0
 
     def latency_bound_ms(self, q: float) -> float | None:
-        """The bucket bound at or below which a fraction q of the recorded latencies lie (inf: above the
-        last bound; None: no latency yet): the live view's P50/P99, exact ones come with the report."""
+        """The bucket bound under which a fraction q of latencies lie (inf: above all; None: none yet)."""
         total = sum(self.latency_bucket_counts)
         if not total:
             return None
@@ -228,20 +224,17 @@ class LiveRun:
 
     def device_figures(self) -> dict[tuple[str, str], TelemetrySample]:
         """Newest sample of each device figure; host CPU and service busy fraction when no device reports."""
-        devices = {k: v for k, v in self.latest.items() if k[1] in DEVICE_METRICS and _is_accelerator(k[0])}
+        devices = {
+            k: v for k, v in self.latest.items() if k[1] in DEVICE_METRICS and k[0].startswith(("npu", "gpu"))
+        }
         if devices:
             return dict(sorted(devices.items()))
         host = {k: v for k, v in self.latest.items() if k[1] in HOST_METRICS.get(k[0], ())}
         return dict(sorted(host.items()))
 
 
-def _is_accelerator(device: str) -> bool:
-    return device.startswith(("npu", "gpu"))
-
-
 class RunFollower:
-    """The live view of whichever run this process is writing; keeps the last one after it ends.
-    `current_run()` returns the run session being written (anything with a `.folder`), or None."""
+    """The live view of the run `current_run()` returns (or None); keeps the last one after it ends."""
 
     def __init__(self, current_run: Callable[[], Any]) -> None:
         self.current_run = current_run

@@ -1,10 +1,6 @@
-"""The live cost of each step of the run in progress (for the Prometheus export), priced as the report prices it.
-
-The prices are the run's scenario `cost` block, read once from its manifest. Devices are those the run was
-told serve the target (`--devices`, else the target's /info; one when neither says), their kind from the
-same place or the telemetry, and the energy the newest power samples of the accelerators. The report's
-figure (analysis) uses the steady window and the mean power; this one is the step so far.
-"""
+"""The live cost of each step of the run in progress (for the Prometheus export), priced as the report prices
+it: the scenario's `cost` block from the manifest, the serving devices it names, the newest power samples. The
+report uses the steady window and the mean power; this is the step so far."""
 
 from __future__ import annotations
 
@@ -45,15 +41,10 @@ def live_prices(live: LiveRun) -> LivePrices | None:
 
 
 def _power_w(live: LiveRun, serving: frozenset[int]) -> float | None:
-    samples = [
-        (name, sample.value)
-        for (name, metric), sample in live.device_figures().items()
-        if metric == "power_w"
-    ]
+    samples = [(name, s.value) for (name, metric), s in live.device_figures().items() if metric == "power_w"]
     if serving:
         samples = [
-            (n, v)
-            for n, v in samples
+            (n, v) for n, v in samples
             if any(n.endswith((f"npu{i}", f"gpu{i}")) or f"npu{i}." in n for i in serving)
         ]
     return sum(v for _, v in samples) if samples else None
@@ -63,7 +54,6 @@ def step_cost_per_1m(
     live: LiveRun, step: StepFigures, prices: LivePrices
 ) -> tuple[float | None, float | None]:
     """(cost per hour, cost per million embeddings) of the step so far."""
-    hourly = known_sum(
-        prices.prices.hourly_parts(prices.kind, prices.devices, _power_w(live, prices.serving))
-    )
+    power_w = _power_w(live, prices.serving)
+    hourly = known_sum(prices.prices.hourly_parts(prices.kind, prices.devices, power_w))
     return hourly, per_million(hourly, step.embeddings_per_s)

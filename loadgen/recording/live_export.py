@@ -19,6 +19,17 @@ from loadgen.recording.live_cost import live_prices, step_cost_per_1m
 
 log = logging.getLogger("embedperf.loadgen")
 METRIC_PREFIX = "embedperf"
+# Each step's figures: (family, name after the prefix, labels beyond run_id/stage/stage_label, help).
+STEP_METRICS: tuple[tuple[Any, str, tuple[str, ...], str], ...] = (
+    (CounterMetricFamily, "requests", ("outcome",),
+     "Requests recorded in the step (validation probes excluded)."),
+    (CounterMetricFamily, "errors", ("kind",), "Failed requests by kind."),
+    (GaugeMetricFamily, "goodput_rps", (), "Successful requests per second over the step so far."),
+    (GaugeMetricFamily, "target_users", (), "The step's target concurrency."),
+    (HistogramMetricFamily, "latency_ms", (), "Client-side latency of every request of the step, ms."),
+    (GaugeMetricFamily, "server_stage_mean_ms", ("server_stage",),
+     "Mean Server-Timing stage of successful requests in the step, ms."),
+)
 
 
 class LiveRunCollector(Collector):
@@ -34,21 +45,9 @@ class LiveRunCollector(Collector):
         live.refresh()
         run_id = live.folder.run_id
         labels = ["run_id", "stage", "stage_label"]
-        requests = CounterMetricFamily(
-            f"{METRIC_PREFIX}_requests", "Requests recorded in the step (validation probes excluded).", labels=[*labels, "outcome"]
-        )
-        errors = CounterMetricFamily(f"{METRIC_PREFIX}_errors", "Failed requests by kind.", labels=[*labels, "kind"])
-        goodput = GaugeMetricFamily(
-            f"{METRIC_PREFIX}_goodput_rps", "Successful requests per second over the step so far.", labels=labels
-        )
-        users = GaugeMetricFamily(f"{METRIC_PREFIX}_target_users", "The step's target concurrency.", labels=labels)
-        latency = HistogramMetricFamily(
-            f"{METRIC_PREFIX}_latency_ms", "Client-side latency of every request of the step, ms.", labels=labels
-        )
-        server = GaugeMetricFamily(
-            f"{METRIC_PREFIX}_server_stage_mean_ms",
-            "Mean Server-Timing stage of successful requests in the step, ms.",
-            labels=[*labels, "server_stage"],
+        requests, errors, goodput, users, latency, server = (
+            family(f"{METRIC_PREFIX}_{name}", help_text, labels=[*labels, *extra])
+            for family, name, extra, help_text in STEP_METRICS
         )
         for step in live.steps.values():
             values = [run_id, str(step.index), step.label]
@@ -119,9 +118,3 @@ class LiveExporter:
         url = f"http://{self.host}:{self.port}/metrics"
         print(f"live metrics: {url}", flush=True)
         return url
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None

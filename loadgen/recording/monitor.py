@@ -20,10 +20,8 @@ SATURATION_THRESHOLD_PCT = 90.0  # of one core: a gevent generator process runs 
 
 
 def settle_heap() -> None:
-    """Freeze what the generator holds before the load starts (imports, scenario, corpora, tokenizer). The
-    cyclic collector otherwise re-scans those ~100k long-lived objects in every full collection it runs during
-    the load, a few microseconds per request for nothing: they stay alive for the whole run. Collecting first
-    keeps garbage out of the frozen set (as Locust does before forking with --processes)."""
+    """Freeze what the generator holds before the load (imports, scenario, corpora, tokenizer), so the cyclic
+    collector stops re-scanning ~100k objects that live for the whole run; collected first, as Locust does."""
     gc.collect()
     gc.freeze()
     young, middle, old = gc.get_threshold()
@@ -75,11 +73,9 @@ def summarise(
     if not values:
         return GeneratorCpu(threshold_pct=threshold_pct, note="no CPU samples (run shorter than 1 s)")
     saturated_workers = [w for w, vs in by_worker.items() if _p95(vs) > threshold_pct]
-    note = (
+    note = "" if not saturated_workers else (
         f"generator-bound: P95 CPU above {threshold_pct:.0f}% of one core on {', '.join(saturated_workers)}; "
         "latencies include generator queueing; add workers (--processes N)"
-        if saturated_workers
-        else ""
     )
     return GeneratorCpu(
         mean_pct=round(sum(values) / len(values), 2), max_pct=round(max(values), 2),

@@ -22,6 +22,7 @@ from embedperf.schema import (
     StepEnding,
     compact_parts,
 )
+from loadgen.traffic.context import Stage
 from loadgen.traffic.headers import TIMING_VALUE_COLUMNS, header_text_column, parse_raw_timing
 
 STAGE_INDEX_POS = REQUEST_COLUMNS.index("stage_index")
@@ -29,7 +30,6 @@ T_INTENDED_POS = REQUEST_COLUMNS.index("t_intended_unix_s")
 RUN_ID_POS = REQUEST_COLUMNS.index("run_id")
 TIMING_POS = REQUEST_COLUMNS.index(TIMING_VALUE_COLUMNS[0])
 SERVED_MODEL_POS = REQUEST_COLUMNS.index("served_model")
-StageTag = tuple[int, str, int | None, float | None]  # stage_index, stage_label, target_users, target_rate
 
 
 class StageTimeline:
@@ -38,7 +38,7 @@ class StageTimeline:
     def __init__(self) -> None:
         self.stages: list[StageRecord] = []
         self._starts: list[float] = []
-        self._tags: list[StageTag] = []  # per stage, the values of a row's stage columns
+        self._tags: list[Stage] = []  # per stage, the values of a row's stage columns
         self._lock = threading.Lock()
 
     def begin(
@@ -72,9 +72,8 @@ class StageTimeline:
     def current(self) -> StageRecord | None:
         return self.stages[-1] if self.stages else None
 
-    def tag(self, t_unix_s: float | None) -> StageTag | None:
-        """Stage columns for a row intended at t (None: the current stage; a row sent just before the first
-        stage belongs to it); once per row, so kept flat."""
+    def tag(self, t_unix_s: float | None) -> Stage | None:
+        """Stage columns for a row intended at t (None: the current stage; before the first: the first)."""
         tags = self._tags
         if not tags:
             return None
@@ -107,18 +106,10 @@ class Recorder:
 
     def write(self, row: RequestRow) -> None:
         """Write one request's row (the local run's sink), tagged as recorded; runs once per request."""
-        if self._closed:
-            return
         row.run_id = self.run_id
-        if row.stage_index is None:
-            tag = self.timeline.tag(row.t_intended_unix_s)
-            if tag is not None:
-                row.stage_index, row.stage_label, row.target_users, row.target_rate = tag
-        self.rows_received += 1
-        values = row.values()
-        if self._watch is not None:
-            self._watch(values)
-        self._append(values)
+        if row.stage_index is None and (tag := self.timeline.tag(row.t_intended_unix_s)) is not None:
+            row.stage_index, row.stage_label, row.target_users, row.target_rate = tag
+        self.write_values(row.values())
 
     def write_values(self, values: list[Any]) -> None:
         """Write a row given as values in REQUEST_COLUMNS order (the forwarded form); runs once per request."""

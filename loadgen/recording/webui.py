@@ -1,11 +1,7 @@
-"""The Locust web UI as embedperf's front end: a live tab (step figures, server decomposition, device
-telemetry), the run folder, and a link to the run's report once it has ended.
-
-Uses Locust's own extension points: `template_args["extended_tabs"/"extended_tables"/ "extended_csv_files"]`,
-an `extended_stats` entry added to `/stats/requests` (which the UI polls every two seconds), and extra Flask
-routes on `environment.web_ui.app`. The report itself is built by a layer above the load side: the locustfile
-hands a `ReportBuilder` to `loadgen.wiring.plugin.install`, which keeps it on the run state and passes it
-here."""
+"""The Locust web UI as embedperf's front end: a live tab (step figures, server timings, device telemetry),
+the run folder, and a link to the run's report once it has ended, all through Locust's own extension points
+(`template_args`' extended tabs, tables and csv files, `extended_stats` on `/stats/requests`, and Flask
+routes). The report builder comes from the locustfile, through loadgen.wiring.plugin.install."""
 
 from __future__ import annotations
 
@@ -90,18 +86,11 @@ class WebUiFront:
             "running": self.follower.running,
             "finished": finished,
             "report": REPORT_ROUTE if finished else None,
-            "step": None
-            if step is None
-            else {
-                "index": step.index,
-                "label": step.label,
-                "requests": step.requests,
-                "ok": step.ok,
-                "goodput_rps": step.goodput_rps,
-                "p50_ms_at_most": _finite(step.latency_bound_ms(0.50)),
+            "step": None if step is None else {
+                "index": step.index, "label": step.label, "requests": step.requests, "ok": step.ok,
+                "goodput_rps": step.goodput_rps, "p50_ms_at_most": _finite(step.latency_bound_ms(0.50)),
                 "p99_ms_at_most": _finite(step.latency_bound_ms(0.99)),
-                "errors_by_kind": dict(step.errors_by_kind),
-                "server_mean_ms": step.server_mean_ms(),
+                "errors_by_kind": dict(step.errors_by_kind), "server_mean_ms": step.server_mean_ms(),
             },
             "devices": [
                 {"device": d, "metric": m, "value": s.value, "source": s.source, "ts_unix_s": s.ts_unix_s}
@@ -125,10 +114,8 @@ def install(
     environment: Any, follower: RunFollower, check: Callable[[], object],
     build_report: ReportBuilder | None = None,
 ) -> WebUiFront:
-    """Add the live tab, its data and the report route to the running web UI. `build_report` makes a finished
-    run's report.html when it is not there yet (None: the route serves only reports already built). `check()`
-    resolves the scenario from the options as the start form left them; an error is answered to the form
-    (Locust shows the message) instead of failing the run's first tick."""
+    """Add the live tab, its data and the report route to the web UI. `build_report` makes a finished run's
+    report.html; `check()` resolves the start form's scenario, its error answered to the form."""
     web_ui = environment.web_ui
     front = WebUiFront(follower)
     web_ui.template_args["extended_tabs"] = [{"title": TAB_TITLE, "key": TAB_KEY}]
@@ -187,20 +174,19 @@ def report_links(folder: RunFolder | None) -> list[dict[str, str]]:
 def report_response(folder: RunFolder | None, finished: bool, build_report: ReportBuilder | None = None) -> Response:
     """The last run's report.html, built from its run folder when it is not there yet."""
     if folder is None:
-        return Response("no run has been started from this Locust yet", status=404, mimetype="text/plain")
+        return _text("no run has been started from this Locust yet", 404)
     if not finished:
-        return Response(
-            f"the run is still going; its report is built when it ends ({folder.root})", status=409,
-            mimetype="text/plain",
-        )
+        return _text(f"the run is still going; its report is built when it ends ({folder.root})", 409)
     report: Path = folder.report
     if not report.is_file():
         if build_report is None:
-            return Response(
+            return _text(
                 f"no report.html in {folder.root} and this locustfile registered no report builder: "
-                f"run `embedperf report {folder.root}`",
-                status=404,
-                mimetype="text/plain",
+                f"run `embedperf report {folder.root}`", 404,
             )
         report = build_report(folder)
     return Response(report.read_bytes(), mimetype="text/html")
+
+
+def _text(message: str, status: int) -> Response:
+    return Response(message, status=status, mimetype="text/plain")

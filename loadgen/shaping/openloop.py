@@ -1,9 +1,6 @@
-"""Open-loop dispatch: requests start at their scheduled instants, whatever the responses do.
-
-Latency is also measured from the intended start (`latency_from_intended_ms`), so a stalled service cannot
-hide its queueing by slowing the generator down (coordinated omission), as in wrk2 and MLPerf LoadGen. A
-request that cannot start -- too many in flight, or later than the tolerance under `late_policy: drop` -- is
-recorded as a failed row, never silently skipped."""
+"""Open-loop dispatch: requests start at their scheduled instants, whatever the responses do. Latency is also
+measured from the intended start, so a stalled service cannot hide its queueing (coordinated omission, as in
+wrk2); a request that cannot start is recorded as a failed row, never skipped."""
 
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ import gevent.pool
 from locust.contrib.fasthttp import FastHttpSession
 from locust.env import Environment
 
-from loadgen.traffic.context import RunContext
+from loadgen.traffic.context import RunContext, Stage
 from loadgen.traffic.exchange import dropped_row, send_embeddings
 from loadgen.traffic.payloads import PayloadSampler, RequestPayload
 from loadgen.traffic.schedule import Arrival
@@ -26,8 +23,6 @@ START_LEAD_S = 0.05  # the schedule starts slightly in the future so the first s
 YIELD_EVERY = 64  # when behind schedule, still let spawned requests run every this many arrivals
 DROPPED_CAP = "dropped: in-flight cap"
 
-
-Stage = tuple[int, str, int | None, float | None]
 # Sends one scheduled request (client, context, payload, intended start, stage); a canary splits them.
 Send = Callable[[FastHttpSession, RunContext, RequestPayload, float, Stage], Any]
 
@@ -36,8 +31,7 @@ def run_schedule(
     client: FastHttpSession, ctx: RunContext, sampler: PayloadSampler, environment: Environment,
     send: Send = send_embeddings,
 ) -> dict[str, float]:
-    """Dispatch the scenario's whole arrival schedule; returns counters (scheduled, sent, late, dropped). A
-    capacity search (`search.enabled`) decides its schedule probe by probe instead: loadgen.shaping.search."""
+    """Dispatch the scenario's whole arrival schedule; its counters (scheduled, sent, late, dropped)."""
     scenario = ctx.scenario
     share = ctx.claim_share()  # this process's part of the arrivals (loadgen.traffic.shares), once per run
     stats = ctx.open_loop_stats
@@ -70,10 +64,9 @@ def dispatch(
     schedule: Iterable[Arrival], stage_of: Callable[[int], Stage], pool: gevent.pool.Pool,
     stats: dict[str, float], origin_unix_s: float | None = None, send: Send = send_embeddings,
 ) -> None:
-    """Start each arrival at its instant (offsets from now + START_LEAD_S); returns when all are started.
-    `overflow: queue` lets an arrival wait for a free slot when max_in_flight are out (the wait blocks the
-    schedule, so later arrivals start late and their latency from intended shows it); `overflow: drop` records
-    it as dropped."""
+    """Start each arrival at its instant; returns when all are started. `overflow: queue` waits for a free
+    slot (later arrivals start late, as their latency from intended shows); `overflow: drop` records it
+    dropped."""
     policy = ctx.scenario.open_loop
     tolerance_s = policy.lateness_tolerance_ms / 1000.0
     queue_overflow = policy.overflow == "queue"

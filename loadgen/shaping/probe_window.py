@@ -37,10 +37,8 @@ class ProbeTap:
         self, rate: float, t_origin_unix_s: float, duration_s: float, warmup_s: float,
         started_unix_s: Iterable[float] = (), cutoff_unix_s: float | None = None,
     ) -> ProbeMeasurement:
-        """The probe's figures in its steady window (after the warm-up, to its scheduled end). Requests count
-        by intended start; goodput counts ok answers that completed inside the window, so a target that falls
-        behind shows a goodput below the offered rate. A request in `started_unix_s` (intended starts) without
-        a row yet is unfinished: its latency is at least cutoff - intended."""
+        """The probe's figures in its steady window: requests by intended start, goodput by ok answers done
+        inside it; a started request without a row yet has a latency of at least cutoff - intended."""
         steady_from = t_origin_unix_s + warmup_s
         steady_to = t_origin_unix_s + duration_s
         steady = [r for r in self.rows if r[1] >= steady_from]
@@ -64,8 +62,7 @@ class ProbeTap:
 
 
 class ProbeWindow:
-    """The arrivals of one probe, cut at its window's end: what the dispatcher reaches later is kept
-    aside (to be recorded as dropped), and the intended start of every arrival handed out is noted."""
+    """One probe's arrivals cut at its window's end (the rest kept as dropped), intended starts noted."""
 
     def __init__(self, schedule: Iterable[Arrival], t_origin_unix_s: float, duration_s: float) -> None:
         self.schedule = schedule

@@ -1,15 +1,10 @@
-"""Capacity search driver: runs the open-loop probes decisions.search.state asks for, each one a stage of the
-run.
+"""Capacity search driver: runs the open-loop probes decisions.search.state asks for, each one a stage.
 
-The probes go through the same dispatcher as stepped open-loop runs (loadgen.shaping.openloop) and their rows
-through the same recorder; a tap on the row sink keeps the few figures the next decision needs (ok, latency
-from intended, done time) for the probe in progress. The answer lands in `RunContext.search`, which the run
-session writes into manifest.search. A probe's wall time is bounded: no request starts after its window
-(max_probe_s at most; an arrival the dispatcher reaches later is recorded as dropped), and the wait for
-answers still in flight after the window is the scenario's `drain_s`. A request unanswered by then counts in
-the probe's verdict as slower than the SLO (decisions.search.stats); its row still lands, under its probe's
-stage, when it ends. Before the next probe the driver waits (at most target.timeout_s) for such stragglers, so
-they do not load the next probe; that wait belongs to no probe."""
+Probes go through the stepped runs' dispatcher and recorder; a tap on the row sink keeps what the next
+decision needs, and the answer lands in `RunContext.search` (manifest.search). No request starts after a
+probe's window; answers in flight get the scenario's `drain_s`, and one unanswered by then counts as slower
+than the SLO (its row still lands under its probe). Before the next probe the driver waits (at most
+target.timeout_s) for such stragglers."""
 
 from __future__ import annotations
 
@@ -95,10 +90,8 @@ def _probe(
     tap.start(index)
     t_origin = time.time() + START_LEAD_S
     run.timeline.begin(index, label, t_origin, rate=plan.rate, warmup_s=spec.warmup_s)
-    window = ProbeWindow(
-        arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index), t_origin,
-        plan.duration_s,
-    )
+    schedule = arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index)
+    window = ProbeWindow(schedule, t_origin, plan.duration_s)
     dispatch(client, ctx, sampler, environment, window, stage_of, pool, stats, origin_unix_s=t_origin)
     for arrival in window.left_out:
         stats["scheduled"] += 1

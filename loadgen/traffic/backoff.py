@@ -1,10 +1,6 @@
-"""Bounded exponential back-off for users whose requests get no HTTP answer (refused, reset, timed out) or are
-told to come back later (429, 503).
-
-Without it a closed-loop user retries a dead or shedding target at once, forever: thousands of failures per
-second that saturate the generator (and the target's event loop) and read as throughput. The delay doubles
-from BACKOFF_FIRST_S to BACKOFF_MAX_S; any other answer resets it. Real clients (the openai SDK among them)
-wait before retrying a 429 the same way."""
+"""Bounded exponential back-off for users whose requests get no answer or are told to come back later (429,
+503): without it a closed-loop user retries a dead or shedding target at once, thousands of failures per
+second that saturate the generator and read as throughput. Real clients (the openai SDK) wait likewise."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """One load, two targets: each request's side drawn by the current stage's weight, a sample also sent across.
 
-A canary run sends every request either to the baseline or to the candidate: the side is drawn per request
-from a seeded generator with the stage's candidate weight, so whatever the host does (a noisy neighbour, a GC
-pause) falls on both sides alike. A fraction of requests (canary.agreement_fraction) is an agreement sample:
-its texts go to the drawn side, then to the other one, and the cosine of the two answers is kept on the second
-request's row (`agreement_cosine`; the lowest over the request's inputs). Every request, the second of a pair
-too, is an ordinary row of its side (`side`)."""
+The side is drawn per request from a seeded generator, so whatever the host does falls on both sides alike. An
+agreement sample (canary.agreement_fraction) sends its texts to the drawn side, then to the other, and keeps
+the two answers' lowest cosine on the second row (`agreement_cosine`); every request is an ordinary row of its
+side (`side`)."""
 
 from __future__ import annotations
 
@@ -19,7 +17,7 @@ import numpy as np
 
 from embedperf.canary_record import Side
 from embedperf.schema import RequestRow
-from loadgen.traffic.context import RowSink, RunContext, info_dimension
+from loadgen.traffic.context import RowSink, RunContext, Stage, info_dimension
 from loadgen.traffic.exchange import send_embeddings
 from loadgen.traffic.payloads import RequestPayload
 from scenarios.canary_models import Canary
@@ -28,7 +26,6 @@ if TYPE_CHECKING:  # importing locust monkey-patches the process; only its users
     from locust.contrib.fasthttp import FastHttpSession
 
 SEED_STRIDE = 7_919  # distinct, well-separated seeds per user
-Stage = tuple[int, str, int | None, float | None]
 
 
 class SideDraw:
@@ -44,10 +41,6 @@ class SideDraw:
         return fraction > 0.0 and self._rng.random() < fraction
 
 
-def other(side: Side) -> Side:
-    return "baseline" if side == "candidate" else "candidate"
-
-
 def _tagging_sink(sink: RowSink, side: Side) -> RowSink:
     def write(row: RequestRow) -> None:
         row.side = side
@@ -61,8 +54,7 @@ def _hold(_row: RequestRow) -> None:
 
 
 def agreement_cosine(a: list[np.ndarray] | None, b: list[np.ndarray] | None) -> float | None:
-    """The lowest cosine between two answers' vectors, input by input (None: an answer unreadable); each
-    side's protocol reads its answer's vectors (TargetProtocol.dense_vectors)."""
+    """The lowest cosine between two answers' vectors, input by input (None: an answer unreadable)."""
     if a is None or b is None or len(a) != len(b) or not a:
         return None
     lowest = 1.0
@@ -87,8 +79,7 @@ class CanaryTraffic:
 
     @classmethod
     def build(cls, base: RunContext, candidate_info: dict[str, Any] | None) -> CanaryTraffic:
-        """From the run's context (whose host is the baseline): the candidate's context differs in host,
-        /info and expected dimension; both share the run's counters and request ids."""
+        """From the run's (baseline's) context: the candidate's has its own host, /info and dimension."""
         canary = base.scenario.canary
         dim = info_dimension(candidate_info)
         candidate = replace(
@@ -123,7 +114,7 @@ class CanaryTraffic:
         )
         if not row.ok or not answers:
             return row
-        second = other(side)
+        second: Side = "baseline" if side == "candidate" else "candidate"
         again: list[bytes] = []
         paired = send_embeddings(
             clients[second], self.held[second], payload, None, stage, on_answer=again.append

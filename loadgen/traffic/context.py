@@ -21,6 +21,7 @@ from loadgen.traffic.shares import ScheduleShare
 from scenarios.models import Scenario
 
 RowSink = Callable[[RequestRow], None]  # receives one request's row
+Stage = tuple[int, str, int | None, float | None]  # stage_index, stage_label, target_users, target_rate
 INFO_TIMEOUT_S = 3.0
 
 
@@ -46,8 +47,7 @@ class RunContext:
     protocol: TargetProtocol = registry.DEFAULT  # builds each request and judges its answer (target.protocol)
 
     def claim_share(self) -> ScheduleShare | None:
-        """The share to dispatch, once per run: a second dispatcher in this process (Locust rebalancing
-        users after a worker died) must not send the same arrivals again."""
+        """The share to dispatch, once per run (a second dispatcher must not send the same arrivals)."""
         if self.share_claimed:
             return None
         self.share_claimed = True
@@ -69,8 +69,7 @@ def request_headers(scenario: Scenario) -> dict[str, str]:
 
 
 def fetch_service_info(host: str, scenario: Scenario) -> dict[str, Any] | None:
-    """GET <host><info_path> (target.info_path, else the protocol's) as the protocol reads it, or None for
-    targets without it (or unreachable ones)."""
+    """GET the target's info path as its protocol reads it; None when there is none or no answer."""
     target = scenario.target
     protocol = registry.get(target.protocol)
     url = host.rstrip("/") + (target.info_path or protocol.info_path(target))
@@ -98,8 +97,7 @@ def info_dimension(info: dict[str, Any] | None) -> int | None:
 def build_context(
     scenario: Scenario, host: str, sink: RowSink, worker: str, service_info: dict[str, Any] | None
 ) -> RunContext:
-    """Expected dimension: /info first, then the scenario's `target.dimension`, then the first answer. A
-    target the pre-flight check did not resolve (protocol, path or model unset) takes the defaults."""
+    """Expected dimension: /info, else `target.dimension`, else the first answer; unset targets defaulted."""
     target = registry.default_target(scenario.target, scenario.payload.task)
     if target is not scenario.target:
         scenario = scenario.model_copy(update={"target": target})

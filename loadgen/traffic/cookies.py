@@ -1,11 +1,6 @@
-"""A cookie jar that costs nothing while there are no cookies.
-
-Locust's FastHttpSession keeps cookies like a browser (http.cookiejar): before every request the jar looks for
-cookies to send, after every answer it parses the answer's cookies. An embeddings API sets none, yet that work
-is ~30 us of generator CPU per request, a fifth of what sending the request costs. `LeanCookieJar` behaves
-exactly the same (a target that sets cookies, such as a load balancer with sticky sessions, gets them back)
-but skips both steps when they cannot change anything: nothing stored to send, no `Set-Cookie`/`Set-Cookie2`
-header to read."""
+"""A cookie jar that costs nothing while there are no cookies. Locust's session keeps cookies like a browser,
+~30 us of generator CPU per request even when the target sets none; `LeanCookieJar` behaves the same
+(sticky-session cookies come back) but skips the work when there is nothing to send or read."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from gevent import Timeout as GeventTimeout
 
 from embedperf.error_kinds import CUT_OFF_PREFIX
 from embedperf.schema import REQUEST_ID_HEADER, SERVED_MODEL_HEADER, RequestRow
-from loadgen.traffic.context import RunContext
+from loadgen.traffic.context import RunContext, Stage
 from loadgen.traffic.headers import TIMING_VALUE_COLUMNS
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.quality import answer_cosine
@@ -56,9 +56,8 @@ class NoAnswer:
 
 
 def post(client: FastHttpSession, url: str, data: str, headers: dict[str, str]) -> Any:
-    """POST through the session's user agent (`FastHttpSession.client`, geventhttpclient's public `urlopen`),
-    as Locust's own FastHttpSession.request sends: an answer outside 2xx/3xx comes back on the exception
-    it raises, no answer at all as a NoAnswer."""
+    """POST through the session's user agent (geventhttpclient's public `urlopen`), as Locust does: an answer
+    outside 2xx/3xx comes back on its exception, no answer at all as a NoAnswer."""
     try:
         return client.client.urlopen(url, method="POST", payload=data, headers=headers)
     except (Exception, GeventTimeout) as exc:  # one failed request, as Locust counts it; never the user's end
@@ -86,18 +85,13 @@ def judge(
 
 def send_embeddings(
     client: FastHttpSession, ctx: RunContext, payload: RequestPayload, t_intended_unix_s: float | None = None,
-    stage: tuple[int, str, int | None, float | None] | None = None,
+    stage: Stage | None = None,
     on_answer: Callable[[bytes], object] | None = None,
 ) -> RequestRow:
-    """Post one request, report it to Locust as ok/failed, record its row and return it. on_answer: called
-    with the body of a good answer before the row is recorded (a canary compares the two sides' vectors for
-    the same texts: loadgen.traffic.canary_split). Reported through Locust's documented request event
-    (`environment.events.request`, which the session holds as `request_event`), not
-    `client.request(catch_response=True)`: that builds a context-manager copy of every response, and this runs
-    once per request on the generator's CPU budget. The row holds the raw `Server-Timing` and batch headers in
-    the timing columns; the recorder parses them a batch at a time (headers.parse_raw_timing), off the request
-    path. Every request carries its own `X-Request-ID` (ctx.request_ids); the row keeps it and the answer's
-    `X-Served-Model` as sent, the body is never read for the model."""
+    """Post one request, report it to Locust, record its row and return it. on_answer gets a good answer's
+    body first (a canary compares both sides' vectors). Reported through Locust's request event, not
+    `catch_response`, which copies every response; the timing headers are stored raw and parsed by the
+    recorder a batch at a time, off the request path."""
     target = ctx.scenario.target
     task = ctx.scenario.payload.task
     protocol = ctx.protocol
@@ -139,55 +133,43 @@ def send_embeddings(
     queue, tokenize, compute, post_ms, total, batch_size, batch_tokens = (
         protocol.raw_timing(headers_in.get) if headers_in is not None else _NO_TIMING
     )
-    row = RequestRow(
-        worker=ctx.worker,
-        t_intended_unix_s=t_intended,
-        t_sent_unix_s=t_sent,
-        t_done_unix_s=t_done,
-        latency_ms=latency_ms,
-        latency_from_intended_ms=(t_done - t_intended) * 1000.0,
-        endpoint=payload.endpoint,
-        status_code=status or None,
-        ok=not error,
-        error=error or None,
-        n_inputs=len(inputs) if query is None else len(inputs) + 1,  # texts sent: a rerank's query is one
-        input_chars=chars if query is None else chars + len(query),
-        input_tokens=tokens,
-        response_bytes=len(content),
-        srv_queue_ms=queue,  # raw headers: the recorder parses them a batch at a time
-        srv_tokenize_ms=tokenize,
-        srv_compute_ms=compute,
-        srv_post_ms=post_ms,
-        srv_total_ms=total,
-        batch_size=batch_size,
-        batch_tokens=batch_tokens,
-        probe_cosine=(
-            answer_cosine(content, payload.reference, protocol.dense_vectors)
-            if payload.reference is not None and not error
-            else None
-        ),
-        request_id=request_id,
-        served_model=headers_in.get(SERVED_MODEL_HEADER) if headers_in is not None else None,  # raw; see recorder
-        documents=payload.documents,
+    served_model = headers_in.get(SERVED_MODEL_HEADER) if headers_in is not None else None  # raw: recorder
+    probe_cosine = (
+        answer_cosine(content, payload.reference, protocol.dense_vectors)
+        if payload.reference is not None and not error
+        else None
     )
-    if stage is not None:
-        row.stage_index, row.stage_label, row.target_users, row.target_rate = stage
-    ctx.sink(row)
-    return row
+    row = RequestRow(
+        worker=ctx.worker, t_intended_unix_s=t_intended, t_sent_unix_s=t_sent, t_done_unix_s=t_done,
+        latency_ms=latency_ms, latency_from_intended_ms=(t_done - t_intended) * 1000.0,
+        endpoint=payload.endpoint, status_code=status or None, ok=not error, error=error or None,
+        n_inputs=len(inputs) if query is None else len(inputs) + 1,  # texts sent: a rerank's query is one
+        input_chars=chars if query is None else chars + len(query), input_tokens=tokens,
+        response_bytes=len(content),
+        # raw headers: the recorder parses them a batch at a time
+        srv_queue_ms=queue, srv_tokenize_ms=tokenize, srv_compute_ms=compute, srv_post_ms=post_ms,
+        srv_total_ms=total, batch_size=batch_size, batch_tokens=batch_tokens, probe_cosine=probe_cosine,
+        request_id=request_id, served_model=served_model, documents=payload.documents,
+    )
+    return _record(ctx, row, stage)
 
 
 def dropped_row(
     ctx: RunContext, payload: RequestPayload, t_intended_unix_s: float, reason: str,
-    stage: tuple[int, str, int | None, float | None] | None, t_sent_unix_s: float | None = None,
+    stage: Stage | None, t_sent_unix_s: float | None = None,
     request_id: str | None = None,
 ) -> RequestRow:
-    """A request without an answer that is recorded, never silently skipped: one the open-loop scheduler
-    could not start, or one sent but cut off when the run stopped (then t_sent and request_id are set)."""
+    """A request without an answer, recorded: not startable in time, or cut off by the run's stop."""
     row = RequestRow(
         worker=ctx.worker, t_intended_unix_s=t_intended_unix_s, t_sent_unix_s=t_sent_unix_s,
         request_id=request_id, endpoint=payload.endpoint, ok=False, error=reason, n_inputs=payload.texts,
         input_chars=payload.input_chars, documents=payload.documents,
     )
+    return _record(ctx, row, stage)
+
+
+def _record(ctx: RunContext, row: RequestRow, stage: Stage | None) -> RequestRow:
+    """Tag the row with its stage (when the sender knows it) and hand it to the run's sink."""
     if stage is not None:
         row.stage_index, row.stage_label, row.target_users, row.target_rate = stage
     ctx.sink(row)

@@ -14,17 +14,11 @@ from embedperf.schema import BATCH_SIZE_HEADER, BATCH_TOKENS_HEADER, SERVER_TIMI
 
 # `name;...;dur=1.2` entries, in any order and with any parameters.
 _TIMING_ENTRY = re.compile(r'([^\s,;]+)\s*;[^,]*?\bdur\s*=\s*"?([^",;\s]*)')
-# The layout the reference service and the stub send, matched in one pass: per request this
-# costs a third of the general findall-and-loop, which stays the fallback for anything else.
-_VALUE = r'([^",;\s]*)'
-_SERVICE_LAYOUT = re.compile(
-    f"queue;dur={_VALUE}, tokenize;dur={_VALUE}, compute;dur={_VALUE}, post;dur={_VALUE}, total;dur={_VALUE}"
-)
 
 
 def parse_server_timing(header: str | list[str] | None) -> dict[str, float]:
-    """`queue;dur=1.2, compute;dur=5.1` -> `{"srv_queue_ms": 1.2, "srv_compute_ms": 5.1}`; unknown metrics
-    and malformed entries are ignored (a target that sends something else leaves the columns empty)."""
+    """`queue;dur=1.2, compute;dur=5.1` -> `{"srv_queue_ms": 1.2, "srv_compute_ms": 5.1}`, the rest
+    ignored."""
     out: dict[str, float] = {}
     for name, value in _TIMING_ENTRY.findall(header if isinstance(header, str) else ", ".join(header or ())):
         column = SERVER_TIMING_COLUMNS.get(name)
@@ -48,38 +42,18 @@ TIMING_VALUE_COLUMNS: tuple[str, ...] = (*SERVER_TIMING_ORDER, "batch_size", "ba
 assert SERVER_TIMING_ORDER == (
     "srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms", "srv_total_ms"
 )
-assert TIMING_VALUE_COLUMNS[5:] == ("batch_size", "batch_tokens"), (
-    "timing_values fills the row tail by position"
-)
 
 
 def timing_values(get_header: Callable[[str], str | None]) -> list[Any]:
-    """The TIMING_VALUE_COLUMNS in that order (None where absent): the tail of a request row. Runs once per
-    request, hence written flat: the service's own layout is read with one regex match, anything else (other
-    order, parameters, unknown metrics, several header lines) by parse_server_timing."""
-    header = get_header("Server-Timing")
-    values: list[Any] | None = None
-    if header and isinstance(header, str) and (layout := _SERVICE_LAYOUT.fullmatch(header)) is not None:
-        queue, tokenize, compute, post, total = layout.groups()
-        try:
-            values = [float(queue), float(tokenize), float(compute), float(post), float(total), None, None]
-        except ValueError:  # an empty or odd value: the general parser leaves just that column empty
-            values = None
-    if values is None:
-        parsed = parse_server_timing(header)
-        values = [*(parsed.get(column) for column in SERVER_TIMING_ORDER), None, None]
-    size = get_header(BATCH_SIZE_HEADER)
-    if size is not None:
-        values[5] = _int_or_none(size)
-    tokens = get_header(BATCH_TOKENS_HEADER)
-    if tokens is not None:
-        values[6] = _int_or_none(tokens)
-    return values
+    """The TIMING_VALUE_COLUMNS in that order (None where absent), read from one answer's headers: the
+    row-by-row way of parse_raw_timing, for any header the bulk parse does not match."""
+    parsed = parse_server_timing(get_header("Server-Timing"))
+    return [
+        *(parsed.get(column) for column in SERVER_TIMING_ORDER), _int_or_none(get_header(BATCH_SIZE_HEADER)),
+        _int_or_none(get_header(BATCH_TOKENS_HEADER)),
+    ]
 
 
-# --------------------------------------------------------------------------------------------
-# Raw headers in the row, parsed per batch (off the request path)
-# --------------------------------------------------------------------------------------------
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
 # The service's layout with plain decimal values: Arrow extracts and converts those for a whole
 # batch in C; any other header (and any other number spelling) goes through timing_values.
@@ -91,9 +65,7 @@ _BULK_INT = r"^\s*-?[0-9]+\s*$"
 
 
 def raw_timing_values(get_header: Callable[[str], str | list[str] | None]) -> list[Any]:
-    """The row tail as the request path stores it: the three raw header values, parsed later.
-    `parse_raw_timing` turns them into TIMING_VALUE_COLUMNS per batch; a header value in the srv_queue_ms slot
-    is how it tells a raw row from one that already holds parsed values."""
+    """The row tail as the request path stores it: the raw header values, parsed later by parse_raw_timing."""
     return [
         get_header("Server-Timing"), None, None, None, None, get_header(BATCH_SIZE_HEADER),
         get_header(BATCH_TOKENS_HEADER),
@@ -101,10 +73,8 @@ def raw_timing_values(get_header: Callable[[str], str | list[str] | None]) -> li
 
 
 def parse_raw_timing(columns: list[Any], start: int) -> None:
-    """Replace the raw header columns at columns[start : start + 7] with the parsed TIMING_VALUE_COLUMNS.
-    Columns are per-batch sequences (or Arrow arrays on return). Rows that already hold parsed values
-    (forwarded, synthetic) pass through unchanged; a batch of raw rows in the service's layout is parsed by
-    Arrow in a few C calls, everything else row by row with timing_values."""
+    """Replace the raw header columns at columns[start : start + 7] with the parsed TIMING_VALUE_COLUMNS: a
+    batch in the service's layout in a few Arrow calls, else row by row; parsed rows pass unchanged."""
     timing = columns[start]
     sizes, tokens = columns[start + 5], columns[start + 6]
     if any(columns[start + i].count(None) != len(timing) for i in range(1, 5)):
@@ -146,9 +116,7 @@ def _parse_rows(columns: list[Any], start: int) -> None:
 
 
 def header_text_column(values: Sequence[Any]) -> pa.Array:
-    """A batch of raw single-value header values (X-Served-Model) as one string column. The request path
-    stores what the header getter returned; a header sent on several lines comes back as a list, joined here
-    as HTTP joins repeated fields (", "), so it matches no one model."""
+    """A batch of raw X-Served-Model values as one string column, a repeated header joined with ", "."""
     try:
         return pa.array(values, type=pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):

@@ -1,9 +1,6 @@
 """Request payloads: corpus, dataset or synthetic texts, weighted inputs per request, validation edge cases.
-
-Synthetic texts (`payload.tokens`) are cut from the corpora's words to a sampled token length. With the
-target's tokenizer (the model directory its /info names, when it is on this machine) the length is exact: each
-word's token count is known and a text's count is their sum plus the special tokens. Without it the length is
-approximate: WORDS_PER_TOKEN words per token, the usual rule for English."""
+Synthetic texts (`payload.tokens`) are cut from the corpora's words to a sampled token length: exact with the
+target's tokenizer when it is on this machine, else WORDS_PER_TOKEN words per token."""
 
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ VALIDATION_PREFIX = "validation:"
 
 @dataclass(slots=True)
 class RequestPayload:
-    """What one request sends and how its outcome is judged (one per request: not frozen, as a
-    frozen dataclass costs three times as much to build)."""
+    """What one request sends and how its outcome is judged (not frozen: that costs three times as much)."""
 
     inputs: list[str]  # the texts to embed; for rerank, the documents
     endpoint: str  # label in request rows and Locust stats
@@ -97,8 +93,8 @@ def _hf_tokenizer(path: str) -> Any:
 def local_tokenizer(
     spec: TokenLengths, service_info: dict[str, Any] | None
 ) -> tuple[TokenCounter, int] | None:
-    """(words -> token counts, special tokens per text) from the target's own tokenizer, or None. `auto` uses
-    the model directory the target's /info reports when it exists here; a path names one."""
+    """(words -> token counts, special tokens per text) from the target's tokenizer (`auto`: its /info model
+    directory when it is here; or a path), else None."""
     if spec.tokenizer == "approx":
         return None
     if spec.tokenizer == "auto":
@@ -189,9 +185,7 @@ class SyntheticTexts:
 def prepare(
     spec: Payload, service_info: dict[str, Any] | None, corpora_dir: Path = CORPORA_DIR
 ) -> SyntheticTexts | None:
-    """The synthetic text source for `payload.tokens` (None without it), built once per process. Loading a
-    tokenizer takes seconds: the run session calls this before the first step, so no user pays for it while
-    the clock runs."""
+    """The source for `payload.tokens` (or None), built before the first step: a tokenizer loads slowly."""
     if spec.tokens is None:
         return None
     model_path = str((service_info or {}).get("model_path") or "")

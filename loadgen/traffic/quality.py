@@ -1,9 +1,6 @@
-"""Quality probes: reference texts with stored fp32 embeddings, and the cosine of an answer to them.
-
-A reference set is one Parquet file (text, embedding) written by `embedperf precision --write-reference` and
-kept beside the scenario; during a run a `payload.quality_probes` fraction of requests sends one of its texts
-and the recorder keeps the answer's cosine (`probe_cosine`), so a batching, padding or overflow bug that only
-shows under load is caught while it happens."""
+"""Quality probes: reference texts with stored fp32 embeddings (a Parquet file from `embedperf precision
+--write-reference`), some sent during the run and the answer's cosine recorded (`probe_cosine`), so a batching
+or padding bug that only shows under load is caught while it happens."""
 
 from __future__ import annotations
 
@@ -74,8 +71,7 @@ def answer_vectors(body: bytes) -> list[np.ndarray] | None:
 def answer_cosine(
     body: bytes, reference: np.ndarray, vectors_of: Callable[[bytes], list[np.ndarray] | None] = answer_vectors
 ) -> float | None:
-    """Cosine of the first embedding of an answer to a unit reference vector (None if unreadable);
-    `vectors_of` reads the answer as its protocol shapes it (TargetProtocol.dense_vectors; OpenAI's by default)."""
+    """Cosine of an answer's first embedding (`vectors_of` reads it) to a unit reference; None: unreadable."""
     vectors = vectors_of(body)
     if not vectors:
         return None

@@ -1,8 +1,5 @@
-"""Request IDs: every request carries a short ID, unique in its run, that the service echoes and logs.
-
-An ID is `<prefix>-<counter>`: a random 48-bit prefix drawn once per generator process (so the processes of a
-distributed run need no coordination) and a per-process counter, both in hex. A report's slowest requests show
-it, and the service's access log finds the request by it."""
+"""Request IDs `<prefix>-<counter>`, unique in a run, that the service echoes and logs: a random 48-bit prefix
+per generator process (no coordination between workers) and a counter, both in hex."""
 
 from __future__ import annotations
 

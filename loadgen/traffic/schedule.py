@@ -28,11 +28,9 @@ def stage_offsets_s(steps: Sequence[Step]) -> list[float]:
 
 
 class StageCuts:
-    """Adaptive open-loop steps (steps.until) that ended early, and how that moves the rest of the schedule. A
-    cut is an offset in the planned schedule: the step's arrivals from there on are not sent, and every later
-    step starts that much sooner (the planned time it no longer takes). The process that owns the run decides
-    a cut a little ahead of now and hands it to every dispatcher (loadgen.distributed.cuts), which applies it
-    to the arrivals it has not sent yet."""
+    """Adaptive open-loop steps that ended early: a cut is an offset in the planned schedule; the step's later
+    arrivals are not sent and every later step starts that much sooner. Cuts are decided a little ahead of now
+    and reach every dispatcher (loadgen.distributed.cuts) before its schedule gets there."""
 
     def __init__(self, steps: Sequence[Step]) -> None:
         self.planned_ends_s = [o + s.duration_s for o, s in zip(stage_offsets_s(steps), steps, strict=True)]
@@ -68,9 +66,8 @@ class StageCuts:
 
 
 def arrivals(steps: Sequence[Step], process: str, seed: int = 0) -> Iterator[Arrival]:
-    """Arrival offsets for stepped rates: `constant` (evenly spaced) or `poisson` (exponential gaps). Each
-    step restarts its own process at its start, so a step's arrivals stay inside it. A step with `ramp_s`
-    moves its rate linearly from the previous step's (0 for the first) over ramp_s."""
+    """Arrival offsets for stepped rates, `constant` or `poisson`, each step's process restarted at its start;
+    a step with `ramp_s` moves linearly from the previous step's rate over ramp_s."""
     rng = random.Random(seed)
     previous_rate = 0.0
     for index, (start, step) in enumerate(zip(stage_offsets_s(steps), steps, strict=True)):

@@ -1,11 +1,7 @@
-"""Shares of one open-loop schedule: how N dispatchers (one per worker) together send the requested process.
-
-The process that owns the run (local or master) fixes a common origin in wall-clock time and gives each
-dispatcher an index. Constant arrivals are dealt out like cards -- dispatcher i sends arrivals i, i+N, i+2N,
-... of the full schedule (rate/N each, phase offset i/rate), so their union is the full schedule exactly.
-Poisson arrivals are N independent Poisson(rate/N) streams with distinct seeds: the superposition of
-independent Poisson processes is Poisson with the summed rate. Workers on other hosts share the origin through
-the wall clock, so their clocks must be synchronised (NTP/PTP) to within the lateness tolerance."""
+"""Shares of one open-loop schedule among N dispatchers (one per worker), from a common wall-clock origin.
+Constant arrivals are dealt out like cards (dispatcher i sends arrivals i, i+N, ...), so their union is the
+schedule exactly; Poisson arrivals are N independent Poisson(rate/N) streams, whose superposition is Poisson
+with the summed rate. Workers on other hosts need clocks synchronised within the late tolerance."""
 
 from __future__ import annotations
 

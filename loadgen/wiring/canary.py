@@ -1,12 +1,9 @@
 """Wire a canary into Locust: the stage weight for the users, the live judge on the shape's tick, the stop.
 
-The canary's stages are the scenario's steps (`embedperf canary` sets them), so ScenarioShape runs them,
-closed or open loop, local or distributed. On top of it CanaryShape tells the users which stage runs (workers
-by a message), lets the monitor (loadgen.lifecycle.canary_monitor) judge every completed window, and ends the
-run as soon as a rollback trigger fires: no further stage starts, as a shape ends any run, by returning None
-from its tick (Locust then quits a headless run). After the last stage it waits until the last window's rows
-are in and the monitor has given the verdict. Each process keeps its CanaryTraffic on its run state
-(`state_of(environment).canary`, `traffic_of`)."""
+The canary's stages are the scenario's steps, so ScenarioShape runs them (closed or open loop, local or
+distributed); CanaryShape adds telling the users which stage runs, the monitor's judgement of each window
+(loadgen.lifecycle.canary_monitor), and the end of the run, as a shape ends any, as soon as a rollback trigger
+fires, or once the last window's verdict is in."""
 
 from __future__ import annotations
 
@@ -28,18 +25,15 @@ from loadgen.lifecycle.run_state import state_of
 from loadgen.lifecycle.session import RunSession
 from loadgen.traffic.canary_split import CanaryTraffic
 from loadgen.traffic.context import fetch_service_info
-from loadgen.wiring.shapes import ScenarioShape
+from loadgen.wiring.shapes import STOP_RATE, ScenarioShape
 
 log = logging.getLogger("embedperf.loadgen")
 STAGE_MSG = "embedperf_canary_stage"  # master -> workers: the stage now running (closed loop)
-# A window is judged this long after it ends (plus its slowest answer): the margin covers requests in
-# flight at the window's end. A local run's monitor flushes the recorder itself when it judges, so its rows
-# are in; the collectors' telemetry reaches the disk within a flush interval (waited for when a temperature
-# trigger reads it), and a worker's rows reach the master within a forward interval.
+# A window is judged this long after it ends (plus its slowest answer), for the requests in flight then; a
+# temperature trigger also waits a telemetry flush, a distributed run a worker's forward interval.
 SETTLE_MARGIN_S = 1.5
 TELEMETRY_SETTLE_S = FLUSH_INTERVAL_S + SETTLE_MARGIN_S
 DISTRIBUTED_SETTLE_S = TELEMETRY_SETTLE_S + distributed.FORWARD_INTERVAL_S
-STOP_RATE = 1000.0  # users stopped at once when the canary stops or waits for its last rows
 
 
 def traffic_of(environment: Environment) -> CanaryTraffic:
@@ -88,8 +82,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
 
 
 def install_canary() -> None:
-    """Register the canary's listeners, after loadgen.wiring.plugin.install's (they need the run's state);
-    idempotent as install is: each listener is removed (where present) before it is added."""
+    """Register the canary's listeners after plugin.install's (they need the run's state); idempotent."""
     for hook, listener in ((events.init, _on_init), (events.test_start, _on_test_start)):
         with suppress(ValueError):  # not registered yet
             hook.remove_listener(listener)
@@ -97,18 +90,15 @@ def install_canary() -> None:
 
 
 class CanaryShape(ScenarioShape):
-    """The scenario's steps (the canary's stages), judged window by window; stopped by a trigger. Closed loop,
-    a stage is held (at its weight) past its last window until that window is judged, so a trigger there stops
-    the canary before the next stage: the shape's clock (get_run_time) pauses while it holds. An open-loop
-    schedule is fixed in advance: its stage's last window is judged a few seconds (the settle time) into the
-    next stage."""
+    """The canary's stages, judged window by window, stopped by a trigger. Closed loop, a stage is held past
+    its last window until that window is judged (the shape's clock pauses meanwhile); an open-loop schedule is
+    fixed, so its stage's last window is judged the settle time into the next stage."""
 
     def __init__(self) -> None:
         super().__init__()
         self._monitor: CanaryMonitor | None = None
         self._published = -1
         self._stopping = False
-        self._users_stopped_for_stop = False
         self._held_s = 0.0
         self._hold_since: float | None = None
         self._last: tuple[int, float] | None = None
@@ -123,7 +113,6 @@ class CanaryShape(ScenarioShape):
             self._monitor = CanaryMonitor(run, settle_s, flush=run.recorder.flush)
         self._published = -1
         self._stopping = False
-        self._users_stopped_for_stop = False
         self._held_s = 0.0
         self._hold_since = None
 
@@ -199,16 +188,10 @@ class CanaryShape(ScenarioShape):
 
     def _stop(self, run: RunSession) -> tuple[int, float] | None:
         """Stop now: no further stage; a distributed run first collects its workers' last rows."""
-        if distributed.is_distributed(self.runner):
-            if not self._users_stopped_for_stop:
-                self._users_stopped_for_stop = True
-                return (0, STOP_RATE)
-            distributed.collect_final_rows(run, self.runner)  # type: ignore[arg-type]
-        return None
+        return (0, STOP_RATE) if self._collect_workers(run) else None
 
     def _finish(self, run: RunSession) -> tuple[int, float] | None:
-        """Every stage ran: keep the load on (its requests in flight end normally) until the last window
-        is judged, give the verdict, end."""
+        """Every stage ran: keep the load on until the last window is judged, give the verdict, end."""
         monitor = self._monitor
         if monitor is not None and monitor.verdict.status == "running":
             last = run.timeline.current

@@ -13,13 +13,12 @@ from locust.env import Environment
 
 from embedperf.canary_record import Side
 from embedperf.schema import RequestRow
-from loadgen.shaping.openloop import Stage, run_schedule
 from loadgen.traffic.canary_split import CanaryTraffic, SideDraw
-from loadgen.traffic.context import RunContext
+from loadgen.traffic.context import RunContext, Stage
 from loadgen.traffic.cookies import install_lean_cookie_jar
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.wiring.canary import traffic_of
-from loadgen.wiring.users import EmbeddingClient
+from loadgen.wiring.users import EmbeddingClient, OpenLoopUser
 
 SESSION_SETTINGS = (  # FastHttpUser attributes its client is built with, under the same names
     "network_timeout", "connection_timeout", "max_redirects", "max_retries", "insecure", "concurrency",
@@ -58,23 +57,13 @@ class CanaryUser(_CanaryClient):
             gevent.sleep(delay_s)
 
 
-class CanaryOpenLoopUser(_CanaryClient):
+class CanaryOpenLoopUser(_CanaryClient, OpenLoopUser):
     """Open loop: the scenario's arrival schedule (loadgen.shaping.openloop), each arrival split by its stage."""
 
     open_loop = True  # loadgen.wiring.plugin.check_locustfile: this file runs open-loop scenarios
-    wait_time = constant(0)
-
-    def _configure(self) -> None:
-        self.concurrency = self.ctx.scenario.open_loop.max_in_flight
 
     def _send(
         self, _client: FastHttpSession, _ctx: RunContext, payload: RequestPayload, t_intended: float,
         stage: Stage,
     ) -> RequestRow:
         return self.traffic.send(self.clients, self.draw, payload, t_intended, stage)
-
-    @task
-    def dispatch(self) -> None:
-        run_schedule(self.client, self.ctx, self.payloads, self.environment, send=self._send)
-        while True:  # the shape stops this user after the drain period
-            gevent.sleep(1.0)

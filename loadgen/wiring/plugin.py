@@ -26,7 +26,7 @@ from collectors.options import DeviceOptions, add_device_options
 from embedperf.errors import ConfigError, EmbedperfError
 from loadgen.distributed import cuts
 from loadgen.distributed import rows as distributed
-from loadgen.lifecycle import agent_preflight, preflight, session, verdict
+from loadgen.lifecycle import preflight, session, verdict
 from loadgen.lifecycle.announcements import SIGTERM_READY_LOG
 from loadgen.lifecycle.options import (
     Suggestions,
@@ -49,15 +49,15 @@ from loadgen.traffic.shares import share_from_options
 from scenarios.loader import OVERRIDE_HELP, PROFILES, load_scenario, parse_overrides
 from scenarios.models import Scenario
 
-# The web UI labels a field "name (help)" on one line: the --set field's help says, in few words, that it
-# takes several overrides separated by commas (the full rules are in the group's description).
+# The web UI labels a field "name (help)" on one line: the --set field's help is the short form.
 SET_FIELD_HELP = "overrides KEY=VALUE, comma-separated: steps.duration_s=5,slo.p99_ms=200"
 STOP_MARGIN_S = 1.0  # beyond the request timeout: the timed-out request's row is recorded too
 log = logging.getLogger("embedperf.loadgen")
 
 
-def _in_web_ui(action: argparse.Action) -> None:
+def _web_ui_option(group: argparse._ActionsContainer, *flags: str, **options: Any) -> None:
     """Argument groups bypass LocustArgumentParser.add_argument; mark web-UI options by hand."""
+    action = group.add_argument(*flags, **options)
     action.include_in_web_ui = True  # type: ignore[attr-defined]
     action.is_secret = False  # type: ignore[attr-defined]
     action.is_required = False  # type: ignore[attr-defined]
@@ -68,12 +68,8 @@ HELP_OPTION = "--embedperf-help"
 
 
 class WholeHelp(argparse.Action):
-    """Print the whole help, Locust's options and embedperf's, and exit.
-
-    Locust answers --help before it imports a locustfile, so the options a locustfile registers through
-    init_command_line_parser never reach that text (locust issue #2917); this option is parsed after
-    the locustfile is loaded, with the parser that holds them.
-    """
+    """Print the whole help, Locust's options and embedperf's, and exit: Locust answers --help before it
+    imports a locustfile, so it never shows a locustfile's options (locust issue #2917)."""
 
     def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
@@ -94,35 +90,21 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
     )
     group.add_argument(HELP_OPTION, action=WholeHelp, help="show this help, embedperf's options included, and exit")
     choices = scenario_choices(default_scenario)
-    _in_web_ui(
-        group.add_argument(
-            "--scenario",
-            default=default_scenario,
-            choices=choices,
-            metavar="NAME|PATH",
-            help=f"shipped scenario ({', '.join(choices)}) or a YAML path (default {default_scenario})",
-        )
+    _web_ui_option(
+        group, "--scenario", default=default_scenario, choices=choices, metavar="NAME|PATH",
+        help=f"shipped scenario ({', '.join(choices)}) or a YAML path (default {default_scenario})",
     )
-    _in_web_ui(
-        group.add_argument(
-            "--scenario-profile",
-            default="",
-            choices=Suggestions(["", *PROFILES]),
-            metavar="|".join(PROFILES),
-            help="scenario profile: quick or full (as defined in the YAML). Locust's own --profile only names a test run",
-        )
+    _web_ui_option(
+        group, "--scenario-profile", default="", choices=Suggestions(["", *PROFILES]),
+        metavar="|".join(PROFILES),
+        help="scenario profile: quick or full (as defined in the YAML). "
+        "Locust's own --profile only names a test run",
     )
-    _in_web_ui(
-        group.add_argument(
-            "--set",
-            dest="scenario_set",
-            action="append",
-            default=[""],  # not []: Locust's web UI would read an empty list as a list of ints
-            metavar="KEY=VALUE",
-            help=SET_FIELD_HELP,
-        )
+    _web_ui_option(  # default not []: Locust's web UI would read an empty list as a list of ints
+        group, "--set", dest="scenario_set", action="append", default=[""], metavar="KEY=VALUE",
+        help=SET_FIELD_HELP,
     )
-    _in_web_ui(group.add_argument("--label", default="", help="label appended to the run id and kept in the manifest"))
+    _web_ui_option(group, "--label", default="", help="label appended to the run id and kept in the manifest")
     group.add_argument("--runs-dir", default="runs", help="where the run folder is created (default runs/)")
     add_step_options(group)
     add_api_key_option(group)
@@ -132,9 +114,7 @@ def add_arguments(parser: LocustArgumentParser, default_scenario: str) -> None:
         help="do not start `python -m collectors` beside the load",
     )
     group.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
+        "--metrics-port", type=int, default=None,
         help="serve the run's live per-step figures for Prometheus on this port (0: any free port; "
         "default: off). The URL is printed as `live metrics: URL`",
     )
@@ -189,40 +169,33 @@ def resolve(environment: Environment) -> tuple[Scenario, session.RunOptions]:
 
 @dataclass(frozen=True)
 class _Init:
-    """The init listener, carrying the report builder the locustfile registered. Every _Init is equal to
-    every other, so install() replaces the listener of an earlier call (the last builder wins)."""
+    """The init listener with the locustfile's report builder; all equal, so install() replaces one."""
 
     report_builder: webui.ReportBuilder | None = field(default=None, compare=False)
 
     def __call__(self, environment: Environment, runner: Runner, **_: Any) -> None:
-        attach(environment).report_builder = self.report_builder
-        _on_init(environment, runner)
+        options = environment.parsed_options
+        state = attach(environment)
+        state.report_builder = self.report_builder
+        _on_init(environment, runner, options, state)
 
 
-def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
-    options = environment.parsed_options
-    state = attach(environment)
+def _on_init(environment: Environment, runner: Runner, options: Any, state: RunState) -> None:
     if isinstance(runner, WorkerRunner):
         distributed.register_worker(runner)
         cuts.register_worker_cuts(runner)
         return
-    try:
-        scenario, run_opts = resolve(environment)
-    except EmbedperfError as exc:
-        print(f"embedperf: error: {exc}", file=sys.stderr, flush=True)
-        sys.exit(2)
-    if options is not None and options.profile in PROFILES and not options.scenario_profile:
-        log.warning(
-            "embedperf: --profile %s is Locust's run name, not a scenario profile; "
-            "use --scenario-profile %s to change the steps",
-            options.profile,
-            options.profile,
-        )
     headless = bool(getattr(options, "headless", False))
     try:  # headless: one real request before any load (the web UI may still change the host)
+        scenario, run_opts = resolve(environment)
+        if options is not None and options.profile in PROFILES and not options.scenario_profile:
+            log.warning(
+                "embedperf: --profile %s is Locust's run name, not a scenario profile; "
+                "use --scenario-profile %s to change the steps", options.profile, options.profile,
+            )
         checked = preflight.target_for_locust(scenario, environment.host or scenario.target.base_url, check=headless)
         if headless and run_opts.collectors:  # an agent refusing the run's token stops it here, like a refused key
-            agent_preflight.check_agents(
+            preflight.check_agents(
                 run_opts.agents or scenario.target.agents, DeviceOptions.from_namespace(options).agent_token_file
             )
     except EmbedperfError as exc:
@@ -246,9 +219,8 @@ def _on_init(environment: Environment, runner: Runner, **_: Any) -> None:
 
 
 def _stop_on_sigterm(environment: Environment, state: RunState) -> None:
-    """Headless shape runs block before Locust installs its own SIGTERM handler, so a SIGTERM would
-    kill the process outright; stop the runner instead, which finalises the run folder. The log line
-    says from when on (a master logs its workers' arrival before this runs)."""
+    """A headless shape run blocks before Locust installs its SIGTERM handler: stop the runner on SIGTERM
+    instead of dying, which finalises the run folder; the log line says from when on."""
 
     def on_sigterm() -> None:
         log.info("embedperf: SIGTERM received, stopping the run and closing the run folder")
@@ -272,9 +244,9 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     state = state_of(environment)
     if isinstance(runner, WorkerRunner):
-        resolved = getattr(environment.parsed_options, "embedperf_resolved", "")
-        scenario = Scenario.model_validate_json(resolved)
-        export_api_key(getattr(environment.parsed_options, "api_key", None), scenario.target.api_key_env)
+        options = environment.parsed_options
+        scenario = Scenario.model_validate_json(getattr(options, "embedperf_resolved", ""))
+        export_api_key(getattr(options, "api_key", None), scenario.target.api_key_env)
         host = environment.host or scenario.target.base_url
         name = context.worker_name(runner.client_id, runner.worker_index)
         if state.forwarder is not None:  # a run before this one on the same worker
@@ -285,9 +257,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         info = context.fetch_service_info(host, scenario)
         ctx = context.build_context(scenario, host, forwarder.add, name, info)
         forwarder.open_loop_stats = ctx.open_loop_stats
-        ctx.schedule_share = share_from_options(
-            getattr(environment.parsed_options, "embedperf_shares", ""), runner.client_id
-        )
+        ctx.schedule_share = share_from_options(getattr(options, "embedperf_shares", ""), runner.client_id)
         ctx.share_claimed = ctx.schedule_share is None  # joined after the deal: sends none of the schedule
         state.forwarder, state.context = forwarder, ctx
         settle_heap()
@@ -298,10 +268,9 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
 
 
 def wait_for_requests_in_flight(environment: Environment, scenario: Scenario) -> None:
-    """Closed loop: when the run (or a ramp-down) stops users, each finishes the request it is in, up to the
-    request timeout, so the last step counts every request it started; one still unanswered then is cut
-    off and recorded as such (loadgen.traffic.exchange). Locust's --stop-timeout, when given, is kept;
-    an open loop drains its own requests (scenario.drain_s) before its shape ends."""
+    """Closed loop: stopped users finish the request they are in, up to the request timeout, so the last step
+    counts every request it started (Locust's own --stop-timeout, when given, is kept); an open loop drains
+    its own requests."""
     if float(getattr(environment.parsed_options, "stop_timeout", 0) or 0) > 0:
         return
     closed_loop = not (scenario.is_open_loop or scenario.search.enabled)
@@ -338,12 +307,9 @@ class _CommandLine:
 
 
 def install(default_scenario: str, report_builder: webui.ReportBuilder | None = None) -> None:
-    """Register embedperf's options and listeners with Locust's events. `report_builder` builds a finished
-    run's report.html for the web UI's report link; the locustfile passes it (reports.live.build_run_report),
-    since the load side imports nothing of reports/. Idempotent without a flag of its own: each listener is
-    removed (where present) before it is added, through the events' public remove_listener/add_listener, and
-    add_arguments adds the options only to a parser that lacks them (the first locustfile's default scenario
-    wins)."""
+    """Register embedperf's options and listeners with Locust's events; `report_builder` builds a finished
+    run's report.html (the load side imports nothing of reports/). Idempotent: each listener is removed before
+    it is added, and the options go only to a parser that lacks them."""
     for hook, listener in (
         (events.init_command_line_parser, _CommandLine(default_scenario)),
         (events.init, _Init(report_builder)),

@@ -16,12 +16,13 @@ from loadgen.traffic.shares import ScheduleShare
 DEFAULT_SPAWN_RATE_FACTOR = 10.0  # users per second = users x this: a step's users start within 0.1 s
 LOCAL_START_LEAD_S = 0.25  # open loop: the schedule's origin lies this far ahead of the first tick
 DISPATCHER_SPAWN_RATE = 100.0
+STOP_RATE = 1000.0  # users stopped at once when a run ends or stops
 
 
 class ScenarioShape(LoadTestShape):
-    """Steps of the active scenario. Closed loop: users per step. Open loop: one dispatcher user per
-    process that sends load (one per worker in distributed mode, each with its share of the
-    arrivals) for the whole schedule plus a drain period; the stages are the schedule's own instants."""
+    """Steps of the active scenario. Closed loop: users per step. Open loop: one dispatcher per sending
+    process (with its share of the arrivals) for the schedule plus a drain; stages at the schedule's own
+    instants."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -34,9 +35,8 @@ class ScenarioShape(LoadTestShape):
         self._cuts: StageCuts | None = None  # open loop with steps.until: where steps ended early
 
     def _new_run(self, run: session.RunSession) -> None:
-        """A run's clock starts at its first tick: starting the session (service /info, tokenizer) is no
-        part of step 0. Locust's own reset_time calls (the master calls it again once its first spawn
-        goes out) only re-zero the clock; they never begin a stage a second time."""
+        """A run's clock starts at its first tick (starting the session is no part of step 0); Locust's own
+        reset_time calls only re-zero the clock, never begin a stage again."""
         self._run = run
         self._stage_index = -1
         self._stage_end_run_s = 0.0
@@ -65,22 +65,15 @@ class ScenarioShape(LoadTestShape):
         return self._closed_loop_tick(run)
 
     def _closed_loop_tick(self, run: session.RunSession) -> tuple[int, float] | None:
-        """A step begins at the first tick that finds the previous one's whole duration run, and lasts
-        its own whole duration from there: a late tick (a generator starved by a busy host) delays
-        the next step, it never skips one."""
+        """A step begins at the first tick past the previous one's whole duration and lasts its own from
+        there: a late tick delays the next step, never skips one."""
         steps = run.scenario.steps
         run_time_s = self.get_run_time()
         if self._stage_index < 0 or (self._stage_index < len(steps) and self._step_done(run, run_time_s)):
             self._stage_index += 1
             if self._stage_index < len(steps):
-                step = steps[self._stage_index]
-                self._stage_end_run_s = run_time_s + step.duration_s
-                now = time.time()
-                run.timeline.begin(
-                    self._stage_index, step.label, now, users=step.users, rate=step.rate,
-                    warmup_s=step.warmup_s,
-                )
-                run.until.begin(self._stage_index, now, step.warmup_s, step.until)
+                self._stage_end_run_s = run_time_s + steps[self._stage_index].duration_s
+                self._begin(run, time.time(), closed_loop=True)
             else:
                 run.timeline.end(time.time())
         if self._stage_index < len(steps):
@@ -90,8 +83,7 @@ class ScenarioShape(LoadTestShape):
         return self._finish(run)
 
     def _step_done(self, run: session.RunSession, run_time_s: float) -> bool:
-        """The step ran its whole duration, or (steps.until) its P99 interval is narrow enough; an adaptive
-        step's stage record says which."""
+        """The step ran its duration, or (steps.until) its P99 interval is narrow enough (its ending)."""
         ending = run.until.converged(time.time())
         if ending is None and run_time_s >= self._stage_end_run_s:
             ending = run.until.timed_out()
@@ -103,8 +95,7 @@ class ScenarioShape(LoadTestShape):
         return True
 
     def _open_loop_tick(self, run: session.RunSession) -> tuple[int, float] | None:
-        """Stages begin at the schedule's instants (origin + offsets), not at the 1 Hz ticks that notice them;
-        an adaptive step (steps.until) that is known ends early and the schedule moves up (StageCuts)."""
+        """Stages begin at the schedule's instants, not the ticks noticing them; adaptive steps end early."""
         scenario = run.scenario
         steps = scenario.steps
         if self._origin_unix_s is None:
@@ -133,19 +124,21 @@ class ScenarioShape(LoadTestShape):
     def _begin_through(
         self, run: session.RunSession, index: int, origin: float, offsets: list[float]
     ) -> None:
-        """Begin every stage up to `index` not begun yet, each at its own instant (a stage may be shorter
-        than a tick)."""
-        steps = run.scenario.steps
+        """Begin every stage up to `index` not begun yet, each at its own instant."""
         while self._stage_index < index:
             if self._stage_index >= 0:
                 self._record_timeout(run, self._stage_index)
             self._stage_index += 1
-            step = steps[self._stage_index]
-            start = origin + offsets[self._stage_index]
-            run.timeline.begin(
-                self._stage_index, step.label, start, rate=step.rate, warmup_s=step.warmup_s,
-            )  # fmt: skip
-            run.until.begin(self._stage_index, start, step.warmup_s, step.until)
+            self._begin(run, origin + offsets[self._stage_index])
+
+    def _begin(self, run: session.RunSession, t_unix_s: float, closed_loop: bool = False) -> None:
+        """Begin step `_stage_index` at t: its stage record (users only closed loop), its adaptive watch."""
+        step = run.scenario.steps[self._stage_index]
+        users = step.users if closed_loop else None
+        run.timeline.begin(
+            self._stage_index, step.label, t_unix_s, users=users, rate=step.rate, warmup_s=step.warmup_s
+        )
+        run.until.begin(self._stage_index, t_unix_s, step.warmup_s, step.until)
 
     def _stage_cuts(self, run: session.RunSession) -> StageCuts | None:
         """Where adaptive open-loop steps end: this process's dispatcher's (local), or the master's own copy."""
@@ -191,13 +184,20 @@ class ScenarioShape(LoadTestShape):
         return origin
 
     def _finish(self, run: session.RunSession) -> tuple[int, float] | None:
-        if distributed.is_distributed(self.runner):
-            if not self._users_stopped:  # one more tick with no users, so workers finish their requests
-                self._users_stopped = True
-                return (0, 1000.0)
-            distributed.collect_final_rows(run, self.runner)  # type: ignore[arg-type]
+        if self._collect_workers(run):
+            return (0, STOP_RATE)
         run.shape_completed = True
         return None
+
+    def _collect_workers(self, run: session.RunSession) -> bool:
+        """Distributed: first a tick without users (True) so workers finish, then collect their last rows."""
+        if not distributed.is_distributed(self.runner):
+            return False
+        if not self._users_stopped:
+            self._users_stopped = True
+            return True
+        distributed.collect_final_rows(run, self.runner)  # type: ignore[arg-type]
+        return False
 
     def _search_tick(self, run: session.RunSession) -> tuple[int, float] | None:
         """A capacity search decides its own stages (loadgen.shaping.search); keep its dispatcher until it is done."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import gevent
 from locust import constant, task
-from locust.contrib.fasthttp import FastHttpUser
+from locust.contrib.fasthttp import FastHttpSession, FastHttpUser
 from locust.env import Environment
 
+from embedperf.schema import RequestRow
 from loadgen.lifecycle.run_state import RunState, state_of
 from loadgen.shaping.openloop import run_schedule
 from loadgen.shaping.search import run_search
@@ -14,7 +15,7 @@ from loadgen.traffic import context
 from loadgen.traffic.backoff import Backoff
 from loadgen.traffic.cookies import install_lean_cookie_jar
 from loadgen.traffic.exchange import send_embeddings
-from loadgen.traffic.payloads import PayloadSampler
+from loadgen.traffic.payloads import PayloadSampler, RequestPayload
 
 
 def _count_backoff(state: RunState, ctx: context.RunContext) -> None:
@@ -67,17 +68,25 @@ class EmbeddingUser(EmbeddingClient):
 
 
 class OpenLoopUser(EmbeddingClient):
-    """One dispatcher that starts requests at scheduled instants: the scenario's steps (loadgen.shaping.openloop)
-    or a capacity search's probes (loadgen.shaping.search)."""
+    """One dispatcher starting requests at scheduled instants: the scenario's steps or a search's probes."""
 
     wait_time = constant(0)
 
     def _configure(self) -> None:
         self.concurrency = self.ctx.scenario.open_loop.max_in_flight
 
+    def _send(
+        self, client: FastHttpSession, ctx: context.RunContext, payload: RequestPayload, t_intended: float,
+        stage: context.Stage,
+    ) -> RequestRow:
+        """One scheduled request; a canary's users split them between its sides."""
+        return send_embeddings(client, ctx, payload, t_intended, stage)
+
     @task
     def dispatch(self) -> None:
-        run = run_search if self.ctx.scenario.search.enabled else run_schedule
-        run(self.client, self.ctx, self.payloads, self.environment)
+        if self.ctx.scenario.search.enabled:
+            run_search(self.client, self.ctx, self.payloads, self.environment)
+        else:
+            run_schedule(self.client, self.ctx, self.payloads, self.environment, send=self._send)
         while True:  # the shape stops this user after the drain period
             gevent.sleep(1.0)

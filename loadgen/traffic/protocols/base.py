@@ -1,10 +1,6 @@
-"""The target-protocol interface: what the load side needs to know about one kind of server.
-
-A protocol builds each request's body, judges its answer (count, dimension, finite values; for rerank one
-score per document), reads the tokens and server timings the server reports, says where its health, info and
-model list live (the pre-flight check detects a target by them) and names its Prometheus metrics for the
-collectors' service source. Subclass TargetProtocol, override what differs and register an instance
-(registry.py); the base class holds the behaviour most servers share."""
+"""The target-protocol interface: what the load side needs to know about one kind of server (its requests,
+answers, timings, discovery paths and Prometheus names). Subclass TargetProtocol, override what differs and
+register an instance (registry.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +18,7 @@ from loadgen.traffic.quality import answer_vectors
 from scenarios.models import Target, Task
 
 HeaderGetter = Callable[[str], Any]  # a case-insensitive header getter (None when absent)
+Checked = tuple[str, int | None]  # an answer's check: '' or why it is wrong, and the input tokens it reports
 # A model-not-found answer, as vLLM ("The model `x` does not exist."), Infinity ("Engine for model name `x`
 # not found. Available model names are [...]"), the reference service and Ollama ("model 'x' not found") word it.
 _MODEL_NOT_FOUND = re.compile(
@@ -62,8 +59,7 @@ Fetch = Callable[[str], Probe]  # path below the base URL -> its answer (the cal
 
 @dataclass(frozen=True)
 class Detection:
-    """A protocol recognised on a target: where its API is below the base URL, which models it serves and
-    which answer gave it away."""
+    """A protocol found on a target: its API prefix, the models it serves and the answer that showed it."""
 
     protocol: TargetProtocol
     prefix: str
@@ -72,8 +68,7 @@ class Detection:
 
 
 class TargetProtocol:
-    """One kind of server. Class attributes describe it; methods cover the request, the answer, the server's
-    timings and the discovery; override what differs (openai.py is the fullest example)."""
+    """One kind of server; override what differs (openai.py is the fullest example)."""
 
     name: str = ""
     label: str = ""  # how the pre-flight line names it, e.g. "infinity-style OpenAI"
@@ -99,26 +94,21 @@ class TargetProtocol:
 
     def check_answer(
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
-    ) -> tuple[str, int | None]:
-        """('' or why the 200 answer is wrong, the input tokens it reports): by default check_doc's verdict
-        on the answer's JSON."""
+    ) -> Checked:
+        """Check a 200 answer: by default check_doc's verdict on its JSON."""
         doc, error = parse_json(body)
         return (error, None) if error else self.check_doc(doc, payload, task, expect)
 
-    def check_doc(
-        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
-    ) -> tuple[str, int | None]:
+    def check_doc(self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations) -> Checked:
         """check_answer of an answer that is JSON."""
         raise NotImplementedError
 
     def dense_vectors(self, body: bytes) -> list[np.ndarray] | None:
-        """The dense vectors of a good embeddings answer, input by input (None: unreadable). Quality probes
-        and a canary's agreement samples compare them; by default the OpenAI shape (data[].embedding)."""
+        """A good embeddings answer's vectors (None: unreadable); by default OpenAI's data[].embedding."""
         return answer_vectors(body)
 
     def raw_timing(self, get_header: HeaderGetter) -> list[Any]:
-        """The request row's timing tail as stored on the request path: Server-Timing and batch headers,
-        parsed later per batch (loadgen.traffic.headers.parse_raw_timing)."""
+        """The row's timing tail as stored on the request path (loadgen.traffic.headers.parse_raw_timing)."""
         return raw_timing_values(get_header)
 
     def header_tokens(self, get_header: HeaderGetter) -> int | None:
@@ -134,8 +124,7 @@ class TargetProtocol:
         return raw if isinstance(raw, dict) else None
 
     def detect(self, fetch: Fetch) -> Detection | None:
-        """This protocol, if the target's answers show it (GET requests only, through `fetch`): by default at
-        the base URL, when the JSON object at detect_path shows it."""
+        """This protocol if the target's GET answers show it: by default the JSON object at detect_path."""
         if not self.detect_path or not self.shows(fetch(self.detect_path).doc):
             return None
         return Detection(self, "", tuple(self.served_models(fetch, "")), f"GET {self.detect_path}")
@@ -195,8 +184,7 @@ def _items(doc: Any, key: str) -> list[dict[str, Any]]:
 
 
 def vector_rows(rows: Any) -> list[np.ndarray] | None:
-    """A JSON list of number lists as float vectors (None: not that shape), for the protocols that answer
-    with bare lists (TEI, Ollama)."""
+    """A JSON list of number lists as float vectors (None: not that shape), as TEI and Ollama answer."""
     if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
         return None
     try:

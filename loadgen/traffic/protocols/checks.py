@@ -15,8 +15,7 @@ from loadgen.traffic.protocols.base import Expectations
 
 
 def check_vectors(vectors: Any, n_inputs: int, expect: Expectations) -> str:
-    """A list of n_inputs dense vectors, all of the expected dimension (learnt from the first good answer
-    when nothing set it), every value a finite number."""
+    """n_inputs dense vectors of finite numbers, of the expected dimension (else learnt from this one)."""
     if not isinstance(vectors, list):
         return "answer has no list of embeddings"
     if len(vectors) != n_inputs:
@@ -64,8 +63,7 @@ def check_dim(dim: int, expect: Expectations) -> str:
 
 
 def _finite(rows: list[Any]) -> bool:
-    """Every value a finite number: JSON from Python servers may carry NaN or Infinity, a broken one a null
-    or a string (numpy then builds an object or text array, never a numeric one)."""
+    """Every value a finite number (not NaN, Infinity, null or a string)."""
     try:
         array = np.asarray(rows)
     except ValueError:

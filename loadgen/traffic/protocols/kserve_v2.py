@@ -6,11 +6,9 @@
     GET  /v2/health/ready          readiness
     GET  /v2/models/{model}        model metadata {"name", "inputs", "outputs": [{"shape": [-1, d]}]}
 
-The input tensor is named INPUT_NAME ("text"), as embedding models served from KServe or Triton commonly
-name it. The model list comes from KServe's `GET /v1/models` ({"models": [...]}); a Triton target has none
-over GET: give --model. KServe's Python model server records how long predict took in a histogram
-(request_predict_seconds), which the collectors' service source reads as busy fraction and request rate.
-"""
+The input tensor is INPUT_NAME ("text"), as such models commonly name it. Models are listed at KServe's
+`GET /v1/models`; Triton lists none over GET: give --model. KServe's request_predict_seconds histogram
+gives the collectors busy fraction and request rate."""
 
 from __future__ import annotations
 
@@ -19,13 +17,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
-from loadgen.traffic.protocols.base import (
-    Expectations,
-    Fetch,
-    TargetProtocol,
-    json_text,
-    parse_json,
-)
+from loadgen.traffic.protocols.base import Checked, Expectations, Fetch, TargetProtocol, json_text, parse_json
 from loadgen.traffic.protocols.checks import check_flat
 from scenarios.models import Target, Task
 
@@ -51,9 +43,7 @@ class KServeV2Protocol(TargetProtocol):
         tensor = {"name": INPUT_NAME, "shape": [len(inputs)], "datatype": "BYTES", "data": inputs}
         return json_text({"inputs": [tensor]})
 
-    def check_doc(
-        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
-    ) -> tuple[str, int | None]:
+    def check_doc(self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations) -> Checked:
         output = first_output(doc)
         if output is None:
             return "answer has no `outputs` tensor", None

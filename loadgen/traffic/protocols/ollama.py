@@ -11,6 +11,7 @@ import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
+    Checked,
     Expectations,
     TargetProtocol,
     json_text,
@@ -36,9 +37,7 @@ class OllamaProtocol(TargetProtocol):
     def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
         return json_text({"model": target.model, "input": payload.inputs})
 
-    def check_doc(
-        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
-    ) -> tuple[str, int | None]:
+    def check_doc(self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations) -> Checked:
         doc = doc if isinstance(doc, dict) else {}
         tokens = doc.get("prompt_eval_count")
         tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None

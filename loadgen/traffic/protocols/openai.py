@@ -13,6 +13,7 @@ from typing import Any
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
+    Checked,
     Detection,
     Expectations,
     Fetch,
@@ -31,10 +32,8 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)\s*[,}]')
 
 
 def count_float_lists(body: bytes, dim: int) -> int:
-    """How many `"embedding": [...]` lists the body holds, when every one has `dim` items; else -1. A byte
-    scan instead of parsing every float: -1 also when the body does not look like a plain JSON object of flat
-    lists of numbers (then the caller parses it properly). Runs once per request, so it stays in C calls: one
-    regex search and a few byte searches per list, no copies of the body."""
+    """How many `"embedding": [...]` lists of `dim` numbers the body holds; -1 for anything else (then the
+    caller parses it). A byte scan in C calls, without copies: it runs once per request."""
     if body[:1] != b"{" or body[-1:] != b"}":
         stripped = body.strip()
         if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
@@ -63,11 +62,8 @@ def count_float_lists(body: bytes, dim: int) -> int:
     return count
 
 
-def check_embeddings(
-    body: bytes, n_inputs: int, encoding_format: str, expect: Expectations
-) -> tuple[str, int | None]:
-    """'' when the answer carries n_inputs finite embeddings of the expected size, else the reason; plus
-    usage tokens."""
+def check_embeddings(body: bytes, n_inputs: int, encoding_format: str, expect: Expectations) -> Checked:
+    """'' when the answer holds n_inputs good embeddings, else why; and the usage tokens."""
     expected_dim = expect.expected_dim
     if (
         expected_dim is not None
@@ -82,9 +78,7 @@ def check_embeddings(
     return check_parsed(body, n_inputs, encoding_format, expect)
 
 
-def check_parsed(
-    body: bytes, n_inputs: int, encoding_format: str, expect: Expectations
-) -> tuple[str, int | None]:
+def check_parsed(body: bytes, n_inputs: int, encoding_format: str, expect: Expectations) -> Checked:
     """The exact reason an answer is wrong (or '' when the byte scan was only unsure), from the parsed JSON."""
     doc, error = parse_json(body)
     if error:
@@ -157,14 +151,13 @@ class OpenAIProtocol(TargetProtocol):
 
     def check_answer(
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
-    ) -> tuple[str, int | None]:
+    ) -> Checked:
         if task == "rerank":
             return check_tei_rerank(body, len(payload.inputs)), None
         return check_embeddings(body, len(payload.inputs), target.encoding_format, expect)
 
     def detect(self, fetch: Fetch) -> Detection | None:
-        """A model list at /v1/models or /models (its owners' own protocols come first), else the reference
-        service's /info (a model and a dimension)."""
+        """A model list at /v1/models or /models, else the reference service's /info (model, dimension)."""
         for prefix in ("/v1", ""):
             listing = fetch(f"{prefix}/models").doc
             items = listing.get("data")
@@ -190,7 +183,7 @@ class OpenAIProtocol(TargetProtocol):
 PROTOCOL = OpenAIProtocol()
 
 
-def check_cohere_rerank(body: bytes, n_documents: int) -> tuple[str, int | None]:
+def check_cohere_rerank(body: bytes, n_documents: int) -> Checked:
     """Cohere's rerank answer, as vLLM and Infinity send it: {"results": [{"index", "relevance_score"}], "usage"}."""
     doc, error = parse_json(body)
     if error:
@@ -206,8 +199,7 @@ def check_cohere_rerank(body: bytes, n_documents: int) -> tuple[str, int | None]
 
 
 class OpenAIServerProtocol(OpenAIProtocol):
-    """An OpenAI-shaped server with its own model list owner, metric names and a Cohere-shaped rerank
-    (`{"model", "query", "documents"}` at its API prefix): vLLM and Infinity differ from openai only there."""
+    """OpenAI-shaped with its own model owner, metric names and Cohere-shaped rerank (vLLM, Infinity)."""
 
     tasks = ("embed", "rerank")
     default_model = ""
@@ -222,7 +214,7 @@ class OpenAIServerProtocol(OpenAIProtocol):
 
     def check_answer(
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
-    ) -> tuple[str, int | None]:
+    ) -> Checked:
         if task == "rerank":
             return check_cohere_rerank(body, len(payload.inputs))
         return check_embeddings(body, len(payload.inputs), target.encoding_format, expect)

@@ -1,9 +1,6 @@
-"""The protocols by name, in the order the pre-flight check tries to detect them.
-
-A built-in protocol is one module and one entry in BUILTIN (most specific first: openai, which recognises any
-OpenAI-shaped model list, comes last). A protocol of your own needs no change here: name it as `--protocol
-package.module:ATTR` (or `target.protocol`), where ATTR is a TargetProtocol instance or class; it is imported
-on first use, in every process of the run, and registered under its `name` too."""
+"""The protocols by name, in the order the pre-flight check tries them (openai, which takes any OpenAI model
+list, last). Your own: `--protocol package.module:ATTR` (a TargetProtocol instance or class), imported on
+first use in every process of the run."""
 
 from __future__ import annotations
 
@@ -94,8 +91,7 @@ def register(protocol: TargetProtocol) -> TargetProtocol:
 
 
 def default_target(target: Target, task: Task) -> Target:
-    """The target with an unset protocol, path or model filled by the defaults, without asking the target:
-    what a run nobody checked sends (a web-UI run before its host is known, a test's context)."""
+    """The target with an unset protocol, path or model defaulted, without asking it (an unchecked run)."""
     if target.protocol and target.path and target.model:
         return target
     protocol = get(target.protocol)

@@ -5,11 +5,9 @@
     POST /rerank        {"query", "texts": [...]} -> [{"index", "score"}, ...]
     GET  /info          {"model_id", "model_type", "max_client_batch_size", ...}
 
-Requests name no model (one process serves one). Every answer carries TEI's timing headers in whole
-milliseconds: x-queue-time, x-tokenization-time, x-inference-time and x-total-time map onto the request row's
-queue, tokenise, compute and total columns (as the reference service's Server-Timing does), x-compute-tokens
-onto its input tokens.
-"""
+Requests name no model (one process serves one). TEI's timing headers (whole milliseconds) fill the row's
+server timings as the reference service's Server-Timing does (TIMING_HEADERS), x-compute-tokens its input
+tokens."""
 
 from __future__ import annotations
 
@@ -19,6 +17,7 @@ import numpy as np
 
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
+    Checked,
     Expectations,
     Fetch,
     HeaderGetter,
@@ -41,8 +40,7 @@ PATHS: dict[str, str] = {"embed": "/embed", "embed_sparse": "/embed_sparse", "re
 
 
 def server_timing(get_header: HeaderGetter) -> str | None:
-    """TEI's timing headers as one Server-Timing value (`queue;dur=3, tokenize;dur=1, ...`), None without them:
-    the recorder then parses them with the reference service's own, one parser for both."""
+    """TEI's timing headers as one Server-Timing value (None without them), for the one parser."""
     entries = []
     for header, metric in TIMING_HEADERS.items():
         value = get_header(header)
@@ -69,9 +67,7 @@ class TeiProtocol(TargetProtocol):
             return json_text({"query": payload.query, "texts": payload.inputs})
         return json_text({"inputs": payload.inputs})
 
-    def check_doc(
-        self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations
-    ) -> tuple[str, int | None]:
+    def check_doc(self, doc: Any, payload: RequestPayload, task: Task, expect: Expectations) -> Checked:
         if task == "rerank":
             return check_tei_ranks(doc, len(payload.inputs)), None
         if task == "embed_sparse":
