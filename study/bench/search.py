@@ -70,10 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_HELP + OVERRIDE_HELP,
     )
     parser.add_argument(
-        "scenario",
-        nargs="?",
-        default=DEFAULT_SCENARIO,
-        help=f"open-loop scenario (default {DEFAULT_SCENARIO})",
+        "scenario", nargs="?", default=DEFAULT_SCENARIO, help="open-loop scenario (default %(default)s)"
     )
     parser.add_argument("--host", help="target base URL (default: the scenario's)")
     add_shared_option(parser, "slo_p99_ms", default_text="the scenario's slo.p99_ms")

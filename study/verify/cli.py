@@ -92,9 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_shared_option(judged_by, name, default_text=default_text)
     add_field_flags(judged_by, SOAK_FLAGS)
     judged_by.add_argument(
-        "--strict",
-        action="store_true",
-        help="a mean cosine below strict_cosine (0.999) fails instead of warning",
+        "--strict", action="store_true", help="a mean cosine below strict_cosine (0.999) fails, not warns"
     )
     judged_by.add_argument(
         "--reference", type=Path, help="fp32 reference set (embedperf precision --write-reference)"
