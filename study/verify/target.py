@@ -99,7 +99,6 @@ class TargetClient:
         self.base_url = base_url.rstrip("/")
         self.model = model
         key = os.environ.get(api_key_env, "").strip()
-        self.api_key = key or None
         self.headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
 
