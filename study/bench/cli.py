@@ -56,10 +56,8 @@ def main(argv: list[str]) -> int:
         log_path=log_path,
         ready_timeout_s=args.ready_timeout_s,
     ) as service:
-        print(
-            f"service ready at {service.url} (pid {service.pid}); running {args.scenario} ({args.profile})",
-            flush=True,
-        )
+        running = f"running {args.scenario} ({args.profile})"
+        print(f"service ready at {service.url} (pid {service.pid}); {running}", flush=True)
         outcome = run_scenario_outcome(
             args.scenario,
             host=service.url,

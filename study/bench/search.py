@@ -17,12 +17,12 @@ from decisions.search.state import (
 from embedperf.options import add_shared_option
 from embedperf.schema import read_manifest
 from loadgen.cli.runner import run_scenario
+from loadgen.lifecycle.verdict import EXIT_INCOMPLETE
 from reports.build import build_report
 from scenarios.loader import OVERRIDE_HELP, load_scenario, parse_overrides
 from study.options import FieldFlag, add_field_flags, add_run_options, field_names, flag_values, run_options
 
 DEFAULT_SCENARIO = "query"
-INCOMPLETE_EXIT = 3
 RUN_MARGIN_S = 120.0  # beyond --max-duration: start-up, drains and the final probe's overrun
 EXIT_CODES: dict[Outcome, int] = {"answer": 0, "no_rate": 1, "not_narrowed": 4}
 EXIT_HELP = (
@@ -70,10 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_HELP + OVERRIDE_HELP,
     )
     parser.add_argument(
-        "scenario",
-        nargs="?",
-        default=DEFAULT_SCENARIO,
-        help=f"open-loop scenario (default {DEFAULT_SCENARIO})",
+        "scenario", nargs="?", default=DEFAULT_SCENARIO, help="open-loop scenario (default %(default)s)"
     )
     parser.add_argument("--host", help="target base URL (default: the scenario's)")
     add_shared_option(parser, "slo_p99_ms", default_text="the scenario's slo.p99_ms")
@@ -105,7 +102,7 @@ def main(argv: list[str]) -> int:
         print(
             f"embedperf search: the search did not finish (no manifest.search in {folder.manifest}); see above"
         )
-        return INCOMPLETE_EXIT
+        return EXIT_INCOMPLETE
     print(f"capacity: {headline(record, devices_serving(manifest))}")
     if not args.no_report:
         print(f"report: {build_report(folder)}")

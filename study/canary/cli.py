@@ -68,12 +68,7 @@ STAGE_FLAGS = (
     FieldFlag("--window-s", float, "length of a judged window (60)", "S"),
     FieldFlag("--windows-per-stage", int, "windows per stage (3)", "N"),
     FieldFlag("--load-step", int, "scenario step whose load every stage holds (-1)", "I"),
-    FieldFlag(
-        "--agreement-fraction",
-        float,
-        "fraction of requests also sent to the other side, their answers' cosine recorded (0.05)",
-        "F",
-    ),
+    FieldFlag("--agreement-fraction", float, "fraction sent to both sides, cosine recorded (0.05)", "F"),
     FieldFlag("--seed", int, "seed of the side draws (0)"),
     FieldFlag("--min-window-requests", int, "fewer: a window too thin to judge (20)", "N"),
     FieldFlag("--min-stage-requests", int, "fewer at a stage: no verdict (50)", "N"),

@@ -24,19 +24,10 @@ def main(argv: list[str]) -> int:
         help="the series of this scenario's newest run (default: the newest run's series); runs of other "
         "scenarios, loads or target kinds are listed apart",
     )
-    parser.add_argument(
-        "--window",
-        type=int,
-        default=WINDOW,
-        metavar="N",
-        help=f"previous runs the newest is judged against (default {WINDOW})",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        metavar="PATH",
-        help=f"the HTML page (default RUNS_DIR/{HISTORY_REPORT}; the JSON beside it)",
-    )
+    window_help = "previous runs the newest is judged against (default %(default)s)"
+    parser.add_argument("--window", type=int, default=WINDOW, metavar="N", help=window_help)
+    out_help = f"the HTML page (default RUNS_DIR/{HISTORY_REPORT}; the JSON beside it)"
+    parser.add_argument("--out", type=Path, metavar="PATH", help=out_help)
     add_shared_option(parser, "lang", "en")
     args = parser.parse_args(argv)
     if args.window < 1:

@@ -26,6 +26,7 @@ def trend_figure(result: History, lang: str) -> str:
     lang = figure_lang(lang)
     points = result.points
     flagged = {f.metric for f in result.flags}
+    flag_label = t("history_flagged", lang)
     xs = list(range(len(points)))
     names = [f"{p.commit or '?'}{'*' if p.dirty else ''}\n{p.label}" for p in points]
     with style(lang):
@@ -35,14 +36,7 @@ def trend_figure(result: History, lang: str) -> str:
             cis = [p.qps_ci if metric == "qps" else p.p99_ci_ms for p in points]
             ax.errorbar(xs, values, yerr=_errors(values, cis), fmt="o-", color="#1f6feb", capsize=3)
             if points and metric in flagged:
-                ax.plot(
-                    [xs[-1]],
-                    [values[-1]],
-                    "o",
-                    color="#cf222e",
-                    markersize=10,
-                    label=t("history_flagged", lang),
-                )
+                ax.plot([xs[-1]], [values[-1]], "o", color="#cf222e", markersize=10, label=flag_label)
                 ax.legend(fontsize=8)
             ax.set_ylabel(f"{t('m_' + metric, lang)}")
             ax.set_title(f"{t('m_' + metric, lang)} ({unit})", fontsize=9)

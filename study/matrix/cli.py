@@ -13,6 +13,8 @@ from study.matrix.run import MatrixRecord, run_matrix
 from study.matrix.spec import load_matrix_spec
 from study.options import study_parser
 
+DEFAULT_SPEC = Path("scenarios/optimizations.yaml")
+
 EPILOG = """\
 examples:
   embedperf matrix scenarios/optimizations.yaml                    # every configuration, quick ramp
@@ -37,11 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         EPILOG,
     )
     parser.add_argument(
-        "spec",
-        type=Path,
-        nargs="?",
-        default=Path("scenarios/optimizations.yaml"),
-        help="matrix file (default %(default)s)",
+        "spec", type=Path, nargs="?", default=DEFAULT_SPEC, help="matrix file (default %(default)s)"
     )
     add_shared_option(parser, "runs_dir", Path("runs"), "runs")
     parser.add_argument(

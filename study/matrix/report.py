@@ -247,9 +247,7 @@ def build_matrix_report(folder: Path, lang: str = "en") -> Path:
     attach_changes(rows)
     measure = MatrixSpec.model_validate(record.spec).measure
     best, basis = recommend(rows, measure)
-    failed_precision = [r.name for r in rows if not r.precision_ok]
-    baseline = rows[0]
-    slo = baseline.runs[0].summary if baseline.runs else None
+    slo = rows[0].runs[0].summary if rows[0].runs else None
     html = render(
         "matrix.html.j2",
         lang,
@@ -258,7 +256,7 @@ def build_matrix_report(folder: Path, lang: str = "en") -> Path:
         best=best,
         basis=basis,
         cheapest=cheapest(rows),
-        failed_precision=failed_precision,
+        failed_precision=[r.name for r in rows if not r.precision_ok],
         failed_runs=[r for r in record.runs if not r.ok],
         slo_p99_ms=slo.slo_p99_ms if slo else None,
         error_budget=slo.error_budget if slo else None,

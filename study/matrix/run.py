@@ -10,9 +10,10 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from decisions.search.state import devices_serving, headline, read_search
 from embedperf.errors import EmbedperfError
@@ -33,37 +34,33 @@ MATRIX_FILE = "matrix.json"
 REFERENCE_PRECISION = "fp32"
 
 
-@dataclass
-class MatrixRun:
+class MatrixRun(BaseModel):
     config: str
     repeat: int
     order: int
     run_dir: str | None
     ok: bool
     error: str = ""
-    service_args: list[str] = field(default_factory=list)
+    service_args: list[str] = []
     wall_s: float = 0.0
 
 
-@dataclass
-class MatrixRecord:
+class MatrixRecord(BaseModel):
     """matrix.json: what was asked and what happened, enough to rebuild the matrix report."""
 
     spec: dict[str, Any]
     repeat: int
     started_unix_s: float
     finished_unix_s: float | None = None
-    runs: list[MatrixRun] = field(default_factory=list)
-    precision: dict[str, dict[str, Any]] = field(default_factory=dict)
+    runs: list[MatrixRun] = []
+    precision: dict[str, dict[str, Any]] = {}
 
     def write(self, folder: Path) -> None:
-        write_atomically(folder / MATRIX_FILE, json.dumps(asdict(self), indent=2, ensure_ascii=False))
+        write_atomically(folder / MATRIX_FILE, self.model_dump_json(indent=2))
 
     @classmethod
     def read(cls, folder: Path) -> MatrixRecord:
-        raw = json.loads((folder / MATRIX_FILE).read_text(encoding="utf-8"))
-        raw["runs"] = [MatrixRun(**r) for r in raw["runs"]]
-        return cls(**raw)
+        return cls.model_validate_json((folder / MATRIX_FILE).read_text(encoding="utf-8"))
 
 
 def run_order(configs: list[Configuration], repeat: int) -> list[tuple[int, Configuration]]:

@@ -22,18 +22,12 @@ class Configuration(BaseModel):
     name: str = Field(description="Short name, used in run labels and tables.")
     description: str = Field("", description="What this configuration changes, in words.")
     service: dict[str, ServiceValue] = Field(
-        default_factory=dict,
-        description="Service settings over the baseline (names of `embedperf serve` flags, _ or -).",
+        default_factory=dict, description="Settings over the baseline (`embedperf serve` flags, _ or -)."
     )
     scenario_overrides: dict[str, str] = Field(
-        default_factory=dict,
-        description="Scenario overrides for this configuration only (e.g. a repeating payload mix).",
+        default_factory=dict, description="Scenario overrides of this one only (e.g. a payload mix)."
     )
-    redis: bool = Field(
-        False,
-        description="Start a private redis-server for this configuration and pass it to the service as "
-        "--cache (skipped, with the reason, where redis-server is not installed).",
-    )
+    redis: bool = Field(False, description="Start a private redis-server, the service's --cache.")
 
     @field_validator("name")
     @classmethod
@@ -50,22 +44,12 @@ class MatrixSpec(BaseModel):
 
     scenario: str = Field("ramp", description="Scenario name or YAML path run for every configuration.")
     profile: Literal["quick", "full"] | None = Field("quick", description="Scenario profile.")
-    baseline: dict[str, ServiceValue] = Field(
-        default_factory=dict, description="Service settings every configuration starts from."
-    )
-    configurations: list[Configuration] = Field(
-        description="The first one is the baseline the others are compared with."
-    )
-    precision_profile: Literal["standard", "strict"] = Field(
-        "standard", description="Precision gate profile."
-    )
+    baseline: dict[str, ServiceValue] = Field(default_factory=dict, description="Settings all start from.")
+    configurations: list[Configuration] = Field(description="The first is the baseline of the others.")
+    precision_profile: Literal["standard", "strict"] = Field("standard", description="Gate profile.")
     slo_p99_ms: float | None = Field(None, description="SLO for 'QPS at the SLO' (default: the scenario's).")
-    error_budget_pct: float | None = Field(
-        None, description="Error budget in percent (default: the scenario's)."
-    )
-    scenario_overrides: dict[str, str] = Field(
-        default_factory=dict, description="Overrides for every configuration."
-    )
+    error_budget_pct: float | None = Field(None, description="Error budget, % (default: the scenario's).")
+    scenario_overrides: dict[str, str] = Field(default_factory=dict, description="Overrides for every one.")
     measure: Literal["steps", "search"] = Field(
         "steps",
         description="steps: run the scenario's load steps; search: an `embedperf search` per configuration "

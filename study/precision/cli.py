@@ -105,7 +105,6 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="layers",
         choices=["layers", "linear"],
-        default=None,
         help="compare hidden states layer by layer; '--layers linear' also every Linear inside each layer",
     )
     study.add_argument(

@@ -62,11 +62,8 @@ def format_layers(report: LayerReport) -> str:
         lines += [_layer_line(p) for p in report.linears if p.depth == layer.depth]
         lines.append(_layer_line(layer) + ("  < gate" if layer.cosine_mean < report.gate else ""))
     first = report.first_below_gate
-    lines.append(
-        f"first layer below {report.gate}: {first}"
-        if first
-        else f"no layer's mean cosine is below {report.gate}"
-    )
+    below = f"first layer below {report.gate}: {first}"
+    lines.append(below if first else f"no layer's mean cosine is below {report.gate}")
     lines.append(f"largest drop: {report.largest_drop}")
     if report.largest_drop_linear:
         lines.append(f"largest drop of a Linear: {report.largest_drop_linear}")

@@ -17,8 +17,7 @@ from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 from scenarios.loader import add_override_option, load_scenario, parse_overrides
 from scenarios.until_models import Until
 from study.options import study_parser
-from study.sweep.grid import SweepTable
-from study.sweep.report import SUMMARY_FILE, build_sweep_report
+from study.sweep.report import SUMMARY_FILE, SweepTable, build_sweep_report
 from study.sweep.runner import check_spec, run_sweep
 from study.sweep.spec import SweepSpec
 

@@ -42,9 +42,7 @@ def check_spec(spec: SweepSpec, overrides: dict[str, str]) -> None:
             load_scenario(spec.scenario, overrides={**overrides, **shape_overrides(spec, inputs, tokens)})
 
 
-def run_sweep(
-    spec: SweepSpec, host: str, folder: Path, overrides: dict[str, str], collectors: bool = False
-) -> SweepRecord:
+def run_sweep(spec: SweepSpec, host: str, folder: Path, overrides: dict[str, str]) -> SweepRecord:
     """Run every request shape against host; sweep.json is rewritten after each run (a crash keeps the rest)."""
     runs_dir = folder / RUNS_SUBDIR
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -60,7 +58,7 @@ def run_sweep(
                 runs_dir=runs_dir,
                 label=label,
                 overrides={**overrides, **shape_overrides(spec, inputs, tokens)},
-                collectors=collectors,
+                collectors=False,
             )
             run_dir = str(outcome.folder.root.relative_to(folder)) if outcome.folder is not None else None
             record.runs.append(

@@ -19,13 +19,10 @@ class SweepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     scenario: str = Field("ramp", description="Closed-loop scenario whose target, payload and SLO cells use.")
-    inputs: list[int] = Field(
-        default_factory=lambda: [1, 4, 16, 64], description="Inputs per request (rows)."
-    )
+    inputs: list[int] = Field(default_factory=lambda: [1, 4, 16, 64], description="Inputs per request (rows)")
     users: list[int] = Field(default_factory=lambda: [1, 4, 16], description="Concurrent users (columns).")
     tokens: list[int] = Field(
-        default_factory=list,
-        description="Tokens per input (one grid each, synthetic texts of that length); empty: the scenario's texts.",
+        default_factory=list, description="Tokens per input, one grid each (empty: the scenario's texts)."
     )
     step_max_s: float = Field(30.0, gt=0, description="A cell's longest time, warm-up included.")
     warmup_s: float = Field(2.0, ge=0, description="Seconds at the start of each cell the analysis trims.")
@@ -33,9 +30,7 @@ class SweepSpec(BaseModel):
         default_factory=lambda: Until(p99_rel_width=0.25, min_requests=400, min_s=3.0),
         description="When a cell's P99 is known (steps.until).",
     )
-    slo_p99_ms: float | None = Field(
-        None, gt=0, description="P99 SLO for the best cell; default the scenario's."
-    )
+    slo_p99_ms: float | None = Field(None, gt=0, description="P99 SLO of the best cell (default: scenario's)")
 
     @field_validator("inputs", "users", "tokens")
     @classmethod

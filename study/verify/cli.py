@@ -92,9 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_shared_option(judged_by, name, default_text=default_text)
     add_field_flags(judged_by, SOAK_FLAGS)
     judged_by.add_argument(
-        "--strict",
-        action="store_true",
-        help="a mean cosine below strict_cosine (0.999) fails instead of warning",
+        "--strict", action="store_true", help="a mean cosine below strict_cosine (0.999) fails, not warns"
     )
     judged_by.add_argument(
         "--reference", type=Path, help="fp32 reference set (embedperf precision --write-reference)"
@@ -176,20 +174,11 @@ def main(argv: list[str]) -> int:
             return run_function_layer(client, thresholds, reference, info.dimension)
 
         def layer4() -> LayerResult:
-            checks = ops_checks(
-                client,
-                thresholds,
-                service.timeline if service else None,
-                service.log_text if service else None,
-                needs,
-                args.prometheus_url,
-                rule_files,
-            )
+            checks = ops_checks(client, thresholds, service, needs, args.prometheus_url, rule_files)
             evidence = {"monitoring needs": needs.source}
             if service is not None:
-                evidence["start-up polls"] = (
-                    f"{len(service.timeline)} (every {thresholds.startup_poll_s:g} s)"
-                )
+                polls = len(service.timeline)
+                evidence["start-up polls"] = f"{polls} (every {thresholds.startup_poll_s:g} s)"
             return judged(4, checks, evidence)
 
         results = run_layers(

@@ -55,29 +55,24 @@ def validation_checks(client: TargetClient) -> tuple[list[Check], list[list[floa
     checks: list[Check] = []
     vectors: list[list[float]] = []
     for case in validation_cases():
-        name = f"{case.endpoint.split(':', 1)[-1]} ({case.input_chars:,} characters)"
         answer = client.embed(case.inputs)
-        if case.expect_failure:
-            refused = 400 <= answer.status < 500
-            note = "" if refused else "an empty input must be refused as the client's error"
-            status: CheckStatus = "pass" if refused else "fail"
-            checks.append(
-                Check(name=name, status=status, measured=answer.describe(), limit="a 4xx refusal", note=note)
-            )
-            continue
+        refused = 400 <= answer.status < 500
         got = embeddings_of(answer) if answer.ok else None
-        if got is not None and len(got) == len(case.inputs):
+        status: CheckStatus = "fail"
+        measured, limit, note = answer.describe(), "HTTP 200", ""
+        if case.expect_failure:
+            status, limit = "pass" if refused else "fail", "a 4xx refusal"
+            note = "" if refused else "an empty input must be refused as the client's error"
+        elif got is not None and len(got) == len(case.inputs):
             vectors += got
-            checks.append(Check(name=name, status="pass", measured=f"HTTP 200, {len(got[0])} dims"))
+            status, measured, limit = "pass", f"HTTP 200, {len(got[0])} dims", ""
         elif answer.ok:
-            checks.append(
-                Check(name=name, status="fail", measured="HTTP 200 without one embedding per input")
-            )
-        elif 400 <= answer.status < 500 and case.input_chars > 1000:
+            measured, limit = "HTTP 200 without one embedding per input", ""
+        elif refused and case.input_chars > 1000:
+            status, limit = "warn", ""
             note = "the target refuses long texts: clients must split them (a truncating target answers 200)"
-            checks.append(Check(name=name, status="warn", measured=answer.describe(), note=note))
-        else:
-            checks.append(Check(name=name, status="fail", measured=answer.describe(), limit="HTTP 200"))
+        name = f"{case.endpoint.split(':', 1)[-1]} ({case.input_chars:,} characters)"
+        checks.append(Check(name=name, status=status, measured=measured, limit=limit, note=note))
     return checks, vectors
 
 

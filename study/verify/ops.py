@@ -14,7 +14,7 @@ from pathlib import Path
 
 from embedperf.schema import REQUEST_ID_HEADER
 from study.verify.prometheus import MonitoringNeeds, PrometheusAPI, alert_names
-from study.verify.startup import Observation
+from study.verify.startup import Observation, StartedService
 from study.verify.target import MetricsSnapshot, TargetClient
 from study.verify.thresholds import VerifyThresholds
 from study.verify.verdict import Check
@@ -156,6 +156,8 @@ def alert_checks(prometheus_url: str | None, rule_files: list[Path], lookback_s:
     not_loaded = [name for name in wanted if name not in loaded]
     fired = api.fired_alerts(lookback_s)
     silent = [name for name in wanted if name in loaded and name not in fired]
+    n_fired = len(wanted) - len(not_loaded)
+    drill = "run a fault drill for each (an alert never seen firing is not known to work)"
     return [
         Check(
             name="alert rules loaded",
@@ -166,13 +168,9 @@ def alert_checks(prometheus_url: str | None, rule_files: list[Path], lookback_s:
         Check(
             name="every alert has fired",
             status="fail" if silent else "pass",
-            measured=f"never fired: {', '.join(silent)}"
-            if silent
-            else f"all {len(wanted) - len(not_loaded)} fired",
+            measured=f"never fired: {', '.join(silent)}" if silent else f"all {n_fired} fired",
             limit=f'within {lookback_s:g} s before now (ALERTS{{alertstate="firing"}})',
-            note="run a fault drill for each (an alert never seen firing is not known to work)"
-            if silent
-            else "",
+            note=drill if silent else "",
         ),
     ]
 
@@ -180,21 +178,21 @@ def alert_checks(prometheus_url: str | None, rule_files: list[Path], lookback_s:
 def ops_checks(
     client: TargetClient,
     thresholds: VerifyThresholds,
-    timeline: Sequence[Observation] | None,
-    log_text: Callable[[], str] | None,
+    service: StartedService | None,
     needs: MonitoringNeeds,
     prometheus_url: str | None,
     rule_files: list[Path],
 ) -> list[Check]:
-    """Every check of layer 4, in the report's order."""
+    """Every check of layer 4, in the report's order; the start-up timeline and log when verify started the
+    service."""
     probes = (
-        startup_checks(timeline, thresholds.health_path, thresholds.ready_path)
-        if timeline is not None
+        startup_checks(service.timeline, thresholds.health_path, thresholds.ready_path)
+        if service is not None
         else standing_checks(client, thresholds.health_path, thresholds.ready_path)
     )
     return [
         *probes,
         metrics_check(client.metrics(thresholds.metrics_path), needs, thresholds.metrics_path),
-        *request_id_checks(client, log_text),
+        *request_id_checks(client, service.log_text if service else None),
         *alert_checks(prometheus_url, rule_files, thresholds.prometheus_lookback_s),
     ]

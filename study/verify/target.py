@@ -99,7 +99,6 @@ class TargetClient:
         self.base_url = base_url.rstrip("/")
         self.model = model
         key = os.environ.get(api_key_env, "").strip()
-        self.api_key = key or None
         self.headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
 
@@ -165,20 +164,15 @@ class TargetClient:
         answer = self.get(path)
         body = answer.body if answer.ok and isinstance(answer.body, dict) else {}
 
-        def number(key: str) -> float | None:
-            value = body.get(key)
-            return float(value) if isinstance(value, int | float) else None
-
-        def text(key: str) -> str | None:
-            return str(body[key]) if body.get(key) else None
-
-        pid, dim = number("pid"), number("dimension")
+        number = {k: float(v) for k, v in body.items() if isinstance(v, int | float)}
+        text = {k: str(v) for k, v in body.items() if v}
+        pid, dim = number.get("pid"), number.get("dimension")
         return InfoSnapshot(
             pid=int(pid) if pid is not None else None,
-            started_unix_s=number("started_unix_s"),
+            started_unix_s=number.get("started_unix_s"),
             dimension=int(dim) if dim is not None else None,
-            model=text("model"),
-            fallback_model=text("fallback_model"),
+            model=text.get("model"),
+            fallback_model=text.get("fallback_model"),
         )
 
     def metrics(self, path: str) -> MetricsSnapshot | None:

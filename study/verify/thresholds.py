@@ -26,58 +26,34 @@ class VerifyThresholds(BaseModel):
 
     # Layer 1: function and precision
     min_cosine: float = Field(0.99, gt=0, le=1, description="Mean cosine to the fp32 reference: below fails.")
-    strict_cosine: float = Field(
-        0.999,
-        gt=0,
-        le=1,
-        description="The strict-use bar (retrieval that must not move): below warns or fails.",
-    )
-    strict_action: Literal["warn", "fail"] = Field(
-        "warn", description="What a mean cosine between min_cosine and strict_cosine does to layer 1."
-    )
-    dimension: int | None = Field(
-        None, gt=0, description="Expected embedding size (default: the target's /info, else the reference's)."
-    )
+    strict_cosine: float = Field(0.999, gt=0, le=1, description="Strict-use bar: below warns or fails.")
+    strict_action: Literal["warn", "fail"] = Field("warn", description="Below strict_cosine: warn or fail.")
+    dimension: int | None = Field(None, gt=0, description="Embedding size (default: /info or the reference).")
     # Layer 2: performance and utilisation
     slo_p99_ms: float = Field(300.0, gt=0, description="P99 objective of the capacity search, ms.")
     error_budget_pct: float = Field(0.1, ge=0, le=100, description="Error budget of a probe and the soak, %.")
     target_qps: float | None = Field(
-        None,
-        gt=0,
-        description="Rate the deployment must carry at the SLO; without it capacity is shown, not judged.",
+        None, gt=0, description="Rate to carry at the SLO; without it capacity is shown, not judged."
     )
     headroom_pct: float = Field(
         25.0, ge=0, le=400, description="Capacity above target_qps that passes; between the two warns."
     )
     max_p99_p50_ratio: float = Field(5.0, gt=1, description="Tail at the answer: P99 / P50 above this fails.")
-    max_p999_p99_ratio: float = Field(
-        3.0, gt=1, description="Spikes at the answer: P99.9 / P99 above this warns."
-    )
+    max_p999_p99_ratio: float = Field(3.0, gt=1, description="P99.9 / P99 at the answer above this warns.")
     min_device_util_pct: float = Field(
-        90.0,
-        ge=0,
-        le=100,
-        description="Serving-device utilisation at the answer: below fails (0 turns it off).",
+        90.0, ge=0, le=100, description="Device utilisation at the answer: below fails (0 turns it off)."
     )
-    max_mem_bw_util_pct: float = Field(
-        90.0, gt=0, le=100, description="Memory bandwidth above this is saturated."
-    )
+    max_mem_bw_util_pct: float = Field(90.0, gt=0, le=100, description="Saturated memory bandwidth, %.")
     max_temp_c: float = Field(85.0, gt=0, description="Device temperature limit, C.")
     max_device_mem_pct: float = Field(80.0, gt=0, le=100, description="Device memory use limit, % of total.")
-    throttle_temp_rise_c: float = Field(
-        5.0, gt=0, description="Throttling: temperature rising this much (first to last quarter) ..."
-    )
-    throttle_clock_drop_pct: float = Field(
-        5.0, gt=0, lt=100, description="... while the clock falls this much."
-    )
+    throttle_temp_rise_c: float = Field(5.0, gt=0, description="Throttling: temperature rising this much ...")
+    throttle_clock_drop_pct: float = Field(5.0, gt=0, lt=100, description="... as the clock falls this much.")
     search_scenario: str = Field("query", description="Open-loop scenario the capacity search sends.")
     search_start_rate: float | None = Field(
         None, gt=0, description="First probe's rate (default: target_qps, else the scenario's)."
     )
     search_max_rate: float | None = Field(
-        None,
-        gt=0,
-        description="Highest rate probed (default: target_qps with the headroom, else the scenario's).",
+        None, gt=0, description="Highest rate probed (default: target_qps + headroom, else the scenario's)."
     )
     search_min_ok_requests: int = Field(
         400, ge=368, description="Ok answers per probe (368 bound a P99 at 95%)."
@@ -93,9 +69,7 @@ class VerifyThresholds(BaseModel):
     )
     soak_scenario: str = Field("soak", description="Scenario whose payload the soak sends.")
     soak_warmup_s: float = Field(0.0, ge=0, description="Start of the first window left out, s.")
-    max_p99_drift_ratio: float = Field(
-        1.5, gt=1, description="Last window's P99 over the first's above this is latency drift."
-    )
+    max_p99_drift_ratio: float = Field(1.5, gt=1, description="Last / first window's P99 above this: drift.")
     max_memory_growth_pct: float = Field(
         10.0, gt=0, description="Service RSS growth, first to last window, above this is a leak, %."
     )
@@ -110,12 +84,8 @@ class VerifyThresholds(BaseModel):
     ready_path: str = Field("/ready", description="Readiness endpoint.")
     metrics_path: str = Field("/metrics", description="Prometheus exposition of the target.")
     info_path: str = Field("/info", description="Service description (pid, start time, dimension).")
-    startup_timeout_s: float = Field(
-        600.0, gt=0, description="With --start-cmd: longest wait to be ready, s."
-    )
-    startup_poll_s: float = Field(
-        0.05, gt=0, le=1, description="With --start-cmd: probe interval from the start, s."
-    )
+    startup_timeout_s: float = Field(600.0, gt=0, description="--start-cmd: longest wait to be ready, s.")
+    startup_poll_s: float = Field(0.05, gt=0, le=1, description="--start-cmd: probe interval, s.")
     prometheus_lookback_s: float = Field(
         86400.0, gt=0, description="Every shipped alert must have fired within this window before now, s."
     )

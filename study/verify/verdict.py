@@ -54,9 +54,7 @@ class LayerResult(BaseModel):
     title: str
     status: LayerStatus
     checks: list[Check] = Field(default_factory=list)
-    evidence: dict[str, str] = Field(
-        default_factory=dict, description="Name -> path or value backing checks."
-    )
+    evidence: dict[str, str] = Field(default_factory=dict, description="Name -> path or value backing checks")
     reason: str = Field("", description="Why the layer is incomplete, not run or skipped.")
 
     @property
