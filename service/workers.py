@@ -29,14 +29,10 @@ log = logging.getLogger("service.workers")
 
 def bind_device(spec: DeviceSpec) -> None:
     """Make spec the current device of the calling thread (threads do not inherit the device context)."""
-    if spec.kind == "cuda":
+    if spec.kind != "cpu":
         import torch
 
-        torch.cuda.set_device(spec.index)
-    elif spec.kind == "npu":
-        import torch
-
-        torch.npu.set_device(spec.index)  # type: ignore[attr-defined]
+        getattr(torch, spec.kind).set_device(spec.index)  # torch.cuda, or torch.npu from torch_npu
 
 
 @dataclass(eq=False)
