@@ -33,10 +33,9 @@ def repeated_blocks(network: torch.nn.Module) -> list[torch.nn.Module]:
 
 @dataclass(eq=False)
 class EmbeddingModel:
-    """A transformer encoder plus pooling and L2 normalisation, on one device at one precision.
-
-    The batcher uses the two halves separately (`tokenize` on a tokeniser thread, `embed_token_ids`
-    on the device worker); `encode` chains them for offline use and precision checks."""
+    """A transformer encoder plus pooling and L2 normalisation, on one device at one precision. The batcher
+    uses the two halves separately (`tokenize` on a tokeniser thread, `embed_token_ids` on the device worker);
+    `encode` chains them for offline use and precision checks."""
 
     path: Path
     name: str

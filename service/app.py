@@ -46,11 +46,10 @@ SERVING_ROUTES = {EMBEDDINGS_PATH: embeddings, RERANK_PATH: rerank}
 
 
 class ServingPathMiddleware:
-    """POST /v1/embeddings and /rerank straight to their handlers, innermost of the app's middlewares.
-
-    Through FastAPI's exception middlewares, router and dependency resolution, a serving request cost about a
-    quarter of a front end's CPU, for routes that take the raw body and need none of it. The routes stay
-    registered with FastAPI (the OpenAPI document, 405 for other methods), answered by the same handlers."""
+    """POST /v1/embeddings and /rerank straight to their handlers, innermost of the app's middlewares. Through
+    FastAPI's exception middlewares, router and dependency resolution, a serving request cost about a quarter
+    of a front end's CPU, for routes that take the raw body and need none of it. The routes stay registered
+    with FastAPI (the OpenAPI document, 405 for other methods), answered by the same handlers."""
 
     def __init__(self, app: ASGIApp, handlers: dict[str, Handler]) -> None:
         self.app = app

@@ -83,10 +83,9 @@ class CacheLookup:
         return [i for i, entry in enumerate(self.entries) if entry is None]
 
     def header(self) -> str:
-        """X-Cache: hit (every input cached), partial (some), miss (none), bypass (Redis down, not all hit).
-
-        A multi-input request is a hit only when every input was; partial says the request still waited
-        for the device, so a client timing it knows it was not a pure cache answer."""
+        """X-Cache: hit (every input cached), partial (some), miss (none), bypass (Redis down, not all hit). A
+        multi-input request is a hit only when every input was; partial says the request still waited for the
+        device, so a client timing it knows it was not a pure cache answer."""
         found = len(self.entries) - len(self.missing)
         if found == len(self.entries):
             return "hit"

@@ -134,10 +134,9 @@ def build_pool(
     load: Callable[..., EmbeddingModel],
 ) -> WorkerPool:
     """One worker per serving device: `model` serves the first, a replica is loaded (by `load`, the service's
-    load_model) for each other device.
-
-    CPU workers share `model` unless settings.cpu_worker_replicas: inference never writes the weights, and
-    a copy per worker adds memory and load time without adding cores."""
+    load_model) for each other device. CPU workers share `model` unless settings.cpu_worker_replicas:
+    inference never writes the weights, and a copy per worker adds memory and load time without adding
+    cores."""
     specs = settings.device_specs()
     workers = [DeviceWorker(specs[0], model)]
     for spec in specs[1:]:
