@@ -70,7 +70,6 @@ class EngineServer:
         self.metrics = ServiceMetrics()
         self.engine = LocalEngine(settings, None, self.metrics, own_process=True)
         self.jobs: dict[tuple[bytes, int], BatchJob] = {}  # (front end, request id) -> its job in the batcher
-        self.socket: zmq.Socket[bytes]
         self.stop = asyncio.Event()
         self.parent_pid = os.getppid()
         self.counted_hits = self.counted_misses = 0
