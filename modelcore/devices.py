@@ -18,6 +18,15 @@ NPU_INSTALL_HINT = (
     f"{torch.__version__.split('+')[0]}) and source CANN's environment first, e.g. "
     "`source /usr/local/Ascend/ascend-toolkit/set_env.sh`"
 )
+# the accelerators: what one is called, and what to do when torch sees none
+ACCELERATORS = {
+    "cuda": (
+        "GPU",
+        "torch sees no CUDA GPU; install a CUDA build of torch (https://pytorch.org/get-started) "
+        "and check nvidia-smi, or use --device cpu",
+    ),
+    "npu": ("NPU", f"no Ascend NPU is available to torch_npu; {NPU_INSTALL_HINT}"),
+}
 ASCEND_ROOT = Path(os.environ.get("ASCEND_HOME_PATH", "/usr/local/Ascend"))
 
 
@@ -38,36 +47,23 @@ def resolve_device(name: str) -> torch.device:
     index = int(index_text) if index_text else 0
     if kind == "cpu":
         return torch.device("cpu")
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            raise DeviceError(
-                "device 'cuda' requested but torch sees no CUDA GPU; install a CUDA build of torch "
-                "(https://pytorch.org/get-started) and check nvidia-smi, or use --device cpu"
-            )
-        if index >= torch.cuda.device_count():
-            raise DeviceError(
-                f"cuda:{index} requested but only {torch.cuda.device_count()} GPU(s) are visible"
-            )
-        return torch.device("cuda", index)
-    if kind == "npu":
-        _import_torch_npu()
-        npu = getattr(torch, "npu", None)
-        if npu is None or not npu.is_available():
-            raise DeviceError(
-                f"device 'npu' requested but no Ascend NPU is available to torch_npu; {NPU_INSTALL_HINT}"
-            )
-        if index >= npu.device_count():
-            raise DeviceError(f"npu:{index} requested but only {npu.device_count()} NPU(s) are visible")
-        return torch.device("npu", index)
+    if kind in ACCELERATORS:
+        if kind == "npu":
+            _import_torch_npu()
+        runtime = getattr(torch, kind, None)  # torch.cuda, or torch.npu once torch_npu is imported
+        if runtime is None or not runtime.is_available():
+            raise DeviceError(f"device '{kind}' requested but {ACCELERATORS[kind][1]}")
+        if index >= runtime.device_count():
+            count, unit = runtime.device_count(), ACCELERATORS[kind][0]
+            raise DeviceError(f"{kind}:{index} requested but only {count} {unit}(s) are visible")
+        return torch.device(kind, index)
     raise DeviceError(f"unknown device {name!r}; use cpu, cuda[:N] or npu[:N]")
 
 
 def synchronize(device: torch.device) -> None:
     """Wait for queued device work so a timer stopped afterwards measures the real compute time."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "npu":
-        torch.npu.synchronize(device)  # type: ignore[attr-defined]
+    if device.type in ACCELERATORS:
+        getattr(torch, device.type).synchronize(device)
 
 
 def _read_first_line(path: Path, key: str | None = None) -> str | None:

@@ -33,10 +33,9 @@ def repeated_blocks(network: torch.nn.Module) -> list[torch.nn.Module]:
 
 @dataclass(eq=False)
 class EmbeddingModel:
-    """A transformer encoder plus pooling and L2 normalisation, on one device at one precision.
-
-    The batcher uses the two halves separately (`tokenize` on a tokeniser thread, `embed_token_ids`
-    on the device worker); `encode` chains them for offline use and precision checks."""
+    """A transformer encoder plus pooling and L2 normalisation, on one device at one precision. The batcher
+    uses the two halves separately (`tokenize` on a tokeniser thread, `embed_token_ids` on the device worker);
+    `encode` chains them for offline use and precision checks."""
 
     path: Path
     name: str
@@ -202,7 +201,6 @@ def load_model(
 
     hf_logging.disable_progress_bar()
 
-    is_default = path is None
     model_path = model_dir(path)
     if not (model_path / "config.json").is_file():
         raise ModelLoadError(
@@ -218,11 +216,9 @@ def load_model(
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load the model from {model_path}: {exc}") from exc
     network.eval()
-    if precision != "int8":
-        network = network.to(torch_device)
     network = _apply_precision(network, torch_device, precision, int8_exclude)
     dimension = int(getattr(config, "hidden_size", 0) or getattr(config, "d_model", 0))
-    served_name = name or (DEFAULT_MODEL_NAME if is_default else model_path.name)
+    served_name = name or (DEFAULT_MODEL_NAME if path is None else model_path.name)
     pooling, max_tokens = read_pooling(model_path), read_max_tokens(model_path, config, tokenizer)
     model = EmbeddingModel(
         model_path, served_name, tokenizer, network, torch_device, precision, pooling, max_tokens, dimension

@@ -54,10 +54,9 @@ def request_id_from(scope: Scope, ids: RequestIds) -> str:
 
 
 class AccessLog:
-    """One JSON line per request to stderr ('-'), a file (appended to), or nowhere ('off').
-
-    Lines are written together at most FLUSH_S after the first of them: a write per request handed the GIL to
-    the inference thread at every line, which cost ~5 % of closed-loop throughput (`make bench-ab`)."""
+    """One JSON line per request to stderr ('-'), a file (appended to), or nowhere ('off'). Lines are written
+    together at most FLUSH_S after the first of them: a write per request handed the GIL to the inference
+    thread at every line, which cost ~5 % of closed-loop throughput (`make bench-ab`)."""
 
     def __init__(self, target: str) -> None:
         self._owned: IO[str] | None = None

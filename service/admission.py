@@ -3,15 +3,14 @@ load shedding (429) in front of POST /v1/embeddings and /rerank.
 
 With --api-keys set, every endpoint but the probes needs a valid Bearer key. /health and /ready stay open for
 load balancers and orchestrators; /metrics, /info, /openapi.json and the serving routes need a key (a
-Prometheus scrape sends it as `authorization: {credentials: KEY}`).
-
-Under overload most requests are refused, so a refusal must cost next to nothing. As text-embeddings-
-inference takes a permit before tokenising, the admission middleware asks, before routing, body reading or
-parsing, whether even a one-input request would be shed now (queue full, or an estimated wait beyond the share
-of the deadline the service admits) and answers 429 with Retry-After at once. Every other path (/health,
-/ready, /metrics, ...) passes straight through, never judged. A request let in is not yet work: it counts only
-once its body is in, when the route judges it again on its real inputs (service/admission_rule.py), so clients
-that send their bodies slowly hold nothing but their own connections."""
+Prometheus scrape sends it as `authorization: {credentials: KEY}`). Under overload most requests are refused,
+so a refusal must cost next to nothing. As text-embeddings-inference takes a permit before tokenising, the
+admission middleware asks, before routing, body reading or parsing, whether even a one-input request would be
+shed now (queue full, or an estimated wait beyond the share of the deadline the service admits) and answers
+429 with Retry-After at once. Every other path (/health, /ready, /metrics, ...) passes straight through, never
+judged. A request let in is not yet work: it counts only once its body is in, when the route judges it again
+on its real inputs (service/admission_rule.py), so clients that send their bodies slowly hold nothing but
+their own connections."""
 
 from __future__ import annotations
 
@@ -32,10 +31,9 @@ SERVING_PATHS = frozenset({EMBEDDINGS_PATH, RERANK_PATH})  # the POST routes tha
 
 
 class AdmissionMiddleware:
-    """Refuses serving requests (SERVING_PATHS) with 429 + Retry-After while the engine would shed them anyway.
-
-    `batcher` returns the running batcher (or the front end's view of the engine's), or None while the service
-    is not ready (the route then answers 503 itself)."""
+    """Refuses serving requests (SERVING_PATHS) with 429 + Retry-After while the engine would shed them
+    anyway. `batcher` returns the running batcher (or the front end's view of the engine's), or None while the
+    service is not ready (the route then answers 503 itself)."""
 
     def __init__(self, app: ASGIApp, batcher: Callable[[], BatcherView | None], deadline_ms: float) -> None:
         self.app = app

@@ -25,10 +25,9 @@ class QueueFigures:
     queue_size: int  # most inputs waiting
 
 
-def estimated_wait_s(queue: QueueFigures, n_inputs: int = 1, ahead_requests: int = 0) -> float:
-    """Seconds until the last of a new request's n_inputs is computed. `ahead_requests`: requests judged already
-    whose inputs have not reached the queue yet, each counted as large as this one."""
-    ahead_inputs = min(queue.waiting_inputs, queue.queued_requests * n_inputs) + ahead_requests * n_inputs
+def estimated_wait_s(queue: QueueFigures, n_inputs: int = 1) -> float:
+    """Seconds until the last of a new request's n_inputs is computed."""
+    ahead_inputs = min(queue.waiting_inputs, queue.queued_requests * n_inputs)
     return (ahead_inputs + n_inputs) * queue.per_input_s / max(1, queue.workers)
 
 
@@ -42,35 +41,31 @@ class Admission:
     def queue_figures(self) -> QueueFigures:
         raise NotImplementedError
 
-    def estimated_wait_s(self, ahead_requests: int = 0, n_inputs: int = 1) -> float:
+    def estimated_wait_s(self, n_inputs: int = 1) -> float:
         """How long a new request of n_inputs waits until its last input is computed."""
-        return estimated_wait_s(self.queue_figures(), n_inputs, ahead_requests)
+        return estimated_wait_s(self.queue_figures(), n_inputs)
 
     def drain_s(self) -> float:
         """How long the queued inputs take to compute: when a client refused for a full queue may retry."""
         queue = self.queue_figures()
         return queue.waiting_inputs * queue.per_input_s / max(1, queue.workers)
 
-    def check_admission(
-        self, n_inputs: int, deadline_ms: float, ahead_requests: int = 0, judged: bool = False
-    ) -> None:
+    def check_admission(self, n_inputs: int, deadline_ms: float, judged: bool = False) -> None:
         """Raise QueueFull or Overloaded, counted in embedperf_shed_total, when a request of n_inputs should
         be shed now (`judge` on the queue now)."""
-        self.judge(self.queue_figures(), n_inputs, deadline_ms, ahead_requests, judged)
+        self.judge(self.queue_figures(), n_inputs, deadline_ms, judged)
 
-    def judge(
-        self, queue: QueueFigures, n_inputs: int, deadline_ms: float, ahead: int = 0, judged: bool = False
-    ) -> None:
+    def judge(self, queue: QueueFigures, n_inputs: int, deadline_ms: float, judged: bool = False) -> None:
         """The rule, on `queue`. `judged`: the request was admitted on its estimated wait already (by a front
         end, or before its inputs were counted); only the queue bound holds for it then, so a request let in
         is never turned into a late 429. An empty queue always admits: there is nobody to yield to."""
-        waiting = queue.waiting_inputs + ahead
+        waiting = queue.waiting_inputs
         if waiting + n_inputs > queue.queue_size:
             self.metrics.shed.labels(reason="queue_full").inc()
             raise QueueFull(waiting, queue.queue_size)
         if judged or not waiting:
             return
-        wait_s = estimated_wait_s(queue, n_inputs, ahead)
+        wait_s = estimated_wait_s(queue, n_inputs)
         limit_s = deadline_ms / 1000 * self.admit_wait_share
         if wait_s > limit_s:
             self.metrics.shed.labels(reason="estimated_wait").inc()

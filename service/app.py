@@ -46,11 +46,10 @@ SERVING_ROUTES = {EMBEDDINGS_PATH: embeddings, RERANK_PATH: rerank}
 
 
 class ServingPathMiddleware:
-    """POST /v1/embeddings and /rerank straight to their handlers, innermost of the app's middlewares.
-
-    Through FastAPI's exception middlewares, router and dependency resolution, a serving request cost about a
-    quarter of a front end's CPU, for routes that take the raw body and need none of it. The routes stay
-    registered with FastAPI (the OpenAPI document, 405 for other methods), answered by the same handlers."""
+    """POST /v1/embeddings and /rerank straight to their handlers, innermost of the app's middlewares. Through
+    FastAPI's exception middlewares, router and dependency resolution, a serving request cost about a quarter
+    of a front end's CPU, for routes that take the raw body and need none of it. The routes stay registered
+    with FastAPI (the OpenAPI document, 405 for other methods), answered by the same handlers."""
 
     def __init__(self, app: ASGIApp, handlers: dict[str, Handler]) -> None:
         self.app = app
@@ -146,6 +145,9 @@ def build_app(state: ServiceState) -> FastAPI:
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
+    # a bi-encoder score, not a cross-encoder's: named so that nobody mistakes it
+    rerank_info = dict(path=RERANK_PATH, kind=RERANK_KIND, model=settings.model_name, score=RERANK_SCORE)
+
     @app.get("/info")
     async def info() -> Response:
         m = state.model
@@ -163,12 +165,7 @@ def build_app(state: ServiceState) -> FastAPI:
                 "device": str(m.device) if m else settings.device,
                 "devices": [spec.as_info() for spec in settings.device_specs()],
                 "precision": settings.precision,
-                "rerank": {  # a bi-encoder score, not a cross-encoder's: named so that nobody mistakes it
-                    "path": RERANK_PATH,
-                    "kind": RERANK_KIND,
-                    "model": settings.model_name,
-                    "score": RERANK_SCORE,
-                },
+                "rerank": rerank_info,
                 "config": settings.public_config(),
                 "weights_sha256": state.weights or {},
                 "versions": state.engine.versions(),
@@ -201,12 +198,11 @@ def _add_probe_routes(app: FastAPI, state: ServiceState) -> None:
         if keys and not key_is_valid(request.headers.get("authorization", "").encode("latin-1"), keys):
             return {"status": "ok"}
         batcher = state.batcher
-        switch = batcher.switch if batcher else None
         return {
             "status": "ok",
             "ready": state.ready and state.device_healthy(),
             "model": state.settings.model_name,
-            "serving_fallback": bool(switch and switch.on_fallback),
+            "serving_fallback": bool(batcher and batcher.serving_fallback()),
             "device": state.settings.device,
             "busy_frac": round(batcher.busy_fraction(), 4) if batcher else 0.0,
             "device_busy_frac": state.engine.device_busy_fractions(),

@@ -59,11 +59,9 @@ class BatcherConfig:
 
 @dataclass
 class BatchResult:
-    """Embeddings of one request, the model that produced them, and where its time went.
-
-    batch_size / batch_tokens describe the largest batch the request rode in (a request with many inputs is
-    spread over several batches); batch_tokens counts padded tokens (inputs x longest), what the device computed.
-    """
+    """Embeddings of one request, the model that produced them, and where its time went. batch_size /
+    batch_tokens describe the largest batch the request rode in (a request with many inputs is spread over
+    several batches); batch_tokens counts padded tokens (inputs x longest), what the device computed."""
 
     embeddings: np.ndarray
     token_counts: list[int]

@@ -136,6 +136,9 @@ class Batcher(Admission):
         """The id of the model that would compute a request submitted now (the fallback while busy)."""
         return self.switch.model_for_new_request() if self.switch else self.config.model_id
 
+    def serving_fallback(self) -> bool:
+        return bool(self.switch and self.switch.on_fallback)
+
     async def submit(
         self, texts: list[str], deadline_ms: float, judged: bool = False, model: str | None = None
     ) -> BatchResult:

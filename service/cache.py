@@ -83,10 +83,9 @@ class CacheLookup:
         return [i for i, entry in enumerate(self.entries) if entry is None]
 
     def header(self) -> str:
-        """X-Cache: hit (every input cached), partial (some), miss (none), bypass (Redis down, not all hit).
-
-        A multi-input request is a hit only when every input was; partial says the request still waited
-        for the device, so a client timing it knows it was not a pure cache answer."""
+        """X-Cache: hit (every input cached), partial (some), miss (none), bypass (Redis down, not all hit). A
+        multi-input request is a hit only when every input was; partial says the request still waited for the
+        device, so a client timing it knows it was not a pure cache answer."""
         found = len(self.entries) - len(self.missing)
         if found == len(self.entries):
             return "hit"
@@ -186,9 +185,6 @@ class RedisCache:
             )
         return self._client
 
-    def key(self, text: str) -> str:
-        return cache_key(self.namespace, text)
-
     def status(self) -> dict[str, Any]:
         """The /health `cache` entry."""
         status: dict[str, Any] = {"kind": "redis", "url": redact_url(self.url), "connected": self.connected}
@@ -226,23 +222,22 @@ class RedisCache:
         self.connected = False
         self.metrics.cache_up.set(0)
 
-    async def connect(self) -> bool:
+    async def connect(self) -> None:
         """Ping once at start-up; a failure only means the service starts without the cache."""
         self._next_attempt_s = 0.0
         try:
             await self._redis().ping()
         except (RedisError, OSError) as exc:
             self._down(exc)
-            return False
+            return
         self._up()
-        return True
 
     async def get_many(self, texts: Sequence[str]) -> list[CachedEmbedding | None] | None:
         """Entries for texts (None where absent), or None when Redis is unavailable."""
         if not texts or not self._may_try():
             return None
         try:
-            raws = await self._redis().mget([self.key(text) for text in texts])
+            raws = await self._redis().mget([cache_key(self.namespace, text) for text in texts])
         except (RedisError, OSError) as exc:
             self._down(exc)
             return None
@@ -255,7 +250,8 @@ class RedisCache:
         try:
             async with self._redis().pipeline(transaction=False) as pipe:
                 for text, vector, tokens in entries:
-                    pipe.set(self.key(text), encode_entry(vector, tokens), ex=self.ttl_s or None)
+                    key = cache_key(self.namespace, text)
+                    pipe.set(key, encode_entry(vector, tokens), ex=self.ttl_s or None)
                 await pipe.execute()
         except (RedisError, OSError) as exc:
             self._down(exc)

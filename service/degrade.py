@@ -4,13 +4,12 @@ errors, a lighter fallback model while the device stays busy.
 Ascend and CUDA runtimes report memory exhaustion as exceptions whose text names it; a batch that hits it is
 split and retried, and the next batches are kept smaller until OOM_RECOVERY_S has passed without another one.
 Other device errors fail only their batch, but several within ERROR_WINDOW_S turn /ready to 503 so a balancer
-moves traffic away; the window empties by itself and readiness comes back without a restart.
-
-The fallback switch looks at the busy fraction of the inference workers averaged over the last `window_s`: at
-or above `threshold`, new requests go to the fallback; below it, to the main model again. It changes at most
-once per window, so the window that decides a switch back holds only time spent on the fallback. A request is
-computed whole by the model chosen when it was submitted (its vectors never mix two models), and every
-response names that model."""
+moves traffic away; the window empties by itself and readiness comes back without a restart. The fallback
+switch looks at the busy fraction of the inference workers averaged over the last `window_s`: at or above
+`threshold`, new requests go to the fallback; below it, to the main model again. It changes at most once per
+window, so the window that decides a switch back holds only time spent on the fallback. A request is computed
+whole by the model chosen when it was submitted (its vectors never mix two models), and every response names
+that model."""
 
 from __future__ import annotations
 

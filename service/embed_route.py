@@ -182,7 +182,10 @@ async def embed_texts(state: ServiceState, texts: list[str], record: RequestReco
             vectors[index], tokens[index] = entry.vector, entry.tokens
     result = BatchResult(np.empty((0, 0)), [], 0.0, 0.0, 0.0, 0, 0, main_id)
     if missing:
-        result = await _submit(state, [texts[i] for i in missing], missing, model_id)
+        try:  # the request is work from here on: judged on its real inputs once they are tokenised
+            result = await state.batcher.submit([texts[i] for i in missing], s.deadline_ms, model=model_id)
+        except BatcherError as exc:
+            raise api_error(exc, missing, state.batcher.drain_s(), state.model.max_tokens) from None
         for row, index in enumerate(missing):
             vectors[index], tokens[index] = result.embeddings[row], result.token_counts[row]
         if use_cache:
@@ -219,16 +222,6 @@ def answer_headers(
     if state.cache.enabled and embedded.use_cache:
         headers["X-Cache"] = embedded.cached.header()
     return headers
-
-
-async def _submit(state: ServiceState, texts: list[str], positions: list[int], model_id: str) -> BatchResult:
-    assert state.batcher is not None and state.model is not None
-    batcher = state.batcher
-    deadline_ms = state.settings.deadline_ms
-    try:  # the request is work from here on: judged on its real inputs once they are tokenised
-        return await batcher.submit(texts, deadline_ms, model=model_id)
-    except BatcherError as exc:
-        raise api_error(exc, positions, batcher.drain_s(), state.model.max_tokens) from None
 
 
 async def rerank(

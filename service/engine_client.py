@@ -23,13 +23,20 @@ from service.admission_rule import Admission, QueueFigures
 from service.batch_errors import BatcherError, DeadlineExceeded, EngineUnavailable, ShuttingDown
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
 from service.engine_status import QUEUE_SLOTS, EngineState, Slot, StatusBlock
-from service.engine_wire import Frames, cancel_frames, read_reply, reply_id, submit_frames
+from service.engine_wire import (
+    Frames,
+    arrived,
+    cancel_frames,
+    open_socket,
+    read_reply,
+    reply_id,
+    submit_frames,
+)
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 from service.tokenize_stage import FrontTokenizer
 
 log = logging.getLogger("service.frontend")
-SEND_QUEUE_MESSAGES = 100_000  # messages a front end queues for an engine that is not reading (restarting)
 WATCH_INTERVAL_S = 0.02  # how soon requests waiting on an engine that ended are answered
 READY_POLL_S = 0.05
 TOKENIZE_OFF_LOOP_INPUTS = 64  # larger requests are tokenised on a thread, so the event loop stays free
@@ -40,7 +47,7 @@ UNAVAILABLE: dict[EngineState, str | None] = {  # why the routes cannot compute,
 }
 
 
-@dataclass(frozen=True)
+@dataclass
 class ModelCard:
     """The served model's figures, as the engine published them."""
 
@@ -71,15 +78,6 @@ class StatusHealth:
         return dict(self.status.read_document().get("health", {}))
 
 
-@dataclass(frozen=True)
-class StatusSwitch:
-    status: StatusBlock
-
-    @property
-    def on_fallback(self) -> bool:
-        return bool(self.status.get(Slot.FALLBACK_ON))
-
-
 @dataclass(eq=False)
 class RemoteBatcher(Admission):
     """The batcher surface of the routes, for an engine in another process."""
@@ -97,7 +95,6 @@ class RemoteBatcher(Admission):
         self._waiting: dict[int, asyncio.Future[Frames]] = {}
         self.admit_wait_share = self.settings.admit_wait_share
         self.health = StatusHealth(self.status)
-        self.switch = StatusSwitch(self.status) if self.fallback_id else None
         self._generation = self.status.get(Slot.GENERATION)
 
     # ---- figures, from the status block ----------------------------------------------------------------------
@@ -114,10 +111,11 @@ class RemoteBatcher(Admission):
     def busy_fraction(self) -> float:
         return self.status.get(Slot.BUSY_FRACTION)
 
+    def serving_fallback(self) -> bool:
+        return bool(self.fallback_id and self.status.get(Slot.FALLBACK_ON))
+
     def model_for_new_request(self) -> str:
-        if self.fallback_id and self.status.get(Slot.FALLBACK_ON):
-            return self.fallback_id
-        return self.main_id
+        return self.fallback_id if self.fallback_id and self.serving_fallback() else self.main_id
 
     # ---- requests --------------------------------------------------------------------------------------------
 
@@ -179,9 +177,8 @@ class RemoteBatcher(Admission):
 
     def read_replies(self) -> None:
         """Hand each reply that has arrived to the request waiting for it (one that gave up is dropped). Called
-        when the socket's descriptor is readable, and after every send (ZeroMQ signals edges, not levels)."""
-        while int(self.socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
-            frames = self.socket.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+        when the socket's descriptor is readable, and after every send."""
+        for frames in arrived(self.socket, copy=False):
             future = self._waiting.get(reply_id(frames))
             if future is not None and not future.done():
                 future.set_result(frames)
@@ -241,9 +238,7 @@ class RemoteEngine:
             model_id: FrontTokenizer(Path(entry["path"]), int(entry["max_tokens"]), truncate)
             for model_id, entry in document["models"].items()
         }
-        socket = self._context.socket(zmq.DEALER)
-        socket.setsockopt(zmq.LINGER, 0)
-        socket.setsockopt(zmq.SNDHWM, SEND_QUEUE_MESSAGES)
+        socket = open_socket(self._context, zmq.DEALER)
         socket.connect(self.endpoint)
         model_ids = document["main_id"], document.get("fallback_id")
         self.batcher = RemoteBatcher(self.settings, self.status, socket, tokenizers, *model_ids, self.metrics)

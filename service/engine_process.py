@@ -31,7 +31,9 @@ from service.engine_wire import (
     CANCEL,
     SUBMIT,
     Frames,
+    arrived,
     error_frames,
+    open_socket,
     read_cancel,
     read_message,
     read_submission,
@@ -42,7 +44,6 @@ from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 
 log = logging.getLogger("service.engine")
-SEND_QUEUE_MESSAGES = 100_000  # replies queued for a front end that is slow to read them
 ZERO_COPY_BYTES = 64 * 1024  # replies at least this large are sent without copying their vectors
 PUBLISH_INTERVAL_S = 0.02  # how stale the queue figures front ends admit on may be
 DOCUMENT_EVERY = 25  # publications between two rewrites of the status document (0.5 s)
@@ -69,7 +70,6 @@ class EngineServer:
         self.metrics = ServiceMetrics()
         self.engine = LocalEngine(settings, None, self.metrics, own_process=True)
         self.jobs: dict[tuple[bytes, int], BatchJob] = {}  # (front end, request id) -> its job in the batcher
-        self.socket: zmq.Socket[bytes]
         self.stop = asyncio.Event()
         self.parent_pid = os.getppid()
         self.counted_hits = self.counted_misses = 0
@@ -78,11 +78,8 @@ class EngineServer:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stop.set)
         context = zmq.Context()
-        socket = context.socket(zmq.ROUTER)
-        socket.setsockopt(zmq.LINGER, 0)  # at the end, replies still unsent are for front ends that have gone
-        socket.setsockopt(zmq.SNDHWM, SEND_QUEUE_MESSAGES)
+        socket = self.socket = open_socket(context, zmq.ROUTER)
         socket.bind(self.endpoint)
-        self.socket = socket
         self.status.set(Slot.GENERATION, self.generation)
         self.status.set(Slot.STATE, EngineState.STARTING)
         publisher = asyncio.create_task(self._publish_loop())
@@ -118,11 +115,10 @@ class EngineServer:
 
     def _receive(self) -> None:
         """Queue every request that has arrived and drop every cancelled one; no task per request: a job's
-        future answers its front end by callback (ZeroMQ signals readiness by edges: read until empty)."""
-        socket, batcher = self.socket, self.engine.batcher
+        future answers its front end by callback."""
+        batcher = self.engine.batcher
         assert batcher is not None
-        while int(socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
-            identity, frame = socket.recv_multipart(flags=zmq.NOBLOCK)
+        for identity, frame in arrived(self.socket, copy=True):
             message = read_message(frame)
             if message["kind"] == SUBMIT:
                 submission = read_submission(message)
@@ -157,7 +153,7 @@ class EngineServer:
     def _reply(self, identity: bytes, reply: Frames) -> None:
         # Copied sends: below tens of kilobytes a copy is cheaper than a zero-copy frame's bookkeeping.
         with contextlib.suppress(zmq.Again):  # a front end that stopped reading: its requests are lost with it
-            copy = reply_bytes(reply) < ZERO_COPY_BYTES
+            copy = sum(memoryview(frame).nbytes for frame in reply) < ZERO_COPY_BYTES
             self.socket.send_multipart([identity, *reply], flags=zmq.NOBLOCK, copy=copy)
         self._receive()  # any operation may consume the socket's readiness signal
 
@@ -217,7 +213,3 @@ class EngineServer:
             "health": batcher.health.snapshot(),
             "pid": os.getpid(),
         }
-
-
-def reply_bytes(frames: Frames) -> int:
-    return sum(memoryview(frame).nbytes for frame in frames)

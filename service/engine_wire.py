@@ -8,11 +8,13 @@ engine -> front end  REPLY:  [header{id, result or error}, vectors (float32, row
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 import numpy as np
+import zmq
 
 from service.batch_errors import (
     BatcherError,
@@ -27,6 +29,7 @@ from service.batch_errors import (
 )
 from service.batch_job import BatchResult
 
+SEND_QUEUE_MESSAGES = 100_000  # messages queued for a peer that is not reading (an engine restarting)
 SUBMIT = "S"
 CANCEL = "C"
 Frames = list[Any]  # bytes or zmq.Frame (anything with the buffer protocol)
@@ -43,6 +46,20 @@ ERROR_KINDS: list[tuple[str, type[BatcherError], tuple[str, ...]]] = [
     ("stopped", BatcherStopped, ()),
     ("failed", ComputeFailed, ("message",)),
 ]
+
+
+def open_socket(context: zmq.Context[Any], kind: int) -> zmq.Socket[bytes]:
+    """A socket of either side; it never waits to close (what is unsent is for a peer that has gone)."""
+    socket = context.socket(kind)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.SNDHWM, SEND_QUEUE_MESSAGES)
+    return socket
+
+
+def arrived(socket: zmq.Socket[bytes], copy: bool) -> Iterator[Frames]:
+    """Every message that has arrived (ZeroMQ signals readiness by edges: read until none is left)."""
+    while int(socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+        yield socket.recv_multipart(flags=zmq.NOBLOCK, copy=copy)
 
 
 @dataclass(frozen=True)

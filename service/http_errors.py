@@ -56,11 +56,10 @@ def api_error(error: BatcherError, positions: list[int], drain_s: float, max_tok
 
 
 async def send_refusal(send: Send, scope: Scope, error: ApiError, t_start_s: float) -> None:
-    """Answer error before the request's body is read, as a complete JSON response.
-
-    The server's HTTP parser frames every request, so a body sent anyway is read and dropped and the
-    connection serves the next request. A client waiting for `100 Continue` never sends its body, and its
-    next request could be taken for one: that connection is closed after the answer."""
+    """Answer error before the request's body is read, as a complete JSON response. The server's HTTP parser
+    frames every request, so a body sent anyway is read and dropped and the connection serves the next
+    request. A client waiting for `100 Continue` never sends its body, and its next request could be taken for
+    one: that connection is closed after the answer."""
     record = record_of(scope)
     if record is not None:
         record.error = error.code

@@ -17,9 +17,8 @@ def create_app(
     settings: ServiceSettings, model: EmbeddingModel | None = None, freeze_heap: bool = False
 ) -> FastAPI:
     """The service as an ASGI app. With model=None the lifespan loads settings.model in the background.
-
-    freeze_heap: once ready, take the start-up heap out of the garbage collector's reach (the service
-    process does; an app embedded in another process, such as a test, should not freeze its host's heap)."""
+    freeze_heap: once ready, take the start-up heap out of the garbage collector's reach (the service process
+    does; an app embedded in another process, such as a test, should not freeze its host's heap)."""
     metrics = ServiceMetrics()
     engine = LocalEngine(settings, model, metrics)
     return build_app(ServiceState(settings=settings, engine=engine, metrics=metrics, freeze_heap=freeze_heap))

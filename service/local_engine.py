@@ -113,9 +113,8 @@ def load_main_model(s: ServiceSettings) -> EmbeddingModel:
 
 
 def load_fallback(settings: ServiceSettings, model: EmbeddingModel) -> Fallback | None:
-    """The lighter model of --fallback-model / --fallback-precision, on the first serving device, or None.
-
-    Its vectors must have the main model's dimension: clients store them side by side."""
+    """The lighter model of --fallback-model / --fallback-precision, on the first serving device, or None. Its
+    vectors must have the main model's dimension: clients store them side by side."""
     fallback_id = settings.fallback_model_id()
     if fallback_id is None:
         return None

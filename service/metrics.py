@@ -68,14 +68,10 @@ class ServiceMetrics:
             "the overall busy fraction (per device: embedperf_device_compute_seconds_total).",
         )
         self.workers = gauge("workers", "Inference workers (one per serving device).")
-        self.device_busy = gauge(
-            "device_busy_fraction",
-            "Share of the last 10 s each serving device's worker spent computing.",
-            "device",
-        )
-        self.device_batches = counter(
-            "device_batches_total", "Batches computed per serving device.", "device"
-        )
+        busy_help = "Share of the last 10 s each serving device's worker spent computing."
+        self.device_busy = gauge("device_busy_fraction", busy_help, "device")
+        batches_help = "Batches computed per serving device."
+        self.device_batches = counter("device_batches_total", batches_help, "device")
         self.device_compute_seconds = counter(
             "device_compute_seconds_total", "Seconds each serving device's worker spent computing.", "device"
         )

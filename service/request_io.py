@@ -87,12 +87,11 @@ async def _hang_up(receive: Receive) -> None:
 
 
 class cancelled_on_hang_up:  # noqa: N801 - used as `async with cancelled_on_hang_up(receive):`
-    """Cancel the calling task with CLIENT_DISCONNECTED if the client hangs up inside the block.
-
-    As vLLM's server does: the ASGI receive channel says `http.disconnect` when the connection drops, and the
+    """Cancel the calling task with CLIENT_DISCONNECTED if the client hangs up inside the block. As vLLM's
+    server does: the ASGI receive channel says `http.disconnect` when the connection drops, and the
     cancellation reaches the batcher, which drops the request's work wherever it is. The caller turns that
-    CancelledError into `client_gone()` (and uncancels its task); any other cancellation passes through.
-    (A class rather than contextlib's generator: it runs once per request.)"""
+    CancelledError into `client_gone()` (and uncancels its task); any other cancellation passes through. (A
+    class rather than contextlib's generator: it runs once per request.)"""
 
     def __init__(self, receive: Receive) -> None:
         self._receive = receive

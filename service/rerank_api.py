@@ -67,10 +67,9 @@ def _parse_texts(value: Any, most: int) -> list[str]:
 
 
 def ranked(query_vector: np.ndarray, text_vectors: np.ndarray, raw_scores: bool) -> list[tuple[int, float]]:
-    """(text index, score) by score, highest first (equal scores: lower index first).
-
-    The cosine is computed from the vectors as given, normalised again, so a vector that is not exactly of
-    unit length (reduced precision) still scores within [-1, 1]."""
+    """(text index, score) by score, highest first (equal scores: lower index first). The cosine is computed
+    from the vectors as given, normalised again, so a vector that is not exactly of unit length (reduced
+    precision) still scores within [-1, 1]."""
     unit_query = query_vector / max(float(np.linalg.norm(query_vector)), 1e-12)
     norms = np.maximum(np.linalg.norm(text_vectors, axis=1), 1e-12)
     cosines = np.clip((text_vectors @ unit_query) / norms, -1.0, 1.0)

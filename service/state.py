@@ -125,10 +125,9 @@ class ServiceState:
 
 
 def freeze_startup_heap() -> None:
-    """Move the objects alive after loading and warm-up (the model, tokeniser, libraries) out of the GC's reach.
-
-    A full collection otherwise walks ~400k long-lived objects and stalls every thread holding the GIL for
-    ~0.2 s, which shows up as the P99 of /health and of every request; the rest (requests in flight) is
+    """Move the objects alive after loading and warm-up (the model, tokeniser, libraries) out of the GC's
+    reach. A full collection otherwise walks ~400k long-lived objects and stalls every thread holding the GIL
+    for ~0.2 s, which shows up as the P99 of /health and of every request; the rest (requests in flight) is
     walked every ~30 s instead of every ~3 s once full collections wait for ten times more middle ones."""
     gc.collect()
     gc.freeze()

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
@@ -91,23 +92,19 @@ class Supervisor:
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stopping = True
 
+    def _spawn(self, main: Callable[..., None], number: int, name: str) -> BaseProcess:
+        """Start a child running main(settings, endpoint, status path, number)."""
+        args = (self.settings, self.endpoint, str(self.status_path), number)
+        process = self.context.Process(target=main, args=args, name=name)
+        process.start()
+        return process
+
     def _start_engine(self) -> None:
         self.generation += 1
-        self.engine = self.context.Process(
-            target=engine_main,
-            args=(self.settings, self.endpoint, str(self.status_path), self.generation),
-            name="embedperf-engine",
-        )
-        self.engine.start()
+        self.engine = self._spawn(engine_main, self.generation, "embedperf-engine")
 
     def _start_front(self, index: int) -> None:
-        front = self.context.Process(
-            target=frontend_main,
-            args=(self.settings, self.endpoint, str(self.status_path), index),
-            name=f"embedperf-http-{index}",
-        )
-        front.start()
-        self.fronts[index] = front
+        self.fronts[index] = self._spawn(frontend_main, index, f"embedperf-http-{index}")
 
     def _watch(self) -> int:
         """Until asked to stop: restart what ended. Returns the exit status the service ends with."""

@@ -29,14 +29,10 @@ log = logging.getLogger("service.workers")
 
 def bind_device(spec: DeviceSpec) -> None:
     """Make spec the current device of the calling thread (threads do not inherit the device context)."""
-    if spec.kind == "cuda":
+    if spec.kind != "cpu":
         import torch
 
-        torch.cuda.set_device(spec.index)
-    elif spec.kind == "npu":
-        import torch
-
-        torch.npu.set_device(spec.index)  # type: ignore[attr-defined]
+        getattr(torch, spec.kind).set_device(spec.index)  # torch.cuda, or torch.npu from torch_npu
 
 
 @dataclass(eq=False)
@@ -138,10 +134,9 @@ def build_pool(
     load: Callable[..., EmbeddingModel],
 ) -> WorkerPool:
     """One worker per serving device: `model` serves the first, a replica is loaded (by `load`, the service's
-    load_model) for each other device.
-
-    CPU workers share `model` unless settings.cpu_worker_replicas: inference never writes the weights, and
-    a copy per worker adds memory and load time without adding cores."""
+    load_model) for each other device. CPU workers share `model` unless settings.cpu_worker_replicas:
+    inference never writes the weights, and a copy per worker adds memory and load time without adding
+    cores."""
     specs = settings.device_specs()
     workers = [DeviceWorker(specs[0], model)]
     for spec in specs[1:]:
