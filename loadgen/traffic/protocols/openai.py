@@ -1,9 +1,10 @@
-"""OpenAI-style embeddings (`POST /v1/embeddings`), the default protocol and the reference service's.
+"""OpenAI-style embeddings (`POST /v1/embeddings`), the default protocol and the reference service's, and the
+OpenAI-shaped servers with a Cohere-shaped rerank (vLLM, Infinity).
 
-Its rerank is the reference service's TEI-shaped `POST /rerank` (OpenAI has none). Float answers are checked
-by a byte scan (count and length of the embedding lists) that costs a few microseconds where parsing every
-float costs ~100 us at 384 dimensions; any answer the scan does not accept outright is parsed with `json` for
-the exact reason."""
+The default's rerank is the reference service's TEI-shaped `POST /rerank` (OpenAI has none). Float answers
+are checked by a byte scan (count and length of the embedding lists) that costs a few microseconds where
+parsing every float costs ~100 us at 384 dimensions; any answer the scan does not accept outright is parsed
+with `json` for the exact reason."""
 
 from __future__ import annotations
 
@@ -226,3 +227,30 @@ class OpenAIServerProtocol(OpenAIProtocol):
         """The served model's entry of the model list, as {"model": id, ...its fields}."""
         info = listed_model(raw, model)
         return {k: v for k, v in info.items() if k != "id"} if info is not None else None
+
+
+class VllmProtocol(OpenAIServerProtocol):
+    """vLLM's OpenAI-compatible server (also vllm-ascend): embeddings and rerank under /v1, own metrics."""
+
+    name = "vllm"
+    label = "vLLM OpenAI-compatible"
+    owner = "vllm"
+    metric_names = {
+        "queue_depth": "vllm:num_requests_waiting", "request_rate_qps": "vllm:request_success_total",
+        "tokens_per_s": "vllm:prompt_tokens_total",
+    }
+
+
+class InfinityProtocol(OpenAIServerProtocol):
+    """Infinity (`infinity_emb v2`): /embeddings and /rerank below its --url-prefix (none by default).
+
+    Its /metrics holds HTTP-level figures only, no queue or batch: the collectors find nothing of ours."""
+
+    name = "infinity"
+    label = "infinity-style OpenAI"
+    owner = "infinity"
+    default_prefix = ""
+
+
+VLLM = VllmProtocol()
+INFINITY = InfinityProtocol()
