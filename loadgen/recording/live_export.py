@@ -6,7 +6,6 @@ scrape, exported from a registry of our own (never the process default)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,7 +16,6 @@ from prometheus_client.registry import Collector
 from loadgen.recording.live import LATENCY_BUCKETS_MS, LiveRun
 from loadgen.recording.live_cost import live_prices, step_cost_per_1m
 
-log = logging.getLogger("embedperf.loadgen")
 METRIC_PREFIX = "embedperf"
 # Each step's figures: (family, name after the prefix, labels beyond run_id/stage/stage_label, help).
 STEP_METRICS: tuple[tuple[Any, str, tuple[str, ...], str], ...] = (
@@ -29,6 +27,12 @@ STEP_METRICS: tuple[tuple[Any, str, tuple[str, ...], str], ...] = (
     (HistogramMetricFamily, "latency_ms", (), "Client-side latency of every request of the step, ms."),
     (GaugeMetricFamily, "server_stage_mean_ms", ("server_stage",),
      "Mean Server-Timing stage of successful requests in the step, ms."),
+)
+COST_METRICS: tuple[tuple[str, str], ...] = (  # gauges, with a currency label beyond the step's
+    ("cost_per_1m_embeddings",
+     "Cost of a million embeddings at the step's goodput so far (the scenario's prices)."),
+    ("cost_per_hour",
+     "Cost per hour of the serving devices, one host and their energy (the scenario's prices)."),
 )
 
 
@@ -81,15 +85,9 @@ class LiveRunCollector(Collector):
         prices = live_prices(live)
         if prices is None:
             return
-        per_1m = GaugeMetricFamily(
-            f"{METRIC_PREFIX}_cost_per_1m_embeddings",
-            "Cost of a million embeddings at the step's goodput so far (the scenario's prices).",
-            labels=[*labels, "currency"],
-        )
-        hourly = GaugeMetricFamily(
-            f"{METRIC_PREFIX}_cost_per_hour",
-            "Cost per hour of the serving devices, one host and their energy (the scenario's prices).",
-            labels=[*labels, "currency"],
+        per_1m, hourly = (
+            GaugeMetricFamily(f"{METRIC_PREFIX}_{name}", help_text, labels=[*labels, "currency"])
+            for name, help_text in COST_METRICS
         )
         for step in live.steps.values():
             values = [live.folder.run_id, str(step.index), step.label, prices.prices.currency]
