@@ -24,6 +24,7 @@ from loadgen.lifecycle.announcements import RUN_FOLDER_PREFIX
 from loadgen.lifecycle.options import export_api_key
 from loadgen.lifecycle.preflight import check_target
 from loadgen.lifecycle.verdict import EXIT_INCOMPLETE, EXIT_USAGE
+from loadgen.processes.child import stop_child
 from scenarios.loader import load_scenario, scenario_path
 from scenarios.models import Scenario
 
@@ -125,12 +126,7 @@ def run_scenario_outcome(
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+            stop_child(proc, STOP_GRACE_S)
     reader.join(timeout=10)
     code = proc.returncode
     if folder_line:  # a negative code: killed by a signal after it wrote the folder

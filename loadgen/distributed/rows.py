@@ -2,7 +2,11 @@
 every FORWARD_INTERVAL_S, empty ones too: they are the heartbeat the master's WorkerBook reads. At the end the
 master stops every user and waits (bounded) for each live worker's final batch, which rides in its next Locust
 statistics report (`report_to_master`/`worker_report`), so the folder's rows and Locust's request counts are
-taken at the same instant and agree."""
+taken at the same instant and agree.
+
+Adaptive open-loop steps: the master decides where a step ends from the forwarded rows (recording.until_watch)
+and places the cut CUT_LEAD_S ahead of now, longer than a message takes to reach a worker, so each worker's
+dispatcher applies it before its schedule gets there (traffic.schedule.StageCuts)."""
 
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ from loadgen.traffic import context
 from loadgen.traffic.shares import encode_shares
 
 ROWS_MSG = "embedperf_rows"
+CUT_MSG = "embedperf_stage_cut"
+CUT_LEAD_S = 1.0
 FLUSH_MSG = "embedperf_flush"
 REPORT_KEY = "embedperf_final_rows"  # the final batch's key in a worker's statistics report
 FORWARD_INTERVAL_S = 1.0
@@ -95,6 +101,19 @@ def register_worker(runner: WorkerRunner) -> None:
 
     runner.register_message(FLUSH_MSG, on_flush)
     runner.environment.events.report_to_master.add_listener(on_report)
+
+
+def register_worker_cuts(runner: WorkerRunner) -> None:
+    def on_cut(environment: Environment, msg: Message, **_: Any) -> None:
+        ctx = state_of(environment).context
+        if ctx is not None and ctx.stage_cuts is not None:
+            ctx.stage_cuts.cut(int(msg.data["index"]), float(msg.data["planned_offset_s"]))
+
+    runner.register_message(CUT_MSG, on_cut)
+
+
+def publish_cut(runner: MasterRunner, index: int, planned_offset_s: float) -> None:
+    runner.send_message(CUT_MSG, {"index": index, "planned_offset_s": planned_offset_s})
 
 
 def book_of(run: session.RunSession) -> WorkerBook:

@@ -116,12 +116,9 @@ class CanaryMonitor:
             self._add(row, starts)
         hosts = set(self.canary.candidate_telemetry_hosts)
         for row in self._telemetry.read_new():
-            if row.get("metric") != "temp_c":
-                continue
             device = str(row.get("device") or "")
-            if hosts and row.get("host") not in hosts:
-                continue
-            if not hosts and not device.startswith(("npu", "gpu")):
+            candidate = row.get("host") in hosts if hosts else device.startswith(("npu", "gpu"))
+            if row.get("metric") != "temp_c" or not candidate:
                 continue
             ts, value = cell_float(row.get("ts_unix_s")), cell_float(row.get("value"))
             if ts is not None and value is not None:
@@ -203,16 +200,11 @@ class CanaryMonitor:
                 added = True
         if added:
             self._prune(min(pending) if pending else now)
-        all_judged = (
-            finished and len(self.windows) == len(self.canary.stages_pct) * self.canary.windows_per_stage
-        )
+        planned = len(self.canary.stages_pct) * self.canary.windows_per_stage
+        all_judged = finished and len(self.windows) == planned
         annotated, verdict = judge(self.windows, self.canary, self.rollback, finished=all_judged)
         if finished and verdict.status == "running":
-            verdict = CanaryVerdict(
-                "incomplete",
-                f"INCOMPLETE: {len(self.windows)} of "
-                f"{len(self.canary.stages_pct) * self.canary.windows_per_stage} windows ran",
-            )
+            verdict = CanaryVerdict("incomplete", f"INCOMPLETE: {len(self.windows)} of {planned} windows ran")
         if added or verdict != self.verdict:
             self.windows = annotated
             self.verdict = verdict

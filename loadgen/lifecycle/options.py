@@ -24,6 +24,11 @@ PROTOCOL_HELP = (
     "target protocol: openai, tei, kserve-v2, ollama, infinity, vllm, or package.module:ATTR naming your own "
     "(default: target.protocol, else detected by the pre-flight check; shorthand for --set target.protocol=P)"
 )
+UNTIL_HELP = (
+    "adaptive steps: hold each step until the 95%% interval of its P99 is at most this wide relative to the P99, "
+    "then go on (its duration is then its longest time): p99_rel_width=0.1[,min_requests=1000][,min_s=5] "
+    "(shorthand for --set steps.until.KEY=VALUE; see steps.until in scenarios/until_models.py)"
+)
 MODEL_HELP = (
     "model id sent with each request (default: target.model, else the model the target serves; shorthand "
     "for --set target.model=ID)"
@@ -31,7 +36,7 @@ MODEL_HELP = (
 
 
 def add_step_options(parser: argparse._ActionsContainer) -> None:
-    """--step-duration-s and --warmup-s: every step's length and its trimmed warm-up."""
+    """--step-duration-s, --warmup-s, --until: every step's length, trimmed warm-up and adaptive end."""
     parser.add_argument(
         "--step-duration-s", type=float, default=None, metavar="S",
         help="every step's duration in seconds (shorthand for --set steps.duration_s=S)",
@@ -41,17 +46,6 @@ def add_step_options(parser: argparse._ActionsContainer) -> None:
         help="seconds at the start of every step the analysis trims; shorter than the step "
         "(shorthand for --set steps.warmup_s=S)",
     )
-    add_until_option(parser)
-
-
-UNTIL_HELP = (
-    "adaptive steps: hold each step until the 95%% interval of its P99 is at most this wide relative to the P99, "
-    "then go on (its duration is then its longest time): p99_rel_width=0.1[,min_requests=1000][,min_s=5] "
-    "(shorthand for --set steps.until.KEY=VALUE; see steps.until in scenarios/until_models.py)"
-)
-
-
-def add_until_option(parser: argparse._ActionsContainer) -> None:
     parser.add_argument("--until", default=None, metavar="p99_rel_width=W[,KEY=VALUE...]", help=UNTIL_HELP)
 
 
@@ -81,15 +75,11 @@ def add_target_options(parser: argparse._ActionsContainer) -> None:
 def shorthand_overrides(overrides: dict[str, str], options: object) -> dict[str, str]:
     """The shorthands options carry, then the --set overrides, which win (`--set steps.1.warmup_s=2` over
     `--warmup-s`). Target strings are quoted so that a model id such as `1.5` stays text in YAML."""
-    shorthands = {
-        key: str(value)
-        for attr, key in STEP_SHORTHANDS.items()
-        if (value := getattr(options, attr, None)) not in (None, "")
-    }
-    for attr, key in TARGET_SHORTHANDS.items():
+    shorthands: dict[str, str] = {}
+    for attr, key in (STEP_SHORTHANDS | TARGET_SHORTHANDS).items():
         value = getattr(options, attr, None)
         if value not in (None, ""):
-            shorthands[key] = json.dumps(str(value))
+            shorthands[key] = json.dumps(str(value)) if attr in TARGET_SHORTHANDS else str(value)
     shorthands |= until_overrides(getattr(options, "until", None))
     return {**shorthands, **overrides}
 

@@ -6,6 +6,7 @@ and complete=True at the end, so a crash leaves a readable folder whose manifest
 
 from __future__ import annotations
 
+import csv
 import logging
 import os
 import sys
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from locust.env import Environment
+from locust.html import get_html_report
 from locust.runners import MasterRunner
+from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from embedperf.provenance import git_info, host_info, package_versions
 from embedperf.schema import (
@@ -31,7 +34,6 @@ from embedperf.schema import (
 from loadgen.lifecycle.announcements import RUN_FOLDER_PREFIX
 from loadgen.lifecycle.worker_book import WorkerBook
 from loadgen.processes.collectors_proc import CollectorsProcess, collectors_available, read_agent_records
-from loadgen.recording.locust_report import write_locust_reports
 from loadgen.recording.monitor import CpuMonitor, settle_heap, summarise
 from loadgen.recording.recorder import Recorder, StageTimeline
 from loadgen.recording.until_watch import UntilWatch
@@ -42,6 +44,7 @@ from scenarios.models import Scenario
 
 log = logging.getLogger("embedperf.loadgen")
 REPO_ROOT = Path(__file__).resolve().parents[2]
+LOCUST_PREFIX = "locust"
 
 
 @dataclass
@@ -171,6 +174,25 @@ def _typed_info(raw: dict[str, Any] | None) -> ServiceInfo | None:
         return ServiceInfo.model_validate(raw)
     except ValueError:
         return ServiceInfo.model_validate({k: v for k, v in raw.items() if k not in ServiceInfo.model_fields})
+
+
+def write_locust_reports(environment: Environment, out_dir: Path) -> list[Path]:
+    """Locust's own statistics for cross-checking: `locust_{stats,failures,exceptions}.csv`, `report.html`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stats_csv = StatsCSV(environment, PERCENTILES_TO_REPORT)
+    written = []
+    for suffix, method in (
+        ("stats", stats_csv.requests_csv), ("failures", stats_csv.failures_csv),
+        ("exceptions", stats_csv.exceptions_csv),
+    ):
+        path = out_dir / f"{LOCUST_PREFIX}_{suffix}.csv"
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            method(csv.writer(fh))
+        written.append(path)
+    html_path = out_dir / "report.html"
+    html_path.write_text(get_html_report(environment, show_download_link=False), encoding="utf-8")
+    written.append(html_path)
+    return written
 
 
 def serving_devices(explicit: list[int], info: ServiceInfo | None) -> ServingDevices:

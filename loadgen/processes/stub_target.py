@@ -147,10 +147,7 @@ class StubApp:
 
 def _request_id(scope: Scope) -> bytes | None:
     """The client's X-Request-ID (ASGI header names arrive lower-cased)."""
-    for name, value in scope.get("headers", ()):
-        if name == b"x-request-id":
-            return bytes(value)
-    return None
+    return dict(scope.get("headers", ())).get(b"x-request-id")
 
 
 def text_vector(text: str, dim: int, scrambled: bool = False) -> list[float]:

@@ -2,22 +2,25 @@
 
 An existing Prometheus/Grafana can then watch a long soak while it runs. The figures are the same as the web
 UI's live tab (loadgen.recording.live): read back from the run folder as rows are flushed, computed on each
-scrape, exported from a registry of our own (never the process default)."""
+scrape, exported from a registry of our own (never the process default). Each step's cost is priced as the
+report prices it (the manifest's `cost` block, the serving devices it names), but over the step so far and
+with the newest power samples, where the report takes the steady window and the mean power."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from loadgen.recording.live import LATENCY_BUCKETS_MS, LiveRun
-from loadgen.recording.live_cost import live_prices, step_cost_per_1m
+from embedperf.errors import RunFolderError
+from embedperf.schema import read_manifest
+from loadgen.recording.live import LATENCY_BUCKETS_MS, LiveRun, StepFigures
+from scenarios.cost_models import Cost, device_kind, known_sum, per_million
 
-log = logging.getLogger("embedperf.loadgen")
 METRIC_PREFIX = "embedperf"
 # Each step's figures: (family, name after the prefix, labels beyond run_id/stage/stage_label, help).
 STEP_METRICS: tuple[tuple[Any, str, tuple[str, ...], str], ...] = (
@@ -30,6 +33,59 @@ STEP_METRICS: tuple[tuple[Any, str, tuple[str, ...], str], ...] = (
     (GaugeMetricFamily, "server_stage_mean_ms", ("server_stage",),
      "Mean Server-Timing stage of successful requests in the step, ms."),
 )
+COST_METRICS: tuple[tuple[str, str], ...] = (  # gauges, with a currency label beyond the step's
+    ("cost_per_1m_embeddings",
+     "Cost of a million embeddings at the step's goodput so far (the scenario's prices)."),
+    ("cost_per_hour",
+     "Cost per hour of the serving devices, one host and their energy (the scenario's prices)."),
+)
+
+
+@dataclass(frozen=True)
+class LivePrices:
+    """What the run's manifest says about costing it."""
+
+    prices: Cost
+    kind: str | None
+    devices: int
+    serving: frozenset[int]
+
+
+def live_prices(live: LiveRun) -> LivePrices | None:
+    """The run's prices and devices, None when its scenario has no price (or its manifest is not readable yet)."""
+    try:
+        manifest = read_manifest(live.folder)
+    except (RunFolderError, OSError, ValueError):
+        return None
+    prices = manifest.scenario.cost
+    if prices is None or not prices.priced:
+        return None
+    info = manifest.service_info
+    serving = (
+        manifest.serving_devices.indices or [d.index for d in info.devices if d.kind != "cpu"] if info else []
+    )
+    names = [name for name, _ in live.device_figures()]
+    kind = device_kind(names, [d.kind for d in info.devices] if info else [], info.device if info else None)
+    return LivePrices(prices=prices, kind=kind, devices=max(len(serving), 1), serving=frozenset(serving))
+
+
+def _power_w(live: LiveRun, serving: frozenset[int]) -> float | None:
+    samples = [(name, s.value) for (name, metric), s in live.device_figures().items() if metric == "power_w"]
+    if serving:
+        samples = [
+            (n, v) for n, v in samples
+            if any(n.endswith((f"npu{i}", f"gpu{i}")) or f"npu{i}." in n for i in serving)
+        ]
+    return sum(v for _, v in samples) if samples else None
+
+
+def step_cost_per_1m(
+    live: LiveRun, step: StepFigures, prices: LivePrices
+) -> tuple[float | None, float | None]:
+    """(cost per hour, cost per million embeddings) of the step so far."""
+    power_w = _power_w(live, prices.serving)
+    hourly = known_sum(prices.prices.hourly_parts(prices.kind, prices.devices, power_w))
+    return hourly, per_million(hourly, step.embeddings_per_s)
 
 
 class LiveRunCollector(Collector):
@@ -81,15 +137,9 @@ class LiveRunCollector(Collector):
         prices = live_prices(live)
         if prices is None:
             return
-        per_1m = GaugeMetricFamily(
-            f"{METRIC_PREFIX}_cost_per_1m_embeddings",
-            "Cost of a million embeddings at the step's goodput so far (the scenario's prices).",
-            labels=[*labels, "currency"],
-        )
-        hourly = GaugeMetricFamily(
-            f"{METRIC_PREFIX}_cost_per_hour",
-            "Cost per hour of the serving devices, one host and their energy (the scenario's prices).",
-            labels=[*labels, "currency"],
+        per_1m, hourly = (
+            GaugeMetricFamily(f"{METRIC_PREFIX}_{name}", help_text, labels=[*labels, "currency"])
+            for name, help_text in COST_METRICS
         )
         for step in live.steps.values():
             values = [live.folder.run_id, str(step.index), step.label, prices.prices.currency]

@@ -8,8 +8,7 @@ decisions.search.stats.quantile_ci) and ends the step once it is narrow enough. 
 not independent (one slow batch slows every request in it), so the interval counts the answers as
 fewer independent ones by their dependence factor, measured in send order (decisions.search.stats.
 ordered_dependence_factor): the report's interval does the same. Only the current step's latencies are
-held, and only while it has `until`.
-"""
+held, and only while it has `until`."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from typing import Any
 
 from decisions.search.stats import QUANTILE, ordered_dependence_factor, quantile_ci
 from embedperf.schema import REQUEST_COLUMNS, StepEnding
+from loadgen.traffic.payloads import VALIDATION_PREFIX
 from scenarios.until_models import Until
 
 STAGE_POS = REQUEST_COLUMNS.index("stage_index")
@@ -26,7 +26,6 @@ OK_POS = REQUEST_COLUMNS.index("ok")
 LATENCY_POS = REQUEST_COLUMNS.index("latency_ms")
 SENT_POS = REQUEST_COLUMNS.index("t_sent_unix_s")
 ENDPOINT_POS = REQUEST_COLUMNS.index("endpoint")
-VALIDATION_PREFIX = "validation"
 # The interval is recomputed at most this often (it sorts every latency of the step).
 DECIDE_INTERVAL_S = 1.0
 ROW_LAG_S = 1.0  # workers forward their rows once a second (loadgen.distributed.rows)
@@ -73,8 +72,7 @@ class UntilWatch:
         Given `now_unix_s`, only the answers to requests sent before now less the slowest latency seen (and
         a second for rows forwarded by workers) count: the requests sent later that are still unanswered
         are the slow ones, and a decision on the fast ones that came back alone would judge the step too
-        fast. The report counts every request the step sent, answered before or after its end.
-        """
+        fast. The report counts every request the step sent, answered before or after its end."""
         until = self._until
         if until is None:
             return None
@@ -88,14 +86,10 @@ class UntilWatch:
         point, low, high = quantile_ci(latencies, QUANTILE, until.confidence, dependence)
         bounded = point is not None and math.isfinite(low) and math.isfinite(high) and point > 0
         return StepEnding(
-            reason="converged" if reason == "converged" else "max_time",
-            target_rel_width=until.p99_rel_width,
-            n_ok=len(latencies),
-            p99_ms=point,
-            p99_ci_low_ms=low if math.isfinite(low) else None,
+            reason="converged" if reason == "converged" else "max_time", target_rel_width=until.p99_rel_width,
+            n_ok=len(latencies), p99_ms=point, p99_ci_low_ms=low if math.isfinite(low) else None,
             p99_ci_high_ms=high if math.isfinite(high) else None,
-            rel_width=(high - low) / point if bounded and point else None,
-            dependence=round(dependence, 3),
+            rel_width=(high - low) / point if bounded and point else None, dependence=round(dependence, 3),
         )
 
     def converged(self, now_unix_s: float) -> StepEnding | None:
@@ -103,20 +97,16 @@ class UntilWatch:
         until = self._until
         if until is None or now_unix_s < self._steady_from_unix_s + until.min_s:
             return None
-        if (
-            len(self._answers) < until.min_requests
-            or now_unix_s - self._last_decided_unix_s < DECIDE_INTERVAL_S
-        ):
+        if len(self._answers) < until.min_requests:
+            return None
+        if now_unix_s - self._last_decided_unix_s < DECIDE_INTERVAL_S:
             return None
         self._last_decided_unix_s = now_unix_s
         ending = self.measure(now_unix_s=now_unix_s)
         self.last = ending
-        if (
-            ending is None
-            or ending.n_ok < until.min_requests
-            or ending.rel_width is None
-            or ending.rel_width > until.p99_rel_width
-        ):
+        if ending is None or ending.n_ok < until.min_requests:
+            return None
+        if ending.rel_width is None or ending.rel_width > until.p99_rel_width:
             return None
         self.last_reason = ending.reason
         return ending

@@ -38,21 +38,18 @@ def run_schedule(
     if share is None:
         return stats
     stats.update(new_stats())
-    pool = gevent.pool.Pool(scenario.open_loop.max_in_flight)
-    steps = scenario.steps
+    steps, policy = scenario.steps, scenario.open_loop
+    pool = gevent.pool.Pool(policy.max_in_flight)
+    schedule: Iterable[Arrival] = share_arrivals(steps, policy.arrival, scenario.payload.seed, share)
+    if ctx.stage_cuts is not None:  # adaptive steps (steps.until) cut it while it runs
+        schedule = ctx.stage_cuts.apply(schedule)
     dispatch(
-        client, ctx, sampler, environment,
-        _adaptive(ctx, share_arrivals(steps, scenario.open_loop.arrival, scenario.payload.seed, share)),
+        client, ctx, sampler, environment, schedule,
         lambda index: (index, steps[index].label, None, steps[index].rate), pool, stats,
         origin_unix_s=share.origin_unix_s, send=send,
     )
     pool.join(timeout=scenario.drain_s + scenario.target.timeout_s)
     return stats
-
-
-def _adaptive(ctx: RunContext, schedule: Iterable[Arrival]) -> Iterable[Arrival]:
-    """The schedule as adaptive steps (steps.until) cut it while it runs (loadgen.traffic.schedule.StageCuts)."""
-    return ctx.stage_cuts.apply(schedule) if ctx.stage_cuts is not None else schedule
 
 
 def new_stats() -> dict[str, float]:

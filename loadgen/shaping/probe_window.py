@@ -1,8 +1,7 @@
 """One search probe's bounds and tally, free of Locust: its arrivals cut at its window's end, its rows counted.
 
 loadgen.shaping.search drives the probes; these two pieces decide what a probe is allowed to send and what
-it measured, and are tested without a target or a monkey-patched process.
-"""
+it measured, and are tested without a target or a monkey-patched process."""
 
 from __future__ import annotations
 
@@ -47,17 +46,11 @@ class ProbeTap:
         missing.subtract(r[1] for r in steady)
         cutoff = cutoff_unix_s if cutoff_unix_s is not None else time.time()
         unfinished_ms = [(cutoff - t) * 1000.0 for t, n in missing.items() for _ in range(max(n, 0))]
+        ok_done = sum(1 for r in self.rows if r[0] and r[2] is not None and steady_from <= r[2] <= steady_to)
         return ProbeMeasurement(
-            rate=rate,
-            duration_s=duration_s - warmup_s,
-            scheduled=len(steady) + len(unfinished_ms),
-            ok=len(ok),
-            errors=len(steady) - len(ok),
-            ok_done=sum(
-                1 for r in self.rows if r[0] and r[2] is not None and steady_from <= r[2] <= steady_to
-            ),
-            ok_latency_ms=[r[3] for r in ok if r[3] is not None],
-            unfinished_ms=unfinished_ms,
+            rate=rate, duration_s=duration_s - warmup_s, scheduled=len(steady) + len(unfinished_ms),
+            ok=len(ok), errors=len(steady) - len(ok), ok_done=ok_done,
+            ok_latency_ms=[r[3] for r in ok if r[3] is not None], unfinished_ms=unfinished_ms,
         )
 
 

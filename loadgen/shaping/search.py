@@ -44,8 +44,7 @@ def run_search(
     if state.limits.min_rate_raised:
         print(
             f"search: min_rate {spec.min_rate:g} req/s raised to {state.limits.min_rate:.3g} req/s: "
-            f"{state.limits.floor_reason(spec)}",
-            flush=True,
+            f"{state.limits.floor_reason(spec)}", flush=True,
         )
     tap = ProbeTap(ctx.sink)
     ctx.sink = tap
@@ -83,16 +82,12 @@ def _probe(
         {"label": label, "rate": plan.rate, "duration_s": plan.duration_s, "warmup_s": spec.warmup_s}
     )
     stage: Stage = (index, label, None, plan.rate)
-
-    def stage_of(_index: int) -> Stage:
-        return stage
-
     tap.start(index)
     t_origin = time.time() + START_LEAD_S
     run.timeline.begin(index, label, t_origin, rate=plan.rate, warmup_s=spec.warmup_s)
     schedule = arrivals([step], scenario.open_loop.arrival, seed=scenario.payload.seed + index)
     window = ProbeWindow(schedule, t_origin, plan.duration_s)
-    dispatch(client, ctx, sampler, environment, window, stage_of, pool, stats, origin_unix_s=t_origin)
+    dispatch(client, ctx, sampler, environment, window, lambda _: stage, pool, stats, origin_unix_s=t_origin)
     for arrival in window.left_out:
         stats["scheduled"] += 1
         stats["dropped"] += 1

@@ -85,8 +85,7 @@ def judge(
 
 def send_embeddings(
     client: FastHttpSession, ctx: RunContext, payload: RequestPayload, t_intended_unix_s: float | None = None,
-    stage: Stage | None = None,
-    on_answer: Callable[[bytes], object] | None = None,
+    stage: Stage | None = None, on_answer: Callable[[bytes], object] | None = None,
 ) -> RequestRow:
     """Post one request, report it to Locust, record its row and return it. on_answer gets a good answer's
     body first (a canary compares both sides' vectors). Reported through Locust's request event, not
@@ -156,8 +155,7 @@ def send_embeddings(
 
 def dropped_row(
     ctx: RunContext, payload: RequestPayload, t_intended_unix_s: float, reason: str,
-    stage: Stage | None, t_sent_unix_s: float | None = None,
-    request_id: str | None = None,
+    stage: Stage | None, t_sent_unix_s: float | None = None, request_id: str | None = None,
 ) -> RequestRow:
     """A request without an answer, recorded: not startable in time, or cut off by the run's stop."""
     row = RequestRow(

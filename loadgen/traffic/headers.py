@@ -28,8 +28,9 @@ def parse_server_timing(header: str | list[str] | None) -> dict[str, float]:
     return out
 
 
-def _int_or_none(value: str | list[str] | None) -> int | None:
-    if value is None or not isinstance(value, str):
+def int_or_none(value: object) -> int | None:
+    """A header's integer value (None when absent, repeated or not an integer)."""
+    if not isinstance(value, str):
         return None
     try:
         return int(value)  # int() ignores surrounding whitespace
@@ -49,8 +50,8 @@ def timing_values(get_header: Callable[[str], str | None]) -> list[Any]:
     row-by-row way of parse_raw_timing, for any header the bulk parse does not match."""
     parsed = parse_server_timing(get_header("Server-Timing"))
     return [
-        *(parsed.get(column) for column in SERVER_TIMING_ORDER), _int_or_none(get_header(BATCH_SIZE_HEADER)),
-        _int_or_none(get_header(BATCH_TOKENS_HEADER)),
+        *(parsed.get(column) for column in SERVER_TIMING_ORDER), int_or_none(get_header(BATCH_SIZE_HEADER)),
+        int_or_none(get_header(BATCH_TOKENS_HEADER)),
     ]
 
 

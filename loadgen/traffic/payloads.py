@@ -52,17 +52,12 @@ class RequestPayload:
         return len(self.inputs) if self.query is not None else None
 
 
-def available_corpora(corpora_dir: Path = CORPORA_DIR) -> list[str]:
-    return sorted(p.stem for p in corpora_dir.glob("*.txt"))
-
-
 def load_corpus(name: str, corpora_dir: Path = CORPORA_DIR) -> list[str]:
     """Non-empty lines of `<corpora_dir>/<name>.txt`."""
     path = corpora_dir / f"{name}.txt"
     if not path.is_file():
-        raise ConfigError(
-            f"payload corpus {name!r} not found in {corpora_dir}; available: {', '.join(available_corpora(corpora_dir))}"
-        )
+        available = ", ".join(sorted(p.stem for p in corpora_dir.glob("*.txt")))
+        raise ConfigError(f"payload corpus {name!r} not found in {corpora_dir}; available: {available}")
     texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not texts:
         raise ConfigError(f"payload corpus {path} is empty")

@@ -30,7 +30,7 @@ def stage_offsets_s(steps: Sequence[Step]) -> list[float]:
 class StageCuts:
     """Adaptive open-loop steps that ended early: a cut is an offset in the planned schedule; the step's later
     arrivals are not sent and every later step starts that much sooner. Cuts are decided a little ahead of now
-    and reach every dispatcher (loadgen.distributed.cuts) before its schedule gets there."""
+    and reach every dispatcher (loadgen.distributed.rows) before its schedule gets there."""
 
     def __init__(self, steps: Sequence[Step]) -> None:
         self.planned_ends_s = [o + s.duration_s for o, s in zip(stage_offsets_s(steps), steps, strict=True)]

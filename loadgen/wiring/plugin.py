@@ -24,7 +24,6 @@ from locust.runners import MasterRunner, Runner, WorkerRunner
 
 from collectors.options import DeviceOptions, add_device_options
 from embedperf.errors import ConfigError, EmbedperfError
-from loadgen.distributed import cuts
 from loadgen.distributed import rows as distributed
 from loadgen.lifecycle import preflight, session, verdict
 from loadgen.lifecycle.announcements import SIGTERM_READY_LOG
@@ -183,7 +182,7 @@ class _Init:
 def _on_init(environment: Environment, runner: Runner, options: Any, state: RunState) -> None:
     if isinstance(runner, WorkerRunner):
         distributed.register_worker(runner)
-        cuts.register_worker_cuts(runner)
+        distributed.register_worker_cuts(runner)
         return
     headless = bool(getattr(options, "headless", False))
     try:  # headless: one real request before any load (the web UI may still change the host)

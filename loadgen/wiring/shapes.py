@@ -6,7 +6,6 @@ import time
 
 from locust import LoadTestShape
 
-from loadgen.distributed import cuts as stage_cuts
 from loadgen.distributed import rows as distributed
 from loadgen.lifecycle import session
 from loadgen.lifecycle.run_state import RunState, state_of
@@ -158,10 +157,10 @@ class ScenarioShape(LoadTestShape):
         if ending is None:
             return
         run.timeline.record_ending(index, ending)
-        planned = elapsed_s + stage_cuts.CUT_LEAD_S + cuts.shift_s(index)
+        planned = elapsed_s + distributed.CUT_LEAD_S + cuts.shift_s(index)
         cuts.cut(index, planned)
         if index in cuts.cut_s and distributed.is_distributed(self.runner):
-            stage_cuts.publish_cut(self.runner, index, planned)  # type: ignore[arg-type]
+            distributed.publish_cut(self.runner, index, planned)  # type: ignore[arg-type]
 
     def _record_timeout(self, run: session.RunSession, index: int) -> None:
         """An adaptive step left without a decision ran to its longest time: its stage record says so."""

@@ -1,9 +1,10 @@
-"""OpenAI-style embeddings (`POST /v1/embeddings`), the default protocol and the reference service's.
+"""OpenAI-style embeddings (`POST /v1/embeddings`), the default protocol and the reference service's, and the
+OpenAI-shaped servers with a Cohere-shaped rerank (vLLM, Infinity).
 
-Its rerank is the reference service's TEI-shaped `POST /rerank` (OpenAI has none). Float answers are checked
-by a byte scan (count and length of the embedding lists) that costs a few microseconds where parsing every
-float costs ~100 us at 384 dimensions; any answer the scan does not accept outright is parsed with `json` for
-the exact reason."""
+The default's rerank is the reference service's TEI-shaped `POST /rerank` (OpenAI has none). Float answers
+are checked by a byte scan (count and length of the embedding lists) that costs a few microseconds where
+parsing every float costs ~100 us at 384 dimensions; any answer the scan does not accept outright is parsed
+with `json` for the exact reason."""
 
 from __future__ import annotations
 
@@ -121,11 +122,6 @@ def check_tei_ranks(doc: Any, n_documents: int) -> str:
     return check_ranking([(r.get("index"), r.get("score")) for r in doc], n_documents)
 
 
-def check_tei_rerank(body: bytes, n_documents: int) -> str:
-    doc, error = parse_json(body)
-    return error or check_tei_ranks(doc, n_documents)
-
-
 class OpenAIProtocol(TargetProtocol):
     """`{"input": [...], "model", "encoding_format"}` -> `{"data": [{"embedding": [...]}], "usage"}`."""
 
@@ -153,8 +149,13 @@ class OpenAIProtocol(TargetProtocol):
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
     ) -> Checked:
         if task == "rerank":
-            return check_tei_rerank(body, len(payload.inputs)), None
+            return self.check_rerank(body, len(payload.inputs))
         return check_embeddings(body, len(payload.inputs), target.encoding_format, expect)
+
+    def check_rerank(self, body: bytes, n_documents: int) -> Checked:
+        """The reference service's TEI-shaped ranking."""
+        doc, error = parse_json(body)
+        return error or check_tei_ranks(doc, n_documents), None
 
     def detect(self, fetch: Fetch) -> Detection | None:
         """A model list at /v1/models or /models, else the reference service's /info (model, dimension)."""
@@ -183,25 +184,9 @@ class OpenAIProtocol(TargetProtocol):
 PROTOCOL = OpenAIProtocol()
 
 
-def check_cohere_rerank(body: bytes, n_documents: int) -> Checked:
-    """Cohere's rerank answer, as vLLM and Infinity send it: {"results": [{"index", "relevance_score"}], "usage"}."""
-    doc, error = parse_json(body)
-    if error:
-        return error, None
-    results = doc.get("results") if isinstance(doc, dict) else None
-    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
-        return "answer has no `results` list of ranks", None
-    usage = doc.get("usage")
-    tokens = usage_tokens(doc)
-    if tokens is None and isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
-        tokens = usage["total_tokens"]
-    return check_ranking([(r.get("index"), r.get("relevance_score")) for r in results], n_documents), tokens
-
-
 class OpenAIServerProtocol(OpenAIProtocol):
     """OpenAI-shaped with its own model owner, metric names and Cohere-shaped rerank (vLLM, Infinity)."""
 
-    tasks = ("embed", "rerank")
     default_model = ""
 
     def path(self, task: Task, model: str, prefix: str = "") -> str:
@@ -212,12 +197,20 @@ class OpenAIServerProtocol(OpenAIProtocol):
             return json_text({"model": target.model, "query": payload.query, "documents": payload.inputs})
         return super().request_body(payload, task, target)
 
-    def check_answer(
-        self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations
-    ) -> Checked:
-        if task == "rerank":
-            return check_cohere_rerank(body, len(payload.inputs))
-        return check_embeddings(body, len(payload.inputs), target.encoding_format, expect)
+    def check_rerank(self, body: bytes, n_documents: int) -> Checked:
+        """Cohere's rerank answer: {"results": [{"index", "relevance_score"}], "usage"}."""
+        doc, error = parse_json(body)
+        if error:
+            return error, None
+        results = doc.get("results") if isinstance(doc, dict) else None
+        if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+            return "answer has no `results` list of ranks", None
+        usage = doc.get("usage")
+        tokens = usage_tokens(doc)
+        if tokens is None and isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
+            tokens = usage["total_tokens"]
+        ranks = [(r.get("index"), r.get("relevance_score")) for r in results]
+        return check_ranking(ranks, n_documents), tokens
 
     def info_path(self, target: Target) -> str:
         return f"{target.path.rsplit('/', 1)[0]}/models"  # the model list beside the request path
@@ -226,3 +219,30 @@ class OpenAIServerProtocol(OpenAIProtocol):
         """The served model's entry of the model list, as {"model": id, ...its fields}."""
         info = listed_model(raw, model)
         return {k: v for k, v in info.items() if k != "id"} if info is not None else None
+
+
+class VllmProtocol(OpenAIServerProtocol):
+    """vLLM's OpenAI-compatible server (also vllm-ascend): embeddings and rerank under /v1, own metrics."""
+
+    name = "vllm"
+    label = "vLLM OpenAI-compatible"
+    owner = "vllm"
+    metric_names = {
+        "queue_depth": "vllm:num_requests_waiting", "request_rate_qps": "vllm:request_success_total",
+        "tokens_per_s": "vllm:prompt_tokens_total",
+    }
+
+
+class InfinityProtocol(OpenAIServerProtocol):
+    """Infinity (`infinity_emb v2`): /embeddings and /rerank below its --url-prefix (none by default).
+
+    Its /metrics holds HTTP-level figures only, no queue or batch: the collectors find nothing of ours."""
+
+    name = "infinity"
+    label = "infinity-style OpenAI"
+    owner = "infinity"
+    default_prefix = ""
+
+
+VLLM = VllmProtocol()
+INFINITY = InfinityProtocol()

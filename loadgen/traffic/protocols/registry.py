@@ -8,12 +8,12 @@ import difflib
 import importlib
 
 from embedperf.errors import ConfigError
-from loadgen.traffic.protocols import infinity, kserve_v2, ollama, openai, tei, vllm
+from loadgen.traffic.protocols import kserve_v2, ollama, openai, tei
 from loadgen.traffic.protocols.base import Detection, Fetch, TargetProtocol
 from scenarios.models import Target, Task
 
 BUILTIN: tuple[TargetProtocol, ...] = (
-    kserve_v2.PROTOCOL, tei.PROTOCOL, ollama.PROTOCOL, vllm.PROTOCOL, infinity.PROTOCOL, openai.PROTOCOL
+    kserve_v2.PROTOCOL, tei.PROTOCOL, ollama.PROTOCOL, openai.VLLM, openai.INFINITY, openai.PROTOCOL
 )
 DEFAULT: TargetProtocol = openai.PROTOCOL  # what a target that shows nothing else is spoken to in
 

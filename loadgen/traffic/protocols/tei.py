@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.traffic.headers import int_or_none
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.traffic.protocols.base import (
     Checked,
@@ -82,11 +83,7 @@ class TeiProtocol(TargetProtocol):
         return [server_timing(get_header), None, None, None, None, None, None]
 
     def header_tokens(self, get_header: HeaderGetter) -> int | None:
-        value = get_header(TOKENS_HEADER)
-        try:
-            return int(value) if isinstance(value, str) else None
-        except ValueError:
-            return None
+        return int_or_none(get_header(TOKENS_HEADER))
 
     def shows(self, doc: dict[str, Any]) -> bool:
         """TEI's /info: a model_id and a model_type (embedding, reranker, classifier)."""
