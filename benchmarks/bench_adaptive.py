@@ -5,7 +5,8 @@ steps with `--until` (each step's longest time stays 60 s). Prints per step the 
 interval (the report's), the adaptive step's P99, how it ended and how long it ran; then the wall time of
 both ramps (first stage start to last stage end), their ratio, and whether every adaptive P99 lies inside the
 full run's interval (and, weaker, whether the two runs' intervals overlap, and whether the full run's P99 lies
-inside the adaptive step's own interval: what the adaptive step claims). The two ramps run one after the
+inside the adaptive step's own interval: what the adaptive step claims). Last, how often a 15 s piece of
+the full run's steps has an interval that holds its whole step's P99, with and without the dependence factor. The two ramps run one after the
 other, so drift of a shared host between them shows as P99s outside the intervals. Target (the issue's done-when): ratio <= 0.5 with every adaptive P99 inside.
 The noise floor of that test is printed beside it: the P99 of the full run's own first seconds (as many as
 the adaptive step's steady part) against the same run's whole-step interval. Both runs' intervals count
@@ -28,12 +29,14 @@ import numpy as np
 import pandas as pd
 
 from analysis.run.analyse import analyse_folder
+from decisions.search.stats import QUANTILE, ordered_dependence_factor, quantile_ci
 from embedperf.schema import RunFolder
 from loadgen.cli.runner import run_scenario_outcome
 from loadgen.lifecycle.options import until_overrides
 from loadgen.processes.service_proc import RAMP_SERVICE_ARGS, ServiceProcess
 
 TARGET_RATIO = 0.5
+PIECE_S = 15.0  # the pieces of a full step whose own intervals are checked against the whole step's P99
 
 
 def _wall_s(stages: list[Any]) -> float:
@@ -83,6 +86,28 @@ def own_first_p99_ms(full: Any, stage_index: int, steady_s: float) -> float | No
     return float(np.percentile(piece, 99.0)) if len(piece) else None
 
 
+def piece_coverage(full: Any, piece_s: float = PIECE_S) -> dict[str, Any]:
+    """How often the 95% P99 interval of a piece of a full step holds that whole step's P99, the answers taken
+    as independent and with their dependence factor (decisions.search.stats), and each step's factor."""
+    rows = pd.read_parquet(full.folder.requests, columns=["stage_index", "ok", "t_sent_unix_s", "latency_ms"])
+    rows = rows[rows.ok.fillna(False).astype(bool)].sort_values("t_sent_unix_s", kind="mergesort")
+    hits, pieces, factors = {"independent": 0, "dependent": 0}, 0, {}
+    for step in full.summary.steps:
+        stage = next(s for s in full.manifest.stages if s.index == step.stats.index)
+        start_s = stage.start_unix_s + stage.warmup_s
+        sent = rows[(rows.stage_index == stage.index) & (rows.t_sent_unix_s >= start_s)]
+        whole = step.stats.latency.p99_ms
+        factors[step.stats.label] = round(ordered_dependence_factor(sent.latency_ms.tolist(), QUANTILE), 1)
+        for k in range(int((step.stats.steady_end_unix_s - start_s) // piece_s)):
+            t0 = start_s + k * piece_s
+            piece = sent[(sent.t_sent_unix_s >= t0) & (sent.t_sent_unix_s < t0 + piece_s)].latency_ms.tolist()
+            pieces += 1
+            for name, factor in (("independent", 1.0), ("dependent", ordered_dependence_factor(piece, QUANTILE))):
+                _, low, high = quantile_ci(piece, QUANTILE, 0.95, factor)
+                hits[name] += whole is not None and low <= whole <= high
+    return {"pieces": pieces, "piece_s": piece_s, "holds": hits, "step_dependence": factors}
+
+
 def compare(full: Any, adaptive: Any) -> dict[str, Any]:
     steps = []
     for f, a in zip(full.summary.steps, adaptive.summary.steps, strict=True):
@@ -97,12 +122,9 @@ def compare(full: Any, adaptive: Any) -> dict[str, Any]:
                 "full_p99_ms": f.stats.latency.p99_ms,
                 "full_ci_ms": [low, high],
                 "adaptive_p99_ms": p99,
-                "inside": low is not None and high is not None and p99 is not None and low <= p99 <= high,
+                "inside": _inside(p99, (low, high)),
                 "own_first_p99_ms": own,
-                "own_first_inside": low is not None
-                and high is not None
-                and own is not None
-                and low <= own <= high,
+                "own_first_inside": _inside(own, (low, high)),
                 "overlap": _overlap((low, high), a.stats.p99_ci_ms),
                 "full_in_adaptive": _inside(f.stats.latency.p99_ms, a.stats.p99_ci_ms),
                 "ended": a.ending.reason if a.ending else "fixed",
@@ -125,6 +147,7 @@ def compare(full: Any, adaptive: Any) -> dict[str, Any]:
         "all_overlap": all(s["overlap"] for s in steps),
         "all_full_in_adaptive": all(s["full_in_adaptive"] for s in steps),
         "meets_target": ratio is not None and ratio <= TARGET_RATIO and all(s["inside"] for s in steps),
+        "piece_coverage": piece_coverage(full),
         "full_run": str(full.folder.root),
         "adaptive_run": str(adaptive.folder.root),
     }
@@ -180,6 +203,13 @@ def main(argv: list[str]) -> int:
         f"{result['all_overlap']}; noise floor: the full run's own first seconds inside its intervals: "
         f"{result['own_first_all_inside']}; every full P99 inside the adaptive step's own interval: "
         f"{result['all_full_in_adaptive']}"
+    )
+    cover = result["piece_coverage"]
+    print(
+        f"the full run's {cover['piece_s']:g} s pieces: their 95% interval holds the whole step's P99 in "
+        f"{cover['holds']['independent']}/{cover['pieces']} taken as independent, "
+        f"{cover['holds']['dependent']}/{cover['pieces']} with the dependence factor; whole steps' factors "
+        f"{cover['step_dependence']}"
     )
     if args.json:
         print(json.dumps(result))

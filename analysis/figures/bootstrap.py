@@ -13,6 +13,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from decisions.search.stats import effective_count
+
 DEFAULT_N_BOOT = 2000
 DEFAULT_SEED = 0
 CI_LEVEL = 0.95
@@ -37,7 +39,7 @@ def resampled_ranks(
     lower = min(int(np.floor(virtual)), n - 1)
     weight = virtual - lower if lower < n - 1 else 0.0
     k = lower + 1  # 1-based order statistic
-    n_eff = min(n, max(1, round(n / max(1.0, dependence))))
+    n_eff = effective_count(n, dependence)
     k_eff = min(n_eff, max(1, round(k * n_eff / n)))
     u = rng.beta(k_eff, n_eff - k_eff + 1, size=n_boot)
     lo = np.minimum((u * n).astype(np.int64), n - 1)

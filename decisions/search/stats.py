@@ -90,7 +90,7 @@ def quantile_ci(
     x = np.sort(np.asarray(values_ms, dtype=float))
     point = float(np.quantile(x, q, method="inverted_cdf"))
     alpha = 1.0 - confidence
-    n_eff = min(n, max(1, round(n / max(1.0, dependence))))
+    n_eff = effective_count(n, dependence)
     lo_k = _binom_ppf(alpha / 2.0, n_eff, q)  # number of samples below the lower bound
     hi_k = _binom_ppf(1.0 - alpha / 2.0, n_eff, q) + 1  # 1-based order statistic for the upper bound
     if n_eff < n:
@@ -98,6 +98,11 @@ def quantile_ci(
     lower = float(x[lo_k - 1]) if lo_k >= 1 else -math.inf
     upper = float(x[hi_k - 1]) if hi_k <= n else math.inf
     return point, lower, upper
+
+
+def effective_count(n: int, dependence: float) -> int:
+    """How many independent answers n answers with this dependence factor are worth (1..n)."""
+    return min(n, max(1, round(n / max(1.0, dependence))))
 
 
 def dependence_factor(above: Sequence[float] | np.ndarray, counts: Sequence[float] | np.ndarray) -> float:
