@@ -18,7 +18,7 @@ from loadgen.traffic.context import RunContext, Stage
 from loadgen.traffic.cookies import install_lean_cookie_jar
 from loadgen.traffic.payloads import RequestPayload
 from loadgen.wiring.canary import traffic_of
-from loadgen.wiring.users import EmbeddingClient, OpenLoopUser
+from loadgen.wiring.users import EmbeddingClient, OpenLoopUser, let_a_stop_land
 
 SESSION_SETTINGS = (  # FastHttpUser attributes its client is built with, under the same names
     "network_timeout", "connection_timeout", "max_redirects", "max_retries", "insecure", "concurrency",
@@ -51,6 +51,7 @@ class CanaryUser(_CanaryClient):
 
     @task
     def embed(self) -> None:
+        let_a_stop_land()
         row = self.traffic.send(self.clients, self.draw, self.payloads.next())
         delay_s = self.backoff.after(row)
         if delay_s:
