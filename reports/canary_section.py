@@ -58,7 +58,8 @@ def line_detail(line: str, status: str) -> str:
 
 def trigger_texts(analysis: CanaryAnalysis, lang: str) -> list[str]:
     r, c = analysis.rollback, analysis.canary
-    triggers = (  # (threshold, catalogue key, its placeholder, other params)
+    # (threshold, catalogue key, its placeholder, other params) of each trigger
+    triggers: tuple[tuple[float | None, str, str, dict[str, int]], ...] = (
         (r.max_error_rate_pct, "error_rate", "x", {"n": c.min_window_requests}),
         (r.max_p99_ms, "p99_ms", "y", {"n": r.p99_windows}),
         (r.max_p99_increase_pct, "p99_increase", "z", {"n": r.p99_windows}),
