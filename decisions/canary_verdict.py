@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from embedperf.canary_record import EXIT_CODES, CanaryStatus, TriggerName, WindowJudgement
+from embedperf.canary_record import CanaryStatus, TriggerName, WindowJudgement
 from embedperf.schema import StageRecord
 from scenarios.canary_models import Canary, Rollback
 
@@ -26,10 +26,6 @@ class CanaryVerdict:
     trigger: TriggerName | None = None
     stage_index: int | None = None
     window_index: int | None = None
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.status]
 
 
 def stage_windows(stage: StageRecord, canary: Canary) -> list[tuple[int, float, float]]:

@@ -81,48 +81,27 @@ def render_run_report(analysis: RunAnalysis, lang: str, precision: dict[str, Any
     summary = analysis.summary
     labels = {s.stats.index: s.stats.label for s in summary.steps}
     steps_bottlenecks = bottlenecks(summary)
-    cap = summary.capacity
-    per_1k = cap.plan_for(summary.devices_in_run, PLAN_REFERENCE_QPS, DEFAULT_HEADROOM)
-    plan = target_plan(summary)
+    per_1k = summary.capacity.plan_for(summary.devices_in_run, PLAN_REFERENCE_QPS, DEFAULT_HEADROOM)
     cols = {"tokens": "tokens_per_s", "documents": "documents_per_s", "cosine": "quality_cosine_mean"}
     extras = {key: any(field(s.stats, col) is not None for s in summary.steps) for key, col in cols.items()}
     start_s, end_s = summary.start_unix_s, summary.end_unix_s
     duration_s = end_s - start_s if end_s is not None and start_s is not None else None
     return render(
-        "report.html.j2",
-        lang,
-        summary=summary,
-        info=summary.service_info or ServiceInfo(),
-        headline=headline(summary, steps_bottlenecks),
-        bottlenecks=steps_bottlenecks,
+        "report.html.j2", lang, summary=summary, info=summary.service_info or ServiceInfo(),
+        headline=headline(summary, steps_bottlenecks), bottlenecks=steps_bottlenecks,
         bottleneck_table=bottleneck_rows(summary, steps_bottlenecks),  # (rows, capped shares)
-        telemetry_table=telemetry_rows(summary),
-        capped_mark=CAPPED_MARK,
-        energy=energy(analysis),
-        plan=plan,
-        per_1k=per_1k,
-        extras=extras,
-        marks=_marks(analysis),
-        error_kind=partial(error_kind_text, lang=lang),
-        little_tol=LITTLE_MISMATCH,
-        health_limit=_health_limit,
-        health_value=_health_value,
-        reason=partial(reason_text, lang=lang),
-        goodput=goodput,
-        manifest_extra=analysis.manifest,
-        figures=run_figures(analysis, lang),
-        search=search_section(analysis, lang),
+        telemetry_table=telemetry_rows(summary), capped_mark=CAPPED_MARK, energy=energy(analysis),
+        plan=target_plan(summary), per_1k=per_1k, extras=extras, marks=_marks(analysis),
+        error_kind=partial(error_kind_text, lang=lang), little_tol=LITTLE_MISMATCH,
+        health_limit=_health_limit, health_value=_health_value, reason=partial(reason_text, lang=lang),
+        goodput=goodput, manifest_extra=analysis.manifest, figures=run_figures(analysis, lang),
+        search=search_section(analysis, lang), lengths=analysis.figures.lengths,
         canary=canary_section(analysis.folder, analysis.manifest, lang),
-        lengths=analysis.figures.lengths,
-        quality=quality_gate(summary, analysis.manifest),
-        components=COMPONENTS,
-        duration_s=duration_s,
+        quality=quality_gate(summary, analysis.manifest), components=COMPONENTS, duration_s=duration_s,
         step_label=lambda index: labels.get(index, str(index)),
-        finding=partial(_finding_text, lang=lang),
-        top_errors=analysis.figures.top_errors[:TOP_ERRORS],
-        precision=precision,
-        soak_limits=SOAK_LIMITS,
-    )
+        finding=partial(_finding_text, lang=lang), top_errors=analysis.figures.top_errors[:TOP_ERRORS],
+        precision=precision, soak_limits=SOAK_LIMITS,
+    )  # fmt: skip
 
 
 def check_lang(lang: str) -> str:
@@ -137,12 +116,9 @@ def default_report_path(folder: RunFolder, lang: str) -> Path:
 
 
 def build_report(
-    folder: RunFolder,
-    lang: str = "en",
-    slo_p99_ms: float | None = None,
-    out: Path | None = None,
+    folder: RunFolder, lang: str = "en", slo_p99_ms: float | None = None, out: Path | None = None,
     cost: Cost | None = None,
-) -> Path:
+) -> Path:  # fmt: skip
     """Write the report (default RUN_DIR/report[.lang].html) and RUN_DIR/analysis/*; return the report path."""
     check_lang(lang)
     analysis = analyse_folder(folder, slo_p99_ms=slo_p99_ms, cost=cost)

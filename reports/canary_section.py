@@ -58,20 +58,15 @@ def line_detail(line: str, status: str) -> str:
 
 def trigger_texts(analysis: CanaryAnalysis, lang: str) -> list[str]:
     r, c = analysis.rollback, analysis.canary
-    out: list[str] = []
-    if r.max_error_rate_pct is not None:
-        out.append(t("cn_tr_error_rate", lang, x=f"{r.max_error_rate_pct:g}", n=c.min_window_requests))
-    if r.max_p99_ms is not None:
-        out.append(t("cn_tr_p99_ms", lang, y=f"{r.max_p99_ms:g}", n=r.p99_windows))
-    if r.max_p99_increase_pct is not None:
-        out.append(t("cn_tr_p99_increase", lang, z=f"{r.max_p99_increase_pct:g}", n=r.p99_windows))
-    if r.min_agreement_cosine is not None:
-        out.append(t("cn_tr_agreement", lang, c=f"{r.min_agreement_cosine:g}"))
-    if r.max_temp_c is not None:
-        out.append(t("cn_tr_temperature", lang, temp=f"{r.max_temp_c:g}"))
-    if r.max_unavailable_s is not None:
-        out.append(t("cn_tr_unavailable", lang, s=f"{r.max_unavailable_s:g}"))
-    return out
+    # (threshold, catalogue key, its placeholder, other params) of each trigger
+    triggers: tuple[tuple[float | None, str, str, dict[str, int]], ...] = (
+        (r.max_error_rate_pct, "error_rate", "x", {"n": c.min_window_requests}),
+        (r.max_p99_ms, "p99_ms", "y", {"n": r.p99_windows}),
+        (r.max_p99_increase_pct, "p99_increase", "z", {"n": r.p99_windows}),
+        (r.min_agreement_cosine, "agreement", "c", {}), (r.max_temp_c, "temperature", "temp", {}),
+        (r.max_unavailable_s, "unavailable", "s", {}),
+    )
+    return [t(f"cn_tr_{key}", lang, **{x: f"{v:g}"}, **more) for v, key, x, more in triggers if v is not None]
 
 
 def _series(windows: list[SpanFigures], side: str, attr: str, scale: float = 1.0) -> np.ndarray:
@@ -108,13 +103,9 @@ def timeline_figure(analysis: CanaryAnalysis, lang: str) -> str:
                 ax.axvline(stage.start_unix_s - origin, color="#8c8c8c", linewidth=0.8)
         for stage in analysis.stages:
             ax_p99.annotate(
-                f"{stage.weight_pct:g}%",
-                (stage.start_unix_s - origin, 1.0),
-                xycoords=("data", "axes fraction"),
-                fontsize=7,
-                xytext=(2, -10),
-                textcoords="offset points",
-            )
+                f"{stage.weight_pct:g}%", (stage.start_unix_s - origin, 1.0), fontsize=7,
+                xycoords=("data", "axes fraction"), xytext=(2, -10), textcoords="offset points",
+            )  # fmt: skip
         if record.status == "rollback" and record.stage_index is not None:
             where = (record.stage_index, record.window_index)
             for w in (w for w in windows if (w.stage_index, w.window_index) == where):

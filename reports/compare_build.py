@@ -60,17 +60,11 @@ def load_curves(
 def render_comparison(comparison: Comparison, runs: list[RunAnalysis], lang: str) -> str:
     base, *others = (r.summary for r in runs)
     return render(
-        "compare.html.j2",
-        lang,
-        comparison=comparison,
-        gate_reason=partial(gate_reason, lang=lang),
-        change_warning=partial(change_warning, lang=lang),
-        failure_lines=partial(failure_lines, lang=lang),
-        metrics=COMPARE_METRICS,
-        figure=load_curves(runs, lang),
-        runs=[base, *others],
+        "compare.html.j2", lang, comparison=comparison, gate_reason=partial(gate_reason, lang=lang),
+        change_warning=partial(change_warning, lang=lang), failure_lines=partial(failure_lines, lang=lang),
+        metrics=COMPARE_METRICS, figure=load_curves(runs, lang), runs=[base, *others],
         differences=[config_difference(base.service_info, base.host, s.service_info, s.host) for s in others],
-    )
+    )  # fmt: skip
 
 
 def default_compare_path(base: RunFolder, candidate: RunFolder) -> Path:
@@ -78,14 +72,9 @@ def default_compare_path(base: RunFolder, candidate: RunFolder) -> Path:
 
 
 def build_comparison(
-    base: RunFolder,
-    candidates: list[RunFolder],
-    rules: list[GateRule] | None = None,
-    lang: str = "en",
-    out: Path | None = None,
-    error_budget: float | None = None,
-    cost: Cost | None = None,
-) -> tuple[Path, Comparison]:
+    base: RunFolder, candidates: list[RunFolder], rules: list[GateRule] | None = None, lang: str = "en",
+    out: Path | None = None, error_budget: float | None = None, cost: Cost | None = None,
+) -> tuple[Path, Comparison]:  # fmt: skip
     """Write the comparison HTML (default CAND/compare-<base_id>.html); return its path and the comparison."""
     check_lang(lang)
     base_analysis = analyse_folder(base, cost=cost)

@@ -55,11 +55,9 @@ def configuration(info: ServiceInfo | None, host: HostInfo | None) -> dict[str, 
 
 
 def config_difference(
-    base_info: ServiceInfo | None,
-    base_host: HostInfo | None,
-    cand_info: ServiceInfo | None,
+    base_info: ServiceInfo | None, base_host: HostInfo | None, cand_info: ServiceInfo | None,
     cand_host: HostInfo | None,
-) -> list[ConfigChange]:
+) -> list[ConfigChange]:  # fmt: skip
     """Keys whose values differ, in the baseline's key order then the candidate's new keys; [] when the same."""
     base = configuration(base_info, base_host)
     cand = configuration(cand_info, cand_host)

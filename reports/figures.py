@@ -57,14 +57,9 @@ def style(lang: str) -> Any:
     """The figures' rcParams for a `with` block (matplotlib.rc_context; pyplot is never imported)."""
     font = cjk_font() if lang == "zh" else None
     families = [font, "DejaVu Sans"] if font else ["DejaVu Sans"]
-    return matplotlib.rc_context(
-        {
-            "font.family": "sans-serif",
-            "font.sans-serif": families,
-            "axes.unicode_minus": False,
-            "font.size": 9,
-        }
-    )
+    return matplotlib.rc_context({
+        "font.family": "sans-serif", "font.sans-serif": families, "axes.unicode_minus": False, "font.size": 9,
+    })  # fmt: skip
 
 
 class Margins(NamedTuple):
@@ -202,12 +197,9 @@ def time_series(analysis: RunAnalysis, lang: str) -> str:
         (t("latency_ms", lang), [(req["p50"], "P50"), (req["p99"], "P99")]),
     ]
     for metric, key in (
-        ("device_util_pct", "ax_device_util"),
-        ("mem_bw_util_pct", "ax_mem_bw"),
-        ("temp_c", "ax_temp"),
-        ("power_w", "ax_power"),
-        ("queue_depth", "ax_queue"),
-    ):
+        ("device_util_pct", "ax_device_util"), ("mem_bw_util_pct", "ax_mem_bw"), ("temp_c", "ax_temp"),
+        ("power_w", "ax_power"), ("queue_depth", "ax_queue"),
+    ):  # fmt: skip
         if metric in tel:
             series = tel[metric].dropna()
             series.index = series.index - np.floor(t0)
@@ -215,11 +207,9 @@ def time_series(analysis: RunAnalysis, lang: str) -> str:
     fig, axes = new_figure((10, 1.6 * len(panels) + 0.6), len(panels), 1, sharex=True)
     axes = np.atleast_1d(axes)
     for ax, (ylabel, lines) in zip(axes, panels, strict=True):
-        for i, step in enumerate(summary.steps):
-            s = step.stats
-            ax.axvspan(
-                s.steady_start_unix_s - t0, s.steady_end_unix_s - t0, color=STEP_COLOURS[i % 8], alpha=0.08
-            )
+        for i, s in enumerate(step.stats for step in summary.steps):
+            span = (s.steady_start_unix_s - t0, s.steady_end_unix_s - t0)
+            ax.axvspan(*span, color=STEP_COLOURS[i % 8], alpha=0.08)
         for series, label in lines:
             ax.plot(series.index.to_numpy(), series.to_numpy(), linewidth=0.9, label=label)
         ax.set_ylabel(ylabel, fontsize=8)
@@ -304,12 +294,8 @@ def minute_panels(frame: pd.DataFrame, lang: str) -> list[MinutePanel]:
         MinutePanel([(column, t(key, lang)) for column, key in own_axes], None),
         one_line("service_rss_mb", "ax_service_rss"),
     ]
-    panels = []
-    for panel in candidates:
-        lines = [(c, label) for c, label in panel.lines if c in frame and frame[c].notna().any()]
-        if lines:
-            panels.append(MinutePanel(lines, panel.ylabel))
-    return panels
+    drawn = ([(c, name) for c, name in p.lines if c in frame and frame[c].notna().any()] for p in candidates)
+    return [MinutePanel(lines, p.ylabel) for p, lines in zip(candidates, drawn, strict=True) if lines]
 
 
 def _own_axes(ax: Any, x: np.ndarray, frame: pd.DataFrame, lines: list[tuple[str, str]]) -> None:

@@ -93,13 +93,9 @@ def bytecode_cache() -> jinja2.FileSystemBytecodeCache | None:
 def environment() -> jinja2.Environment:
     """One environment per process: it compiles each template once, or reads it from the bytecode cache."""
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("reports", "templates"),
-        bytecode_cache=bytecode_cache(),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+        loader=jinja2.PackageLoader("reports", "templates"), bytecode_cache=bytecode_cache(), autoescape=True,
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )  # fmt: skip
     env.globals.update(
         num=num, pct=pct, pair=pair, na=MISSING, signed_pct=signed_pct, utc=utc, kv=kv, get=field
     )
@@ -107,5 +103,4 @@ def environment() -> jinja2.Environment:
 
 
 def render(template: str, lang: str, **context: Any) -> str:
-    env = environment()
-    return env.get_template(template).render(lang=lang, _=partial(t, lang=lang), **context)
+    return environment().get_template(template).render(lang=lang, _=partial(t, lang=lang), **context)

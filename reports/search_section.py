@@ -64,16 +64,11 @@ def search_section(analysis: RunAnalysis, lang: str) -> SearchSection | None:
         verdict=verdict_text(record, lang),
         verdict_ok=record.outcome == "answer",
         rule=t(
-            "search_rule",
-            lang,
-            confidence=f"{record.confidence:.0%}",
-            p99=f"{record.slo_p99_ms:g}",
-            budget=f"{record.error_budget_pct:g}",
-            goodput=f"{1.0 - record.goodput_tolerance:.0%}",
-            growth=f"{record.growth:g}",
-            precision=f"{record.precision:.0%}",
+            "search_rule", lang, confidence=f"{record.confidence:.0%}", p99=f"{record.slo_p99_ms:g}",
+            budget=f"{record.error_budget_pct:g}", goodput=f"{1.0 - record.goodput_tolerance:.0%}",
+            growth=f"{record.growth:g}", precision=f"{record.precision:.0%}",
             confirm=f"{record.confirm_factor:g}",
-        ),
+        ),  # fmt: skip
         probes=[
             ProbeText(
                 phase=t(f"ph_{p.phase}", lang),
@@ -129,15 +124,8 @@ def search_headline(record: SearchRecord, devices: int, lang: str) -> str:
         return t("search_no_answer", lang, p99=p99, status=status, note=note_text(record, lang))
     low, high = record.uncertainty_rps
     span = t("search_span", lang, low=f"{low:g}", high=f"{high:g}") if None not in (low, high) else ""
-    return t(
-        "search_answer",
-        lang,
-        per_device=f"{record.answer_rps / max(devices, 1):.1f}",
-        p99=p99,
-        rps=f"{record.answer_rps:g}",
-        n=devices,
-        span=span,
-    )
+    per_device, rps = f"{record.answer_rps / max(devices, 1):.1f}", f"{record.answer_rps:g}"
+    return t("search_answer", lang, per_device=per_device, p99=p99, rps=rps, n=devices, span=span)
 
 
 def search_figure(record: SearchRecord, lang: str) -> str:

@@ -26,11 +26,6 @@ SHARE_KEYS: frozenset[str] = frozenset({
 })  # fmt: skip
 
 
-def figure(value: float | None, digits: int = 1) -> str:
-    """A number for a table cell, one decimal unless told; n/a when absent."""
-    return num(value, digits)
-
-
 @dataclass(frozen=True)
 class CappedShare:
     """A share shown as 100% in a table, with the value that was measured."""
@@ -55,7 +50,7 @@ class ShareCells:
             if capped not in self.capped:  # a mean and a max of the same samples: said once
                 self.capped.append(capped)
             return f"{CAP_PCT:.{digits}f}{unit}{CAPPED_MARK}"
-        return figure(value_pct, digits) + unit
+        return num(value_pct, digits) + unit
 
 
 @dataclass(frozen=True)
@@ -88,7 +83,7 @@ def bottleneck_rows(
     for step, b in zip(summary.steps, bottlenecks, strict=True):
         label = step.stats.label
         evidence = [
-            (key, shares.cell(value, label, f"ev_{key}", "%") if key in SHARE_KEYS else figure(value) + "%")
+            (key, shares.cell(value, label, f"ev_{key}", "%") if key in SHARE_KEYS else num(value, 1) + "%")
             for key, value in b.evidence.items()
         ]
         rows.append(BottleneckRow(step=label, kind=b.kind, evidence=evidence))
@@ -103,24 +98,20 @@ def telemetry_rows(summary: RunSummary) -> tuple[list[TelemetryRow], list[Capped
         label = step.stats.label
         m: TelemetryStats = step.telemetry
         cpu = m.generator_cpu_mean_pct  # the load generator's; the run's own when the step has none
-        rows.append(
-            TelemetryRow(
-                step=label,
-                device_util=pair(
-                    shares.cell(m.device_util_mean_pct, label, "cap_device_util"),
-                    shares.cell(m.device_util_max_pct, label, "cap_device_util"),
-                ),
-                mem_bw=shares.cell(m.mem_bw_util_mean_pct, label, "cap_mem_bw"),
-                temp_max=figure(m.temp_max_c),
-                power_mean=figure(m.power_mean_w),
-                power_total=figure(m.power_total_mean_w),
-                mem_used=pair(figure(m.mem_used_max_mb, 0), figure(m.mem_max_pct), "%"),
-                generator_cpu=figure(summary.generator_cpu.mean_pct if cpu is None else cpu),
-                service_cpu=figure(m.service_cpu_mean_pct),
-                service_busy=pair(
-                    shares.cell(m.service_busy_mean_pct, label, "cap_service_busy"),
-                    shares.cell(m.service_busy_max_pct, label, "cap_service_busy"),
-                ),
-            )
-        )
+        rows.append(TelemetryRow(
+            step=label,
+            device_util=pair(
+                shares.cell(m.device_util_mean_pct, label, "cap_device_util"),
+                shares.cell(m.device_util_max_pct, label, "cap_device_util"),
+            ),
+            mem_bw=shares.cell(m.mem_bw_util_mean_pct, label, "cap_mem_bw"), temp_max=num(m.temp_max_c, 1),
+            power_mean=num(m.power_mean_w, 1), power_total=num(m.power_total_mean_w, 1),
+            mem_used=pair(num(m.mem_used_max_mb, 0), num(m.mem_max_pct, 1), "%"),
+            generator_cpu=num(summary.generator_cpu.mean_pct if cpu is None else cpu, 1),
+            service_cpu=num(m.service_cpu_mean_pct, 1),
+            service_busy=pair(
+                shares.cell(m.service_busy_mean_pct, label, "cap_service_busy"),
+                shares.cell(m.service_busy_max_pct, label, "cap_service_busy"),
+            ),
+        ))  # fmt: skip
     return rows, shares.capped

@@ -97,8 +97,7 @@ def headline(summary: RunSummary, bottlenecks: list[Bottleneck]) -> Headline:
 
 
 def bottlenecks(summary: RunSummary) -> list[Bottleneck]:
-    cores = field(summary.host, "cpu_cores_logical")
-    cores = int(cores) if cores else None
+    cores = int(field(summary.host, "cpu_cores_logical", 0)) or None
     return [step_bottleneck(s.stats, s.telemetry, s.decomposition, cores) for s in summary.steps]
 
 
@@ -110,20 +109,14 @@ def energy(analysis: RunAnalysis) -> list[Energy]:
         s = step.stats
         if power_w is None or s.n_ok == 0 or s.duration_s <= 0:
             continue
-        n_embeddings = analysis.figures.embeddings.get(s.index, float(s.n_ok))
+        emb_per_s = analysis.figures.embeddings.get(s.index, float(s.n_ok)) / s.duration_s
         n_tokens = analysis.figures.tokens.get(s.index)
-        emb_per_s = n_embeddings / s.duration_s
         tok_per_s = n_tokens / s.duration_s if n_tokens else None
-        out.append(
-            Energy(
-                index=s.index,
-                power_w=power_w,
-                embeddings_per_s=emb_per_s,
-                tokens_per_s=tok_per_s,
-                j_per_1k_embeddings=power_w / emb_per_s * 1000.0 if emb_per_s > 0 else None,
-                j_per_1m_tokens=power_w / tok_per_s * 1e6 if tok_per_s else None,
-            )
-        )
+        out.append(Energy(
+            index=s.index, power_w=power_w, embeddings_per_s=emb_per_s, tokens_per_s=tok_per_s,
+            j_per_1k_embeddings=power_w / emb_per_s * 1000.0 if emb_per_s > 0 else None,
+            j_per_1m_tokens=power_w / tok_per_s * 1e6 if tok_per_s else None,
+        ))  # fmt: skip
     return out
 
 

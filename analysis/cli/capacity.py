@@ -186,9 +186,8 @@ def cost_lines(summary: RunSummary) -> list[str]:
     for step in cost.steps:
         emb = f"{step.per_1m_embeddings:.4g}" if step.per_1m_embeddings is not None else "-"
         tok = f"{step.per_1m_tokens:.4g}" if step.per_1m_tokens is not None else "-"
-        lines.append(
-            f"    {labels.get(step.index, step.index)}: {emb} per 1M embeddings, {tok} per 1M input tokens"
-        )
+        label = labels.get(step.index, step.index)
+        lines.append(f"    {label}: {emb} per 1M embeddings, {tok} per 1M input tokens")
     plan = cost.plan
     if plan is not None:
         most = "at most " if plan.upper_bound else ""

@@ -191,16 +191,14 @@ def _telemetry_chunk(
     emit(base + 3, 2, "busy_frac", util_base / 100.0)
     codes = np.array([s[:3] for s in series], np.int32)  # a (device, source, metric) row per series
     device, source, metric = (np.repeat(codes[:, i], n_t) for i in range(3))
-    return pa.table(
-        {
-            "ts_unix_s": pa.array(np.tile(ts, len(series))),
-            "host": _strings(["synthetic-host"], np.zeros(n_t * len(series), np.int32)),
-            "source": _strings(["npu_smi", "psutil", "service"], source),
-            "device": _strings(devices, device),
-            "metric": _strings(metrics, metric),
-            "value": pa.array(np.concatenate([values for *_, values in series])),
-        }
-    ).cast(TELEMETRY_SCHEMA)
+    return pa.table({
+        "ts_unix_s": pa.array(np.tile(ts, len(series))),
+        "host": _strings(["synthetic-host"], np.zeros(n_t * len(series), np.int32)),
+        "source": _strings(["npu_smi", "psutil", "service"], source),
+        "device": _strings(devices, device),
+        "metric": _strings(metrics, metric),
+        "value": pa.array(np.concatenate([values for *_, values in series])),
+    }).cast(TELEMETRY_SCHEMA)  # fmt: skip
 
 
 def _write_chunks(path: Path, schema: pa.Schema, chunks: Iterator[pa.Table]) -> None:

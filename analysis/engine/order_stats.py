@@ -46,7 +46,8 @@ def bootstrap_ranks(n: int, q_pct: float, n_boot: int, seed: int, dependence: fl
 def bootstrap_percentile_ci(
     n: int, q_pct: float, order_stats: OrderStats, n_boot: int, seed: int, dependence: float = 1.0
 ) -> tuple[float | None, float | None]:
-    """analysis.figures.bootstrap.percentile_ci without the sample: the same draws, only the order statistics drawn."""
+    """The interval of analysis.figures.bootstrap.resampled_percentiles without the sample: the same draws,
+    only the order statistics drawn."""
     if n == 0:
         return None, None
     lo, hi, weight = resampled_ranks(n, q_pct, n_boot, rng_for(seed), dependence)

@@ -83,16 +83,6 @@ def interval(replicates: np.ndarray, level: float = CI_LEVEL) -> tuple[float | N
     return float(low), float(high)
 
 
-def percentile_ci(
-    sorted_values: np.ndarray,
-    q_pct: float,
-    n_boot: int = DEFAULT_N_BOOT,
-    seed: int = DEFAULT_SEED,
-    dependence: float = 1.0,
-) -> tuple[float | None, float | None]:
-    return interval(resampled_percentiles(sorted_values, q_pct, n_boot, rng_for(seed), dependence))
-
-
 def resampled_ratios(
     numerators: np.ndarray, denominators: np.ndarray, n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:

@@ -84,12 +84,9 @@ def _busy(rows: list[DeviceRow]) -> list[str]:
     if not loads:
         return []
     floor = min(loads) if min(loads) < IDLE_MAX_PCT else 0.0
-    busy = []
-    for row in rows:
-        idle = row.util_idle_pct if row.util_idle_pct is not None else floor
-        if row.util_load_mean_pct is not None and row.util_load_mean_pct - idle >= BUSY_MIN_RISE_PCT:
-            busy.append(row.device)
-    return busy
+    idle = (floor if r.util_idle_pct is None else r.util_idle_pct for r in rows)
+    return [r.device for r, base in zip(rows, idle, strict=True)
+            if r.util_load_mean_pct is not None and r.util_load_mean_pct - base >= BUSY_MIN_RISE_PCT]
 
 
 def device_table(
@@ -115,7 +112,7 @@ def device_table(
         power, temp, mem = (
             g_loaded[(metric == m).to_numpy()]["value"] for m in ("power_w", "temp_c", "mem_used_mb")
         )
-        row = DeviceRow(
+        rows.append(DeviceRow(
             device=device, host=host_name, serving=False,
             util_idle_pct=float(util_idle.mean()) if len(util_idle) >= 2 else None,
             util_load_mean_pct=float(util_load.mean()) if len(util_load) else None,
@@ -123,8 +120,7 @@ def device_table(
             power_mean_w=float(power.mean()) if len(power) else None,
             temp_max_c=float(temp.max()) if len(temp) else None,
             mem_used_max_mb=float(mem.max()) if len(mem) else None,
-        )  # fmt: skip
-        rows.append(row)
+        ))  # fmt: skip
     return rows
 
 

@@ -64,11 +64,9 @@ def analyse_run(
             slowest=slowest_requests_ooc(con), embeddings={i: s.n_embeddings for i, s in steps.items()},
         )  # fmt: skip
         run_t0, run_t1 = run_window(manifest, t_done_max)
-        series = None
-        if t_done_max is not None:
-            series = minute_series.request_series(con, run_t0 or 0.0, MAX_SERIES_POINTS)
         figures = ReportFigures(
-            request_series=series, cdf_ms={i: s.cdf_ms for i, s in steps.items() if s.cdf_ms},
+            request_series=minute_series.request_series(con, run_t0 or 0.0, MAX_SERIES_POINTS)
+            if t_done_max is not None else None, cdf_ms={i: s.cdf_ms for i, s in steps.items() if s.cdf_ms},
             batch_sizes=minute_series.batch_histograms(con), top_errors=minute_series.top_errors(con),
             lengths=ooc_tables.latency_by_input_tokens(con), embeddings=rows.embeddings,
             tokens={i: s.n_tokens for i, s in steps.items()}, minutes=minutes,

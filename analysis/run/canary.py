@@ -72,14 +72,13 @@ def _side(
 ) -> SideFigures:
     where = "NOT probe AND side = ? AND stage = ? AND t_sent_unix_s >= ? AND t_sent_unix_s < ?"
     params = [side, stage, start, end]
-    counts = (
-        f"SELECT count(*), count(*) FILTER (outcome = 0 AND isfinite(latency_ms)) FROM tagged WHERE {where}"
-    )
+    ok = "outcome = 0 AND isfinite(latency_ms)"
+    counts = f"SELECT count(*), count(*) FILTER ({ok}) FROM tagged WHERE {where}"
     [(requests, n_ok)] = con.execute(counts, params).fetchall()
     pcts: list[float | None] = [None, None, None]
     ci: tuple[float | None, float | None] = (None, None)
     if n_ok:
-        ok_rows = f"tagged WHERE {where} AND outcome = 0 AND isfinite(latency_ms)"
+        ok_rows = f"tagged WHERE {where} AND {ok}"
         order = disc_order_stats(con, "latency_ms", ok_rows, params, n_ok)
         pcts = list(exact_percentiles(n_ok, list(PERCENTILES_PCT), order))
         ci = bootstrap_percentile_ci(n_ok, 99.0, order, n_boot, seed)
@@ -126,8 +125,7 @@ def analyse_canary(
         for stage in stages:
             weight = canary.stages_pct[min(stage.index, len(canary.stages_pct) - 1)]
             spans = stage_windows(stage, canary)
-            for k, start, end in spans:
-                windows.append(_span(con, stage.index, k, weight, start, end, n_boot))
+            windows += [_span(con, stage.index, k, weight, start, end, n_boot) for k, start, end in spans]
             if spans:
                 stage_span = _span(con, stage.index, None, weight, spans[0][1], spans[-1][2], n_boot)
                 for side in SIDES:  # a stage's unavailable seconds are its windows'

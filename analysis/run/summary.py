@@ -176,17 +176,16 @@ def summarise(
     error_budget = slo.error_budget_pct / 100.0 if settings.error_budget is None else settings.error_budget
     stats = rows.stats
     serving = _serving(manifest, index, stats)
-    steps: list[StepReport] = []
     endings = {stage.index: stage.ending for stage in manifest.stages}
-    for step in stats:
-        tel = index.window_stats(step.steady_start_unix_s, step.steady_end_unix_s)
-        steps.append(
-            StepReport(
-                stats=step, telemetry=tel, decomposition=rows.decomposition.get(step.index),
-                health=step_health(step, tel, manifest.health), ending=endings.get(step.index),
-                meets_slo=meets_slo(step, slo_p99_ms, error_budget),
-            )
-        )  # fmt: skip
+    tels = [index.window_stats(step.steady_start_unix_s, step.steady_end_unix_s) for step in stats]
+    steps = [
+        StepReport(
+            stats=step, telemetry=tel, decomposition=rows.decomposition.get(step.index),
+            health=step_health(step, tel, manifest.health), ending=endings.get(step.index),
+            meets_slo=meets_slo(step, slo_p99_ms, error_budget),
+        )
+        for step, tel in zip(stats, tels, strict=True)
+    ]  # fmt: skip
     # serving devices: those in the telemetry, else the indices the run was told (no device telemetry)
     devices = len(index.devices) if index.devices else max(len(serving.indices), 1)
     cap = capacity(
@@ -235,10 +234,8 @@ def run_cost(summary: RunSummary, rows: RowFigures, settings: Settings) -> RunCo
         summary.serving_devices, [d.kind for d in info.devices] if info else [], info.device if info else None
     )
     devices = summary.devices_in_run
-    steps = []
-    for s in summary.steps:
-        n_embeddings = rows.embeddings.get(s.stats.index, float(s.stats.n_ok))
-        steps.append(step_cost(s.stats, s.telemetry, n_embeddings, prices, kind, devices))
+    per_step = ((s, rows.embeddings.get(s.stats.index, float(s.stats.n_ok))) for s in summary.steps)
+    steps = [step_cost(s.stats, s.telemetry, n, prices, kind, devices) for s, n in per_step]
     # the plan the analysis made (--target-qps), else one for the scenario's slo.target_qps
     plan, target = summary.capacity.plan, summary.scenario.slo.target_qps
     if plan is None and target is not None:

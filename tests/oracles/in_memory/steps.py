@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.figures.bootstrap import DEFAULT_N_BOOT, percentile_ci
+from analysis.figures.bootstrap import DEFAULT_N_BOOT, interval, resampled_percentiles, rng_for
 from analysis.model.served_models import ordered, served_fields
 from analysis.model.steps import (
     MIN_SAMPLES_P99,
@@ -264,7 +264,7 @@ def step_stats(
         offered_qps=n_requests / duration_s,
         errors_by_kind=errors_by_kind(not_ok),
         latency=latency,
-        p99_ci_ms=percentile_ci(ok_latency, 99.0, n_boot=n_boot, seed=stage.index, dependence=dependence),
+        p99_ci_ms=interval(resampled_percentiles(ok_latency, 99.0, n_boot, rng_for(stage.index), dependence)),
         p99_dependence=round(dependence, 3),
         error_latency=latency_stats(not_ok["latency_ms"].to_numpy(dtype=np.float64)),
         server=server_stats(ok_rows),

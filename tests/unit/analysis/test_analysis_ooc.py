@@ -15,7 +15,7 @@ from analysis.engine import minute_series, views
 from analysis.engine import requests as ooc
 from analysis.engine import telemetry as ooc_telemetry
 from analysis.engine.order_stats import bootstrap_percentile_ci, exact_percentiles
-from analysis.figures.bootstrap import percentile_ci
+from analysis.figures.bootstrap import interval, resampled_percentiles, rng_for
 from analysis.model.steps import OUTCOME_OK
 from embedperf.schema import (
     REQUEST_SCHEMA,
@@ -161,9 +161,8 @@ def test_order_statistics_percentiles_match_numpy_bit_for_bit() -> None:
 
         pcts = [0.0, 25.0, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0]
         assert exact_percentiles(n, pcts, order_stats) == np.percentile(values, pcts).tolist()
-        assert bootstrap_percentile_ci(n, 99.0, order_stats, 300, seed=4) == percentile_ci(
-            values, 99.0, 300, 4
-        )
+        replicates = resampled_percentiles(values, 99.0, 300, rng_for(4))
+        assert bootstrap_percentile_ci(n, 99.0, order_stats, 300, seed=4) == interval(replicates)
 
 
 def test_minute_series_equal_the_in_memory_soak_series(tmp_path: Path) -> None:

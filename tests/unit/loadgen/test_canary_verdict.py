@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from decisions.canary_verdict import judge
-from embedperf.canary_record import SideWindow, WindowJudgement
+from embedperf.canary_record import EXIT_CODES, SideWindow, WindowJudgement
 from scenarios.canary_models import Canary, Rollback
 
 STAGES = [5.0, 20.0, 50.0, 100.0]
@@ -52,7 +52,7 @@ def test_error_rate_fires_in_its_window_with_the_numbers_in_one_line() -> None:
     windows = all_windows()
     windows[4] = window(1, 1, candidate=side(requests=96, ok=91))  # 5 of 96 = 5.2%
     _, verdict = judge(windows, CANARY, rollback, finished=True)
-    assert verdict.status == "rollback" and verdict.exit_code == 1
+    assert verdict.status == "rollback" and EXIT_CODES[verdict.status] == 1
     assert verdict.trigger == "error_rate"
     assert (verdict.stage_index, verdict.window_index) == (1, 1)
     assert verdict.line == (
@@ -67,7 +67,7 @@ def test_error_rate_at_the_limit_or_in_a_thin_window_does_not_fire() -> None:
     windows[1] = window(0, 1, candidate=side(requests=100, ok=99))  # exactly 1%: not above
     windows[2] = window(0, 2, candidate=side(requests=10, ok=5))  # 50%, but 10 < min_window_requests
     _, verdict = judge(windows, CANARY, rollback, finished=True)
-    assert verdict.status == "promote" and verdict.exit_code == 0
+    assert verdict.status == "promote" and EXIT_CODES[verdict.status] == 0
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
@@ -160,7 +160,7 @@ def test_a_stage_too_thin_gives_no_verdict_exit_2_and_a_run_cut_short_is_still_r
     windows = all_windows()
     windows[:3] = [window(0, k, candidate=side(requests=10)) for k in range(3)]  # 30 < 50 at stage 1
     _, verdict = judge(windows, CANARY.model_copy(update={"min_stage_requests": 50}), QUIET, finished=True)
-    assert verdict.status == "no_verdict" and verdict.exit_code == 2
+    assert verdict.status == "no_verdict" and EXIT_CODES[verdict.status] == 2
     assert verdict.line.startswith("NO VERDICT at stage 1 (5%): the candidate had 30 requests (< 50)")
     _, verdict = judge(windows[:5], CANARY, QUIET, finished=False)
-    assert verdict.status == "running" and verdict.exit_code == 3
+    assert verdict.status == "running" and EXIT_CODES[verdict.status] == 3
