@@ -38,9 +38,6 @@ class ProcessGroup:
         self.pid = pid
         self._procs: dict[int, psutil.Process] = {}
 
-    def alive(self) -> bool:
-        return psutil.pid_exists(self.pid)
-
     def sample(self) -> tuple[float | None, float] | None:
         """(CPU % of one core summed over the group or None on the first tick, RSS MB); None if gone."""
         try:

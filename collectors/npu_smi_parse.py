@@ -20,10 +20,6 @@ _PAIR_RE = re.compile(r"(\d+)\s*/\s*(\d+)")
 _HEADER_CELL_RE = re.compile(r"[^()]+\([^)]*\)")
 
 
-def _norm_key(key: str) -> str:
-    return " ".join(key.split())
-
-
 def find_error(text: str) -> str | None:
     """The first error line npu-smi printed (it may still exit 0), or None."""
     for line in text.splitlines():
@@ -61,14 +57,14 @@ def _kv_lines(text: str) -> list[list[tuple[str, str]]]:
             if blocks[-1]:
                 blocks.append([])
             continue
-        proc = _PROC_RE.search(raw)
-        if proc:
+        if _PROC_RE.search(raw):
             blocks[-1].append(("\0proc", raw))
             continue
         match = _KV_RE.match(raw)
         if match is None:
             continue
-        blocks[-1].append((_norm_key(match.group("key") or ""), (match.group("value") or "").strip()))
+        key = " ".join((match.group("key") or "").split())  # whitespace normalised, as KV_FIELDS spells keys
+        blocks[-1].append((key, (match.group("value") or "").strip()))
     return [b for b in blocks if b]
 
 
@@ -163,10 +159,6 @@ def chips_from_mapping(rows: list[dict[str, str]]) -> list[tuple[int, int]]:
 
 
 # ---- `npu-smi info`: the box table, two rows per chip
-def _split_row(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
 def _numbers(cell: str) -> list[str]:
     """Tokens of a value cell with `a / b` pairs kept together as `a/b`."""
     return _PAIR_RE.sub(r"\1/\2", cell).split()
@@ -185,7 +177,7 @@ def parse_info_table(text: str) -> list[dict[str, Any]]:
         if line.startswith("+") and rows and "Process" in " ".join(rows[-1]):
             break
         if line.startswith("|") and not line.startswith("| npu-smi"):
-            rows.append(_split_row(line))
+            rows.append([c.strip() for c in line.strip("|").split("|")])
     util_kind = "npu_util" if any("NPU Util" in " ".join(r) for r in rows) else "aicore"
     data = [r for r in rows if not any(h in " ".join(r) for h in ("Name", "Bus-Id", "Process", "NPU ID"))]
     chips: list[dict[str, Any]] = []
@@ -200,8 +192,7 @@ def parse_info_table(text: str) -> list[dict[str, Any]]:
         else:
             npu_id, name, health = head[0], " ".join(head[1:]), top[1]
             chip_cells = bottom[0].split()
-        top_vals = _numbers(top[-1])
-        bottom_vals = _numbers(bottom[-1])
+        top_vals, bottom_vals = _numbers(top[-1]), _numbers(bottom[-1])
         chips.append(
             {
                 "npu_id": int(npu_id),
@@ -235,9 +226,8 @@ class WatchParser:
         if stripped.startswith("NpuID"):
             self.columns = [cell.strip() for cell in _HEADER_CELL_RE.findall(stripped)]
             return None
-        if self.columns is None:
-            return None
         values = stripped.split()
-        if len(values) != len(self.columns):
+        if self.columns is None or len(values) != len(self.columns):
             return None
+
         return dict(zip(self.columns, values, strict=True))
