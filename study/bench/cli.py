@@ -74,6 +74,5 @@ def main(argv: list[str]) -> int:
         return outcome.exit_code
     shutil.move(str(log_path), str(folder.root / "service.log"))
     print(f"run folder: {folder.root}", flush=True)
-    report = build_report(folder, lang="en")
-    print(f"report: {report}")
+    print(f"report: {build_report(folder, lang='en')}")
     return outcome.exit_code

@@ -125,8 +125,7 @@ def search_timeout_s(spec: MatrixSpec, overrides: dict[str, str]) -> float | Non
 
 def searched_answer(run_folder: RunFolder) -> str:
     """The search's one-line answer, for the matrix log."""
-    manifest = read_manifest(run_folder)
-    record = read_search(manifest)
+    record = read_search(manifest := read_manifest(run_folder))
     return headline(record, devices_serving(manifest)) if record is not None else "no search record"
 
 

@@ -128,10 +128,8 @@ def request_id_checks(client: TargetClient, log_text: Callable[[], str] | None) 
         note = "pass --start-cmd so verify captures the service's output"
         return [*checks, Check(name=LOGS, status="warn", measured="not checked", note=note)]
     deadline = time.monotonic() + LOG_WAIT_S
-    found = sent in log_text()
-    while not found and time.monotonic() < deadline:
+    while not (found := sent in log_text()) and time.monotonic() < deadline:
         time.sleep(LOG_POLL_S)
-        found = sent in log_text()
     checks.append(
         Check(
             name=LOGS,
