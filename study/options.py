@@ -53,8 +53,7 @@ def study_parser(prog: str, description: str, epilog: str) -> argparse.ArgumentP
 
 
 def add_run_options(parser: argparse.ArgumentParser, label: str) -> None:
-    """The run a command starts: where its folder goes, its label, the scenario profile and overrides,
-    and what it records besides the rows (telemetry, report.html)."""
+    """The run a command starts: its folder, label, profile, overrides and what it records besides rows."""
     group = parser.add_argument_group("run folder")
     add_shared_option(group, "runs_dir", Path("runs"), "runs")
     group.add_argument("--label", default=label, help=f"label appended to the run id (default {label})")

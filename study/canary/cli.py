@@ -129,8 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def canary_overrides(scenario: Scenario, overrides: dict[str, str]) -> dict[str, str]:
-    """The overrides that make the scenario a canary: one step per stage, each windows x window_s long,
-    all at the load of step canary.load_step."""
+    """The overrides that make the scenario a canary: one step per stage, all at canary.load_step's load."""
     canary = scenario.canary
     try:
         step = scenario.steps[canary.load_step]
@@ -207,11 +206,7 @@ def settle_incomplete(root: Path, record: CanaryRecord) -> CanaryRecord:
     total = len(record.stages_pct) * record.windows_per_stage
     last = record.windows[-1] if record.windows else None
     at = f" (last judged: stage {last.stage_index + 1}, window {last.window_index + 1})" if last else ""
-    record = record.model_copy(
-        update={
-            "status": "incomplete",
-            "line": f"INCOMPLETE: the run stopped after {len(record.windows)} of {total} windows{at}",
-        }
-    )
+    line = f"INCOMPLETE: the run stopped after {len(record.windows)} of {total} windows{at}"
+    record = record.model_copy(update={"status": "incomplete", "line": line})
     write_canary_record(root, record)
     return record

@@ -181,8 +181,7 @@ def ops_checks(
     prometheus_url: str | None,
     rule_files: list[Path],
 ) -> list[Check]:
-    """Every check of layer 4, in the report's order; the start-up timeline and log when verify started the
-    service."""
+    """Every check of layer 4, in the report's order."""
     probes = (
         startup_checks(service.timeline, thresholds.health_path, thresholds.ready_path)
         if service is not None

@@ -114,9 +114,8 @@ class Layer:
 
 
 def run_layers(layers: Sequence[Layer], selected: Sequence[int]) -> list[LayerResult]:
-    """Run the selected layers in order; after a failure or an incomplete layer the rest are not run. An
-    EmbedperfError raised inside a layer (its load run stopped, the target refused) makes that layer
-    incomplete with the error as its reason, never a traceback."""
+    """The selected layers in order, none after a failed or incomplete one; an EmbedperfError inside a layer
+    (its load run stopped, the target refused) makes it incomplete with that reason, never a traceback."""
     results: list[LayerResult] = []
     stopped_by: LayerResult | None = None
     for layer in sorted(layers, key=lambda item: item.number):
