@@ -132,13 +132,11 @@ class WatchStream:
         for line in proc.stdout:
             now = time.monotonic()
             self.last_line_mono_s = now
-            row = parser.feed(line)
-            if row is None:
+            if (row := parser.feed(line)) is None:
                 if error := nparse.find_error(line):
                     self.source.status.event("error", f"npu-smi watch: {error}")
                 continue
-            mapped = nmap.metrics_from_watch_row(row)
-            if mapped is not None:
+            if (mapped := nmap.metrics_from_watch_row(row)) is not None:
                 self.latest[mapped[0]] = (now, mapped[1])
                 if waiting_since is not None:
                     self.source.status.event(

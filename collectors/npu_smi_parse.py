@@ -60,8 +60,7 @@ def _kv_lines(text: str) -> list[list[tuple[str, str]]]:
         if _PROC_RE.search(raw):
             blocks[-1].append(("\0proc", raw))
             continue
-        match = _KV_RE.match(raw)
-        if match is None:
+        if (match := _KV_RE.match(raw)) is None:
             continue
         key = " ".join((match.group("key") or "").split())  # whitespace normalised, as KV_FIELDS spells keys
         blocks[-1].append((key, (match.group("value") or "").strip()))
@@ -133,8 +132,7 @@ def parse_mapping(text: str) -> list[dict[str, str]]:
     header: list[str] | None = None
     rows: list[dict[str, str]] = []
     for raw in text.splitlines():
-        line = raw.replace("\t", "  ").strip()
-        if not line:
+        if not (line := raw.replace("\t", "  ").strip()):
             continue
         cells = re.split(r"\s{2,}", line)
         if header is None:
@@ -220,8 +218,7 @@ class WatchParser:
 
     def feed(self, line: str) -> dict[str, str] | None:
         """A row as {header: value}, or None for the header, blank lines and anything unparseable."""
-        stripped = line.strip()
-        if not stripped:
+        if not (stripped := line.strip()):
             return None
         if stripped.startswith("NpuID"):
             self.columns = [cell.strip() for cell in _HEADER_CELL_RE.findall(stripped)]

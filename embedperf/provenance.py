@@ -75,7 +75,6 @@ def git_info(start: Path | None = None) -> dict[str, Any]:
             return None
         return out.stdout.strip()
 
-    commit = git("rev-parse", "HEAD")
-    if commit is None:
+    if (commit := git("rev-parse", "HEAD")) is None:
         return {}
     return {"commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}

@@ -29,8 +29,7 @@ def load_dataset(spec: Dataset) -> list[str]:
         raise ConfigError(
             f"payload.dataset.path {path}: unknown file type {suffix!r}; valid: {', '.join(SUFFIXES)}"
         )
-    texts = [t.strip() for t in read(path, spec.field) if t and t.strip()]
-    if not texts:
+    if not (texts := [t.strip() for t in read(path, spec.field) if t and t.strip()]):
         raise ConfigError(
             f"payload.dataset {path} holds no non-empty text; fill it or point payload.dataset.path elsewhere"
         )

@@ -180,8 +180,7 @@ def main(argv: list[str]) -> int:
     if outcome.folder is None:
         print(f"embedperf canary: locust exited with {outcome.exit_code} without a run folder; see above")
         return outcome.exit_code
-    record = read_canary_record(outcome.folder.root)
-    if record is None:
+    if (record := read_canary_record(outcome.folder.root)) is None:
         print(f"run folder: {outcome.folder.root}")
         print("embedperf canary: the run ended before its first window (no canary.json); see above")
         return EXIT_CODES["incomplete"]

@@ -146,8 +146,7 @@ def alert_checks(prometheus_url: str | None, rule_files: list[Path], lookback_s:
     if prometheus_url is None:
         note = "pass --prometheus-url of the Prometheus that evaluates the shipped rules"
         return [Check(name=ALERTS, status="warn", measured="not checked", note=note)]
-    wanted = alert_names(rule_files)
-    if not wanted:
+    if not (wanted := alert_names(rule_files)):
         return [Check(name=ALERTS, status="warn", measured="no alert rules found", note="pass --rules FILE")]
     api = PrometheusAPI(prometheus_url)
     loaded = api.loaded_alerts()

@@ -148,8 +148,7 @@ def run_perf_layer(host: str, thresholds: VerifyThresholds, options: LoadOptions
         thresholds.search_scenario, host, options, "verify-search", search_overrides(thresholds),
         thresholds.search_max_duration_s,
     )
-    record = read_search(analysis.manifest)
-    if record is None:
+    if (record := read_search(analysis.manifest)) is None:
         raise RunFolderError(f"the search left no result in {analysis.folder.manifest}: it did not finish")
     evidence = {
         "search run": str(analysis.folder.root),

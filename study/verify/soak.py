@@ -109,8 +109,7 @@ def memory_check(steps: list[StepReport], analysis: RunAnalysis, thresholds: Ver
 
 
 def restart_check(at_start: InfoSnapshot, after: InfoSnapshot, thresholds: VerifyThresholds) -> Check:
-    same = at_start.same_process(after)
-    if same is None:
+    if (same := at_start.same_process(after)) is None:
         return Check(
             name="restarts", status="warn", measured="not checked", note="/info names no pid or start time"
         )

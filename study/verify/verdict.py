@@ -64,8 +64,7 @@ class LayerResult(BaseModel):
         if self.reason:
             return f"{head}: {self.reason}"
         for wanted in ("fail", "warn"):
-            named = [c.line for c in self.checks if c.status == wanted]
-            if named:
+            if named := [c.line for c in self.checks if c.status == wanted]:
                 return f"{head}: " + "; ".join(named)
         return f"{head}: {len(self.checks)} checks passed"
 
@@ -165,8 +164,7 @@ class VerifyResult(BaseModel):
     @property
     def headline(self) -> str:
         """One line for the console and CI logs."""
-        failed = self.failed_layer
-        if failed is not None:
+        if (failed := self.failed_layer) is not None:
             return f"FAIL at {failed.line}"
         if self.verdict == "incomplete":
             missing = [f"{layer.number} {layer.status.replace('_', ' ')}" for layer in self.layers if layer.status in
