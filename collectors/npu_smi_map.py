@@ -76,7 +76,6 @@ def _with_device_util(metrics: Metrics, npu_util: float | None) -> Metrics:
 
 
 def metrics_from_fields(fields: Mapping[str, str]) -> Metrics:
-    """Canonical metrics of one chip's key/value fields."""
     metrics: Metrics = {}
     for metric, keys in KV_FIELDS.items():
         value = next((v for key in keys if (v := to_float(fields.get(key))) is not None), None)

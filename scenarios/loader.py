@@ -40,7 +40,6 @@ MATRIX_FILES = frozenset({"optimizations", "accelerator"})  # `embedperf matrix`
 
 
 def shipped_scenarios() -> list[str]:
-    """Names of the scenarios shipped under scenarios/*.yaml."""
     return sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml") if p.stem not in MATRIX_FILES)
 
 

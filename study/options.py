@@ -26,7 +26,6 @@ class FieldFlag(NamedTuple):
 
 
 def add_field_flags(parser: argparse._ActionsContainer, flags: Iterable[FieldFlag], title: str = "") -> None:
-    """The flags, under a heading of their own when a title is given."""
     group = parser.add_argument_group(title) if title else parser
     for f in flags:
         group.add_argument(f.flag, type=f.type, metavar=f.metavar, help=f.help)

@@ -29,7 +29,6 @@ HEADLINE_METRICS = (
 
 
 def _median(values: list[float]) -> float | None:
-    """The median over repeats (None without any)."""
     return float(np.median(values)) if values else None
 
 

@@ -136,7 +136,6 @@ def run_matrix(
     check_precision: bool = True,
     log: Callable[[str], None] = print,
 ) -> Path:
-    """Run every configuration `repeat` times; returns the matrix folder (holding matrix.json)."""
     search_timeout_s(spec, {**spec.search_overrides(), **spec.scenario_overrides})  # fails before any run
     folder = (runs_dir / make_run_id("matrix", Path(spec.scenario).stem)).resolve()
     folder.mkdir(parents=True, exist_ok=False)

@@ -143,7 +143,6 @@ def device_checks(
 
 
 def run_perf_layer(host: str, thresholds: VerifyThresholds, options: LoadOptions) -> LayerResult:
-    """Layer 2: search, then judge capacity, tail and devices at the answer."""
     analysis = run_and_analyse(
         thresholds.search_scenario, host, options, "verify-search", search_overrides(thresholds),
         thresholds.search_max_duration_s,

@@ -170,7 +170,6 @@ def run_soak_layer(
     options: LoadOptions,
     out_dir: Path,
 ) -> LayerResult:
-    """Layer 3: the soak and its checks."""
     scenario = write_soak_scenario(thresholds, out_dir)
     before = client.metrics(thresholds.metrics_path)
     analysis = run_and_analyse(str(scenario), client.base_url, options, "verify-soak", {}, thresholds.soak_s)

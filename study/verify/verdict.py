@@ -72,7 +72,6 @@ class LayerResult(BaseModel):
 def at_most(
     name: str, value: float, limit: float, measured: str, unit: str = "", over: CheckStatus = "fail"
 ) -> Check:
-    """A figure against its upper limit: pass at or below it, `over` above it."""
     status: CheckStatus = "pass" if value <= limit else over
     return Check(name=name, status=status, measured=measured, limit=f"<= {limit:g}{unit}")
 
@@ -80,7 +79,6 @@ def at_most(
 def at_least(
     name: str, value: float, limit: float, measured: str, unit: str = "", under: CheckStatus = "fail"
 ) -> Check:
-    """A figure against its lower limit: pass at or above it, `under` below it."""
     status: CheckStatus = "pass" if value >= limit else under
     return Check(name=name, status=status, measured=measured, limit=f">= {limit:g}{unit}")
 
@@ -94,7 +92,6 @@ def layer_status(checks: Sequence[Check]) -> LayerStatus:
 
 
 def judged(number: int, checks: list[Check], evidence: dict[str, str] | None = None) -> LayerResult:
-    """A layer's result from its checks."""
     status = layer_status(checks)
     reason = "nothing was judged" if status == "incomplete" else ""
     return _result(number, status, reason, checks=checks, evidence=evidence or {})
@@ -106,8 +103,6 @@ def _result(number: int, status: LayerStatus, reason: str, **found: Any) -> Laye
 
 @dataclass(frozen=True)
 class Layer:
-    """A layer to run: its number and the function that measures and judges it."""
-
     number: int
     run: Callable[[], LayerResult]
 
@@ -136,7 +131,6 @@ def run_layers(layers: Sequence[Layer], selected: Sequence[int]) -> list[LayerRe
 
 
 def verdict(layers: Sequence[LayerResult]) -> Verdict:
-    """fail when a layer failed; incomplete when one could not finish or was skipped; else pass."""
     statuses = {layer.status for layer in layers}
     if "fail" in statuses:
         return "fail"
