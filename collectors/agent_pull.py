@@ -181,9 +181,8 @@ class AgentSource(Source):
             self._save(record)
             self.status.set("failed", record.reason)
             return
-        offset_s = sum(o.offset_s for o in offsets) / len(offsets)
+        record.offset_s = offset_s = sum(o.offset_s for o in offsets) / len(offsets)
         drift_s = abs(offsets[0].offset_s - offsets[-1].offset_s) / 2.0
-        record.offset_s = offset_s
         record.offset_uncertainty_s = max(o.uncertainty_s for o in offsets) + drift_s
         ticks: set[int] = set()
         for ts, source, device, metric, value in self._spooled():

@@ -109,17 +109,12 @@ def build_sources(config: CollectorConfig) -> list[Source]:
         PrometheusSource(config),
     ]
     sources: list[Source] = []
+    remote = config.remote_target if config.sources == "auto" and not config.local_devices else None
     for source in candidates:
         if not config.wants(source.name):
             continue
         reason = source.probe()
-        remote = config.remote_target
-        if (
-            source.name in LOCAL_DEVICE_SOURCES
-            and config.sources == "auto"
-            and remote
-            and not config.local_devices
-        ):
+        if source.name in LOCAL_DEVICE_SOURCES and remote:
             reason = (
                 f"the target {remote} is another host: its devices are not this host's; run `embedperf agent` "
                 "there and pass --agent URL (or --local-devices to sample this host anyway)"
@@ -127,9 +122,7 @@ def build_sources(config: CollectorConfig) -> list[Source]:
         if reason is not None:
             source.status.set("skipped" if config.sources == "auto" else "failed", reason)
         sources.append(source)
-    if config.agents:
-        sources += [AgentSource(config, url) for url in config.agents]
-    return sources
+    return sources + [AgentSource(config, url) for url in config.agents]
 
 
 def main(argv: list[str] | None = None) -> int:

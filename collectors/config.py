@@ -76,8 +76,7 @@ class CollectorConfig(BaseModel):
     @classmethod
     def _canonical(cls, value: dict[str, str]) -> dict[str, str]:
         known = ("queue_depth", "busy_frac", "request_rate_qps", "tokens_per_s", "batch_size_mean")
-        unknown = sorted(set(value) - set(known))
-        if unknown:
+        if unknown := sorted(set(value) - set(known)):
             raise ValueError(f"unknown service metric(s) {unknown}; valid: {', '.join(known)}")
         if not all(value.values()):
             raise ValueError("give each service metric as CANONICAL=NAME, e.g. queue_depth=te_queue_size")

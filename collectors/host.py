@@ -38,9 +38,6 @@ class ProcessGroup:
         self.pid = pid
         self._procs: dict[int, psutil.Process] = {}
 
-    def alive(self) -> bool:
-        return psutil.pid_exists(self.pid)
-
     def sample(self) -> tuple[float | None, float] | None:
         """(CPU % of one core summed over the group or None on the first tick, RSS MB); None if gone."""
         try:
@@ -94,8 +91,7 @@ class HostSource(Source):
     def _find_service(self, ts_unix_s: float) -> None:
         if self._service_port is None or "proc:service" in self.groups or ts_unix_s < self._next_lookup_s:
             return
-        pid = listening_pid(self._service_port)
-        if pid is None:
+        if (pid := listening_pid(self._service_port)) is None:
             if self._next_lookup_s == 0.0:
                 self.status.event("info", f"no process listens on port {self._service_port} yet; retrying")
             self._next_lookup_s = ts_unix_s + PID_LOOKUP_RETRY_S
@@ -114,8 +110,7 @@ class HostSource(Source):
         ]
         self._find_service(ts_unix_s)
         for device, group in list(self.groups.items()):
-            result = group.sample()
-            if result is None:
+            if (result := group.sample()) is None:
                 self.status.event("info", f"process {group.pid} exited", device)
                 del self.groups[device]
                 continue

@@ -132,13 +132,11 @@ class WatchStream:
         for line in proc.stdout:
             now = time.monotonic()
             self.last_line_mono_s = now
-            row = parser.feed(line)
-            if row is None:
+            if (row := parser.feed(line)) is None:
                 if error := nparse.find_error(line):
                     self.source.status.event("error", f"npu-smi watch: {error}")
                 continue
-            mapped = nmap.metrics_from_watch_row(row)
-            if mapped is not None:
+            if (mapped := nmap.metrics_from_watch_row(row)) is not None:
                 self.latest[mapped[0]] = (now, mapped[1])
                 if waiting_since is not None:
                     self.source.status.event(
@@ -294,25 +292,17 @@ class NpuSmiSource(Source):
             if self._slow_thread is None or not self._slow_thread.is_alive():
                 self._slow_thread = threading.Thread(target=self._slow_poll, name="npu-smi-slow", daemon=True)
                 self._slow_thread.start()
-        readings: list[Reading] = []
-        if self.watch is not None:
-            readings += self._watch_readings(now)
-        else:
-            for device, metrics in self._poll_all(POLL_TYPES).items():
-                readings += [(device, m, v) for m, v in metrics.items()]
-        for device, metrics in _newer(self._slow, self._slow_emitted).items():
-            readings += [(device, m, v) for m, v in metrics.items()]
-        return readings
+        readings = _readings(self._poll_all(POLL_TYPES)) if self.watch is None else self._watch_readings(now)
+
+        return readings + _readings(_newer(self._slow, self._slow_emitted))
 
     def _watch_readings(self, now: float) -> list[Reading]:
         assert self.watch is not None
         self.watch.kill_if_silent(self.config.npu_timeout_s)
         wanted = set(self.devices)
         fresh = {d: m for d, m in _newer(self.watch.latest, self._emitted_mono).items() if d in wanted}
-        readings: list[Reading] = []
-        for device, metrics in fresh.items():
+        for device in fresh:
             self._back(device)
-            readings += [(device, m, v) for m, v in metrics.items()]
         stale_s = LOST_AFTER_TICKS * self.config.interval_s
         for device in wanted:
             seen = self._emitted_mono.get(device)
@@ -321,12 +311,16 @@ class NpuSmiSource(Source):
                 self.status.event(
                     "device_lost", f"no watch rows for {now - seen:.0f} s while others report", device
                 )
-        return readings
+        return _readings(fresh)
 
     def close(self) -> None:
         if self.watch is not None:
             self.watch.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _readings(per_device: dict[str, nmap.Metrics]) -> list[Reading]:
+    return [(device, m, v) for device, metrics in per_device.items() for m, v in metrics.items()]
 
 
 def _newer(

@@ -76,7 +76,6 @@ def _with_device_util(metrics: Metrics, npu_util: float | None) -> Metrics:
 
 
 def metrics_from_fields(fields: Mapping[str, str]) -> Metrics:
-    """Canonical metrics of one chip's key/value fields."""
     metrics: Metrics = {}
     for metric, keys in KV_FIELDS.items():
         value = next((v for key in keys if (v := to_float(fields.get(key))) is not None), None)
@@ -106,8 +105,7 @@ def metrics_from_kv(report: KvReport, npu_id: int | None = None) -> dict[str, Me
     blocks = report.chips or ({0: report.card} if report.card else {})
     out: dict[str, Metrics] = {}
     for chip_id, fields in sorted(blocks.items()):
-        metrics = metrics_from_fields(fields)
-        if metrics:
+        if metrics := metrics_from_fields(fields):
             out[device_name(npu, chip_id)] = metrics
     if report.mcu and len(out) == 1:
         card_metrics = metrics_from_fields(report.mcu)
@@ -120,8 +118,7 @@ def metrics_from_kv(report: KvReport, npu_id: int | None = None) -> dict[str, Me
 
 def metrics_from_watch_row(row: Mapping[str, str]) -> tuple[str, Metrics] | None:
     """(device, metrics) of one parsed watch row; newer builds have no ChipId column (chip 0)."""
-    npu_id = to_float(row.get("NpuID(Idx)"))
-    if npu_id is None:
+    if (npu_id := to_float(row.get("NpuID(Idx)"))) is None:
         return None
     chip_id = to_float(row.get("ChipId(Idx)")) or 0.0
     metrics = _numbers((metric, row.get(column)) for column, metric in WATCH_COLUMNS.items())

@@ -20,10 +20,6 @@ _PAIR_RE = re.compile(r"(\d+)\s*/\s*(\d+)")
 _HEADER_CELL_RE = re.compile(r"[^()]+\([^)]*\)")
 
 
-def _norm_key(key: str) -> str:
-    return " ".join(key.split())
-
-
 def find_error(text: str) -> str | None:
     """The first error line npu-smi printed (it may still exit 0), or None."""
     for line in text.splitlines():
@@ -61,14 +57,13 @@ def _kv_lines(text: str) -> list[list[tuple[str, str]]]:
             if blocks[-1]:
                 blocks.append([])
             continue
-        proc = _PROC_RE.search(raw)
-        if proc:
+        if _PROC_RE.search(raw):
             blocks[-1].append(("\0proc", raw))
             continue
-        match = _KV_RE.match(raw)
-        if match is None:
+        if (match := _KV_RE.match(raw)) is None:
             continue
-        blocks[-1].append((_norm_key(match.group("key") or ""), (match.group("value") or "").strip()))
+        key = " ".join((match.group("key") or "").split())  # whitespace normalised, as KV_FIELDS spells keys
+        blocks[-1].append((key, (match.group("value") or "").strip()))
     return [b for b in blocks if b]
 
 
@@ -137,8 +132,7 @@ def parse_mapping(text: str) -> list[dict[str, str]]:
     header: list[str] | None = None
     rows: list[dict[str, str]] = []
     for raw in text.splitlines():
-        line = raw.replace("\t", "  ").strip()
-        if not line:
+        if not (line := raw.replace("\t", "  ").strip()):
             continue
         cells = re.split(r"\s{2,}", line)
         if header is None:
@@ -163,10 +157,6 @@ def chips_from_mapping(rows: list[dict[str, str]]) -> list[tuple[int, int]]:
 
 
 # ---- `npu-smi info`: the box table, two rows per chip
-def _split_row(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
 def _numbers(cell: str) -> list[str]:
     """Tokens of a value cell with `a / b` pairs kept together as `a/b`."""
     return _PAIR_RE.sub(r"\1/\2", cell).split()
@@ -185,7 +175,7 @@ def parse_info_table(text: str) -> list[dict[str, Any]]:
         if line.startswith("+") and rows and "Process" in " ".join(rows[-1]):
             break
         if line.startswith("|") and not line.startswith("| npu-smi"):
-            rows.append(_split_row(line))
+            rows.append([c.strip() for c in line.strip("|").split("|")])
     util_kind = "npu_util" if any("NPU Util" in " ".join(r) for r in rows) else "aicore"
     data = [r for r in rows if not any(h in " ".join(r) for h in ("Name", "Bus-Id", "Process", "NPU ID"))]
     chips: list[dict[str, Any]] = []
@@ -200,8 +190,7 @@ def parse_info_table(text: str) -> list[dict[str, Any]]:
         else:
             npu_id, name, health = head[0], " ".join(head[1:]), top[1]
             chip_cells = bottom[0].split()
-        top_vals = _numbers(top[-1])
-        bottom_vals = _numbers(bottom[-1])
+        top_vals, bottom_vals = _numbers(top[-1]), _numbers(bottom[-1])
         chips.append(
             {
                 "npu_id": int(npu_id),
@@ -229,15 +218,13 @@ class WatchParser:
 
     def feed(self, line: str) -> dict[str, str] | None:
         """A row as {header: value}, or None for the header, blank lines and anything unparseable."""
-        stripped = line.strip()
-        if not stripped:
+        if not (stripped := line.strip()):
             return None
         if stripped.startswith("NpuID"):
             self.columns = [cell.strip() for cell in _HEADER_CELL_RE.findall(stripped)]
             return None
-        if self.columns is None:
-            return None
         values = stripped.split()
-        if len(values) != len(self.columns):
+        if self.columns is None or len(values) != len(self.columns):
             return None
+
         return dict(zip(self.columns, values, strict=True))

@@ -71,10 +71,7 @@ class NvmlSource(Source):
             return None
 
     def sample(self, ts_unix_s: float) -> Iterable[Reading]:
-        readings: list[Reading] = []
-        for index, handle in enumerate(self.handles):
-            readings += self._sample_gpu(f"gpu{index}", handle)
-        return readings
+        return [r for i, handle in enumerate(self.handles) for r in self._sample_gpu(f"gpu{i}", handle)]
 
     def _sample_gpu(self, device: str, handle: Any) -> list[Reading]:
         nvml = self.nvml

@@ -85,8 +85,7 @@ def map_series(result: list[dict[str, Any]], host: str) -> list[TelemetrySample]
                 continue
             if name in (DCGM_FB_FREE, "DCGM_FI_DEV_FB_USED"):
                 fb.setdefault((device, ts), {})[name] = value
-            metric = NPU_EXPORTER.get(name) or DCGM.get(name)
-            if metric is not None:
+            if (metric := NPU_EXPORTER.get(name) or DCGM.get(name)) is not None:
                 rows.append(
                     TelemetrySample(ts, host, "prometheus", device, metric, value * SCALES.get(name, 1.0))
                 )
@@ -123,8 +122,7 @@ class PrometheusSource(Source):
             "query": QUERY, "start": start_unix_s, "end": end_unix_s, "step": self.step_s
         }
         data = prometheus_data(str(self.url), "/api/v1/query_range", window, QUERY_TIMEOUT_S)
-        rows = map_series(data["result"], self.host)
-        if not rows:
+        if not (rows := map_series(data["result"], self.host)):
             self.status.event(
                 "gap", f"no npu-exporter or DCGM series between {start_unix_s:.0f} and {end_unix_s:.0f}"
             )

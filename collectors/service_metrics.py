@@ -82,9 +82,9 @@ def rates(prev: Scrape, cur: Scrape, names: Mapping[str, str] = DEFAULT_NAMES) -
         return None
 
     for metric in RATES & names.keys():
-        rate_inc = increase(names[metric])
-        if rate_inc is not None:
+        if (rate_inc := increase(names[metric])) is not None:
             out[metric] = rate_inc / dt
+
     for metric in MEANS & names.keys():
         total, count = increase(f"{names[metric]}_sum"), increase(f"{names[metric]}_count")
         if total is not None and count:

@@ -179,10 +179,9 @@ def _fresh_path(parts_dir: Path, name: str) -> Path:
         path = parts_dir / (f"{name}{PART_SUFFIX}" if n == 1 else f"{name}-{n}{PART_SUFFIX}")
         try:
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return path
         except FileExistsError:
             n += 1
-            continue
-        return path
 
 
 # Reading parts back (one batch at a time)

@@ -25,10 +25,8 @@ TRACKED_PACKAGES = (
 def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in names:
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
     return versions
 
 
@@ -77,8 +75,6 @@ def git_info(start: Path | None = None) -> dict[str, Any]:
             return None
         return out.stdout.strip()
 
-    commit = git("rev-parse", "HEAD")
-    if commit is None:
+    if (commit := git("rev-parse", "HEAD")) is None:
         return {}
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": bool(status)}
+    return {"commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}

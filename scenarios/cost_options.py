@@ -65,8 +65,7 @@ def cost_from_options(options: argparse.Namespace) -> Cost | None:
 
 def cost_overrides(options: argparse.Namespace) -> dict[str, str]:
     """The --cost-* options as `--set cost.*` overrides of the scenario (what `embedperf run` records)."""
-    cost = cost_from_options(options)
-    if cost is None:
+    if (cost := cost_from_options(options)) is None:
         return {}
     out = {f"cost.device_hour.{kind}": str(price) for kind, price in cost.device_hour.items()}
     out |= {

@@ -24,20 +24,12 @@ def load_dataset(spec: Dataset) -> list[str]:
             f"payload.dataset.path {path} does not exist; give a .jsonl, .csv, .parquet or .txt file"
         )
     suffix = path.suffix.lower()
-    if suffix == ".txt":
-        texts = path.read_text(encoding="utf-8").splitlines()
-    elif suffix == ".jsonl":
-        texts = _jsonl(path, spec.field)
-    elif suffix == ".csv":
-        texts = _csv(path, spec.field)
-    elif suffix == ".parquet":
-        texts = _parquet(path, spec.field)
-    else:
+    read = {".txt": _txt, ".jsonl": _jsonl, ".csv": _csv, ".parquet": _parquet}.get(suffix)
+    if read is None:
         raise ConfigError(
             f"payload.dataset.path {path}: unknown file type {suffix!r}; valid: {', '.join(SUFFIXES)}"
         )
-    texts = [t.strip() for t in texts if t and t.strip()]
-    if not texts:
+    if not (texts := [t.strip() for t in read(path, spec.field) if t and t.strip()]):
         raise ConfigError(
             f"payload.dataset {path} holds no non-empty text; fill it or point payload.dataset.path elsewhere"
         )
@@ -49,6 +41,10 @@ def _missing_field(path: Path, field: str, present: list[str]) -> ConfigError:
         f"payload.dataset {path}: no field {field!r}; set payload.dataset.field to one of: "
         f"{', '.join(present) or '(none)'}"
     )
+
+
+def _txt(path: Path, field: str) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()  # one text per line: no field
 
 
 def _jsonl(path: Path, field: str) -> list[str]:

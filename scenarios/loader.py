@@ -40,7 +40,6 @@ MATRIX_FILES = frozenset({"optimizations", "accelerator"})  # `embedperf matrix`
 
 
 def shipped_scenarios() -> list[str]:
-    """Names of the scenarios shipped under scenarios/*.yaml."""
     return sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml") if p.stem not in MATRIX_FILES)
 
 
@@ -128,8 +127,7 @@ def load_scenario(
     if dataset is not None:  # fail before any load: missing file, missing field, empty dataset
         dataset.path = str(_dataset_path(dataset.path, path))
         load_dataset(dataset)
-    probes = scenario.payload.quality_probes
-    if probes is not None:
+    if (probes := scenario.payload.quality_probes) is not None:
         probes.reference = str(_dataset_path(probes.reference, path))
         if not Path(probes.reference).is_file():
             raise ConfigError(

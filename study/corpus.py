@@ -73,8 +73,7 @@ def shipped_eval_set() -> EvalSet:
 
 
 def load_dataset(path: Path, text_field: str = "text", label_fields: tuple[str, ...] = ()) -> EvalSet:
-    """The user's JSONL set: the text in `text_field`; optional `id`, `lang` (else detected), `kind`, and the
-    `label_fields`, each a breakdown (absent: "(none)")."""
+    """The user's JSONL set: `text_field`, optional `id`, `lang` (else detected), `kind` and label fields."""
     if not path.is_file():
         raise ConfigError(f"--dataset {path} does not exist; pass a JSONL file with one object per line")
     items: list[EvalText] = []

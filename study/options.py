@@ -26,7 +26,6 @@ class FieldFlag(NamedTuple):
 
 
 def add_field_flags(parser: argparse._ActionsContainer, flags: Iterable[FieldFlag], title: str = "") -> None:
-    """The flags, under a heading of their own when a title is given."""
     group = parser.add_argument_group(title) if title else parser
     for f in flags:
         group.add_argument(f.flag, type=f.type, metavar=f.metavar, help=f.help)
@@ -53,8 +52,7 @@ def study_parser(prog: str, description: str, epilog: str) -> argparse.ArgumentP
 
 
 def add_run_options(parser: argparse.ArgumentParser, label: str) -> None:
-    """The run a command starts: where its folder goes, its label, the scenario profile and overrides,
-    and what it records besides the rows (telemetry, report.html)."""
+    """The run a command starts: its folder, label, profile, overrides and what it records besides rows."""
     group = parser.add_argument_group("run folder")
     add_shared_option(group, "runs_dir", Path("runs"), "runs")
     group.add_argument("--label", default=label, help=f"label appended to the run id (default {label})")

@@ -51,8 +51,7 @@ def fp32_reference_vectors(
     model_dir: Path, texts: Sequence[str], encode: Callable[[], np.ndarray]
 ) -> np.ndarray:
     """The fp32 vectors of `texts` by the model in `model_dir`: from the cache, or `encode()` (then kept)."""
-    directory = cache_dir()
-    if directory is None:
+    if (directory := cache_dir()) is None:
         return encode()
     path = directory / f"fp32-{reference_key(model_dir, texts)}.npy"
     if (cached := _read(path, len(texts))) is not None:

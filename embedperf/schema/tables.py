@@ -62,10 +62,6 @@ REQUEST_SORT_KEYS: tuple[str, ...] = ("stage_index", "t_sent_unix_s")
 TELEMETRY_SORT_KEYS: tuple[str, ...] = ("ts_unix_s",)
 
 
-def _sort_keys(schema: pa.Schema) -> tuple[str, ...]:
-    return REQUEST_SORT_KEYS if schema.equals(REQUEST_SCHEMA) else TELEMETRY_SORT_KEYS
-
-
 def read_parts(parts_dir: Path, schema: pa.Schema) -> pa.Table:
     """Every complete row of every part (Arrow streams, or CSV parts of older runs)."""
     batches = list(iter_part_batches(parts_dir, schema))
@@ -75,7 +71,8 @@ def read_parts(parts_dir: Path, schema: pa.Schema) -> pa.Table:
 def compact_parts(parts_dir: Path, target: Path, schema: pa.Schema) -> int:
     """Stream parts (and an existing target) into target Parquet, sorted; then delete the parts. Returns rows.
     Memory stays bounded by one batch plus the sort's spill budget, whatever the run's length."""
-    rows = finalise_parts(parts_dir, target, schema, _sort_keys(schema))
+    sort_keys = REQUEST_SORT_KEYS if schema.equals(REQUEST_SCHEMA) else TELEMETRY_SORT_KEYS
+    rows = finalise_parts(parts_dir, target, schema, sort_keys)
     remove_parts(parts_dir)
     return rows
 

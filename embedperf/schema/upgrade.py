@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -12,10 +13,8 @@ from scenarios.models import SCENARIO_KINDS, Health, Scenario, Slo
 
 def _v1_scenario(raw: dict[str, Any], stages: list[Any], kind: str | None) -> dict[str, Any]:
     """A version-1 scenario that does not validate (hand-built, synthetic) rebuilt from its name and stages."""
-    try:
+    with contextlib.suppress(ValidationError):
         return Scenario.model_validate(raw).model_dump(mode="json")
-    except ValidationError:
-        pass
     fallback_kind = "openloop" if kind == "open_loop" else "ramp"
     scenario_kind = raw.get("kind") if raw.get("kind") in SCENARIO_KINDS else fallback_kind
     load_key, load_default = ("rate", 1.0) if scenario_kind == "openloop" else ("users", 1)

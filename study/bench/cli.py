@@ -68,12 +68,10 @@ def main(argv: list[str]) -> int:
             collectors=not args.no_collectors,
             extra_args=DeviceOptions.from_namespace(args).command_args(),
         )
-    folder = outcome.folder
-    if folder is None:
+    if (folder := outcome.folder) is None:
         print(f"locust exited with {outcome.exit_code} without a run folder; service log: {log_path}")
         return outcome.exit_code
     shutil.move(str(log_path), str(folder.root / "service.log"))
     print(f"run folder: {folder.root}", flush=True)
-    report = build_report(folder, lang="en")
-    print(f"report: {report}")
+    print(f"report: {build_report(folder, lang='en')}")
     return outcome.exit_code

@@ -95,8 +95,7 @@ def main(argv: list[str]) -> int:
         timeout_s=scenario.search.max_duration_s + RUN_MARGIN_S,
         **run_options(args),
     )
-    manifest = read_manifest(folder)
-    record = read_search(manifest)
+    record = read_search(manifest := read_manifest(folder))
     if record is None:
         print(f"run folder: {folder.root}")
         print(

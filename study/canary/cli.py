@@ -129,8 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def canary_overrides(scenario: Scenario, overrides: dict[str, str]) -> dict[str, str]:
-    """The overrides that make the scenario a canary: one step per stage, each windows x window_s long,
-    all at the load of step canary.load_step."""
+    """The overrides that make the scenario a canary: one step per stage, all at canary.load_step's load."""
     canary = scenario.canary
     try:
         step = scenario.steps[canary.load_step]
@@ -181,8 +180,7 @@ def main(argv: list[str]) -> int:
     if outcome.folder is None:
         print(f"embedperf canary: locust exited with {outcome.exit_code} without a run folder; see above")
         return outcome.exit_code
-    record = read_canary_record(outcome.folder.root)
-    if record is None:
+    if (record := read_canary_record(outcome.folder.root)) is None:
         print(f"run folder: {outcome.folder.root}")
         print("embedperf canary: the run ended before its first window (no canary.json); see above")
         return EXIT_CODES["incomplete"]
@@ -207,11 +205,7 @@ def settle_incomplete(root: Path, record: CanaryRecord) -> CanaryRecord:
     total = len(record.stages_pct) * record.windows_per_stage
     last = record.windows[-1] if record.windows else None
     at = f" (last judged: stage {last.stage_index + 1}, window {last.window_index + 1})" if last else ""
-    record = record.model_copy(
-        update={
-            "status": "incomplete",
-            "line": f"INCOMPLETE: the run stopped after {len(record.windows)} of {total} windows{at}",
-        }
-    )
+    line = f"INCOMPLETE: the run stopped after {len(record.windows)} of {total} windows{at}"
+    record = record.model_copy(update={"status": "incomplete", "line": line})
     write_canary_record(root, record)
     return record

@@ -33,9 +33,7 @@ def main(argv: list[str]) -> int:
     if args.window < 1:
         parser.error(f"--window must be at least 1, got {args.window}")
     result = history(args.runs_dir, args.scenario, args.window)
-    html, data = write_history(result, args.runs_dir, args.lang, args.out)
-    print(html)
-    print(data)
+    print(*write_history(result, args.runs_dir, args.lang, args.out), sep="\n")  # the page, then its JSON
     print(f"series: {result.key.text()}")
     for p in result.points:
         p99 = f"{p.p99_ms:.1f}" if p.p99_ms is not None else "-"

@@ -49,7 +49,6 @@ def trend_figure(result: History, lang: str) -> str:
 def write_history(
     result: History, out_dir: Path, lang: str = "en", html_path: Path | None = None
 ) -> tuple[Path, Path]:
-    """history.html and history.json (default in out_dir); returns their paths."""
     check_lang(lang)
     html_path = html_path or out_dir / HISTORY_REPORT
     json_path = html_path.with_suffix(".json")

@@ -114,8 +114,7 @@ def run_folders(runs_dir: Path) -> list[tuple[RunFolder, Manifest | None]]:
 def point(analysis: RunAnalysis) -> Point | None:
     """The run's headline at its highest measured load (None when no step has requests)."""
     summary = analysis.summary
-    measured = [s for s in summary.steps if s.stats.n_requests > 0]
-    if not measured:
+    if not (measured := [s for s in summary.steps if s.stats.n_requests > 0]):
         return None
     top = max(measured, key=lambda s: (s.stats.load, s.stats.index))
     samples = step_samples(analysis)[top.stats.index]

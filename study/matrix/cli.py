@@ -70,8 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.report_only is not None:
-        report = build_matrix_report(args.report_only, lang=args.lang)
-        print(f"matrix report: {report}")
+        print(f"matrix report: {build_matrix_report(args.report_only, lang=args.lang)}")
         return 0
     if args.repeat < 1:
         raise ConfigError("--repeat must be at least 1")
@@ -85,8 +84,7 @@ def main(argv: list[str]) -> int:
     if updates:
         spec = spec.model_copy(update=updates)
     folder = run_matrix(spec, args.runs_dir, repeat=args.repeat, check_precision=not args.no_precision)
-    record = MatrixRecord.read(folder)
-    failed = [r for r in record.runs if not r.ok]
+    failed = [r for r in MatrixRecord.read(folder).runs if not r.ok]
     report = build_matrix_report(folder, lang=args.lang)
     print(f"matrix folder: {folder}")
     print(f"matrix report: {report}")

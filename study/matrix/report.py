@@ -29,7 +29,6 @@ HEADLINE_METRICS = (
 
 
 def _median(values: list[float]) -> float | None:
-    """The median over repeats (None without any)."""
     return float(np.median(values)) if values else None
 
 
@@ -167,8 +166,7 @@ def merge_verdicts(changes: list[MetricChange]) -> ChangeVerdict:
 def _merge(per_repeat: list[dict[str, MetricChange]]) -> dict[str, MergedChange]:
     merged = {}
     for metric in HEADLINE_METRICS:
-        changes = [m[metric] for m in per_repeat if metric in m]
-        if changes:
+        if changes := [m[metric] for m in per_repeat if metric in m]:
             merged[metric] = MergedChange(metric, changes, merge_verdicts(changes))
     return merged
 
@@ -221,15 +219,11 @@ def recommend(rows: list[ConfigRow], measure: str = "steps") -> tuple[ConfigRow 
     """The most QPS at the SLO (by search: the searched capacity) among the precision_ok configurations; when
     none meets it, the most QPS within the error budget, never a load where too many requests fail."""
     eligible = [r for r in rows if r.runs and r.precision_ok]
-    if measure == "search":
-        searched = [r for r in eligible if r.searched_rps is not None]
-        if searched:
-            return ranked_by_search(searched)[0], "search"
-    at_slo = [r for r in eligible if r.qps_at_slo is not None]  # meets_slo includes the error budget
-    if at_slo:
+    if measure == "search" and (searched := [r for r in eligible if r.searched_rps is not None]):
+        return ranked_by_search(searched)[0], "search"
+    if at_slo := [r for r in eligible if r.qps_at_slo is not None]:  # meets_slo includes the error budget
         return max(at_slo, key=lambda r: r.qps_at_slo or 0.0), "slo"
-    in_budget = [r for r in eligible if r.qps_within_budget is not None]
-    if in_budget:
+    if in_budget := [r for r in eligible if r.qps_within_budget is not None]:
         return max(in_budget, key=lambda r: r.qps_within_budget or 0.0), "peak"
     return None, "none"
 

@@ -125,8 +125,7 @@ def search_timeout_s(spec: MatrixSpec, overrides: dict[str, str]) -> float | Non
 
 def searched_answer(run_folder: RunFolder) -> str:
     """The search's one-line answer, for the matrix log."""
-    manifest = read_manifest(run_folder)
-    record = read_search(manifest)
+    record = read_search(manifest := read_manifest(run_folder))
     return headline(record, devices_serving(manifest)) if record is not None else "no search record"
 
 
@@ -137,7 +136,6 @@ def run_matrix(
     check_precision: bool = True,
     log: Callable[[str], None] = print,
 ) -> Path:
-    """Run every configuration `repeat` times; returns the matrix folder (holding matrix.json)."""
     search_timeout_s(spec, {**spec.search_overrides(), **spec.scenario_overrides})  # fails before any run
     folder = (runs_dir / make_run_id("matrix", Path(spec.scenario).stem)).resolve()
     folder.mkdir(parents=True, exist_ok=False)

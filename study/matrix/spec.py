@@ -65,8 +65,7 @@ class MatrixSpec(BaseModel):
     @classmethod
     def _search_fields(cls, value: dict[str, float | int]) -> dict[str, float | int]:
         valid = [f for f in Search.model_fields if f != "enabled"]
-        unknown = [k for k in value if k not in valid]
-        if unknown:
+        if unknown := [k for k in value if k not in valid]:
             hint = did_you_mean(unknown[0], valid)
             raise ValueError(f"unknown search setting {unknown[0]!r}{hint}; valid: {', '.join(valid)}")
         return value
@@ -83,8 +82,7 @@ class MatrixSpec(BaseModel):
         if len(value) < 2:
             raise ValueError("a matrix needs a baseline and at least one other configuration")
         names = [c.name for c in value]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
+        if dupes := sorted({n for n in names if names.count(n) > 1}):
             raise ValueError(f"configuration names must be unique; repeated: {', '.join(dupes)}")
         return value
 
@@ -96,8 +94,7 @@ class MatrixSpec(BaseModel):
     def select(self, names: list[str]) -> MatrixSpec:
         """A copy with only `names` (the baseline is always kept first)."""
         known = {c.name: c for c in self.configurations}
-        unknown = [n for n in names if n not in known]
-        if unknown:
+        if unknown := [n for n in names if n not in known]:
             raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; valid: {', '.join(known)}")
         keep = [self.configurations[0]] + [known[n] for n in names if n != self.configurations[0].name]
         return self.model_copy(update={"configurations": keep})

@@ -69,8 +69,7 @@ def exclusion_regex(kept: Sequence[str], all_names: Sequence[str]) -> str:
     groups: dict[tuple[str, str], list[int]] = {}
     singles: list[str] = []
     for name in kept:
-        match = _INDEXED.match(name)
-        if match is None:
+        if (match := _INDEXED.match(name)) is None:
             singles.append(re.escape(name))
             continue
         groups.setdefault((match["prefix"], match["suffix"] or ""), []).append(int(match["index"]))

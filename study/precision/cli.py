@@ -174,10 +174,9 @@ def _candidate(args: argparse.Namespace) -> tuple[str, Encoder]:
     name = f"{path.name if path else 'default model'} {precision} on {args.device}"
     if precision == "int8" and args.int8_exclude:
         name += f" (fp32 kept for /{args.int8_exclude}/)"
-    model = load_model(
+    return name, load_model(
         path, device=args.device, precision=precision, threads=args.threads, int8_exclude=args.int8_exclude
     )
-    return name, model
 
 
 def _check_args(args: argparse.Namespace) -> str:

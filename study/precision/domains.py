@@ -81,8 +81,7 @@ def domain_breakdown(
     label_fields: Sequence[str],
     min_domain_cosine: float,
 ) -> list[DomainAgreement]:
-    """Every group of every axis, axes in order and groups by name; each passes when its mean and P5
-    cosine are both at least min_domain_cosine."""
+    """Every group of every axis; a group passes when its mean and P5 cosine both reach min_domain_cosine."""
     out = []
     for axis, groups in domain_groups(texts, token_counts, label_fields).items():
         group_arr = np.asarray(groups)

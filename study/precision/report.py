@@ -17,8 +17,7 @@ LINEAR_ROLE_SEPARATOR = "."
 
 
 def layers_figure(report: LayerReport, lang: str) -> str:
-    """Mean, P5 and min token cosine of every layer's output against depth, the gate as a line; with
-    Linear points, a second panel with one line per Linear role."""
+    """Token cosine (mean, P5, min) of each layer's output by depth; Linears by role in a second panel."""
     panels = 2 if report.linears else 1
     with style(lang):
         fig, axes = new_figure((6.2 * panels, 3.6), 1, panels, squeeze=False)

@@ -12,8 +12,7 @@ WORST_SHOWN = 5
 
 def format_result(result: PrecisionResult) -> str:
     verdict = "PASS" if result.passed else "FAIL"
-    gates = result.gates
-    r = result.retrieval
+    gates, r = result.gates, result.retrieval
     against = f"each of {r.n_queries} texts vs the others"
     if r.mode == "queries_to_documents":
         against = f"{r.n_queries} queries vs {r.n_documents} documents"

@@ -92,8 +92,7 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
 def _print(table: SweepTable, report: Path) -> None:
     print(f"sweep report: {report}")
     print(f"sweep table: {report.parent / SUMMARY_FILE}")
-    best = table.best
-    if best is None:
+    if (best := table.best) is None:
         print("embedperf sweep: no cell meets the SLO")
         return
     tokens = f", {best.tokens} tokens per input" if best.tokens else ""

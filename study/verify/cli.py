@@ -160,8 +160,7 @@ def main(argv: list[str]) -> int:
         )
 
         def layer1() -> LayerResult:
-            reference = args.reference
-            if reference is None:
+            if (reference := args.reference) is None:
                 reference = write_default_reference(out / "reference.parquet", args.reference_model)
                 notes.append(
                     f"no --reference: wrote {reference} from the fp32 reference model on this host's CPU "

@@ -93,8 +93,7 @@ def precision_checks(
         "cosine P5 / min": f"{np.percentile(cosines, 5):.6f} / {cosines.min():.6f}",
         "worst texts": "; ".join(f"{cosines[i]:.4f} {texts[i][:TEXT_EXCERPT_CHARS]!r}" for i in worst),
     }
-    checks = [gate] if gate.status == "fail" else [gate, strict]
-    return checks, evidence
+    return ([gate] if gate.status == "fail" else [gate, strict]), evidence
 
 
 def run_function_layer(
@@ -123,8 +122,7 @@ def run_function_layer(
     ]
     evidence = {"reference set": str(reference)}
     if candidate.shape[1] == ref_vectors.shape[1]:
-        cosines = cosine_per_text(ref_vectors, candidate)
-        more, figures = precision_checks(cosines, texts, thresholds)
+        more, figures = precision_checks(cosine_per_text(ref_vectors, candidate), texts, thresholds)
         checks += more
         evidence.update(figures)
     else:

@@ -62,8 +62,7 @@ def run_and_analyse(
 
 def quarter_means(ts_s: np.ndarray, values: np.ndarray) -> tuple[float, float] | None:
     """(mean of the first quarter, mean of the last) of a per-second series; None when too short."""
-    order = np.argsort(ts_s)
-    series = values[order]
+    series = values[np.argsort(ts_s)]
     quarter = len(series) // 4
     if quarter < MIN_QUARTER_SAMPLES:
         return None
@@ -71,8 +70,7 @@ def quarter_means(ts_s: np.ndarray, values: np.ndarray) -> tuple[float, float] |
 
 
 def _per_second(ts_s: np.ndarray, values: np.ndarray, reduce: str) -> tuple[np.ndarray, np.ndarray]:
-    seconds = np.floor(ts_s)
-    keys, inverse = np.unique(seconds, return_inverse=True)
+    keys, inverse = np.unique(np.floor(ts_s), return_inverse=True)
     out = np.full(len(keys), -np.inf if reduce == "max" else 0.0)
     if reduce == "max":
         np.maximum.at(out, inverse, values)

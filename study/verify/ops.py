@@ -128,10 +128,8 @@ def request_id_checks(client: TargetClient, log_text: Callable[[], str] | None) 
         note = "pass --start-cmd so verify captures the service's output"
         return [*checks, Check(name=LOGS, status="warn", measured="not checked", note=note)]
     deadline = time.monotonic() + LOG_WAIT_S
-    found = sent in log_text()
-    while not found and time.monotonic() < deadline:
+    while not (found := sent in log_text()) and time.monotonic() < deadline:
         time.sleep(LOG_POLL_S)
-        found = sent in log_text()
     checks.append(
         Check(
             name=LOGS,
@@ -148,8 +146,7 @@ def alert_checks(prometheus_url: str | None, rule_files: list[Path], lookback_s:
     if prometheus_url is None:
         note = "pass --prometheus-url of the Prometheus that evaluates the shipped rules"
         return [Check(name=ALERTS, status="warn", measured="not checked", note=note)]
-    wanted = alert_names(rule_files)
-    if not wanted:
+    if not (wanted := alert_names(rule_files)):
         return [Check(name=ALERTS, status="warn", measured="no alert rules found", note="pass --rules FILE")]
     api = PrometheusAPI(prometheus_url)
     loaded = api.loaded_alerts()
@@ -183,8 +180,7 @@ def ops_checks(
     prometheus_url: str | None,
     rule_files: list[Path],
 ) -> list[Check]:
-    """Every check of layer 4, in the report's order; the start-up timeline and log when verify started the
-    service."""
+    """Every check of layer 4, in the report's order."""
     probes = (
         startup_checks(service.timeline, thresholds.health_path, thresholds.ready_path)
         if service is not None

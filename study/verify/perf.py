@@ -72,8 +72,7 @@ def answer_step(record: SearchRecord, analysis: RunAnalysis) -> StepReport | Non
     probes = [p for p in record.probes if p.rate == record.answer_rps and p.verdict == "pass"]
     if not probes:
         return None
-    index = probes[-1].stage_index
-    return next((s for s in analysis.summary.steps if s.stats.index == index), None)
+    return next((s for s in analysis.summary.steps if s.stats.index == probes[-1].stage_index), None)
 
 
 def _latency(step: StepReport) -> LatencyStats:
@@ -129,10 +128,8 @@ def device_checks(
         util, measured = tel.device_util_mean_pct, f"{tel.device_util_mean_pct:.1f}% mean at the answer"
         checks.append(at_least(UTILISATION, util, thresholds.min_device_util_pct, measured, "%"))
     if (bw := tel.mem_bw_util_mean_pct) is not None:
-        measured = f"{bw:.1f}% mean at the answer"
-        checks.append(
-            at_most("memory bandwidth", bw, thresholds.max_mem_bw_util_pct, measured, "% (not saturated)")
-        )
+        limit, measured = thresholds.max_mem_bw_util_pct, f"{bw:.1f}% mean at the answer"
+        checks.append(at_most("memory bandwidth", bw, limit, measured, "% (not saturated)"))
     for name, field, limit, unit in (
         ("device temperature", "temp_max_c", thresholds.max_temp_c, " C"),
         ("device memory", "mem_max_pct", thresholds.max_device_mem_pct, "%"),
@@ -146,13 +143,11 @@ def device_checks(
 
 
 def run_perf_layer(host: str, thresholds: VerifyThresholds, options: LoadOptions) -> LayerResult:
-    """Layer 2: search, then judge capacity, tail and devices at the answer."""
     analysis = run_and_analyse(
         thresholds.search_scenario, host, options, "verify-search", search_overrides(thresholds),
         thresholds.search_max_duration_s,
     )
-    record = read_search(analysis.manifest)
-    if record is None:
+    if (record := read_search(analysis.manifest)) is None:
         raise RunFolderError(f"the search left no result in {analysis.folder.manifest}: it did not finish")
     evidence = {
         "search run": str(analysis.folder.root),
@@ -163,8 +158,7 @@ def run_perf_layer(host: str, thresholds: VerifyThresholds, options: LoadOptions
         "rule": record.rule,
     }
     checks = [capacity_check(record, thresholds)]
-    step = answer_step(record, analysis)
-    if step is not None:
+    if (step := answer_step(record, analysis)) is not None:
         tail, tail_evidence = tail_checks(step, thresholds)
         devices, device_evidence = device_checks(step, analysis, thresholds)
         checks += tail + devices

@@ -109,8 +109,7 @@ def memory_check(steps: list[StepReport], analysis: RunAnalysis, thresholds: Ver
 
 
 def restart_check(at_start: InfoSnapshot, after: InfoSnapshot, thresholds: VerifyThresholds) -> Check:
-    same = at_start.same_process(after)
-    if same is None:
+    if (same := at_start.same_process(after)) is None:
         return Check(
             name="restarts", status="warn", measured="not checked", note="/info names no pid or start time"
         )
@@ -171,7 +170,6 @@ def run_soak_layer(
     options: LoadOptions,
     out_dir: Path,
 ) -> LayerResult:
-    """Layer 3: the soak and its checks."""
     scenario = write_soak_scenario(thresholds, out_dir)
     before = client.metrics(thresholds.metrics_path)
     analysis = run_and_analyse(str(scenario), client.base_url, options, "verify-soak", {}, thresholds.soak_s)

@@ -40,8 +40,7 @@ def start_command(command: str, base_url: str) -> list[str]:
     port = urlsplit(base_url).port
     if PORT_PLACEHOLDER in command and port is None:
         raise ConfigError(f"--start-cmd uses {PORT_PLACEHOLDER} but --host {base_url} names no port")
-    argv = shlex.split(command.replace(PORT_PLACEHOLDER, str(port)))
-    if not argv:
+    if not (argv := shlex.split(command.replace(PORT_PLACEHOLDER, str(port)))):
         raise ConfigError(
             "--start-cmd is empty; give the command that starts the service, e.g. 'embedperf serve --port {port}'"
         )

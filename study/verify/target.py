@@ -196,6 +196,4 @@ def embeddings_of(answer: Answer) -> list[list[float]] | None:
         vectors = [row["embedding"] for row in rows]
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    if not all(isinstance(v, list) for v in vectors):
-        return None
-    return vectors
+    return vectors if all(isinstance(v, list) for v in vectors) else None

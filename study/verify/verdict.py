@@ -64,8 +64,7 @@ class LayerResult(BaseModel):
         if self.reason:
             return f"{head}: {self.reason}"
         for wanted in ("fail", "warn"):
-            named = [c.line for c in self.checks if c.status == wanted]
-            if named:
+            if named := [c.line for c in self.checks if c.status == wanted]:
                 return f"{head}: " + "; ".join(named)
         return f"{head}: {len(self.checks)} checks passed"
 
@@ -73,7 +72,6 @@ class LayerResult(BaseModel):
 def at_most(
     name: str, value: float, limit: float, measured: str, unit: str = "", over: CheckStatus = "fail"
 ) -> Check:
-    """A figure against its upper limit: pass at or below it, `over` above it."""
     status: CheckStatus = "pass" if value <= limit else over
     return Check(name=name, status=status, measured=measured, limit=f"<= {limit:g}{unit}")
 
@@ -81,7 +79,6 @@ def at_most(
 def at_least(
     name: str, value: float, limit: float, measured: str, unit: str = "", under: CheckStatus = "fail"
 ) -> Check:
-    """A figure against its lower limit: pass at or above it, `under` below it."""
     status: CheckStatus = "pass" if value >= limit else under
     return Check(name=name, status=status, measured=measured, limit=f">= {limit:g}{unit}")
 
@@ -95,7 +92,6 @@ def layer_status(checks: Sequence[Check]) -> LayerStatus:
 
 
 def judged(number: int, checks: list[Check], evidence: dict[str, str] | None = None) -> LayerResult:
-    """A layer's result from its checks."""
     status = layer_status(checks)
     reason = "nothing was judged" if status == "incomplete" else ""
     return _result(number, status, reason, checks=checks, evidence=evidence or {})
@@ -107,16 +103,13 @@ def _result(number: int, status: LayerStatus, reason: str, **found: Any) -> Laye
 
 @dataclass(frozen=True)
 class Layer:
-    """A layer to run: its number and the function that measures and judges it."""
-
     number: int
     run: Callable[[], LayerResult]
 
 
 def run_layers(layers: Sequence[Layer], selected: Sequence[int]) -> list[LayerResult]:
-    """Run the selected layers in order; after a failure or an incomplete layer the rest are not run. An
-    EmbedperfError raised inside a layer (its load run stopped, the target refused) makes that layer
-    incomplete with the error as its reason, never a traceback."""
+    """The selected layers in order, none after a failed or incomplete one; an EmbedperfError inside a layer
+    (its load run stopped, the target refused) makes it incomplete with that reason, never a traceback."""
     results: list[LayerResult] = []
     stopped_by: LayerResult | None = None
     for layer in sorted(layers, key=lambda item: item.number):
@@ -138,7 +131,6 @@ def run_layers(layers: Sequence[Layer], selected: Sequence[int]) -> list[LayerRe
 
 
 def verdict(layers: Sequence[LayerResult]) -> Verdict:
-    """fail when a layer failed; incomplete when one could not finish or was skipped; else pass."""
     statuses = {layer.status for layer in layers}
     if "fail" in statuses:
         return "fail"
@@ -166,8 +158,7 @@ class VerifyResult(BaseModel):
     @property
     def headline(self) -> str:
         """One line for the console and CI logs."""
-        failed = self.failed_layer
-        if failed is not None:
+        if (failed := self.failed_layer) is not None:
             return f"FAIL at {failed.line}"
         if self.verdict == "incomplete":
             missing = [f"{layer.number} {layer.status.replace('_', ' ')}" for layer in self.layers if layer.status in
