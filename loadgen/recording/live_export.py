@@ -162,9 +162,7 @@ class LiveExporter:
         self.port: int | None = None
         self._server: Any = None
 
-    def start(self) -> str:
+    def start(self) -> None:
         self._server, _ = start_http_server(self.requested_port, addr=self.host, registry=self.registry)
         self.port = int(self._server.server_address[1])
-        url = f"http://{self.host}:{self.port}/metrics"
-        print(f"live metrics: {url}", flush=True)
-        return url
+        print(f"live metrics: http://{self.host}:{self.port}/metrics", flush=True)

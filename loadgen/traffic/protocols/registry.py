@@ -86,10 +86,6 @@ def get(name: str) -> TargetProtocol:
     return REGISTRY.get(name) if name else DEFAULT
 
 
-def register(protocol: TargetProtocol) -> TargetProtocol:
-    return REGISTRY.register(protocol)
-
-
 def default_target(target: Target, task: Task) -> Target:
     """The target with an unset protocol, path or model defaulted, without asking it (an unchecked run)."""
     if target.protocol and target.path and target.model:
