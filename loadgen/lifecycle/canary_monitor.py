@@ -225,9 +225,8 @@ class CanaryMonitor:
 
     def stage_started(self, index: int) -> None:
         """Say in canary.json which stage is under way (a progress view, or a test, watches it)."""
-        self.record = self.record.model_copy(
-            update={"running_stage_index": index, "updated_unix_s": time.time()}
-        )
+        update = {"running_stage_index": index, "updated_unix_s": time.time()}
+        self.record = self.record.model_copy(update=update)
         write_canary_record(self.run.folder.root, self.record)
 
     def _write(self, verdict: CanaryVerdict) -> None:
