@@ -86,8 +86,7 @@ class CanaryMonitor:
         if side not in SIDES or str(row.get("endpoint") or "").startswith(VALIDATION_PREFIX):
             return
         stage = cell_float(row.get("stage_index"))
-        sent = cell_float(row.get("t_sent_unix_s"))
-        done = cell_float(row.get("t_done_unix_s"))
+        sent, done = cell_float(row.get("t_sent_unix_s")), cell_float(row.get("t_done_unix_s"))
         ok = bool(row.get("ok"))
         self._ended[side].append(_Completion(sent, done, ok))
         when = sent if sent is not None else cell_float(row.get("t_intended_unix_s"))

@@ -68,9 +68,8 @@ def check_target(scenario: Scenario, host: str) -> ResolvedTarget:
     base = normalise_base_url(base, target.path)
     url = base + target.path
     payload = preflight_payload(task, target.path)
-    status, content_type, body = _post_once(
-        scenario, url, protocol.request_body(payload, task, target).encode()
-    )
+    data = protocol.request_body(payload, task, target).encode()
+    status, content_type, body = _post_once(scenario, url, data)
     if status == 200:
         reason, _ = protocol.check_answer(body, payload, task, target, _ShapeOnly())
         if reason:

@@ -64,8 +64,7 @@ class StubApp:
         if scope["type"] != "http":
             return
         path = scope["path"]
-        body = b""
-        more = True
+        body, more = b"", True
         while more:
             message = await receive()
             body += message.get("body", b"")

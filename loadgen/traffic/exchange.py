@@ -138,7 +138,6 @@ def send_embeddings(
         endpoint=payload.endpoint, status_code=status or None, ok=not error, error=error or None,
         n_inputs=payload.texts, input_chars=payload.input_chars, input_tokens=tokens,
         response_bytes=len(content),
-        # raw headers: the recorder parses them a batch at a time
         srv_queue_ms=queue, srv_tokenize_ms=tokenize, srv_compute_ms=compute, srv_post_ms=post_ms,
         srv_total_ms=total, batch_size=batch_size, batch_tokens=batch_tokens, probe_cosine=probe_cosine,
         request_id=request_id, served_model=served_model, documents=payload.documents,

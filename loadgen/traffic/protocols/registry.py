@@ -54,11 +54,8 @@ class Registry:
 
     def detect(self, fetch: Fetch) -> Detection | None:
         """The first protocol, in registration order, that the target's answers show."""
-        for protocol in dict.fromkeys(self._by_name.values()):
-            found = protocol.detect(fetch)
-            if found is not None:
-                return found
-        return None
+        found = (protocol.detect(fetch) for protocol in dict.fromkeys(self._by_name.values()))
+        return next((detection for detection in found if detection is not None), None)
 
 
 def _imported(spec: str) -> TargetProtocol:
