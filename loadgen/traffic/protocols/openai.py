@@ -131,10 +131,8 @@ class OpenAIProtocol(TargetProtocol):
 
     def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
         if task == "rerank":
-            doc: dict[str, Any] = {"query": payload.query, "texts": payload.inputs}
-            if target.model:
-                doc["model"] = target.model
-            return json_text(doc)
+            model = {"model": target.model} if target.model else {}
+            return json_text({"query": payload.query, "texts": payload.inputs, **model})
         return json_text(
             {"input": payload.inputs, "model": target.model, "encoding_format": target.encoding_format}
         )
