@@ -11,7 +11,6 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 
 from embedperf.errors import ConfigError
 from loadgen.cli.runner import locustfile_for
@@ -89,7 +88,5 @@ class LocalWorkers:
     def __enter__(self) -> LocalWorkers:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         self.stop(grace_s=STOP_GRACE_S if exc is None else 0.5)

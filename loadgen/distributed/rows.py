@@ -63,9 +63,7 @@ class RowForwarder:
     def batch(self, final: bool = False) -> dict[str, Any]:
         """The rows buffered so far (taken: each row leaves once) with the CPU samples since the last batch."""
         rows, self._rows = self._rows, []
-        data: dict[str, Any] = {
-            "worker": self.worker, "rows": rows, "cpu": self.cpu.take_new(), "final": final
-        }
+        data = {"worker": self.worker, "rows": rows, "cpu": self.cpu.take_new(), "final": final}
         if final and self.open_loop_stats:
             data["open_loop"] = dict(self.open_loop_stats)
         return data

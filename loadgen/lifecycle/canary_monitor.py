@@ -86,8 +86,7 @@ class CanaryMonitor:
         if side not in SIDES or str(row.get("endpoint") or "").startswith(VALIDATION_PREFIX):
             return
         stage = cell_float(row.get("stage_index"))
-        sent = cell_float(row.get("t_sent_unix_s"))
-        done = cell_float(row.get("t_done_unix_s"))
+        sent, done = cell_float(row.get("t_sent_unix_s")), cell_float(row.get("t_done_unix_s"))
         ok = bool(row.get("ok"))
         self._ended[side].append(_Completion(sent, done, ok))
         when = sent if sent is not None else cell_float(row.get("t_intended_unix_s"))
@@ -225,9 +224,8 @@ class CanaryMonitor:
 
     def stage_started(self, index: int) -> None:
         """Say in canary.json which stage is under way (a progress view, or a test, watches it)."""
-        self.record = self.record.model_copy(
-            update={"running_stage_index": index, "updated_unix_s": time.time()}
-        )
+        update = {"running_stage_index": index, "updated_unix_s": time.time()}
+        self.record = self.record.model_copy(update=update)
         write_canary_record(self.run.folder.root, self.record)
 
     def _write(self, verdict: CanaryVerdict) -> None:

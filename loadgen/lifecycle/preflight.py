@@ -24,9 +24,7 @@ from scenarios.models import Scenario, Task
 
 PREFLIGHT_TEXT = "embedperf pre-flight check"
 PREFLIGHT_DOCUMENTS = ["a pre-flight document", "another pre-flight document"]
-ANSWER_OF: dict[str, str] = {
-    "embed": "embeddings", "embed_sparse": "sparse embeddings", "rerank": "a ranking"
-}
+ANSWER_OF = {"embed": "embeddings", "embed_sparse": "sparse embeddings", "rerank": "a ranking"}
 RETRY_STATUSES = frozenset({429, 502, 503, 504})  # busy, not wrong: worth a second try
 RETRIES = 3
 RETRY_WAIT_S = 1.0
@@ -70,9 +68,8 @@ def check_target(scenario: Scenario, host: str) -> ResolvedTarget:
     base = normalise_base_url(base, target.path)
     url = base + target.path
     payload = preflight_payload(task, target.path)
-    status, content_type, body = _post_once(
-        scenario, url, protocol.request_body(payload, task, target).encode()
-    )
+    data = protocol.request_body(payload, task, target).encode()
+    status, content_type, body = _post_once(scenario, url, data)
     if status == 200:
         reason, _ = protocol.check_answer(body, payload, task, target, _ShapeOnly())
         if reason:
@@ -173,9 +170,8 @@ def target_for_locust(scenario: Scenario, host: str, check: bool) -> ResolvedTar
     if check:
         return check_target(scenario, host)
     target = registry.default_target(scenario.target, scenario.payload.task)
-    return ResolvedTarget(
-        target, registry.get(target.protocol), base_url=normalise_base_url(host, target.path)
-    )
+    protocol = registry.get(target.protocol)
+    return ResolvedTarget(target, protocol, base_url=normalise_base_url(host, target.path))
 
 
 def check_agents(agents: Sequence[str], token_file: str | None) -> None:

@@ -176,23 +176,18 @@ def _typed_info(raw: dict[str, Any] | None) -> ServiceInfo | None:
         return ServiceInfo.model_validate({k: v for k, v in raw.items() if k not in ServiceInfo.model_fields})
 
 
-def write_locust_reports(environment: Environment, out_dir: Path) -> list[Path]:
+def write_locust_reports(environment: Environment, out_dir: Path) -> None:
     """Locust's own statistics for cross-checking: `locust_{stats,failures,exceptions}.csv`, `report.html`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stats_csv = StatsCSV(environment, PERCENTILES_TO_REPORT)
-    written = []
     for suffix, method in (
         ("stats", stats_csv.requests_csv), ("failures", stats_csv.failures_csv),
         ("exceptions", stats_csv.exceptions_csv),
     ):
-        path = out_dir / f"{LOCUST_PREFIX}_{suffix}.csv"
-        with open(path, "w", newline="", encoding="utf-8") as fh:
+        with open(out_dir / f"{LOCUST_PREFIX}_{suffix}.csv", "w", newline="", encoding="utf-8") as fh:
             method(csv.writer(fh))
-        written.append(path)
-    html_path = out_dir / "report.html"
-    html_path.write_text(get_html_report(environment, show_download_link=False), encoding="utf-8")
-    written.append(html_path)
-    return written
+    html = get_html_report(environment, show_download_link=False)
+    (out_dir / "report.html").write_text(html, encoding="utf-8")
 
 
 def serving_devices(explicit: list[int], info: ServiceInfo | None) -> ServingDevices:

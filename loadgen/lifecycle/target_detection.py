@@ -87,11 +87,8 @@ class ResolvedTarget:
 
     def overrides(self) -> dict[str, str]:
         """`--set` values that fix the resolved target for another process (a YAML-quoted string each)."""
-        t = self.target
-        return {
-            f"target.{key}": json.dumps(value)
-            for key, value in (("protocol", t.protocol), ("path", t.path), ("model", t.model))
-        }
+        keys = ("protocol", "path", "model")
+        return {f"target.{key}": json.dumps(getattr(self.target, key)) for key in keys}
 
 
 def resolve_target(scenario: Scenario, prober: Fetch) -> ResolvedTarget:
@@ -107,8 +104,7 @@ def resolve_target(scenario: Scenario, prober: Fetch) -> ResolvedTarget:
         how = f"detected from {detection.evidence}" if detection else "no protocol detected: the default"
     else:
         how = f"as given, its API found by {detection.evidence}" if detection is not None else "as given"
-    why_not = protocol.unsupported(task)
-    if why_not:
+    if why_not := protocol.unsupported(task):
         raise TargetError(
             f"{why_not}; the target speaks {protocol.name} ({how}): set --protocol or payload.task"
         )

@@ -34,9 +34,7 @@ class WorkerBook:
         self, client_id: str, worker: str, n_rows: int, now_unix_s: float, final: bool = False,
         open_loop: Mapping[str, float] | None = None,
     ) -> None:
-        seen = self._seen.get(client_id)
-        if seen is None:
-            seen = self._seen[client_id] = _Seen(worker, now_unix_s, now_unix_s)
+        seen = self._seen.setdefault(client_id, _Seen(worker, now_unix_s, now_unix_s))
         if seen.missing and seen.missing[-1][1] is None:  # it came back
             seen.missing[-1][1] = now_unix_s
         seen.last_unix_s = now_unix_s

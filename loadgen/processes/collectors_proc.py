@@ -72,8 +72,7 @@ class CollectorsProcess:
         if self.proc is None:
             return [_failed(self.start_error or "not started")]
         returncode = stop_child(self.proc, STOP_GRACE_S)
-        statuses = read_statuses(self.folder)
-        if statuses:
+        if statuses := read_statuses(self.folder):
             return statuses
         tail = self.log_path.read_text(errors="replace")[-500:] if self.log_path.is_file() else ""
         why = f"exited with {returncode} without writing collectors.json; log tail: {tail.strip()}"

@@ -64,8 +64,7 @@ class StubApp:
         if scope["type"] != "http":
             return
         path = scope["path"]
-        body = b""
-        more = True
+        body, more = b"", True
         while more:
             message = await receive()
             body += message.get("body", b"")
@@ -122,11 +121,10 @@ class StubApp:
             self.in_flight -= 1
         while (stall_s := self.stall_until - time.monotonic()) > 0:
             await asyncio.sleep(stall_s)
-        vectors = (
-            [text_vector(t, self.dim, scrambled=corrupt) for t in inputs]
-            if self.corrupt_above > 0
-            else [[0.1] * self.dim] * len(inputs)
-        )
+        if self.corrupt_above > 0:
+            vectors = [text_vector(t, self.dim, scrambled=corrupt) for t in inputs]
+        else:
+            vectors = [[0.1] * self.dim] * len(inputs)
         out = {
             "object": "list", "model": doc.get("model", "stub"),
             "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],

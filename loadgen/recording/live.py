@@ -224,13 +224,10 @@ class LiveRun:
 
     def device_figures(self) -> dict[tuple[str, str], TelemetrySample]:
         """Newest sample of each device figure; host CPU and service busy fraction when no device reports."""
-        devices = {
+        figures = {
             k: v for k, v in self.latest.items() if k[1] in DEVICE_METRICS and k[0].startswith(("npu", "gpu"))
-        }
-        if devices:
-            return dict(sorted(devices.items()))
-        host = {k: v for k, v in self.latest.items() if k[1] in HOST_METRICS.get(k[0], ())}
-        return dict(sorted(host.items()))
+        } or {k: v for k, v in self.latest.items() if k[1] in HOST_METRICS.get(k[0], ())}
+        return dict(sorted(figures.items()))
 
 
 class RunFollower:

@@ -8,6 +8,7 @@ with the newest power samples, where the report takes the steady window and the 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -114,11 +115,9 @@ class LiveRunCollector(Collector):
             goodput.add_metric(values, step.goodput_rps)
             if step.target_users is not None:
                 users.add_metric(values, step.target_users)
-            cumulative, buckets = 0, []
-            for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), step.latency_bucket_counts, strict=True):
-                cumulative += count
-                buckets.append(("+Inf" if bound == float("inf") else f"{bound:g}", cumulative))
-            latency.add_metric(values, buckets, step.latency_sum_ms)
+            cumulative = itertools.accumulate(step.latency_bucket_counts)
+            bounds = [f"{bound:g}" for bound in LATENCY_BUCKETS_MS] + ["+Inf"]
+            latency.add_metric(values, list(zip(bounds, cumulative, strict=True)), step.latency_sum_ms)
             for stage, mean_ms in step.server_mean_ms().items():
                 server.add_metric([*values, stage], mean_ms)
         yield from (requests, errors, goodput, users, latency, server)
@@ -162,9 +161,7 @@ class LiveExporter:
         self.port: int | None = None
         self._server: Any = None
 
-    def start(self) -> str:
+    def start(self) -> None:
         self._server, _ = start_http_server(self.requested_port, addr=self.host, registry=self.registry)
         self.port = int(self._server.server_address[1])
-        url = f"http://{self.host}:{self.port}/metrics"
-        print(f"live metrics: {url}", flush=True)
-        return url
+        print(f"live metrics: http://{self.host}:{self.port}/metrics", flush=True)

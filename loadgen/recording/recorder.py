@@ -45,9 +45,8 @@ class StageTimeline:
         self, index: int, label: str, t_unix_s: float, users: int | None = None, rate: float | None = None,
         warmup_s: float = 0.0,
     ) -> None:
+        self.end(t_unix_s)
         with self._lock:
-            if self.stages and self.stages[-1].end_unix_s is None:
-                self.stages[-1].end_unix_s = t_unix_s
             self.stages.append(
                 StageRecord(
                     index=index, label=label, users=users, rate=rate, start_unix_s=t_unix_s, warmup_s=warmup_s

@@ -41,7 +41,6 @@ class UntilWatch:
         self._steady_from_unix_s = math.inf
         self._answers: list[tuple[float, float]] = []  # (sent unix s, latency ms)
         self._last_decided_unix_s = -math.inf
-        self.last: StepEnding | None = None
         self.last_reason: str | None = None  # the current step's ending once decided: converged | max_time
 
     def begin(self, index: int, start_unix_s: float, warmup_s: float, until: Until | None) -> None:
@@ -51,7 +50,6 @@ class UntilWatch:
             self._steady_from_unix_s = start_unix_s + warmup_s
             self._answers = []
             self._last_decided_unix_s = -math.inf
-            self.last = None
             self.last_reason = None
 
     def observe(self, values: list[Any]) -> None:
@@ -103,7 +101,6 @@ class UntilWatch:
             return None
         self._last_decided_unix_s = now_unix_s
         ending = self.measure(now_unix_s=now_unix_s)
-        self.last = ending
         if ending is None or ending.n_ok < until.min_requests:
             return None
         if ending.rel_width is None or ending.rel_width > until.p99_rel_width:

@@ -85,13 +85,8 @@ def fetch_service_info(host: str, scenario: Scenario) -> dict[str, Any] | None:
 
 
 def info_dimension(info: dict[str, Any] | None) -> int | None:
-    if not info:
-        return None
-    for key in ("dimension", "dim", "embedding_dim"):
-        value = info.get(key)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
+    keys = ("dimension", "dim", "embedding_dim")
+    return next((v for key in keys if isinstance(v := (info or {}).get(key), int) and v > 0), None)
 
 
 def build_context(

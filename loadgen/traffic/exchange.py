@@ -100,6 +100,7 @@ def send_embeddings(
     headers = {**_request_headers(client, ctx), REQUEST_ID_HEADER: request_id}  # a copy: requests overlap
     t_sent = time.time()
     p_sent = time.perf_counter()
+    t_intended = t_sent if t_intended_unix_s is None else t_intended_unix_s
     read_error: BaseException | None = None
     try:
         resp = post(client, url, data, headers)
@@ -110,7 +111,6 @@ def send_embeddings(
     except GreenletExit:  # the run stopped this user mid-request (after its stop timeout): say so in a row
         in_flight_s = time.perf_counter() - p_sent
         reason = f"{CUT_OFF_PREFIX} the run stopped {in_flight_s:.1f} s into the request"
-        t_intended = t_sent if t_intended_unix_s is None else t_intended_unix_s
         dropped_row(ctx, payload, t_intended, reason, stage, t_sent_unix_s=t_sent, request_id=request_id)
         raise
     latency_ms = (time.perf_counter() - p_sent) * 1000.0
@@ -124,28 +124,20 @@ def send_embeddings(
         response_length=len(content), response_time=latency_ms,
     )
     headers_in = resp.headers
-    t_intended = t_sent if t_intended_unix_s is None else t_intended_unix_s
     t_done = t_sent + latency_ms / 1000.0
-    inputs = payload.inputs
-    query = payload.query
-    chars = len(inputs[0]) if len(inputs) == 1 else sum(map(len, inputs))
     queue, tokenize, compute, post_ms, total, batch_size, batch_tokens = (
         protocol.raw_timing(headers_in.get) if headers_in is not None else _NO_TIMING
     )
     served_model = headers_in.get(SERVED_MODEL_HEADER) if headers_in is not None else None  # raw: recorder
-    probe_cosine = (
-        answer_cosine(content, payload.reference, protocol.dense_vectors)
-        if payload.reference is not None and not error
-        else None
-    )
+    probe_cosine: float | None = None
+    if payload.reference is not None and not error:
+        probe_cosine = answer_cosine(content, payload.reference, protocol.dense_vectors)
     row = RequestRow(
         worker=ctx.worker, t_intended_unix_s=t_intended, t_sent_unix_s=t_sent, t_done_unix_s=t_done,
         latency_ms=latency_ms, latency_from_intended_ms=(t_done - t_intended) * 1000.0,
         endpoint=payload.endpoint, status_code=status or None, ok=not error, error=error or None,
-        n_inputs=len(inputs) if query is None else len(inputs) + 1,  # texts sent: a rerank's query is one
-        input_chars=chars if query is None else chars + len(query), input_tokens=tokens,
+        n_inputs=payload.texts, input_chars=payload.input_chars, input_tokens=tokens,
         response_bytes=len(content),
-        # raw headers: the recorder parses them a batch at a time
         srv_queue_ms=queue, srv_tokenize_ms=tokenize, srv_compute_ms=compute, srv_post_ms=post_ms,
         srv_total_ms=total, batch_size=batch_size, batch_tokens=batch_tokens, probe_cosine=probe_cosine,
         request_id=request_id, served_model=served_model, documents=payload.documents,

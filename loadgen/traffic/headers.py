@@ -17,8 +17,7 @@ _TIMING_ENTRY = re.compile(r'([^\s,;]+)\s*;[^,]*?\bdur\s*=\s*"?([^",;\s]*)')
 
 
 def parse_server_timing(header: str | list[str] | None) -> dict[str, float]:
-    """`queue;dur=1.2, compute;dur=5.1` -> `{"srv_queue_ms": 1.2, "srv_compute_ms": 5.1}`, the rest
-    ignored."""
+    """`queue;dur=1.2, compute;dur=5.1` -> `{"srv_queue_ms": 1.2, "srv_compute_ms": 5.1}`; others ignored."""
     out: dict[str, float] = {}
     for name, value in _TIMING_ENTRY.findall(header if isinstance(header, str) else ", ".join(header or ())):
         column = SERVER_TIMING_COLUMNS.get(name)
@@ -90,9 +89,8 @@ def parse_raw_timing(columns: list[Any], start: int) -> None:
         return
     parts = pc.extract_regex(raw, _BULK_LAYOUT)
     unmatched = pc.sum(pc.and_(raw.is_valid(), parts.is_null())).as_py() or 0
-    bad_ints = 0
-    for array in (raw_sizes, raw_tokens):
-        bad_ints += pc.sum(pc.invert(pc.match_substring_regex(array, _BULK_INT))).as_py() or 0
+    ints = [pc.match_substring_regex(array, _BULK_INT) for array in (raw_sizes, raw_tokens)]
+    bad_ints = sum(pc.sum(pc.invert(match)).as_py() or 0 for match in ints)
     if unmatched or bad_ints:
         _parse_rows(columns, start)
         return

@@ -39,7 +39,7 @@ class RequestPayload:
 
     @property
     def input_chars(self) -> int:
-        return sum(len(t) for t in self.inputs) + (len(self.query) if self.query is not None else 0)
+        return sum(map(len, self.inputs)) + (len(self.query) if self.query is not None else 0)
 
     @property
     def texts(self) -> int:
@@ -113,11 +113,8 @@ def local_tokenizer(
 
 def approx_tokens(words: list[str]) -> list[float]:
     """Token estimate per word: one per CJK character, 1 / WORDS_PER_TOKEN per other word."""
-    counts: list[float] = []
-    for word in words:
-        cjk = sum(1 for ch in word if "\u3000" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef")
-        counts.append(cjk + (1.0 / WORDS_PER_TOKEN if cjk < len(word) else 0.0))
-    return counts
+    cjk = [sum(1 for ch in w if "\u3000" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef") for w in words]
+    return [n + (1.0 / WORDS_PER_TOKEN if n < len(word) else 0.0) for n, word in zip(cjk, words, strict=True)]
 
 
 class SyntheticTexts:
@@ -127,14 +124,12 @@ class SyntheticTexts:
         self.spec = spec
         self.words = words
         self.exact = tokenizer is not None
-        counts: list[float]
         if tokenizer is not None:
             counter, self.special = tokenizer
-            counts = [float(n) for n in counter(words)]
+            self.word_tokens = [float(n) for n in counter(words)]
         else:
-            self.special, counts = 0, approx_tokens(words)
-        self.word_tokens = counts
-        smallest = min((n, w) for w, n in zip(words, counts, strict=True) if n > 0)
+            self.special, self.word_tokens = 0, approx_tokens(words)
+        smallest = min((n, w) for w, n in zip(words, self.word_tokens, strict=True) if n > 0)
         self.filler, self.filler_tokens = (
             ("the", 1.0) if self.exact and "the" in words else (smallest[1], smallest[0])
         )

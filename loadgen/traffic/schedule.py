@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
@@ -20,11 +21,7 @@ class Arrival:
 
 def stage_offsets_s(steps: Sequence[Step]) -> list[float]:
     """Start offset of each step from the schedule's origin."""
-    offsets, t = [], 0.0
-    for step in steps:
-        offsets.append(t)
-        t += step.duration_s
-    return offsets
+    return list(itertools.accumulate((step.duration_s for step in steps), initial=0.0))[:-1]
 
 
 class StageCuts:
@@ -33,8 +30,8 @@ class StageCuts:
     and reach every dispatcher (loadgen.distributed.rows) before its schedule gets there."""
 
     def __init__(self, steps: Sequence[Step]) -> None:
-        self.planned_ends_s = [o + s.duration_s for o, s in zip(stage_offsets_s(steps), steps, strict=True)]
         self.planned_starts_s = stage_offsets_s(steps)
+        self.planned_ends_s = [o + s.duration_s for o, s in zip(self.planned_starts_s, steps, strict=True)]
         self.cut_s: dict[int, float] = {}
 
     def cut(self, index: int, planned_offset_s: float) -> None:

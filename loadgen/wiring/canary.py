@@ -124,13 +124,9 @@ class CanaryShape(ScenarioShape):
     def _holding(self, run: RunSession, monitor: CanaryMonitor) -> bool:
         """Closed loop: at a stage's planned end, hold it until its windows are judged."""
         stage = run.timeline.current
-        steps = run.scenario.steps
-        if (
-            run.scenario.is_open_loop
-            or stage is None
-            or stage.end_unix_s is not None
-            or stage.index + 1 >= len(steps)
-        ):
+        if run.scenario.is_open_loop or stage is None or stage.end_unix_s is not None:
+            return False
+        if stage.index + 1 >= len(run.scenario.steps):  # the last stage is held by _finish
             return False
         if self._hold_since is None:
             boundary_s = self._stage_end_run_s

@@ -34,10 +34,8 @@ class _CanaryClient(EmbeddingClient):
         self.traffic: CanaryTraffic = traffic_of(environment)
         self.draw = SideDraw(self.traffic.canary.seed, next(self.traffic.user_seq))
         candidate = FastHttpSession(  # the settings FastHttpUser gives its own client
-            base_url=self.traffic.contexts["candidate"].host,
-            request_event=self.environment.events.request,
-            user=self,
-            headers=self.default_headers,
+            base_url=self.traffic.contexts["candidate"].host, request_event=self.environment.events.request,
+            user=self, headers=self.default_headers,
             **{name: getattr(self, name) for name in SESSION_SETTINGS},
         )
         install_lean_cookie_jar(candidate)

@@ -48,11 +48,9 @@ class EmbeddingClient(FastHttpUser):
         super().__init__(environment)
         install_lean_cookie_jar(self.client)
         self.backoff = Backoff()
-        self.payloads = PayloadSampler(
-            self.ctx.scenario.payload,
-            target.path,
-            seed_offset=next(self.run_state.user_seq),
-            service_info=self.ctx.service_info,  # payload.tokens uses the target's tokenizer when local
+        self.payloads = PayloadSampler(  # service_info: payload.tokens uses the target's tokenizer when local
+            self.ctx.scenario.payload, target.path, seed_offset=next(self.run_state.user_seq),
+            service_info=self.ctx.service_info,
         )
 
     def _configure(self) -> None:

@@ -172,10 +172,7 @@ def model_ids(doc: Any, key: str = "data", field: str = "id") -> list[str]:
 
 def listed_model(doc: Any, model: str, key: str = "data", field: str = "id") -> dict[str, Any] | None:
     """The entry of `model` in a model list (as model_ids reads it) with its id as `model`."""
-    for item in _items(doc, key):
-        if item.get(field) == model:
-            return {**item, "model": model}
-    return None
+    return next(({**item, "model": model} for item in _items(doc, key) if item.get(field) == model), None)
 
 
 def _items(doc: Any, key: str) -> list[dict[str, Any]]:

@@ -61,8 +61,7 @@ class KServeV2Protocol(TargetProtocol):
         if not isinstance(shape, list) or len(shape) != 2 or not isinstance(data, list):
             return None
         try:
-            flat = np.asarray(data, dtype=np.float64)
-            return list(flat.reshape(int(shape[0]), int(shape[1])))
+            return list(np.asarray(data, dtype=np.float64).reshape(int(shape[0]), int(shape[1])))
         except (TypeError, ValueError):
             return None
 

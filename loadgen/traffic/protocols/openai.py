@@ -41,10 +41,8 @@ def count_float_lists(body: bytes, dim: int) -> int:
             return -1
     if b'"data"' not in body:
         return -1
-    search = _EMBEDDING_LIST.search
-    find = body.find
-    count = 0
-    pos = 0
+    search, find = _EMBEDDING_LIST.search, body.find
+    count = pos = 0
     while (match := search(body, pos)) is not None:
         start = match.end()
         end = find(b"]", start)
@@ -65,12 +63,8 @@ def count_float_lists(body: bytes, dim: int) -> int:
 
 def check_embeddings(body: bytes, n_inputs: int, encoding_format: str, expect: Expectations) -> Checked:
     """'' when the answer holds n_inputs good embeddings, else why; and the usage tokens."""
-    expected_dim = expect.expected_dim
-    if (
-        expected_dim is not None
-        and encoding_format == "float"
-        and count_float_lists(body, expected_dim) == n_inputs
-    ):
+    dim = expect.expected_dim
+    if dim is not None and encoding_format == "float" and count_float_lists(body, dim) == n_inputs:
         at = body.rfind(b'"prompt_tokens"')  # usage comes last: look there first
         match = _PROMPT_TOKENS.match(body, at) if at >= 0 else None
         if match is None and at >= 0:
@@ -137,10 +131,8 @@ class OpenAIProtocol(TargetProtocol):
 
     def request_body(self, payload: RequestPayload, task: Task, target: Target) -> str:
         if task == "rerank":
-            doc: dict[str, Any] = {"query": payload.query, "texts": payload.inputs}
-            if target.model:
-                doc["model"] = target.model
-            return json_text(doc)
+            model = {"model": target.model} if target.model else {}
+            return json_text({"query": payload.query, "texts": payload.inputs, **model})
         return json_text(
             {"input": payload.inputs, "model": target.model, "encoding_format": target.encoding_format}
         )
@@ -234,9 +226,8 @@ class VllmProtocol(OpenAIServerProtocol):
 
 
 class InfinityProtocol(OpenAIServerProtocol):
-    """Infinity (`infinity_emb v2`): /embeddings and /rerank below its --url-prefix (none by default).
-
-    Its /metrics holds HTTP-level figures only, no queue or batch: the collectors find nothing of ours."""
+    """Infinity (`infinity_emb v2`): /embeddings and /rerank below its --url-prefix (none by default). Its
+    /metrics holds HTTP-level figures only, no queue or batch: the collectors find nothing of ours."""
 
     name = "infinity"
     label = "infinity-style OpenAI"

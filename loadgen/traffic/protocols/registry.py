@@ -54,11 +54,8 @@ class Registry:
 
     def detect(self, fetch: Fetch) -> Detection | None:
         """The first protocol, in registration order, that the target's answers show."""
-        for protocol in dict.fromkeys(self._by_name.values()):
-            found = protocol.detect(fetch)
-            if found is not None:
-                return found
-        return None
+        found = (protocol.detect(fetch) for protocol in dict.fromkeys(self._by_name.values()))
+        return next((detection for detection in found if detection is not None), None)
 
 
 def _imported(spec: str) -> TargetProtocol:
@@ -84,10 +81,6 @@ REGISTRY = Registry()
 def get(name: str) -> TargetProtocol:
     """The protocol a target names; the default (openai) when it names none."""
     return REGISTRY.get(name) if name else DEFAULT
-
-
-def register(protocol: TargetProtocol) -> TargetProtocol:
-    return REGISTRY.register(protocol)
 
 
 def default_target(target: Target, task: Task) -> Target:

@@ -42,11 +42,8 @@ PATHS: dict[str, str] = {"embed": "/embed", "embed_sparse": "/embed_sparse", "re
 
 def server_timing(get_header: HeaderGetter) -> str | None:
     """TEI's timing headers as one Server-Timing value (None without them), for the one parser."""
-    entries = []
-    for header, metric in TIMING_HEADERS.items():
-        value = get_header(header)
-        if isinstance(value, str) and value.strip():
-            entries.append(f"{metric};dur={value.strip()}")
+    values = {metric: get_header(header) for header, metric in TIMING_HEADERS.items()}
+    entries = [f"{m};dur={v.strip()}" for m, v in values.items() if isinstance(v, str) and v.strip()]
     return ", ".join(entries) or None
 
 
