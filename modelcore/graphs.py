@@ -31,12 +31,8 @@ Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (ids, mask) on th
 
 def batch_buckets(max_batch_size: int) -> list[int]:
     """1, 2, 4, ... up to max_batch_size (included even when not a power of two)."""
-    sizes = [1]
-    while sizes[-1] * 2 < max_batch_size:
-        sizes.append(sizes[-1] * 2)
-    if sizes[-1] != max_batch_size:
-        sizes.append(max_batch_size)
-    return sizes
+    powers = {1 << i for i in range(max_batch_size.bit_length()) if 1 << i < max_batch_size}
+    return sorted(powers | {max_batch_size})
 
 
 def bucket_shapes(max_batch_size: int, max_tokens: int, max_batch_tokens: int) -> list[tuple[int, int]]:
