@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -99,26 +100,18 @@ class WorkerPool:
             self.metrics.device_compute_seconds.labels(device=label).inc(compute_s)
 
     def warm_up(self, texts: list[str]) -> None:
-        """One forward pass per replica, each on a thread bound to its device (graph build, allocator)."""
-        errors: list[BaseException] = []
+        """One forward pass per replica, each on a thread bound to its device (graph build, allocator); the
+        first failure is raised here once every replica is done."""
         ids = self.tokenize(texts)  # once: concurrent calls of a fast tokeniser fail with "Already borrowed"
 
         def run(worker: DeviceWorker) -> None:
-            try:
-                self._bind(worker.spec)
-                worker.encoder.embed_token_ids(ids)
-            except BaseException as exc:  # re-raised on the caller's thread below
-                errors.append(exc)
+            self._bind(worker.spec)
+            worker.encoder.embed_token_ids(ids)
 
-        threads = [
-            threading.Thread(target=run, args=(w,), name=f"warm-up-{w.spec.name}") for w in self.workers
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        with ThreadPoolExecutor(len(self.workers), thread_name_prefix="warm-up") as threads:
+            futures = [threads.submit(run, worker) for worker in self.workers]
+        for future in futures:
+            future.result()
 
 
 def primary_device(settings: ServiceSettings) -> str:
