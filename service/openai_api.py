@@ -10,6 +10,8 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
+from service.metrics import STAGES
+
 EncodingFormat = Literal["float", "base64"]
 
 
@@ -201,10 +203,6 @@ def shorten(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:
     return (cut / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-def server_timing(
-    queue_ms: float, tokenize_ms: float, compute_ms: float, post_ms: float, total_ms: float
-) -> str:
-    return (
-        f"queue;dur={queue_ms:.3f}, tokenize;dur={tokenize_ms:.3f}, compute;dur={compute_ms:.3f}, "
-        f"post;dur={post_ms:.3f}, total;dur={total_ms:.3f}"
-    )
+def server_timing(stages_ms: dict[str, float]) -> str:
+    """The Server-Timing header: every stage, 0 where stages_ms has none (a refusal has only a total)."""
+    return ", ".join(f"{stage};dur={stages_ms.get(stage, 0):.3f}" for stage in STAGES)
