@@ -467,18 +467,10 @@ class Batcher(Admission):
             if len(batch) > job.batch_size:
                 job.batch_size, job.batch_tokens = len(batch), padded
             if job.remaining == 0 and job.results is not None:
-                queue_s = max(0.0, (t_end_s - job.t_submit_s) - job.tokenize_s - job.compute_s)
-                result = BatchResult(
-                    embeddings=job.results,
-                    token_counts=job.token_counts,
-                    queue_ms=queue_s * 1000,
-                    tokenize_ms=job.tokenize_s * 1000,
-                    compute_ms=job.compute_s * 1000,
-                    batch_size=job.batch_size,
-                    batch_tokens=job.batch_tokens,
-                    model=job.model,
-                )
-                self._resolve(job, result, None)
+                queue_ms = max(0.0, (t_end_s - job.t_submit_s) - job.tokenize_s - job.compute_s) * 1000
+                ms = (queue_ms, job.tokenize_s * 1000, job.compute_s * 1000)  # queue, tokenize, compute
+                batches = (job.batch_size, job.batch_tokens)
+                self._resolve(job, BatchResult(job.results, job.token_counts, *ms, *batches, job.model), None)
 
     @staticmethod
     def _not_worth_finishing(batch: list[Item[BatchJob]]) -> bool:

@@ -176,9 +176,8 @@ def join_or_kill(process: BaseProcess, timeout_s: float) -> None:
 
 def mark_process_dead(pid: int | None) -> None:
     """Drop a dead process's live gauges from the metrics folder (prometheus_client's multiprocess mode)."""
-    if pid is None or MULTIPROC_ENV not in os.environ:
-        return
-    multiprocess.mark_process_dead(pid)  # reads the folder from the environment, set by run()
+    if pid is not None and MULTIPROC_ENV in os.environ:
+        multiprocess.mark_process_dead(pid)  # reads the folder from the environment, set by run()
 
 
 def frontend_main(settings: ServiceSettings, endpoint: str, status_path: str, index: int) -> None:
