@@ -137,22 +137,16 @@ def check_text(value: Any, where: str, param: str, name: str | None = None) -> s
         raise bad_request(f"{name} must be a string, got {type(value).__name__}", "invalid_input", param)
     if not value:
         raise bad_request(f"{name} must not be an empty string", "empty_input", param)
-    check_unicode(value, where, param)
-    return value
-
-
-def check_unicode(text: str, where: str, param: str = "input") -> None:
-    """JSON escapes can carry lone surrogates ("\\ud800") that no tokeniser can encode: refuse them here."""
-    if text.isascii():
-        return
-    try:
-        text.encode("utf-8")
+    try:  # JSON escapes can carry lone surrogates ("\\ud800") that no tokeniser can encode: refuse them here
+        if not value.isascii():
+            value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise bad_request(
             f"{where} is not valid Unicode (unpaired surrogate at character {exc.start}); send UTF-8 text",
             "invalid_unicode",
             param,
         ) from None
+    return value
 
 
 def request_body_schema(
