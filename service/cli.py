@@ -41,16 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
         help_text = f"{info.description} (default: {default if default not in (None, '') else 'unset'})"
         if name == "api_keys":
             help_text = f"{info.description} (prefer the EMBEDPERF_API_KEYS env variable)"
-        if info.annotation is bool:
-            parser.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text
-            )
-            continue
-        arg_type, choices = _field_type(info.annotation)
-        metavar = "PATH" if name == "model" else None
-        parser.add_argument(
-            flag, type=arg_type, choices=choices, default=argparse.SUPPRESS, help=help_text, metavar=metavar
-        )
+        kind: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
+        if info.annotation is not bool:
+            arg_type, choices = _field_type(info.annotation)
+            kind = {"type": arg_type, "choices": choices, "metavar": "PATH" if name == "model" else None}
+        parser.add_argument(flag, default=argparse.SUPPRESS, help=help_text, **kind)
     return parser
 
 
