@@ -111,11 +111,10 @@ class BucketRunner:
         """Vectors of batch (float32, len(batch) x dimension), or None when no bucket holds it."""
         rows, longest = len(batch), max(len(ids) for ids in batch)
         shape = self.shape_for(rows, longest)
+        self.stats.record(hit=shape is not None)
         if shape is None:
-            self.stats.record(False)
             return None
         bucket_rows, length = shape
-        self.stats.record(True)
         ids, mask = self.host_ids[:bucket_rows, :length], self.host_mask[:bucket_rows, :length]
         ids.fill_(self.pad_token_id)
         mask.zero_()

@@ -270,7 +270,9 @@ class Batcher(Admission):
     # ---- tokenisation --------------------------------------------------------------------------------------
 
     def _claim(self) -> list[Claim]:
-        """With the lock held: the next tokeniser call, a slice of every request waiting for it (oldest first)."""
+        """With the lock held: the next tokeniser call, a slice of every request waiting for it (oldest first),
+        counted in _tokenizing until `_tokenize` is done with it."""
+        self._tokenizing += 1
         claims = []
         for _ in range(len(self._tok_jobs)):
             job = self._tok_jobs.popleft()
@@ -293,7 +295,6 @@ class Batcher(Admission):
                 if not self._tok_jobs:
                     return
                 claims = self._claim()
-                self._tokenizing += 1
             self._tokenize(claims)
 
     def _tokenize(self, claims: list[Claim]) -> None:
@@ -372,9 +373,7 @@ class Batcher(Admission):
         with self._cond:
             while True:
                 if not self.config.overlap_tokenize and self._tok_jobs:
-                    claims = self._claim()
-                    self._tokenizing += 1
-                    return "tokenize", claims
+                    return "tokenize", self._claim()
                 now_s = time.perf_counter()
                 self._purge_expired(now_s)
                 if len(self._queue):

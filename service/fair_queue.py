@@ -114,8 +114,7 @@ class FairQueue(Generic[J]):
         if not limits.batching:
             candidates = list(self._jobs[oldest.job])
         else:
-            window = list(itertools.islice(self.fair_sequence(), max(1, limits.sort_window)))
-            candidates = window
+            candidates = window = list(itertools.islice(self.fair_sequence(), max(1, limits.sort_window)))
             if limits.sort_by_length:
                 position = {id(item): i for i, item in enumerate(window)}
                 candidates = sorted(window, key=lambda it: (abs(it.length - oldest.length), position[id(it)]))

@@ -247,9 +247,7 @@ class ServiceSettings(BaseSettings):
     def public_config(self) -> dict[str, Any]:
         """The effective configuration shown in /info: everything except secrets."""
         config = self.model_dump(exclude={"api_keys"})
-        config["cache"] = redact_url(self.cache)
-        config["auth_enabled"] = bool(self.api_key_list())
-        return config
+        return {**config, "cache": redact_url(self.cache), "auth_enabled": bool(self.api_key_list())}
 
 
 def usable_cores() -> int:
