@@ -56,16 +56,13 @@ class BucketStats:
 
     def record(self, hit: bool) -> None:
         with self._lock:
-            if hit:
-                self.hits += 1
-            else:
-                self.misses += 1
+            self.hits += hit
+            self.misses += not hit
 
 
 @dataclass(eq=False)
 class BucketRunner:
-    """Runs batches at bucket shapes through `step`, replaying a captured graph per bucket where the device
-    has graphs (capture=True), else calling `step` at the bucket's shape (eager, or torch.compile'd)."""
+    """Runs batches at bucket shapes: a captured graph per bucket (capture=True), else `step` at the shape."""
 
     step: Step
     device: torch.device

@@ -122,8 +122,7 @@ class Batcher(Admission):
         return self._busy.fraction(window_s)
 
     def queue_figures(self) -> QueueFigures:
-        """The queue as admission reads it (service/admission_rule.py); front ends read the same figures from
-        the engine's published status."""
+        """The queue as admission reads it; front ends read the same figures from the engine's status."""
         return QueueFigures(
             waiting_inputs=self._waiting,
             queued_requests=len(self._queued_jobs),
@@ -245,8 +244,7 @@ class Batcher(Admission):
             job.future.get_loop().call_soon_threadsafe(deliver)
 
     def _unqueue(self, job: BatchJob, error: BatcherError | None = None) -> None:
-        """With the lock held: job's inputs leave the queue (those in a running batch are skipped); with an
-        error, job is answered it."""
+        """With the lock held: job's inputs leave the queue (a running batch skips them); error answers it."""
         self._queue.drop_job(job)
         self._uncount(job, job.counted)
         if error is not None:
@@ -270,8 +268,7 @@ class Batcher(Admission):
     # ---- tokenisation --------------------------------------------------------------------------------------
 
     def _claim(self) -> list[Claim]:
-        """With the lock held: the next tokeniser call, a slice of every request waiting for it (oldest first),
-        counted in _tokenizing until `_tokenize` is done with it."""
+        """With the lock held: the next tokeniser call's slices (oldest first), counted in _tokenizing."""
         self._tokenizing += 1
         claims = []
         for _ in range(len(self._tok_jobs)):
@@ -298,8 +295,7 @@ class Batcher(Admission):
             self._tokenize(claims)
 
     def _tokenize(self, claims: list[Claim]) -> None:
-        """Tokenise claimed slices (counted in _tokenizing) of several requests, one tokeniser call per model,
-        then queue them for batching."""
+        """Tokenise the claimed slices of several requests, one tokeniser call per model, and queue them."""
         t_start_s = time.perf_counter()
         items: list[Item[BatchJob]] = []
         try:

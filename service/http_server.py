@@ -41,8 +41,7 @@ DRAIN_HEADERS = {"Retry-After": "1", "Connection": "close"}
 
 
 class InFlight:
-    """The app, counting the HTTP requests this process is answering (the shutdown waits for them) and
-    refusing new ones once it drains."""
+    """The app, counting requests in flight (the shutdown waits for them), refusing new ones when draining."""
 
     def __init__(self, app: AsgiApp) -> None:
         self.app = app

@@ -152,8 +152,7 @@ def check_text(value: Any, where: str, param: str, name: str | None = None) -> s
 def request_body_schema(
     max_inputs: int, dimension: int, max_input_chars: int, model_names: list[str] | None = None
 ) -> dict[str, Any]:
-    """The JSON schema of a POST /v1/embeddings body, for the OpenAPI document (the route reads raw bytes);
-    model_names: the ids the service answers to."""
+    """The JSON schema of a POST /v1/embeddings body, for the OpenAPI document (the route reads raw bytes)."""
     text = {"type": "string", "minLength": 1, "maxLength": max_input_chars}
     model: dict[str, Any] = {"type": "string", "description": "The served model id (or one of its aliases)."}
     if model_names:
