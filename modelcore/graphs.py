@@ -147,13 +147,13 @@ class _Captured:
     event: Any
 
 
+@dataclass(frozen=True)
 class GraphApi:
     """The graph calls of one accelerator runtime (torch.cuda, or torch.npu from torch_npu)."""
 
-    def __init__(self, runtime: Any, graph_class: Any, graph_context: Any) -> None:
-        self.runtime = runtime
-        self.graph_class = graph_class
-        self.graph_context = graph_context
+    runtime: Any
+    graph_class: Any
+    graph_context: Any
 
     @torch.inference_mode()
     def capture(self, step: Step, ids: torch.Tensor, mask: torch.Tensor, pool: Any) -> _Captured:

@@ -414,8 +414,7 @@ class Batcher(Admission):
         if self.config.sort_by_length:
             batch.sort(key=lambda item: item.length)
         model = batch[0].job.model
-        longest = max(item.length for item in batch)
-        padded_tokens = longest * len(batch)
+        padded_tokens = max(item.length for item in batch) * len(batch)
         t_start_s = time.perf_counter()
         try:
             vectors = self.encoders[model].embed_token_ids(

@@ -140,9 +140,8 @@ async def embeddings(
     s = state.settings
     body = await parse_body(parse_embedding_request, request, raw_body, s.max_inputs, state.model.dimension)
     if body.model is None:
-        raise ApiError(
-            422, f"'model' is required; this service serves '{s.model_name}'", "missing_model", param="model"
-        )
+        message = f"'model' is required; this service serves '{s.model_name}'"
+        raise ApiError(422, message, "missing_model", param="model")
     check_model(state, body.model)
     embedded = await embed_texts(state, body.texts, record)
     t_post_s = time.perf_counter()
@@ -158,9 +157,8 @@ async def embeddings(
 
 
 async def embed_texts(state: ServiceState, texts: list[str], record: RequestRecord | None) -> Embedded:
-    """The vectors of texts, cut or refused at the character limit: cached ones from the cache, the rest
-    through the batcher as one request's inputs (its token budget, deadline and fair share), stored back in
-    the cache."""
+    """The vectors of texts, cut or refused at the character limit: from the cache, else through the batcher
+    as one request's inputs (one token budget, deadline and fair share), then cached."""
     assert state.batcher is not None and state.model is not None
     s = state.settings
     texts = limit_chars(texts, s.max_input_chars, s.long_input, state.model.max_tokens)

@@ -58,11 +58,8 @@ def json_object(content_type: str, raw_body: bytes, field: str) -> dict[str, Any
     route needs first, named in the messages."""
     media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type != "application/json":
-        raise ApiError(
-            415,
-            f"Content-Type must be application/json, got {content_type or 'none'!r}",
-            "unsupported_media_type",
-        )
+        message = f"Content-Type must be application/json, got {content_type or 'none'!r}"
+        raise ApiError(415, message, "unsupported_media_type")
     try:
         payload = json.loads(raw_body)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -95,7 +95,11 @@ def rerank_body_schema(max_inputs: int, max_input_chars: int) -> dict[str, Any]:
         "properties": {
             "query": {**text, "description": "The text the texts are ranked against."},
             "texts": {"type": "array", "items": text, "minItems": 1, "maxItems": max_texts(max_inputs)},
-            "raw_scores": {"type": "boolean", "default": False, "description": "The cosine, not (cosine+1)/2."},
+            "raw_scores": {
+                "type": "boolean",
+                "default": False,
+                "description": "The cosine, not (cosine+1)/2.",
+            },
             "return_text": {"type": "boolean", "default": False},
             "truncate": {
                 "type": ["boolean", "null"],

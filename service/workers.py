@@ -95,9 +95,8 @@ class WorkerPool:
             t_end_s = time.perf_counter()
             compute_s = t_end_s - t_start_s
             worker.busy.record(t_end_s, compute_s)
-            label = worker.spec.name
-            self.metrics.device_batches.labels(device=label).inc()
-            self.metrics.device_compute_seconds.labels(device=label).inc(compute_s)
+            self.metrics.device_batches.labels(device=worker.spec.name).inc()
+            self.metrics.device_compute_seconds.labels(device=worker.spec.name).inc(compute_s)
 
     def warm_up(self, texts: list[str]) -> None:
         """One forward pass per replica, each on a thread bound to its device (graph build, allocator); the
@@ -126,10 +125,9 @@ def build_pool(
     metrics: ServiceMetrics,
     load: Callable[..., EmbeddingModel],
 ) -> WorkerPool:
-    """One worker per serving device: `model` serves the first, a replica is loaded (by `load`, the service's
-    load_model) for each other device. CPU workers share `model` unless settings.cpu_worker_replicas:
-    inference never writes the weights, and a copy per worker adds memory and load time without adding
-    cores."""
+    """One worker per serving device: `model` serves the first, `load` loads a replica for each other. CPU
+    workers share `model` unless settings.cpu_worker_replicas: inference never writes the weights, and a copy
+    per worker adds memory and load time without adding cores."""
     specs = settings.device_specs()
     workers = [DeviceWorker(specs[0], model)]
     for spec in specs[1:]:
