@@ -66,16 +66,13 @@ def synchronize(device: torch.device) -> None:
         getattr(torch, device.type).synchronize(device)
 
 
-def _read_first_line(path: Path, key: str | None = None) -> str | None:
+def _read_value(path: Path, key: str) -> str | None:
+    """The value of path's first `key = value` line, if any."""
     try:
-        for line in path.read_text().splitlines():
-            if key is None:
-                return line.strip() or None
-            if line.startswith(key):
-                return line.split("=", 1)[1].strip()
+        lines = path.read_text().splitlines()
     except OSError:
         return None
-    return None
+    return next((line.split("=", 1)[1].strip() for line in lines if line.startswith(key)), None)
 
 
 def version_matrix(device: torch.device | None = None) -> dict[str, str]:
@@ -86,16 +83,14 @@ def version_matrix(device: torch.device | None = None) -> dict[str, str]:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             continue
-    cann = _read_first_line(ASCEND_ROOT / "ascend-toolkit" / "latest" / "version.cfg", "toolkit_version") or (
-        _read_first_line(ASCEND_ROOT / "ascend-toolkit" / "latest" / "compiler" / "version.info", "Version")
-    )
-    if cann:
-        versions["cann"] = cann
-    driver = _read_first_line(ASCEND_ROOT / "driver" / "version.info", "Version")
-    if driver:
-        versions["driver"] = driver
-    if torch.version.cuda:
-        versions["cuda"] = str(torch.version.cuda)
+    toolkit = ASCEND_ROOT / "ascend-toolkit" / "latest"
+    found = {
+        "cann": _read_value(toolkit / "version.cfg", "toolkit_version")
+        or _read_value(toolkit / "compiler" / "version.info", "Version"),
+        "driver": _read_value(ASCEND_ROOT / "driver" / "version.info", "Version"),
+        "cuda": str(torch.version.cuda) if torch.version.cuda else None,
+    }
+    versions |= {name: value for name, value in found.items() if value}
     if device is not None and device.type == "cuda":
         versions["gpu"] = torch.cuda.get_device_name(device)
     return versions

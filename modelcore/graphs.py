@@ -31,12 +31,8 @@ Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (ids, mask) on th
 
 def batch_buckets(max_batch_size: int) -> list[int]:
     """1, 2, 4, ... up to max_batch_size (included even when not a power of two)."""
-    sizes = [1]
-    while sizes[-1] * 2 < max_batch_size:
-        sizes.append(sizes[-1] * 2)
-    if sizes[-1] != max_batch_size:
-        sizes.append(max_batch_size)
-    return sizes
+    powers = {1 << i for i in range(max_batch_size.bit_length()) if 1 << i < max_batch_size}
+    return sorted(powers | {max_batch_size})
 
 
 def bucket_shapes(max_batch_size: int, max_tokens: int, max_batch_tokens: int) -> list[tuple[int, int]]:
@@ -60,16 +56,13 @@ class BucketStats:
 
     def record(self, hit: bool) -> None:
         with self._lock:
-            if hit:
-                self.hits += 1
-            else:
-                self.misses += 1
+            self.hits += hit
+            self.misses += not hit
 
 
 @dataclass(eq=False)
 class BucketRunner:
-    """Runs batches at bucket shapes through `step`, replaying a captured graph per bucket where the device
-    has graphs (capture=True), else calling `step` at the bucket's shape (eager, or torch.compile'd)."""
+    """Runs batches at bucket shapes: a captured graph per bucket (capture=True), else `step` at the shape."""
 
     step: Step
     device: torch.device
@@ -115,11 +108,10 @@ class BucketRunner:
         """Vectors of batch (float32, len(batch) x dimension), or None when no bucket holds it."""
         rows, longest = len(batch), max(len(ids) for ids in batch)
         shape = self.shape_for(rows, longest)
+        self.stats.record(hit=shape is not None)
         if shape is None:
-            self.stats.record(False)
             return None
         bucket_rows, length = shape
-        self.stats.record(True)
         ids, mask = self.host_ids[:bucket_rows, :length], self.host_mask[:bucket_rows, :length]
         ids.fill_(self.pad_token_id)
         mask.zero_()
@@ -155,13 +147,13 @@ class _Captured:
     event: Any
 
 
+@dataclass(frozen=True)
 class GraphApi:
     """The graph calls of one accelerator runtime (torch.cuda, or torch.npu from torch_npu)."""
 
-    def __init__(self, runtime: Any, graph_class: Any, graph_context: Any) -> None:
-        self.runtime = runtime
-        self.graph_class = graph_class
-        self.graph_context = graph_context
+    runtime: Any
+    graph_class: Any
+    graph_context: Any
 
     @torch.inference_mode()
     def capture(self, step: Step, ids: torch.Tensor, mask: torch.Tensor, pool: Any) -> _Captured:

@@ -95,9 +95,7 @@ class EmbeddingModel:
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
-        step = self.device_step
-        if compile_cpu:
-            step = torch.compile(self.device_step, dynamic=False)
+        step = torch.compile(self.device_step, dynamic=False) if compile_cpu else self.device_step
         self.runner = BucketRunner(step, self.device, shapes, self.pad_token_id, self.dimension, capture)
         self.runner.warm_up()
         return self.runner

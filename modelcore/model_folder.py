@@ -75,9 +75,6 @@ def weights_sha256(path: Path) -> dict[str, str]:
     digests = {}
     for file in sorted(path.rglob("*")):
         if file.is_file() and file.suffix in WEIGHT_SUFFIXES:
-            digest = hashlib.sha256()
             with file.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-            digests[str(file.relative_to(path))] = digest.hexdigest()
+                digests[str(file.relative_to(path))] = hashlib.file_digest(handle, "sha256").hexdigest()
     return digests

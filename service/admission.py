@@ -31,9 +31,8 @@ SERVING_PATHS = frozenset({EMBEDDINGS_PATH, RERANK_PATH})  # the POST routes tha
 
 
 class AdmissionMiddleware:
-    """Refuses serving requests (SERVING_PATHS) with 429 + Retry-After while the engine would shed them
-    anyway. `batcher` returns the running batcher (or the front end's view of the engine's), or None while the
-    service is not ready (the route then answers 503 itself)."""
+    """Refuses serving requests with 429 + Retry-After while the engine would shed them anyway. `batcher`: the
+    running batcher (or a front end's view of the engine's), None while not ready (the route answers 503)."""
 
     def __init__(self, app: ASGIApp, batcher: Callable[[], BatcherView | None], deadline_ms: float) -> None:
         self.app = app

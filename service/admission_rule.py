@@ -51,8 +51,7 @@ class Admission:
         return queue.waiting_inputs * queue.per_input_s / max(1, queue.workers)
 
     def check_admission(self, n_inputs: int, deadline_ms: float, judged: bool = False) -> None:
-        """Raise QueueFull or Overloaded, counted in embedperf_shed_total, when a request of n_inputs should
-        be shed now (`judge` on the queue now)."""
+        """QueueFull or Overloaded (counted in embedperf_shed_total) if a request of n_inputs is shed now."""
         self.judge(self.queue_figures(), n_inputs, deadline_ms, judged)
 
     def judge(self, queue: QueueFigures, n_inputs: int, deadline_ms: float, judged: bool = False) -> None:

@@ -80,8 +80,7 @@ def build_app(state: ServiceState) -> FastAPI:
         try:
             yield
         finally:  # the server has stopped taking requests and waited (up to the grace) for those in flight
-            if not task.done():
-                task.cancel()
+            task.cancel()  # a no-op once it is done
             await state.close(settings.shutdown_grace_s)
 
     # /docs and /redoc would load their scripts from a CDN: off. /openapi.json is served (with a key when set).

@@ -34,9 +34,7 @@ class TooManyTokens(BatcherError):
     """The request's inputs hold more tokens than one request may (found while tokenising it)."""
 
     def __init__(self, tokens: int, limit: int, complete: bool) -> None:
-        self.tokens = tokens
-        self.limit = limit
-        self.complete = complete
+        self.tokens, self.limit, self.complete = tokens, limit, complete
         counted = f"{tokens} tokens" if complete else f"at least {tokens} tokens"
         super().__init__(
             f"the request holds {counted}; at most {limit} are accepted per request (--max-request-tokens): "

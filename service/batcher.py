@@ -122,8 +122,7 @@ class Batcher(Admission):
         return self._busy.fraction(window_s)
 
     def queue_figures(self) -> QueueFigures:
-        """The queue as admission reads it (service/admission_rule.py); front ends read the same figures from
-        the engine's published status."""
+        """The queue as admission reads it; front ends read the same figures from the engine's status."""
         return QueueFigures(
             waiting_inputs=self._waiting,
             queued_requests=len(self._queued_jobs),
@@ -245,8 +244,7 @@ class Batcher(Admission):
             job.future.get_loop().call_soon_threadsafe(deliver)
 
     def _unqueue(self, job: BatchJob, error: BatcherError | None = None) -> None:
-        """With the lock held: job's inputs leave the queue (those in a running batch are skipped); with an
-        error, job is answered it."""
+        """With the lock held: job's inputs leave the queue (a running batch skips them); error answers it."""
         self._queue.drop_job(job)
         self._uncount(job, job.counted)
         if error is not None:
@@ -270,7 +268,8 @@ class Batcher(Admission):
     # ---- tokenisation --------------------------------------------------------------------------------------
 
     def _claim(self) -> list[Claim]:
-        """With the lock held: the next tokeniser call, a slice of every request waiting for it (oldest first)."""
+        """With the lock held: the next tokeniser call's slices (oldest first), counted in _tokenizing."""
+        self._tokenizing += 1
         claims = []
         for _ in range(len(self._tok_jobs)):
             job = self._tok_jobs.popleft()
@@ -293,12 +292,10 @@ class Batcher(Admission):
                 if not self._tok_jobs:
                     return
                 claims = self._claim()
-                self._tokenizing += 1
             self._tokenize(claims)
 
     def _tokenize(self, claims: list[Claim]) -> None:
-        """Tokenise claimed slices (counted in _tokenizing) of several requests, one tokeniser call per model,
-        then queue them for batching."""
+        """Tokenise the claimed slices of several requests, one tokeniser call per model, and queue them."""
         t_start_s = time.perf_counter()
         items: list[Item[BatchJob]] = []
         try:
@@ -372,9 +369,7 @@ class Batcher(Admission):
         with self._cond:
             while True:
                 if not self.config.overlap_tokenize and self._tok_jobs:
-                    claims = self._claim()
-                    self._tokenizing += 1
-                    return "tokenize", claims
+                    return "tokenize", self._claim()
                 now_s = time.perf_counter()
                 self._purge_expired(now_s)
                 if len(self._queue):
@@ -419,8 +414,7 @@ class Batcher(Admission):
         if self.config.sort_by_length:
             batch.sort(key=lambda item: item.length)
         model = batch[0].job.model
-        longest = max(item.length for item in batch)
-        padded_tokens = longest * len(batch)
+        padded_tokens = max(item.length for item in batch) * len(batch)
         t_start_s = time.perf_counter()
         try:
             vectors = self.encoders[model].embed_token_ids(
@@ -467,18 +461,10 @@ class Batcher(Admission):
             if len(batch) > job.batch_size:
                 job.batch_size, job.batch_tokens = len(batch), padded
             if job.remaining == 0 and job.results is not None:
-                queue_s = max(0.0, (t_end_s - job.t_submit_s) - job.tokenize_s - job.compute_s)
-                result = BatchResult(
-                    embeddings=job.results,
-                    token_counts=job.token_counts,
-                    queue_ms=queue_s * 1000,
-                    tokenize_ms=job.tokenize_s * 1000,
-                    compute_ms=job.compute_s * 1000,
-                    batch_size=job.batch_size,
-                    batch_tokens=job.batch_tokens,
-                    model=job.model,
-                )
-                self._resolve(job, result, None)
+                queue_ms = max(0.0, (t_end_s - job.t_submit_s) - job.tokenize_s - job.compute_s) * 1000
+                ms = (queue_ms, job.tokenize_s * 1000, job.compute_s * 1000)  # queue, tokenize, compute
+                batches = (job.batch_size, job.batch_tokens)
+                self._resolve(job, BatchResult(job.results, job.token_counts, *ms, *batches, job.model), None)
 
     @staticmethod
     def _not_worth_finishing(batch: list[Item[BatchJob]]) -> bool:

@@ -13,8 +13,7 @@ BACK_TO_BACK_S = 0.05  # a batch starting within this of the previous one's end 
 
 
 class BusyWindow:
-    """Compute spans of the last horizon_s (BUSY_WINDOW_S by default), shared by `lanes` workers (the fraction
-    is their mean)."""
+    """Compute spans of the last horizon_s, shared by `lanes` workers (the fraction is their mean)."""
 
     def __init__(self, lanes: int = 1, horizon_s: float = BUSY_WINDOW_S) -> None:
         self.lanes = lanes

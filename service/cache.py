@@ -229,8 +229,8 @@ class RedisCache:
             await self._redis().ping()
         except (RedisError, OSError) as exc:
             self._down(exc)
-            return
-        self._up()
+        else:
+            self._up()
 
     async def get_many(self, texts: Sequence[str]) -> list[CachedEmbedding | None] | None:
         """Entries for texts (None where absent), or None when Redis is unavailable."""

@@ -41,16 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
         help_text = f"{info.description} (default: {default if default not in (None, '') else 'unset'})"
         if name == "api_keys":
             help_text = f"{info.description} (prefer the EMBEDPERF_API_KEYS env variable)"
-        if info.annotation is bool:
-            parser.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text
-            )
-            continue
-        arg_type, choices = _field_type(info.annotation)
-        metavar = "PATH" if name == "model" else None
-        parser.add_argument(
-            flag, type=arg_type, choices=choices, default=argparse.SUPPRESS, help=help_text, metavar=metavar
-        )
+        kind: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
+        if info.annotation is not bool:
+            arg_type, choices = _field_type(info.annotation)
+            kind = {"type": arg_type, "choices": choices, "metavar": "PATH" if name == "model" else None}
+        parser.add_argument(flag, default=argparse.SUPPRESS, help=help_text, **kind)
     return parser
 
 
@@ -72,8 +67,7 @@ def check_port_free(host: str, port: int) -> None:
     """Refuse a busy port in a second, before the model loads (the server would fail only after loading)."""
     if port == 0:
         return
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is free
         try:
             probe.bind((host, port))

@@ -35,12 +35,9 @@ ERRORS_UNREADY = 3  # device errors within ERROR_WINDOW_S that make /ready answe
 
 def is_out_of_memory(exc: BaseException) -> bool:
     """True for torch's OutOfMemoryError and for runtime errors whose message names memory exhaustion."""
-    if type(exc).__name__ == "OutOfMemoryError":
+    if type(exc).__name__ == "OutOfMemoryError" or isinstance(exc, MemoryError):
         return True
-    if not isinstance(exc, RuntimeError | MemoryError):
-        return False
-    text = str(exc).lower()
-    return isinstance(exc, MemoryError) or any(marker in text for marker in OOM_MARKERS)
+    return isinstance(exc, RuntimeError) and any(marker in str(exc).lower() for marker in OOM_MARKERS)
 
 
 @dataclass(eq=False)
@@ -103,9 +100,8 @@ class DeviceHealth:
             return max(1, int(self._errors[0] + self.error_window_s - self.clock()) + 1)
 
     def snapshot(self) -> dict[str, int | bool]:
-        limit = self.batch_limit()
         return {
-            "batch_limit": limit,
+            "batch_limit": self.batch_limit(),
             "batch_limit_configured": self.max_batch_size,
             "oom_total": self.oom_total,
             "device_errors_total": self.errors_total,

@@ -78,7 +78,7 @@ async def serve_route(state: ServiceState, request: Request, handler: RouteHandl
         if exc.status == CLIENT_CLOSED_REQUEST:  # nobody reads it
             return Response(status_code=CLIENT_CLOSED_REQUEST)
         total_ms = (time.perf_counter() - t_start_s) * 1000
-        headers = {"Server-Timing": server_timing(0, 0, 0, 0, total_ms), **exc.headers}
+        headers = {"Server-Timing": server_timing({"total": total_ms}), **exc.headers}
         return Response(json.dumps(exc.body()), exc.status, headers, media_type="application/json")
     finally:
         state.metrics.inflight.dec()
@@ -107,15 +107,14 @@ async def _limited(
         message, headers = f"more than {s.max_concurrency} requests in flight", {"Retry-After": "1"}
         raise ApiError(429, message, "too_many_concurrent_requests", "rate_limit_error", headers=headers)
     try:
-        try:
-            async with cancelled_on_hang_up(request.receive):
-                return await handler(state, request, raw_body, t_start_s, record)
-        except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if CLIENT_DISCONNECTED not in exc.args or task is None:
-                raise
-            task.uncancel()
-            raise client_gone() from None
+        async with cancelled_on_hang_up(request.receive):
+            return await handler(state, request, raw_body, t_start_s, record)
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if CLIENT_DISCONNECTED not in exc.args or task is None:
+            raise
+        task.uncancel()
+        raise client_gone() from None
     finally:
         state.concurrency.release()
 
@@ -123,9 +122,7 @@ async def _limited(
 async def parse_body(parse: Callable[..., T], request: Request, raw_body: bytes, *limits: Any) -> T:
     """parse(content type, body, *limits), on a thread when the body is large so the event loop stays free."""
     args = (request.headers.get("content-type", ""), raw_body, *limits)
-    if len(raw_body) > PARSE_OFF_LOOP_BYTES:
-        return await asyncio.to_thread(parse, *args)
-    return parse(*args)
+    return await asyncio.to_thread(parse, *args) if len(raw_body) > PARSE_OFF_LOOP_BYTES else parse(*args)
 
 
 def check_model(state: ServiceState, model: str | None) -> None:
@@ -143,9 +140,8 @@ async def embeddings(
     s = state.settings
     body = await parse_body(parse_embedding_request, request, raw_body, s.max_inputs, state.model.dimension)
     if body.model is None:
-        raise ApiError(
-            422, f"'model' is required; this service serves '{s.model_name}'", "missing_model", param="model"
-        )
+        message = f"'model' is required; this service serves '{s.model_name}'"
+        raise ApiError(422, message, "missing_model", param="model")
     check_model(state, body.model)
     embedded = await embed_texts(state, body.texts, record)
     t_post_s = time.perf_counter()
@@ -161,9 +157,8 @@ async def embeddings(
 
 
 async def embed_texts(state: ServiceState, texts: list[str], record: RequestRecord | None) -> Embedded:
-    """The vectors of texts, cut or refused at the character limit: cached ones from the cache, the rest
-    through the batcher as one request's inputs (its token budget, deadline and fair share), stored back in
-    the cache."""
+    """The vectors of texts, cut or refused at the character limit: from the cache, else through the batcher
+    as one request's inputs (one token budget, deadline and fair share), then cached."""
     assert state.batcher is not None and state.model is not None
     s = state.settings
     texts = limit_chars(texts, s.max_input_chars, s.long_input, state.model.max_tokens)
@@ -214,7 +209,7 @@ def answer_headers(
         record.queue_ms, record.tokenize_ms = result.queue_ms, result.tokenize_ms
         record.compute_ms = result.compute_ms
     headers = {
-        "Server-Timing": server_timing(**{f"{k}_ms": v for k, v in stages.items()}),
+        "Server-Timing": server_timing(stages),
         "X-Batch-Size": str(result.batch_size),
         "X-Batch-Tokens": str(result.batch_tokens),
         SERVED_MODEL_HEADER: result.model,

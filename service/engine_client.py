@@ -14,6 +14,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -128,12 +129,8 @@ class RemoteBatcher(Admission):
         model = model or self.model_for_new_request()
         if self.status.state != EngineState.READY:
             raise EngineUnavailable(self.unavailable_reason() or "not ready")
-        tokenizer = self.tokenizers[model]
-        budget = self.settings.max_request_tokens
-        if len(texts) > TOKENIZE_OFF_LOOP_INPUTS:
-            token_ids = await asyncio.to_thread(tokenizer.token_ids, texts, budget)
-        else:
-            token_ids = tokenizer.token_ids(texts, budget)
+        tokenize = partial(self.tokenizers[model].token_ids, texts, self.settings.max_request_tokens)
+        token_ids = await asyncio.to_thread(tokenize) if len(texts) > TOKENIZE_OFF_LOOP_INPUTS else tokenize()
         tokenize_s = time.perf_counter() - t_start_s
         if not judged:  # within its limits: now it is work, judged on the wait its inputs would see
             self.check_admission(len(token_ids), deadline_ms)
@@ -153,8 +150,7 @@ class RemoteBatcher(Admission):
             self._cancel(request_id, "cancelled")
             raise
         except asyncio.CancelledError as exc:
-            reason = CLIENT_DISCONNECTED if CLIENT_DISCONNECTED in exc.args else "cancelled"
-            self._cancel(request_id, reason)
+            self._cancel(request_id, CLIENT_DISCONNECTED if CLIENT_DISCONNECTED in exc.args else "cancelled")
             raise
         finally:
             self._waiting.pop(request_id, None)
@@ -244,9 +240,8 @@ class RemoteEngine:
         self.batcher = RemoteBatcher(self.settings, self.status, socket, tokenizers, *model_ids, self.metrics)
         # Plain (not asyncio) ZeroMQ: a send never waits, and replies are read when the socket's descriptor
         # says so, without a future per operation.
-        reader_fd = int(socket.getsockopt(zmq.FD))
-        asyncio.get_running_loop().add_reader(reader_fd, self.batcher.read_replies)
-        self._reader_fd = reader_fd
+        self._reader_fd = int(socket.getsockopt(zmq.FD))
+        asyncio.get_running_loop().add_reader(self._reader_fd, self.batcher.read_replies)
         self._tasks = [asyncio.create_task(self.batcher.watch_engine())]
 
     async def stop(self, grace_s: float) -> None:

@@ -91,27 +91,25 @@ class EngineServer:
             failure = str(exc) if isinstance(exc, EmbedperfError) else f"{type(exc).__name__}: {exc}"
             self.status.write_document({"failure": failure, "exit_code": getattr(exc, "exit_code", 3)})
             self.status.set(Slot.STATE, EngineState.FAILED)
-            publisher.cancel()
-            context.destroy(linger=0)
-            return
-        self._publish(document=True)
-        self.status.set(Slot.STATE, EngineState.READY)
-        log.info("engine ready: %s on %s", self.settings.model_name, self.settings.device)
-        reader_fd = int(socket.getsockopt(zmq.FD))
-        loop.add_reader(reader_fd, self._receive)
-        self._receive()  # what arrived before the reader was registered
-        await self.stop.wait()
-        loop.remove_reader(reader_fd)
-        log.info("engine stopping: %d request(s) left", len(self.jobs))
-        batcher = self.engine.batcher
-        assert batcher is not None
-        for job in list(self.jobs.values()):  # the front ends have drained: nobody waits for what is left
-            batcher.abandon(job, "cancelled")
-        await self.engine.stop(self.settings.shutdown_grace_s)
-        self.status.set(Slot.STATE, EngineState.STOPPED)
+        else:
+            self._publish(document=True)
+            self.status.set(Slot.STATE, EngineState.READY)
+            log.info("engine ready: %s on %s", self.settings.model_name, self.settings.device)
+            reader_fd = int(socket.getsockopt(zmq.FD))
+            loop.add_reader(reader_fd, self._receive)
+            self._receive()  # what arrived before the reader was registered
+            await self.stop.wait()
+            loop.remove_reader(reader_fd)
+            log.info("engine stopping: %d request(s) left", len(self.jobs))
+            batcher = self.engine.batcher
+            assert batcher is not None
+            for job in list(self.jobs.values()):  # the front ends have drained: nobody waits for what is left
+                batcher.abandon(job, "cancelled")
+            await self.engine.stop(self.settings.shutdown_grace_s)
+            self.status.set(Slot.STATE, EngineState.STOPPED)
+            log.info("engine stopped")
         publisher.cancel()
         context.destroy(linger=0)
-        log.info("engine stopped")
 
     def _receive(self) -> None:
         """Queue every request that has arrived and drop every cancelled one; no task per request: a job's

@@ -59,8 +59,7 @@ class StatusBlock:
     """One engine status file, mapped into memory. The engine writes figures and the document; the supervisor
     writes the state of a process that ended and the drain; front ends read."""
 
-    def __init__(self, path: Path, handle: mmap.mmap) -> None:
-        self.path = path
+    def __init__(self, handle: mmap.mmap) -> None:
         self._map = handle
         self.slots = np.frombuffer(handle, dtype=np.float64, count=SLOTS)
         self._doc = memoryview(handle)[SLOTS * 8 :]
@@ -75,7 +74,7 @@ class StatusBlock:
     def open(cls, path: Path) -> StatusBlock:
         fd = os.open(path, os.O_RDWR)
         try:
-            return cls(path, mmap.mmap(fd, FILE_BYTES))
+            return cls(mmap.mmap(fd, FILE_BYTES))
         finally:
             os.close(fd)
 

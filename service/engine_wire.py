@@ -83,8 +83,7 @@ def cancel_frames(request_id: int, reason: str) -> Frames:
 
 def read_message(frame: Any) -> dict[str, Any]:
     """A front end's message: its `kind` says which (SUBMIT or CANCEL)."""
-    message: dict[str, Any] = msgpack.unpackb(frame)
-    return message
+    return msgpack.unpackb(frame)
 
 
 def read_submission(message: dict[str, Any]) -> Submission:

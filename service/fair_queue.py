@@ -94,10 +94,8 @@ class FairQueue(Generic[J]):
         self._count -= len(dropped)
         return dropped
 
-    def drop_job(self, job: J) -> list[Item[J]]:
-        dropped = self._jobs.pop(job, [])
-        self._count -= len(dropped)
-        return dropped
+    def drop_job(self, job: J) -> None:
+        self._count -= len(self._jobs.pop(job, []))
 
     def fair_sequence(self) -> Iterator[Item[J]]:
         """Inputs round-robin over requests: every request's first input in arrival order, then the seconds..."""
@@ -116,8 +114,7 @@ class FairQueue(Generic[J]):
         if not limits.batching:
             candidates = list(self._jobs[oldest.job])
         else:
-            window = list(itertools.islice(self.fair_sequence(), max(1, limits.sort_window)))
-            candidates = window
+            candidates = window = list(itertools.islice(self.fair_sequence(), max(1, limits.sort_window)))
             if limits.sort_by_length:
                 position = {id(item): i for i, item in enumerate(window)}
                 candidates = sorted(window, key=lambda it: (abs(it.length - oldest.length), position[id(it)]))
@@ -139,11 +136,9 @@ class FairQueue(Generic[J]):
         return chosen
 
     def _take(self, chosen: list[Item[J]]) -> None:
-        by_job: dict[J, set[int]] = {}
-        for item in chosen:
-            by_job.setdefault(item.job, set()).add(id(item))
-        for job, ids in by_job.items():
-            rest = [item for item in self._jobs[job] if id(item) not in ids]
+        taken = {id(item) for item in chosen}
+        for job in {item.job: None for item in chosen}:
+            rest = [item for item in self._jobs[job] if id(item) not in taken]
             if rest:
                 self._jobs[job] = rest
             else:

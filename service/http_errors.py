@@ -77,7 +77,7 @@ async def send_json(
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(content)).encode())]
     if t_start_s is not None:
         total_ms = (time.perf_counter() - t_start_s) * 1000
-        raw.append((b"server-timing", server_timing(0, 0, 0, 0, total_ms).encode()))
+        raw.append((b"server-timing", server_timing({"total": total_ms}).encode()))
     raw += [(name.lower().encode(), value.encode("latin-1")) for name, value in headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": content})

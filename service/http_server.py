@@ -41,8 +41,7 @@ DRAIN_HEADERS = {"Retry-After": "1", "Connection": "close"}
 
 
 class InFlight:
-    """The app, counting the HTTP requests this process is answering (the shutdown waits for them) and
-    refusing new ones once it drains."""
+    """The app, counting requests in flight (the shutdown waits for them), refusing new ones when draining."""
 
     def __init__(self, app: AsgiApp) -> None:
         self.app = app
@@ -111,8 +110,7 @@ async def serve(settings: ServiceSettings, app: AsgiApp) -> None:
 def reserve_port(host: str, port: int) -> socket.socket:
     """A socket bound to (host, port) with SO_REUSEPORT and not listening: it holds the port (an ephemeral
     one when port is 0) for the servers that bind it beside it, and takes no connection itself."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    holder = socket.socket(family, socket.SOCK_STREAM)
+    holder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     holder.bind((host, port))

@@ -16,9 +16,8 @@ from service.state import ServiceState
 def create_app(
     settings: ServiceSettings, model: EmbeddingModel | None = None, freeze_heap: bool = False
 ) -> FastAPI:
-    """The service as an ASGI app. With model=None the lifespan loads settings.model in the background.
-    freeze_heap: once ready, take the start-up heap out of the garbage collector's reach (the service process
-    does; an app embedded in another process, such as a test, should not freeze its host's heap)."""
+    """The service as an ASGI app; with model=None the lifespan loads settings.model in the background.
+    freeze_heap: once ready, take the start-up heap out of the GC's reach (not in a host such as a test)."""
     metrics = ServiceMetrics()
     engine = LocalEngine(settings, model, metrics)
     return build_app(ServiceState(settings=settings, engine=engine, metrics=metrics, freeze_heap=freeze_heap))

@@ -10,6 +10,8 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
+from service.metrics import STAGES
+
 EncodingFormat = Literal["float", "base64"]
 
 
@@ -56,11 +58,8 @@ def json_object(content_type: str, raw_body: bytes, field: str) -> dict[str, Any
     route needs first, named in the messages."""
     media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type != "application/json":
-        raise ApiError(
-            415,
-            f"Content-Type must be application/json, got {content_type or 'none'!r}",
-            "unsupported_media_type",
-        )
+        message = f"Content-Type must be application/json, got {content_type or 'none'!r}"
+        raise ApiError(415, message, "unsupported_media_type")
     try:
         payload = json.loads(raw_body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -135,29 +134,22 @@ def check_text(value: Any, where: str, param: str, name: str | None = None) -> s
         raise bad_request(f"{name} must be a string, got {type(value).__name__}", "invalid_input", param)
     if not value:
         raise bad_request(f"{name} must not be an empty string", "empty_input", param)
-    check_unicode(value, where, param)
-    return value
-
-
-def check_unicode(text: str, where: str, param: str = "input") -> None:
-    """JSON escapes can carry lone surrogates ("\\ud800") that no tokeniser can encode: refuse them here."""
-    if text.isascii():
-        return
-    try:
-        text.encode("utf-8")
+    try:  # JSON escapes can carry lone surrogates ("\\ud800") that no tokeniser can encode: refuse them here
+        if not value.isascii():
+            value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise bad_request(
             f"{where} is not valid Unicode (unpaired surrogate at character {exc.start}); send UTF-8 text",
             "invalid_unicode",
             param,
         ) from None
+    return value
 
 
 def request_body_schema(
     max_inputs: int, dimension: int, max_input_chars: int, model_names: list[str] | None = None
 ) -> dict[str, Any]:
-    """The JSON schema of a POST /v1/embeddings body, for the OpenAPI document (the route reads raw bytes);
-    model_names: the ids the service answers to."""
+    """The JSON schema of a POST /v1/embeddings body, for the OpenAPI document (the route reads raw bytes)."""
     text = {"type": "string", "minLength": 1, "maxLength": max_input_chars}
     model: dict[str, Any] = {"type": "string", "description": "The served model id (or one of its aliases)."}
     if model_names:
@@ -201,10 +193,6 @@ def shorten(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:
     return (cut / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-def server_timing(
-    queue_ms: float, tokenize_ms: float, compute_ms: float, post_ms: float, total_ms: float
-) -> str:
-    return (
-        f"queue;dur={queue_ms:.3f}, tokenize;dur={tokenize_ms:.3f}, compute;dur={compute_ms:.3f}, "
-        f"post;dur={post_ms:.3f}, total;dur={total_ms:.3f}"
-    )
+def server_timing(stages_ms: dict[str, float]) -> str:
+    """The Server-Timing header: every stage, 0 where stages_ms has none (a refusal has only a total)."""
+    return ", ".join(f"{stage};dur={stages_ms.get(stage, 0):.3f}" for stage in STAGES)

@@ -41,5 +41,4 @@ class RequestRecord:
 
 def record_of(scope: Scope) -> RequestRecord | None:
     """The request's record (None outside the service's stack)."""
-    record: RequestRecord | None = scope.get("state", {}).get(RECORD_KEY)
-    return record
+    return scope.get("state", {}).get(RECORD_KEY)

@@ -200,8 +200,7 @@ class ServiceSettings(BaseSettings):
         return self
 
     def fallback_model_id(self) -> str | None:
-        """The id responses name when the fallback produced their vectors (None without a fallback):
-        the fallback directory's name, or `<model_name>@<precision>` for the main model at a lighter precision."""
+        """What responses name the fallback's vectors by: its folder's name, or `<model_name>@<precision>`."""
         if self.fallback_model is not None:
             name = Path(self.fallback_model).name
             return f"{name}@{self.fallback_precision}" if self.fallback_precision else name
@@ -221,8 +220,7 @@ class ServiceSettings(BaseSettings):
         return max(1, min(8, usable_cores() // 4))
 
     def engine_threads(self) -> int:
-        """torch threads of the engine: --threads, or the usable cores the front ends leave (at least 1), capped
-        by OMP_NUM_THREADS when the environment sets it."""
+        """torch threads of the engine: --threads, else the cores front ends leave, within OMP_NUM_THREADS."""
         if self.threads:
             return self.threads
         if (self.workers or 1) > 1:  # several CPU workers: one thread each
@@ -247,9 +245,7 @@ class ServiceSettings(BaseSettings):
     def public_config(self) -> dict[str, Any]:
         """The effective configuration shown in /info: everything except secrets."""
         config = self.model_dump(exclude={"api_keys"})
-        config["cache"] = redact_url(self.cache)
-        config["auth_enabled"] = bool(self.api_key_list())
-        return config
+        return {**config, "cache": redact_url(self.cache), "auth_enabled": bool(self.api_key_list())}
 
 
 def usable_cores() -> int:

@@ -73,8 +73,7 @@ class ServiceState:
         return names
 
     def count_request(self, record: RequestRecord) -> None:
-        """Count a finished serving request (embeddings or rerank) by status, refusals by the middlewares
-        included, and by route; an answered one by the model that served it."""
+        """Count a finished serving request, refusals by the middlewares included."""
         if record.path in SERVING_PATHS and record.method == "POST":
             self.metrics.requests.labels(status=str(record.status)).inc()
             self.metrics.route_requests.labels(route=record.path, status=str(record.status)).inc()

@@ -150,19 +150,13 @@ class Supervisor:
         self.status.set(Slot.DRAINING, 1)
         fronts = list(self.fronts.values())
         for front in fronts:
-            terminate(front)
+            front.terminate()  # SIGTERM, unless it has ended already
         deadline_s = time.monotonic() + grace_s + 1
         for front in fronts:
             join_or_kill(front, deadline_s - time.monotonic())
         if self.engine is not None:
-            terminate(self.engine)
+            self.engine.terminate()
             join_or_kill(self.engine, ENGINE_STOP_S)
-
-
-def terminate(process: BaseProcess) -> None:
-    with contextlib.suppress(ProcessLookupError, TypeError):
-        if process.pid is not None:
-            os.kill(process.pid, signal.SIGTERM)
 
 
 def join_or_kill(process: BaseProcess, timeout_s: float) -> None:
@@ -176,9 +170,8 @@ def join_or_kill(process: BaseProcess, timeout_s: float) -> None:
 
 def mark_process_dead(pid: int | None) -> None:
     """Drop a dead process's live gauges from the metrics folder (prometheus_client's multiprocess mode)."""
-    if pid is None or MULTIPROC_ENV not in os.environ:
-        return
-    multiprocess.mark_process_dead(pid)  # reads the folder from the environment, set by run()
+    if pid is not None and MULTIPROC_ENV in os.environ:
+        multiprocess.mark_process_dead(pid)  # reads the folder from the environment, set by run()
 
 
 def frontend_main(settings: ServiceSettings, endpoint: str, status_path: str, index: int) -> None:

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,31 +95,22 @@ class WorkerPool:
             t_end_s = time.perf_counter()
             compute_s = t_end_s - t_start_s
             worker.busy.record(t_end_s, compute_s)
-            label = worker.spec.name
-            self.metrics.device_batches.labels(device=label).inc()
-            self.metrics.device_compute_seconds.labels(device=label).inc(compute_s)
+            self.metrics.device_batches.labels(device=worker.spec.name).inc()
+            self.metrics.device_compute_seconds.labels(device=worker.spec.name).inc(compute_s)
 
     def warm_up(self, texts: list[str]) -> None:
-        """One forward pass per replica, each on a thread bound to its device (graph build, allocator)."""
-        errors: list[BaseException] = []
+        """One forward pass per replica, each on a thread bound to its device (graph build, allocator); the
+        first failure is raised here once every replica is done."""
         ids = self.tokenize(texts)  # once: concurrent calls of a fast tokeniser fail with "Already borrowed"
 
         def run(worker: DeviceWorker) -> None:
-            try:
-                self._bind(worker.spec)
-                worker.encoder.embed_token_ids(ids)
-            except BaseException as exc:  # re-raised on the caller's thread below
-                errors.append(exc)
+            self._bind(worker.spec)
+            worker.encoder.embed_token_ids(ids)
 
-        threads = [
-            threading.Thread(target=run, args=(w,), name=f"warm-up-{w.spec.name}") for w in self.workers
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        with ThreadPoolExecutor(len(self.workers), thread_name_prefix="warm-up") as threads:
+            futures = [threads.submit(run, worker) for worker in self.workers]
+        for future in futures:
+            future.result()
 
 
 def primary_device(settings: ServiceSettings) -> str:
@@ -133,10 +125,9 @@ def build_pool(
     metrics: ServiceMetrics,
     load: Callable[..., EmbeddingModel],
 ) -> WorkerPool:
-    """One worker per serving device: `model` serves the first, a replica is loaded (by `load`, the service's
-    load_model) for each other device. CPU workers share `model` unless settings.cpu_worker_replicas:
-    inference never writes the weights, and a copy per worker adds memory and load time without adding
-    cores."""
+    """One worker per serving device: `model` serves the first, `load` loads a replica for each other. CPU
+    workers share `model` unless settings.cpu_worker_replicas: inference never writes the weights, and a copy
+    per worker adds memory and load time without adding cores."""
     specs = settings.device_specs()
     workers = [DeviceWorker(specs[0], model)]
     for spec in specs[1:]:
