@@ -207,8 +207,8 @@ sweep: setup ## request-shape grid against the reference service (started and st
 history: setup ## headline trends of every run of one scenario in RUNS (default runs/) across commits; exit 1 when the newest is worse
 	$(EP) history $(RUNS) $(if $(SCENARIO),--scenario $(SCENARIO))
 
-bench-adaptive: setup ## the ramp held until each P99 is known (--until) against the full 60 s profile: wall time ratio, P99s inside the full intervals (~7 min)
-	$(PY) -m benchmarks.bench_adaptive
+bench-adaptive: setup ## the ramp held until each P99 is known (--until) against the full 60 s profile: wall time ratio, P99s inside the full intervals (~7 min; REPEAT_FULL=1 runs the full profile again: the run-to-run floor, ~11 min)
+	$(PY) -m benchmarks.bench_adaptive $(if $(REPEAT_FULL),--repeat-full)
 
 bench-recorder: setup ## recorder cost and accuracy benchmark
 	$(PY) -m benchmarks.bench_recorder

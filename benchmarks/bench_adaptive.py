@@ -12,6 +12,9 @@ The noise floor of that test is printed beside it: the P99 of the full run's own
 the adaptive step's steady part) against the same run's whole-step interval. Both runs' intervals count
 correlated latencies as fewer independent answers (the dependence factor, printed per step for both runs);
 an adaptive P99 cannot be expected to do better than the full run's own first seconds do.
+`--repeat-full` runs the full profile a second time after the adaptive ramp and prints how many of the second
+run's P99s lie inside the first run's intervals: the run-to-run floor of the same test, since a step's
+interval counts the sampling within its run, not the drift of a shared host between runs.
 `--json` prints one JSON object as the last line.
 """
 
@@ -153,6 +156,15 @@ def compare(full: Any, adaptive: Any) -> dict[str, Any]:
     }
 
 
+def repeat_floor(full: Any, again: Any) -> dict[str, Any]:
+    """Which of a second full run's P99s lie inside the first full run's intervals, per step."""
+    inside = {
+        f.stats.label: _inside(g.stats.latency.p99_ms, f.stats.p99_ci_ms)
+        for f, g in zip(full.summary.steps, again.summary.steps, strict=True)
+    }
+    return {"inside": inside, "all_inside": all(inside.values()), "again_run": str(again.folder.root)}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -161,14 +173,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--runs-dir", type=Path, default=None, help="where the two runs go (default: a temporary folder)"
     )
+    parser.add_argument(
+        "--repeat-full", action="store_true",
+        help="run the full profile again after the adaptive ramp: how often a repeat of the fixed profile itself "
+        "lands inside the first run's intervals (about 4 minutes more)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument(
-        "--from-runs", nargs=2, type=Path, default=None, metavar=("FULL_RUN", "ADAPTIVE_RUN"),
-        help="recompute the figures from two run folders of an earlier benchmark (no service, no load)",
+        "--from-runs", nargs="+", type=Path, default=None, metavar="RUN",
+        help="recompute the figures from the run folders of an earlier benchmark, FULL ADAPTIVE [FULL_AGAIN] "
+        "(no service, no load)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    again = None
     if args.from_runs is not None:
-        full, adaptive = (analyse_folder(RunFolder(p)) for p in args.from_runs)
+        if len(args.from_runs) not in (2, 3):
+            parser.error("--from-runs takes FULL_RUN ADAPTIVE_RUN [FULL_AGAIN_RUN]")
+        full, adaptive, *rest = (analyse_folder(RunFolder(p)) for p in args.from_runs)
+        again = rest[0] if rest else None
     else:
         runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="bench-adaptive-"))
         runs_dir.mkdir(parents=True, exist_ok=True)
@@ -181,7 +203,12 @@ def main(argv: list[str]) -> int:
                 flush=True,
             )
             adaptive = run_ramp(service.url, runs_dir, "adaptive", until_overrides(args.until))
+            if args.repeat_full:
+                print("adaptive ramp done; the full ramp again ...", flush=True)
+                again = run_ramp(service.url, runs_dir, "full-again", {})
     result = compare(full, adaptive) | {"until": args.until}
+    if again is not None:
+        result["repeat_full"] = repeat_floor(full, again)
     print(
         f"{'step':<6} {'full P99 ms':>11} {'full 95% interval':>21} {'adaptive P99':>12} {'inside':>6} "
         f"{'overlap':>7} {'ended':>10} {'n ok':>6} {'step s':>6} {'full, first s':>13} {'inside':>6} "
@@ -211,6 +238,13 @@ def main(argv: list[str]) -> int:
         f"{cover['holds']['dependent']}/{cover['pieces']} with the dependence factor; whole steps' factors "
         f"{cover['step_dependence']}"
     )
+    if again is not None:
+        floor = result["repeat_full"]
+        print(
+            f"the full profile run again: its P99 inside the first run's interval in "
+            f"{sum(floor['inside'].values())}/{len(floor['inside'])} steps {floor['inside']} (the run-to-run floor "
+            "of 'every adaptive P99 inside')"
+        )
     if args.json:
         print(json.dumps(result))
     return 0
