@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -96,6 +98,16 @@ def uvicorn_in_thread(config: Any) -> Iterator[tuple[str, int]]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def python_json(*args: str, timeout_s: float = 120, env: dict[str, str] | None = None) -> Any:
+    """Run `python ARGS` in a fresh interpreter from the repository root (a Locust or gevent process of its
+    own), require exit 0 and return the JSON object its last output line prints."""
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:

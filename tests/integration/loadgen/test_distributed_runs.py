@@ -4,7 +4,6 @@ a worker killed mid-run, SIGTERM while the master waits, a worker's last rows wi
 from __future__ import annotations
 
 import csv
-import json
 import os
 import signal
 import subprocess
@@ -25,6 +24,7 @@ from loadgen.cli import run as run_cli
 from loadgen.cli.local_workers import LocalWorkers
 from loadgen.lifecycle.announcements import SIGTERM_READY_LOG
 from loadgen.processes.stub_target import running_stub
+from tests.conftest import python_json
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 QUIET = ["--no-collectors", "--loglevel", "WARNING"]
@@ -304,12 +304,9 @@ def test_sigkill_of_embedperf_run_with_workers_leaves_no_worker(stub_url: str, t
 
 def test_row_forwarding_at_5000_rows_per_s_loses_nothing() -> None:
     """Worker -> master forwarding alone (benchmarks/bench_distributed.py forwarding): every row arrives."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_distributed", "forwarding",
-         "--rows-per-s", "5000", "--duration-s", "2", "--json"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = python_json(
+        "-m", "benchmarks.bench_distributed", "forwarding", "--rows-per-s", "5000", "--duration-s", "2", "--json"
+    )
     assert result["rows_sent"] > 5000 and result["rows_written"] == result["rows_sent"], result
 
 
@@ -376,12 +373,7 @@ master.quit()
 def test_a_workers_last_rows_arrive_with_its_last_statistics(tmp_path: Path) -> None:
     """When the master closes the folder, Locust's counts and the rows agree: the final rows ride in the
     worker's next statistics report (Locust's report_to_master / worker_report), never ahead of it."""
-    proc = subprocess.run(
-        [sys.executable, "-c", FINAL_ROWS_SCRIPT, str(tmp_path), "400"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = python_json("-c", FINAL_ROWS_SCRIPT, str(tmp_path), "400")
     assert got["counted_before_flush"] < got["n"]  # the last requests were not reported when the flush went out
     assert got["counted_at_close"] == got["rows"] == got["n"], got
     assert got["final_rows"] == [True] and not [n for n in got["notes"] if "final rows" in n], got

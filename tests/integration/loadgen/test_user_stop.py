@@ -3,14 +3,9 @@ gevent delivers a callback round later, and the user must not have sent (and los
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from typing import Any
-
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import python_json
 
 # 100 users with no think time against a stub that answers in 1 ms, stopped 90 at a time as a shape's next
 # stage does, then all at the run's end; rounds wait for rows, not for time.
@@ -51,11 +46,7 @@ print(json.dumps({"rows": len(rows), "errors": sorted({r.error for r in rows if 
 
 @pytest.mark.slow  # a Python process that imports Locust and runs a stub server
 def test_users_stopped_between_requests_lose_none() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", STOPS], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = python_json("-c", STOPS, timeout_s=300)
     assert got["users_left"] == [10, 10, 10, 10]
     assert got["rows"] >= 4 * 1200
     assert got["errors"] == []  # no "cut off: the run stopped 0.0 s into the request"

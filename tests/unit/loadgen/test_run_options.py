@@ -7,11 +7,9 @@ Locust's side runs in a subprocess: importing Locust monkey-patches the process 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +17,7 @@ from loadgen.cli import run as run_cli
 from loadgen.lifecycle.options import shorthand_overrides
 from loadgen.lifecycle.preflight import BODY_EXCERPT_CHARS, answer_excerpt
 from scenarios.loader import load_scenario
+from tests.conftest import python_json
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SHARED = ["--api-key", "k-123", "--step-duration-s", "4", "--warmup-s", "1", "--set", "steps.1.warmup_s=2"]
@@ -46,13 +45,10 @@ print(json.dumps({
 """
 
 
-def locust_parse(*args: str) -> dict[str, object]:
-    proc = subprocess.run(
-        [sys.executable, "-c", LOCUST_PARSE, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
-        env={k: v for k, v in os.environ.items() if not k.startswith("EMBEDPERF_")},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def locust_parse(*args: str) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDPERF_")}
+    result: dict[str, Any] = python_json("-c", LOCUST_PARSE, *args, timeout_s=60, env=env)
+    return result
 
 
 @pytest.mark.slow  # a Python process that imports Locust

@@ -6,15 +6,12 @@ Locust's side runs in a subprocess: importing Locust monkey-patches the process 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from tests.conftest import python_json
 
 INSTALL_TWICE = """
 import json
@@ -92,11 +89,7 @@ print(json.dumps(out))
 
 
 def _run(script: str, *args: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-c", script, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = python_json("-c", script, *args)
     return result
 
 
