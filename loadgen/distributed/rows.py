@@ -151,22 +151,27 @@ def write_batch(environment: Environment, client_id: str, data: dict[str, Any]) 
 
 
 def _watch_workers(runner: MasterRunner) -> None:
-    """Master side: warn when a worker falls silent (one lost before its first batch: since the start)."""
+    """Master side: warn when a worker falls silent or Locust loses it."""
     state = state_of(runner.environment)
     while True:
         gevent.sleep(FORWARD_INTERVAL_S)
-        run = state.current_session()
-        if run is None:
-            continue
-        book = book_of(run)
-        gone = book.check(time.time())
-        since = run.manifest.start_unix_s or time.time()
-        for client in list(runner.clients.values()):
-            name = context.worker_name(client.id, runner.get_worker_index(client.id))
-            if client.state == STATE_MISSING and book.never_heard(client.id, name, since):
-                gone.append(name)
-        for worker in gone:
-            log.warning("embedperf: worker %s sent nothing for a while; counting it as missing", worker)
+        if (run := state.current_session()) is not None:
+            for worker in book_missing_workers(run, runner):
+                log.warning("embedperf: worker %s sent nothing for a while; counting it as missing", worker)
+
+
+def book_missing_workers(run: session.RunSession, runner: MasterRunner) -> list[str]:
+    """Book workers silent for MISSING_AFTER_S and those Locust's heartbeat has lost (one lost before its first
+    batch: since the start); returns the newly missing. Locust can lose a worker before the book's own rule
+    fires, so the run's end books them too."""
+    book = book_of(run)
+    gone = book.check(time.time())
+    since = run.manifest.start_unix_s or time.time()
+    for client in list(runner.clients.values()):
+        name = context.worker_name(client.id, runner.get_worker_index(client.id))
+        if client.state == STATE_MISSING and book.lost(client.id, name, since):
+            gone.append(name)
+    return gone
 
 
 def is_distributed(runner: Runner | None) -> bool:
@@ -196,14 +201,15 @@ def collect_final_rows(
     runner.send_message(FLUSH_MSG)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        pending = set(live_client_ids(runner)) - book.finals() - book.missing_now()
-        if not pending:
-            return
+        if not set(live_client_ids(runner)) - book.finals() - book.missing_now():
+            break
         gevent.sleep(0.05)
-    pending = set(live_client_ids(runner)) - book.finals()
-    run.manifest.notes.append(
-        f"{len(pending)} worker(s) did not send their final rows within {timeout_s:.0f} s: {', '.join(sorted(pending))}"
-    )
+    else:
+        pending = set(live_client_ids(runner)) - book.finals()
+        run.manifest.notes.append(
+            f"{len(pending)} worker(s) did not send their final rows within {timeout_s:.0f} s: {', '.join(sorted(pending))}"
+        )
+    book_missing_workers(run, runner)  # one Locust lost since the watcher last looked
 
 
 def stop_master_on_sigterm(runner: MasterRunner) -> None:

@@ -43,11 +43,16 @@ class WorkerBook:
             seen.final = True
             seen.open_loop = dict(open_loop or {})
 
-    def never_heard(self, client_id: str, worker: str, since_unix_s: float) -> bool:
-        """Book a worker lost before its first batch as missing since `since_unix_s`; whether it was new."""
-        if client_id in self._seen:
+    def lost(self, client_id: str, worker: str, since_unix_s: float) -> bool:
+        """Book a worker Locust has lost as missing since its last batch (since `since_unix_s` when it sent
+        none) unless it already is or has sent its final rows; whether it was newly booked."""
+        seen = self._seen.get(client_id)
+        if seen is None:
+            self._seen[client_id] = _Seen(worker, since_unix_s, since_unix_s, missing=[[since_unix_s, None]])
+            return True
+        if seen.final or (seen.missing and seen.missing[-1][1] is None):
             return False
-        self._seen[client_id] = _Seen(worker, since_unix_s, since_unix_s, missing=[[since_unix_s, None]])
+        seen.missing.append([seen.last_unix_s, None])
         return True
 
     def check(self, now_unix_s: float) -> list[str]:

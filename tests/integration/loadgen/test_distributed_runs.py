@@ -163,7 +163,7 @@ def test_worker_killed_mid_run_is_named_with_its_missing_seconds(stub_url: str, 
     gone = [w for w in manifest.workers if w.missing_s > 0]
     alive = [w for w in manifest.workers if w.missing_s == 0]
     stage = manifest.stages[0]
-    assert len(gone) == 1 and len(alive) == 1, (killed_unix_s, stage, manifest.workers, manifest.notes)
+    assert len(gone) == 1 and len(alive) == 1, (killed_unix_s, stage, manifest.workers, manifest.notes, err[-3000:])
     assert alive[0].final_rows and not gone[0].final_rows
     assert 0 < gone[0].missing_s < KILLED_RUN_S and gone[0].rows > 0
     assert any(gone[0].worker in note and "missing for" in note for note in manifest.notes)

@@ -143,7 +143,19 @@ def test_sum_counters_adds_counts_and_keeps_the_worst_lag() -> None:
 def test_a_worker_lost_before_its_first_batch_is_missing_since_the_run_began() -> None:
     book = WorkerBook()
     book.batch("a", "w0-a", 4, 101.0)
-    assert book.never_heard("b", "w1-b", 100.0) and not book.never_heard("a", "w0-a", 100.0)
+    assert book.lost("b", "w1-b", 100.0) and not book.lost("b", "w1-b", 100.0)
     assert book.missing_now() == {"b"} and book.check(130.0) == ["w0-a"]
     records = {w.worker: w for w in book.records(_stages(), 130.0)}
     assert records["w1-b"].rows == 0 and records["w1-b"].missing_s == pytest.approx(20.0)
+
+
+def test_a_worker_locust_lost_is_missing_since_its_last_batch_before_the_book_would_say_so() -> None:
+    book = WorkerBook()
+    book.batch("a", "w0-a", 4, 101.0)
+    book.batch("c", "w2-c", 4, 101.0, final=True)
+    assert book.check(102.0) == []  # silent for 1 s only: not yet missing by the book's own rule
+    assert book.lost("a", "w0-a", 100.0) and not book.lost("a", "w0-a", 100.0)
+    assert not book.lost("c", "w2-c", 100.0)  # it sent its final rows: nothing was lost
+    assert book.missing_now() == {"a"} and book.check(130.0) == []
+    records = {w.worker: w for w in book.records(_stages(), 130.0)}
+    assert records["w0-a"].missing == [(101.0, 130.0)] and records["w2-c"].missing_s == 0
