@@ -55,6 +55,7 @@ class BatcherConfig:
     # Lower the tokeniser's and workers' priority below the event loop's (one process serving HTTP too);
     # an engine process of its own keeps its compute at full priority.
     yield_to_event_loop: bool = True
+    first_worker_first: bool = False  # an idle first worker takes each batch before the others (overlap on)
 
 
 @dataclass

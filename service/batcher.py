@@ -74,6 +74,7 @@ class Batcher(Admission):
             self.encoders[fallback.model_id] = fallback.encoder
             self.switch = FallbackSwitch(config.model_id, fallback, self._busy.fraction)
         self._cond = threading.Condition()
+        self._first_idle = False  # the first worker is free for work (with first_worker_first)
         self._tok_jobs: collections.deque[BatchJob] = collections.deque()
         self._queue: FairQueue[BatchJob] = FairQueue()
         # jobs with inputs counted in the queue depth, oldest first
@@ -364,10 +365,15 @@ class Batcher(Admission):
             sort_window=cfg.max_batch_size * SORT_WINDOW_BATCHES,
         )
 
-    def _next_work(self) -> Work | None:
+    def _next_work(self, worker_index: int = 0) -> Work | None:
         """Block until there is a batch to compute, slices to tokenise (overlap off), or the end (None)."""
         with self._cond:
+            if first := worker_index == 0 and self.config.first_worker_first:
+                self._first_idle = True
             while True:
+                if worker_index and self._first_idle and len(self._queue):
+                    self._cond.wait(timeout=1.0)  # the first worker is free: the batch is its to take
+                    continue
                 if not self.config.overlap_tokenize and self._tok_jobs:
                     return "tokenize", self._claim()
                 now_s = time.perf_counter()
@@ -382,6 +388,9 @@ class Batcher(Admission):
                         chosen = self._queue.select(self._limits())
                         for item in chosen:
                             self._uncount(item.job, 1)
+                        if first:  # what it leaves is for the others
+                            self._first_idle = False
+                            self._cond.notify_all()
                         return "compute", chosen
                     self._awaiting_more += 1
                     try:
@@ -399,15 +408,15 @@ class Batcher(Admission):
         if self.on_worker_start is not None:
             self.on_worker_start(worker_index)
         while True:
-            work = self._next_work()
+            work = self._next_work(worker_index)
             if work is None:
                 return
             if work[0] == "tokenize":
                 self._tokenize(work[1])
             elif work[1]:
-                self._compute(work[1])
+                self._compute(work[1], first=worker_index == 0 and self.config.first_worker_first)
 
-    def _compute(self, batch: list[Item[BatchJob]]) -> None:
+    def _compute(self, batch: list[Item[BatchJob]], first: bool = False) -> None:
         batch = [item for item in batch if not item.job.unwanted()]  # callers that gave up cost nothing
         if not batch:
             return
@@ -426,6 +435,9 @@ class Batcher(Admission):
         except Exception as exc:  # one bad batch fails its requests, never the worker
             self._device_error(batch, exc)
             return
+        if first:  # free again before its answers go out: the next request is its to take
+            with self._cond:
+                self._first_idle = True
         t_end_s = time.perf_counter()
         compute_s = t_end_s - t_start_s
         self._service_time.record_batch(t_start_s, t_end_s, len(batch))

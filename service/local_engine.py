@@ -64,9 +64,9 @@ class LocalEngine:
         if s.graphs_on() or s.compile:
             await asyncio.to_thread(self._use_buckets, model)
         self.fallback = await asyncio.to_thread(load_fallback, s, model)
-        self.batcher = Batcher(
-            self.pool, batcher_config(s, self.own_process), self.metrics, self.pool.bind_thread, self.fallback
-        )
+        steer = self.pool.share is not None and s.overlap_tokenize  # the first worker widens: it goes first
+        config = dataclasses.replace(batcher_config(s, self.own_process), first_worker_first=steer)
+        self.batcher = Batcher(self.pool, config, self.metrics, self.pool.bind_thread, self.fallback)
         self.batcher.start()
         if s.warmup:
             warmup_texts = (WARMUP_TEXTS * s.max_batch_size)[: min(s.queue_size, s.max_batch_size)]

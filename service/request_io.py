@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 import time
 from collections.abc import Callable
 from typing import Literal
@@ -114,23 +113,19 @@ class cancelled_on_hang_up:  # noqa: N801 - used as `async with cancelled_on_han
 
 
 class ConcurrencyLimit:
-    """At most `limit` requests in flight (0 = unlimited); over it a request is refused, not queued."""
+    """At most `limit` requests in flight (0 = unlimited; event loop only); more are refused, not queued."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.inflight = 0
-        self._lock = threading.Lock()
 
     def try_acquire(self) -> bool:
-        with self._lock:
-            if self.limit and self.inflight >= self.limit:
-                return False
+        if admitted := not self.limit or self.inflight < self.limit:
             self.inflight += 1
-            return True
+        return admitted
 
     def release(self) -> None:
-        with self._lock:
-            self.inflight -= 1
+        self.inflight -= 1
 
 
 class RateLimit:
@@ -142,17 +137,15 @@ class RateLimit:
         self._tokens = self.burst
         self._clock = clock or time.monotonic
         self._t_last_s = self._clock()
-        self._lock = threading.Lock()
 
     def try_acquire(self) -> tuple[bool, int]:
         """(admitted, retry_after_s): retry_after_s says when a token will next be available."""
         if not self.qps:
             return True, 0
-        with self._lock:
-            now_s = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now_s - self._t_last_s) * self.qps)
-            self._t_last_s = now_s
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
-                return True, 0
-            return False, max(1, math.ceil((1.0 - self._tokens) / self.qps))
+        now_s = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now_s - self._t_last_s) * self.qps)
+        self._t_last_s = now_s
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True, 0
+        return False, max(1, math.ceil((1.0 - self._tokens) / self.qps))

@@ -127,8 +127,8 @@ class ServiceSettings(BaseSettings):
     """Where the JSON access log goes, one line per request: '-' (stderr), a file path, or 'off'."""
     workers: int | None = Field(None, ge=1, le=64)
     """Inference worker threads on CPU, each computing whole batches from the one queue (default: one per
-    usable core, each on one torch thread, behind front ends; one with --http-workers 0; on cuda/npu list
-    devices in --device instead: one worker per device)."""
+    usable core on one torch thread, the first taking every core for a batch alone on an idle host; one with
+    --http-workers 0; on cuda/npu list devices in --device instead: one worker per device)."""
     cpu_worker_replicas: bool = False
     """With --workers N on CPU: every worker gets its own model copy instead of sharing one."""
     cache: str = ""

@@ -7,6 +7,7 @@ the replica bound to the calling thread, and records that device's busy time and
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import psutil
 
 from modelcore.encoder import Encoder, StopCheck
 from service.busy_window import BusyWindow
@@ -26,6 +28,9 @@ if TYPE_CHECKING:  # the model's module imports torch; the pool only passes mode
     from modelcore.model import EmbeddingModel
 
 log = logging.getLogger("service.workers")
+SAMPLE_S = 0.5  # how often a core share reads the host's CPU use
+NEIGHBOUR_BUSY_CORES = 0.5  # other processes' use, in cores, above which a lone batch keeps one thread
+QUIET_S = 1.0  # a lone batch widens only this long after two batches last ran side by side
 
 
 def bind_device(spec: DeviceSpec) -> None:
@@ -45,6 +50,42 @@ class DeviceWorker:
     busy: BusyWindow = field(default_factory=BusyWindow)
 
 
+class CoreShare:
+    """Sets each CPU batch's torch threads as it starts: every core for the first worker's batch while it runs
+    alone, no two batches ran side by side for QUIET_S and other processes leave the cores idle; else one (a
+    team beside a busy core waits at every barrier). Set for each batch under one lock: MKL's thread count is
+    global, and a product run at another worker's count starts a second thread team, slowing every team."""
+
+    def __init__(self, cores: int, set_threads: Callable[[int], None]) -> None:
+        self.cores, self.in_flight, self.neighbour_cores = cores, 0, 0.0
+        self.side_by_side_s = -math.inf  # when two batches last ran side by side (monotonic)
+        self._set_threads, self._lock, self._process = set_threads, threading.Lock(), psutil.Process()
+        self._last = (time.monotonic(), *self._cpu_s())
+
+    def _cpu_s(self) -> tuple[float, float]:  # the host's busy CPU seconds, and this process's own
+        host, own = psutil.cpu_times(), self._process.cpu_times()
+        return host.user + host.system + host.nice, own.user + own.system
+
+    def begin(self, may_widen: bool) -> int:  # a batch starts on the calling thread: its threads, now set
+        with self._lock:
+            self.in_flight += 1
+            if (now_s := time.monotonic()) - self._last[0] >= SAMPLE_S:
+                (t_s, host_before_s, own_before_s), (host_s, own_s) = self._last, self._cpu_s()
+                others_s = (host_s - host_before_s) - (own_s - own_before_s)
+                self.neighbour_cores = max(0.0, others_s) / (now_s - t_s)
+                self._last = (now_s, host_s, own_s)
+            if self.in_flight > 1:
+                self.side_by_side_s = now_s
+            quiet = now_s - self.side_by_side_s >= QUIET_S and self.neighbour_cores < NEIGHBOUR_BUSY_CORES
+            threads = self.cores if may_widen and self.in_flight == 1 and quiet else 1
+            self._set_threads(threads)
+            return threads
+
+    def end(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+
 class WorkerPool:
     """The serving devices behind one batcher queue; implements the batcher's Encoder protocol."""
 
@@ -53,6 +94,7 @@ class WorkerPool:
         workers: Sequence[DeviceWorker],
         metrics: ServiceMetrics,
         bind: Callable[[DeviceSpec], None] = bind_device,
+        share: CoreShare | None = None,
     ) -> None:
         if not workers:
             raise ValueError("a worker pool needs at least one worker")
@@ -60,6 +102,7 @@ class WorkerPool:
         self.max_tokens = self.workers[0].encoder.max_tokens
         self.metrics = metrics
         self._bind = bind
+        self.share = share
         self._local = threading.local()
         metrics.workers.set(len(self.workers))
         for worker in self.workers:
@@ -88,10 +131,14 @@ class WorkerPool:
     def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
         """Compute on the calling thread's device (the first one on a thread never bound, e.g. in tests)."""
         worker: DeviceWorker = getattr(self._local, "worker", self.workers[0])
+        if (share := self.share) is not None:
+            share.begin(may_widen=worker is self.workers[0])
         t_start_s = time.perf_counter()
         try:  # returns after the device has synchronised; a stopped or failed batch kept the device busy too
             return worker.encoder.embed_token_ids(batch, should_stop)
         finally:
+            if share is not None:
+                share.end()
             t_end_s = time.perf_counter()
             compute_s = t_end_s - t_start_s
             worker.busy.record(t_end_s, compute_s)
@@ -140,4 +187,8 @@ def build_pool(
         workers.append(DeviceWorker(spec, replica))
     if len(workers) > 1:
         log.info("%d inference workers: %s", len(workers), ", ".join(s.name for s in specs))
+    if len(workers) > 1 and settings.engine_threads() == 1 and all(spec.kind == "cpu" for spec in specs):
+        import torch  # the replicas are torch models, already loaded
+
+        return WorkerPool(workers, metrics, share=CoreShare(len(workers), torch.set_num_threads))
     return WorkerPool(workers, metrics)

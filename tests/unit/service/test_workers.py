@@ -152,3 +152,93 @@ def test_bind_device_sets_the_threads_device_and_leaves_cpu_alone(monkeypatch: p
     workers.bind_device(DeviceSpec("cuda", 1, "cuda:1"))
     workers.bind_device(DeviceSpec("cpu", 1, "cpu:1"))
     assert calls == [("npu", 5), ("cuda", 1)]
+
+
+def test_a_lone_batch_of_the_first_worker_takes_every_core_only_while_nothing_runs_beside_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from service import workers
+
+    monkeypatch.setattr(workers, "SAMPLE_S", 3600.0)  # the neighbour figure stays what the test sets
+    monkeypatch.setattr(workers, "QUIET_S", 0.2)
+    calls: list[int] = []
+    share = workers.CoreShare(2, set_threads=calls.append)
+    assert share.begin(may_widen=True) == 2  # alone, quiet, no neighbour
+    share.end()
+    assert share.begin(may_widen=False) == 1  # only the first worker's team widens
+    share.end()
+    assert share.begin(may_widen=True) == 2
+    assert share.begin(may_widen=False) == 1  # a second batch beside it
+    share.end()
+    share.end()
+    assert share.begin(may_widen=True) == 1  # alone again, but two ran side by side less than QUIET_S ago
+    share.end()
+    threading.Event().wait(0.25)
+    assert share.begin(may_widen=True) == 2
+    share.end()
+    share.neighbour_cores = 1.0  # another process keeps a core busy
+    assert share.begin(may_widen=True) == 1
+    share.end()
+    assert calls == [2, 1, 2, 1, 1, 2, 1]  # set for every batch: MKL's count is global to the process
+    assert share.in_flight == 0
+
+
+class ThreadsEncoder:
+    """Records which worker thread computed each batch; a batch whose text's length is a key of `holds` waits
+    for that event (and sets its `started` event first)."""
+
+    max_tokens = 16
+
+    def __init__(self, *held_lengths: int) -> None:
+        self.threads: list[str] = []
+        self.holds = {n: threading.Event() for n in held_lengths}
+        self.started = {n: threading.Event() for n in held_lengths}
+
+    def tokenize(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
+        return [[101, len(text), 102] for text in texts]
+
+    def embed_token_ids(self, batch: list[list[int]], should_stop: StopCheck | None = None) -> np.ndarray:
+        self.threads.append(threading.current_thread().name)
+        if (length := batch[0][1]) in self.holds:
+            self.started[length].set()
+            assert self.holds[length].wait(20)
+        return np.array([[float(ids[1]), 1.0] for ids in batch], dtype=np.float32)
+
+
+FIRST_HELD, OTHER_HELD = "held by the first worker", "held by the other worker, a longer text"
+
+
+def test_the_first_worker_takes_each_batch_while_it_is_free_and_the_others_take_what_it_cannot() -> None:
+    encoder = ThreadsEncoder(len(FIRST_HELD), len(OTHER_HELD))
+    specs = [DeviceSpec("cpu", 0, "cpu:0"), DeviceSpec("cpu", 1, "cpu:1")]
+    metrics = ServiceMetrics()
+    pool = WorkerPool([DeviceWorker(s, encoder) for s in specs], metrics, bind=lambda spec: None)
+    config = BatcherConfig(batching=False, workers=2, first_worker_first=True)
+    batcher = Batcher(pool, config, metrics, on_worker_start=pool.bind_thread)
+
+    async def held(text: str) -> asyncio.Future[Any]:
+        answer = asyncio.ensure_future(batcher.submit([text], 20_000))
+        assert await asyncio.to_thread(encoder.started[len(text)].wait, 20)
+        return answer
+
+    async def go() -> None:
+        batcher.start()
+        try:
+            for _ in range(50):  # until the first worker has started and computed once (threads start in any order)
+                await batcher.submit(["w"], 20_000)
+                if encoder.threads[-1] == "embed-worker-0":
+                    break
+            encoder.threads.clear()
+            a = await held(FIRST_HELD)  # the first worker takes it while free
+            b = await held(OTHER_HELD)  # the other takes what the first cannot
+            encoder.holds[len(FIRST_HELD)].set()
+            await a
+            encoder.holds[len(OTHER_HELD)].set()  # the other finishes while the first is free
+            await b
+            for i in range(6):  # one at a time: each finds the first worker free
+                await batcher.submit([f"t{i}"], 20_000)
+        finally:
+            await asyncio.to_thread(batcher.stop, 20.0)
+
+    asyncio.run(asyncio.wait_for(go(), timeout=60))
+    assert encoder.threads == ["embed-worker-0", "embed-worker-1"] + ["embed-worker-0"] * 6
