@@ -270,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup = (
         f"all-MiniLM-L6-v2 ({default_model_path()}), fp32 on CPU, batches <= 32, no cache; the reference with its "
-        f"defaults (one worker per core, one torch thread each), Infinity on {args.threads} torch threads "
-        f"(OMP_NUM_THREADS), vLLM binding its own; host "
+        f"defaults (one worker per core on one torch thread, a batch alone on every core), Infinity on "
+        f"{args.threads} torch threads (OMP_NUM_THREADS), vLLM binding its own; host "
         f"{os.cpu_count()} cores, shared by the servers' turns and wrk (-t min(2, connections)); "
         + "; ".join(f"{name} {peer_version(name)}" for name in args.peers)
         + f"; {args.rounds} rounds x {args.connections} connections x {args.duration_s} s"
