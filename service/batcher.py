@@ -365,13 +365,13 @@ class Batcher(Admission):
             sort_window=cfg.max_batch_size * SORT_WINDOW_BATCHES,
         )
 
-    def _next_work(self, worker_index: int = 0) -> Work | None:
+    def _next_work(self, first: bool = False) -> Work | None:
         """Block until there is a batch to compute, slices to tokenise (overlap off), or the end (None)."""
         with self._cond:
-            if first := worker_index == 0 and self.config.first_worker_first:
+            if first:
                 self._first_idle = True
             while True:
-                if worker_index and self._first_idle and len(self._queue):
+                if not first and self._first_idle and len(self._queue):
                     self._cond.wait(timeout=1.0)  # the first worker is free: the batch is its to take
                     continue
                 if not self.config.overlap_tokenize and self._tok_jobs:
@@ -407,14 +407,15 @@ class Batcher(Admission):
             yield_cpu_to_event_loop()
         if self.on_worker_start is not None:
             self.on_worker_start(worker_index)
+        first = worker_index == 0 and self.config.first_worker_first
         while True:
-            work = self._next_work(worker_index)
+            work = self._next_work(first)
             if work is None:
                 return
             if work[0] == "tokenize":
                 self._tokenize(work[1])
             elif work[1]:
-                self._compute(work[1], first=worker_index == 0 and self.config.first_worker_first)
+                self._compute(work[1], first)
 
     def _compute(self, batch: list[Item[BatchJob]], first: bool = False) -> None:
         batch = [item for item in batch if not item.job.unwanted()]  # callers that gave up cost nothing
