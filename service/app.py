@@ -5,7 +5,7 @@ behind it: every front-end process of `embedperf serve` builds it over its link 
 
 Stack, outermost first: request ID + access log (service/access_log.py) -> API keys ->
 admission, for POST /v1/embeddings and /rerank only (both service/admission.py) -> those two routes' handlers
-(ServingPathMiddleware) -> FastAPI's routes."""
+(ServingPathMiddleware) -> FastAPI's own stack (app.middleware_stack: a serving request passes no FastAPI layer)."""
 
 from __future__ import annotations
 
@@ -35,21 +35,21 @@ from service.admission import (
     ApiKeyMiddleware,
     key_is_valid,
 )
-from service.embed_route import embeddings, rerank, serve_route
+from service.embed_route import Answer, embeddings, rerank, serve_route
+from service.http_errors import send_bytes
 from service.openai_api import error_body, request_body_schema
 from service.rerank_api import RERANK_KIND, RERANK_SCORE, rerank_body_schema
 from service.state import ServiceState
 
 log = logging.getLogger("service.app")
-Handler = Callable[[Request], Awaitable[Response]]
+Handler = Callable[[Scope, Receive], Awaitable[Answer]]
 SERVING_ROUTES = {EMBEDDINGS_PATH: embeddings, RERANK_PATH: rerank}
 
 
 class ServingPathMiddleware:
-    """POST /v1/embeddings and /rerank straight to their handlers, innermost of the app's middlewares. Through
-    FastAPI's exception middlewares, router and dependency resolution, a serving request cost about a quarter
-    of a front end's CPU, for routes that take the raw body and need none of it. The routes stay registered
-    with FastAPI (the OpenAPI document, 405 for other methods), answered by the same handlers."""
+    """POST /v1/embeddings and /rerank straight to their handlers on the raw ASGI channel: they take the raw body
+    and need no routing, dependencies, request or response objects, whose CPU a front end spends per request.
+    The routes stay registered with FastAPI for the OpenAPI document and the 405 of other methods."""
 
     def __init__(self, app: ASGIApp, handlers: dict[str, Handler]) -> None:
         self.app = app
@@ -61,8 +61,7 @@ class ServingPathMiddleware:
         if handler is None:
             await self.app(scope, receive, send)
             return
-        response = await handler(Request(scope, receive, send))
-        await response(scope, receive, send)
+        await send_bytes(send, *await handler(scope, receive))
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -88,15 +87,6 @@ def build_app(state: ServiceState) -> FastAPI:
         title="embedperf reference embedding service", lifespan=lifespan, docs_url=None, redoc_url=None
     )
     app.state.service = state
-    serving: dict[str, Handler] = {
-        path: partial(serve_route, state, handler=route) for path, route in SERVING_ROUTES.items()
-    }
-    app.add_middleware(ServingPathMiddleware, handlers=serving)
-    app.add_middleware(AdmissionMiddleware, batcher=state.serving_batcher, deadline_ms=settings.deadline_ms)
-    if settings.api_key_list():
-        app.add_middleware(ApiKeyMiddleware, keys=settings.api_key_list())
-    app.add_middleware(RequestContextMiddleware, access_log=state.access_log, on_done=state.count_request)
-
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
@@ -177,13 +167,19 @@ def build_app(state: ServiceState) -> FastAPI:
         )
 
     @app.post(EMBEDDINGS_PATH, summary="Create embeddings (OpenAI-compatible)")
-    async def create_embeddings(request: Request) -> Response:
-        return await serving[EMBEDDINGS_PATH](request)
+    async def create_embeddings() -> None:
+        """Answered by ServingPathMiddleware, in front of FastAPI."""
 
     @app.post(RERANK_PATH, summary="Rank texts against a query (TEI-shaped; bi-encoder cosine score)")
-    async def rerank_texts(request: Request) -> Response:
-        return await serving[RERANK_PATH](request)
+    async def rerank_texts() -> None:
+        """Answered by ServingPathMiddleware, in front of FastAPI."""
 
+    # after every route and exception handler: FastAPI's stack copies the handlers when it is built
+    serving: dict[str, Handler] = {path: partial(serve_route, state, handler=h) for path, h in SERVING_ROUTES.items()}
+    stack: ASGIApp = ServingPathMiddleware(app.build_middleware_stack(), serving)
+    stack = AdmissionMiddleware(stack, batcher=state.serving_batcher, deadline_ms=settings.deadline_ms)
+    stack = ApiKeyMiddleware(stack, keys=settings.api_key_list()) if settings.api_key_list() else stack
+    app.middleware_stack = RequestContextMiddleware(stack, state.access_log, on_done=state.count_request)
     return app
 
 

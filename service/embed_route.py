@@ -20,14 +20,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
-from fastapi import Request
-from fastapi.responses import Response
+from starlette.types import Receive, Scope
 
 from service.batch_errors import BatcherError
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
 from service.cache import CacheLookup
-from service.http_errors import api_error
-from service.metrics import STAGES
+from service.http_errors import JSON_TYPE, api_error
 from service.openai_api import (
     CLIENT_CLOSED_REQUEST,
     ApiError,
@@ -37,7 +35,7 @@ from service.openai_api import (
     server_timing,
     shorten,
 )
-from service.request_io import cancelled_on_hang_up, client_gone, limit_chars, read_body
+from service.request_io import cancelled_on_hang_up, client_gone, header, limit_chars, read_body
 from service.request_record import RequestRecord, record_of
 from service.rerank_api import parse_rerank_request, ranked, rerank_payload
 from service.state import ServiceState
@@ -45,8 +43,9 @@ from service.state import ServiceState
 PARSE_OFF_LOOP_BYTES = 64 * 1024  # bodies above this are parsed on a thread so the event loop stays free
 SERVED_MODEL_HEADER = "X-Served-Model"
 
+Answer = tuple[int, bytes, dict[str, str]]  # status, body, headers
 # A route's own work, given the request, its raw body (read under the limits), when it started and its record.
-RouteHandler = Callable[[ServiceState, Request, bytes, float, RequestRecord | None], Awaitable[Response]]
+RouteHandler = Callable[[ServiceState, Scope, bytes, float, RequestRecord | None], Awaitable[Answer]]
 T = TypeVar("T")
 
 
@@ -61,13 +60,13 @@ class Embedded:
     use_cache: bool
 
 
-async def serve_route(state: ServiceState, request: Request, handler: RouteHandler) -> Response:
+async def serve_route(state: ServiceState, scope: Scope, receive: Receive, handler: RouteHandler) -> Answer:
     """The frame of a serving route: every ApiError becomes its JSON answer with a Server-Timing total."""
-    record = record_of(request.scope)
+    record = record_of(scope)
     t_start_s = record.t_start_s if record is not None else time.perf_counter()
     state.metrics.inflight.inc()
     try:
-        return await _limited(state, request, handler, t_start_s, record)
+        return await _limited(state, scope, receive, handler, t_start_s, record)
     except asyncio.CancelledError:  # the server cut the request off (the end of the shutdown grace)
         if record is not None:
             record.status, record.error = 500, "cancelled"  # the server answers a cancelled request 500
@@ -76,28 +75,25 @@ async def serve_route(state: ServiceState, request: Request, handler: RouteHandl
         if record is not None:
             record.error = exc.code
         if exc.status == CLIENT_CLOSED_REQUEST:  # nobody reads it
-            return Response(status_code=CLIENT_CLOSED_REQUEST)
+            return CLIENT_CLOSED_REQUEST, b"", {}
         total_ms = (time.perf_counter() - t_start_s) * 1000
-        headers = {"Server-Timing": server_timing({"total": total_ms}), **exc.headers}
-        return Response(json.dumps(exc.body()), exc.status, headers, media_type="application/json")
+        headers = {**JSON_TYPE, "Server-Timing": server_timing({"total": total_ms}), **exc.headers}
+        return exc.status, json.dumps(exc.body()).encode(), headers
     finally:
         state.metrics.inflight.dec()
 
 
 async def _limited(
-    state: ServiceState,
-    request: Request,
-    handler: RouteHandler,
-    t_start_s: float,
+    state: ServiceState, scope: Scope, receive: Receive, handler: RouteHandler, t_start_s: float,
     record: RequestRecord | None,
-) -> Response:
+) -> Answer:
     if not state.ready or state.batcher is None or state.model is None:
         message = "the model is still loading or warming up; retry shortly"
         raise ApiError(503, message, "model_not_ready", "server_error", headers={"Retry-After": "1"})
     s = state.settings
     # The body is read before any slot is taken, under a size limit and a deadline: a slow or huge upload
     # costs its own connection only.
-    raw_body = await read_body(request, s.max_body_bytes, s.body_timeout_s)
+    raw_body = await read_body(scope, receive, s.max_body_bytes, s.body_timeout_s)
     admitted, retry_after_s = state.rate.try_acquire()
     if not admitted:
         message = f"rate limit of {s.rate_limit_qps:g} requests/s exceeded"
@@ -107,8 +103,8 @@ async def _limited(
         message, headers = f"more than {s.max_concurrency} requests in flight", {"Retry-After": "1"}
         raise ApiError(429, message, "too_many_concurrent_requests", "rate_limit_error", headers=headers)
     try:
-        async with cancelled_on_hang_up(request.receive):
-            return await handler(state, request, raw_body, t_start_s, record)
+        async with cancelled_on_hang_up(receive):
+            return await handler(state, scope, raw_body, t_start_s, record)
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()
         if CLIENT_DISCONNECTED not in exc.args or task is None:
@@ -119,26 +115,26 @@ async def _limited(
         state.concurrency.release()
 
 
-async def parse_body(parse: Callable[..., T], request: Request, raw_body: bytes, *limits: Any) -> T:
+async def parse_body(parse: Callable[..., T], scope: Scope, raw_body: bytes, *limits: Any) -> T:
     """parse(content type, body, *limits), on a thread when the body is large so the event loop stays free."""
-    args = (request.headers.get("content-type", ""), raw_body, *limits)
+    args = (header(scope, b"content-type") or "", raw_body, *limits)
     return await asyncio.to_thread(parse, *args) if len(raw_body) > PARSE_OFF_LOOP_BYTES else parse(*args)
 
 
 def check_model(state: ServiceState, model: str | None) -> None:
     """404 when a request names a model this service does not serve (None: the request named none)."""
-    if model is not None and model not in state.served_names():
+    if model is not None and model != state.settings.model_name and model not in state.served_names():
         message = f"The model '{model}' does not exist; this service serves '{state.settings.model_name}'"
         raise ApiError(404, message, "model_not_found", param="model")
 
 
 async def embeddings(
-    state: ServiceState, request: Request, raw_body: bytes, t_start_s: float, record: RequestRecord | None
-) -> Response:
+    state: ServiceState, scope: Scope, raw_body: bytes, t_start_s: float, record: RequestRecord | None
+) -> Answer:
     """POST /v1/embeddings, inside `serve_route`."""
     assert state.model is not None
     s = state.settings
-    body = await parse_body(parse_embedding_request, request, raw_body, s.max_inputs, state.model.dimension)
+    body = await parse_body(parse_embedding_request, scope, raw_body, s.max_inputs, state.model.dimension)
     if body.model is None:
         message = f"'model' is required; this service serves '{s.model_name}'"
         raise ApiError(422, message, "missing_model", param="model")
@@ -152,8 +148,7 @@ async def embeddings(
     ]
     model, usage_counts = embedded.result.model, {"prompt_tokens": usage, "total_tokens": usage}
     content = dump_json({"object": "list", "data": data, "model": model, "usage": usage_counts})
-    headers = answer_headers(state, embedded, t_start_s, t_post_s, record)
-    return Response(content, media_type="application/json", headers=headers)
+    return 200, content, answer_headers(state, embedded, t_start_s, t_post_s, record)
 
 
 async def embed_texts(state: ServiceState, texts: list[str], record: RequestRecord | None) -> Embedded:
@@ -202,13 +197,14 @@ def answer_headers(
         "post": (t_end_s - t_post_s) * 1000,
         "total": (t_end_s - t_start_s) * 1000,
     }
-    for stage in STAGES:
-        state.metrics.stage_duration.labels(stage=stage).observe(stages[stage] / 1000)
+    for stage, histogram in state.metrics.stage_seconds.items():
+        histogram.observe(stages[stage] / 1000)
     if record is not None:
         record.tokens, record.model = sum(embedded.tokens), result.model
         record.queue_ms, record.tokenize_ms = result.queue_ms, result.tokenize_ms
         record.compute_ms = result.compute_ms
     headers = {
+        **JSON_TYPE,
         "Server-Timing": server_timing(stages),
         "X-Batch-Size": str(result.batch_size),
         "X-Batch-Tokens": str(result.batch_tokens),
@@ -220,12 +216,12 @@ def answer_headers(
 
 
 async def rerank(
-    state: ServiceState, request: Request, raw_body: bytes, t_start_s: float, record: RequestRecord | None
-) -> Response:
+    state: ServiceState, scope: Scope, raw_body: bytes, t_start_s: float, record: RequestRecord | None
+) -> Answer:
     """POST /rerank, inside `serve_route`."""
     assert state.model is not None
     s = state.settings
-    body = await parse_body(parse_rerank_request, request, raw_body, s.max_inputs)
+    body = await parse_body(parse_rerank_request, scope, raw_body, s.max_inputs)
     check_model(state, body.model)
     service_truncates = s.long_input == "truncate"
     if body.truncate is not None and body.truncate != service_truncates:
@@ -238,6 +234,5 @@ async def rerank(
     embedded = await embed_texts(state, [body.query, *body.texts], record)
     t_post_s = time.perf_counter()
     ranks = ranked(embedded.vectors[0], embedded.vectors[1:], body.raw_scores)
-    content = json.dumps(rerank_payload(ranks, body.texts, body.return_text), separators=(",", ":"))
-    headers = answer_headers(state, embedded, t_start_s, t_post_s, record)
-    return Response(content, media_type="application/json", headers=headers)
+    content = json.dumps(rerank_payload(ranks, body.texts, body.return_text), separators=(",", ":")).encode()
+    return 200, content, answer_headers(state, embedded, t_start_s, t_post_s, record)

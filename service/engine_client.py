@@ -142,7 +142,8 @@ class RemoteBatcher(Admission):
         self._waiting[request_id] = future
         try:
             self._send(submit_frames(request_id, remaining_ms, model, token_ids))
-            frames = await asyncio.wait_for(future, timeout=remaining_ms / 1000)  # the deadline holds here
+            async with asyncio.timeout(remaining_ms / 1000):  # the deadline holds here
+                frames = await future
         except TimeoutError:
             self._cancel(request_id, "deadline")
             raise DeadlineExceeded(deadline_ms) from None

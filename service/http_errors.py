@@ -25,6 +25,8 @@ from service.batch_errors import (
 from service.openai_api import ApiError, server_timing
 from service.request_record import record_of
 
+JSON_TYPE = {"Content-Type": "application/json"}
+
 
 def api_error(error: BatcherError, positions: list[int], drain_s: float, max_tokens: int) -> ApiError:
     """The HTTP answer to a batcher error. positions map batcher input indices to request indices; drain_s is
@@ -73,11 +75,14 @@ async def send_json(
     send: Send, status: int, body: object, headers: dict[str, str], t_start_s: float | None = None
 ) -> None:
     """A complete JSON response on the ASGI channel; with t_start_s, a Server-Timing total since then."""
-    content = json.dumps(body).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(content)).encode())]
     if t_start_s is not None:
-        total_ms = (time.perf_counter() - t_start_s) * 1000
-        raw.append((b"server-timing", server_timing({"total": total_ms}).encode()))
+        headers = {"Server-Timing": server_timing({"total": (time.perf_counter() - t_start_s) * 1000}), **headers}
+    await send_bytes(send, status, json.dumps(body).encode(), {**JSON_TYPE, **headers})
+
+
+async def send_bytes(send: Send, status: int, content: bytes, headers: dict[str, str]) -> None:
+    """A complete response on the ASGI channel: content, its length and the given headers."""
+    raw = [(b"content-length", str(len(content)).encode())]
     raw += [(name.lower().encode(), value.encode("latin-1")) for name, value in headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": content})

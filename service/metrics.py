@@ -31,22 +31,16 @@ class ServiceMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         counter, gauge = self._counter, self._gauge
-        self.requests = counter(
-            "requests_total", "Serving requests (embeddings and rerank) by HTTP status.", "status"
-        )
+        self.requests = counter("requests_total", "Serving requests (embeddings and rerank) by HTTP status.", "status")
         self.route_requests = counter(
             "route_requests_total",
-            "Serving requests by route (/v1/embeddings, /rerank) and HTTP status.",
-            "route",
-            "status",
+            "Serving requests by route (/v1/embeddings, /rerank) and HTTP status.", "route", "status"
         )
         self.stage_duration = self._histogram(
             "stage_duration_seconds", "Per-request time in each server stage.", LATENCY_BUCKETS_S, "stage"
         )
         self.queue_depth = gauge("queue_depth", "Inputs accepted and waiting for a batch.")
-        self.inflight = gauge(
-            "inflight_requests", "Serving requests (embeddings, rerank) in flight.", mode="livesum"
-        )
+        self.inflight = gauge("inflight_requests", "Serving requests (embeddings, rerank) in flight.", mode="livesum")
         self.served_requests = counter(
             "served_requests_total",
             "Embedding requests answered 200, by the model that produced their vectors (main or fallback).",
@@ -59,9 +53,7 @@ class ServiceMetrics:
             "dashboards read it without knowing model names).",
         )
         self.batch_size = self._histogram("batch_size", "Inputs per computed batch.", BATCH_SIZE_BUCKETS)
-        self.batch_tokens = self._histogram(
-            "batch_tokens", "Padded tokens per computed batch.", BATCH_TOKEN_BUCKETS
-        )
+        self.batch_tokens = self._histogram("batch_tokens", "Padded tokens per computed batch.", BATCH_TOKEN_BUCKETS)
         self.compute_seconds = counter(
             "compute_seconds_total",
             "Seconds the inference workers spent computing, divided by the number of workers: its rate is "
@@ -78,13 +70,11 @@ class ServiceMetrics:
         self.tokens = counter("tokens_total", "Real (unpadded) tokens computed.")
         self.padded_tokens = counter(
             "padded_tokens_total",
-            "Tokens computed with padding (inputs x longest per batch): 1 - tokens/padded is the padding "
-            "waste.",
+            "Tokens computed with padding (inputs x longest per batch): 1 - tokens/padded is the padding waste.",
         )
         self.bucket_batches = counter(
             "bucket_batches_total",
-            "Batches run at a static bucket shape (hit: a captured graph or compiled shape) or eagerly "
-            "(miss).",
+            "Batches run at a static bucket shape (hit: a captured graph or compiled shape) or eagerly (miss).",
             "outcome",
         )
         self.inputs = counter("inputs_total", "Inputs computed.")
@@ -117,8 +107,7 @@ class ServiceMetrics:
         self.device_errors = counter("device_errors_total", "Batches that failed with a device error.")
         self.batch_limit = gauge("batch_limit", "Effective batch size limit (lowered after out-of-memory).")
         self.estimated_wait = gauge("estimated_wait_seconds", "Estimated queue wait a new request would see.")
-        for stage in STAGES:
-            self.stage_duration.labels(stage=stage)
+        self.stage_seconds = {stage: self.stage_duration.labels(stage=stage) for stage in STAGES}
 
     def _counter(self, name: str, documentation: str, *labels: str) -> Counter:
         return Counter(name, documentation, labels, namespace=NAMESPACE, registry=self.registry)

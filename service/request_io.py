@@ -9,8 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from starlette.requests import ClientDisconnect, Request
-from starlette.types import Receive
+from starlette.types import Receive, Scope
 
 from service.batch_job import CLIENT_DISCONNECTED
 from service.openai_api import CLIENT_CLOSED_REQUEST, ApiError
@@ -19,31 +18,40 @@ from service.openai_api import CLIENT_CLOSED_REQUEST, ApiError
 # least one character, and real text averages 2-6, so the cut never shortens what the model would see while a
 # megabyte of text costs the tokeniser only a few kilobytes.
 TRUNCATE_CHARS_PER_TOKEN = 16
+WATCHERS: set[asyncio.Task[None]] = set()  # hang-up watchers whose responses are not yet sent
 
 
-async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
+def header(scope: Scope, name: bytes) -> str | None:
+    """The value of a request header (name in lower case), None when the request has none."""
+    return next((value.decode("latin-1") for key, value in scope["headers"] if key == name), None)
+
+
+async def read_body(scope: Scope, receive: Receive, max_bytes: int, timeout_s: float) -> bytes:
     """The request body, or 413 once it exceeds max_bytes (Content-Length first, then while streaming,
     so chunked uploads are bounded too) and 408 when it has not fully arrived within timeout_s."""
-    declared = request.headers.get("content-length")
+    declared = header(scope, b"content-length")
     if declared is not None:
         if not declared.isdigit():
             message = f"Content-Length {declared!r} is not a whole number of bytes"
             raise ApiError(400, message, "invalid_content_length")
         if int(declared) > max_bytes:
             raise _too_large(int(declared), max_bytes)
-    body = bytearray()
+    chunks: list[bytes] = []
+    size, more = 0, True  # bytes so far, whether more are to come
     try:
         async with asyncio.timeout(timeout_s):
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > max_bytes:
-                    raise _too_large(len(body), max_bytes)
-    except ClientDisconnect:
-        raise client_gone() from None
+            while more:
+                part = await receive()
+                if part["type"] == "http.disconnect":
+                    raise client_gone()
+                chunks.append(part.get("body", b""))
+                size, more = size + len(chunks[-1]), part.get("more_body", False)
+                if size > max_bytes:
+                    raise _too_large(size, max_bytes)
     except TimeoutError:
-        message = f"the request body did not arrive within {timeout_s:g} s; send it at once"
-        raise ApiError(408, message, "request_timeout", headers={"Connection": "close"}) from None
-    return bytes(body)
+        why = f"the request body did not arrive within {timeout_s:g} s; send it at once"
+        raise ApiError(408, why, "request_timeout", headers={"Connection": "close"}) from None
+    return b"".join(chunks)
 
 
 def _too_large(size_bytes: int, max_bytes: int) -> ApiError:
@@ -89,8 +97,9 @@ class cancelled_on_hang_up:  # noqa: N801 - used as `async with cancelled_on_han
     """Cancel the calling task with CLIENT_DISCONNECTED if the client hangs up inside the block. As vLLM's
     server does: the ASGI receive channel says `http.disconnect` when the connection drops, and the
     cancellation reaches the batcher, which drops the request's work wherever it is. The caller turns that
-    CancelledError into `client_gone()` (and uncancels its task); any other cancellation passes through. (A
-    class rather than contextlib's generator: it runs once per request.)"""
+    CancelledError into `client_gone()` (and uncancels its task); any other cancellation passes through. The
+    watcher is left to end on the http.disconnect that ASGI answers once the response is sent (cheaper for the
+    server than a cancellation). A class rather than contextlib's generator: it runs once per request."""
 
     def __init__(self, receive: Receive) -> None:
         self._receive = receive
@@ -100,13 +109,14 @@ class cancelled_on_hang_up:  # noqa: N801 - used as `async with cancelled_on_han
         self._task = asyncio.current_task()
         self._inside = True
         self._watcher = asyncio.create_task(_hang_up(self._receive))
+        WATCHERS.add(self._watcher)  # the loop keeps weak references to tasks only
         self._watcher.add_done_callback(self._on_hang_up)
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._inside = False
-        self._watcher.cancel()
 
     def _on_hang_up(self, watcher: asyncio.Task[None]) -> None:
+        WATCHERS.discard(watcher)
         hung_up = not watcher.cancelled() and watcher.exception() is None
         if self._inside and self._task is not None and hung_up:
             self._task.cancel(CLIENT_DISCONNECTED)
