@@ -82,6 +82,7 @@ class Batcher(Admission):
         self._waiting = 0  # inputs accepted and not yet in a batch (the queue depth)
         self._tokenizing = 0
         self._awaiting_more = 0  # workers waiting (up to max_wait_ms) for inputs still being tokenised
+        self._computing = 0  # workers computing a batch
         self._stopping = False
         self._seq = itertools.count()
         self.health = DeviceHealth(config.max_batch_size)
@@ -381,13 +382,14 @@ class Batcher(Admission):
                 if len(self._queue):
                     full = len(self._queue) >= self.health.batch_limit()
                     wait_s = self._queue.oldest().t_enqueued_s + self.config.max_wait_ms / 1000 - now_s
-                    # Wait only for inputs already accepted and still being tokenised: waiting for arrivals
-                    # that may never come only adds latency (a lone client would pay max_wait on every call).
-                    more_coming = self._waiting > len(self._queue)
+                    # Wait for inputs accepted and still being tokenised, or for arrivals while another batch
+                    # computes (closed-loop clients answered by it come back): a lone client waits for nothing.
+                    more_coming = self._waiting > len(self._queue) or self._computing > 0
                     if not self.config.batching or full or wait_s <= 0 or not more_coming or self._stopping:
                         chosen = self._queue.select(self._limits())
                         for item in chosen:
                             self._uncount(item.job, 1)
+                        self._computing += 1
                         if first:  # what it leaves is for the others
                             self._first_idle = False
                             self._cond.notify_all()
@@ -416,6 +418,9 @@ class Batcher(Admission):
                 self._tokenize(work[1])
             elif work[1]:
                 self._compute(work[1], first)
+            if work[0] == "compute":
+                with self._cond:
+                    self._computing -= 1
 
     def _compute(self, batch: list[Item[BatchJob]], first: bool = False) -> None:
         batch = [item for item in batch if not item.job.unwanted()]  # callers that gave up cost nothing

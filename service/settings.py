@@ -55,7 +55,7 @@ class ServiceSettings(BaseSettings):
     """Most padded tokens (inputs x longest) in one batch."""
     max_wait_ms: float = Field(5.0, ge=0)
     """Longest wait for a batch to fill after its first input, while more accepted inputs are still being
-    tokenised."""
+    tokenised or another batch computes (a free worker then gathers arrivals rather than taking each alone)."""
     graphs: GraphMode = "auto"
     """Device graphs: batches padded to a few (batch x length) buckets, each captured once at warm-up and
     replayed (CUDA graphs on cuda, NPUGraph on npu); auto = on for cuda/npu, off on cpu; off = eager, one

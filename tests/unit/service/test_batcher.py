@@ -120,6 +120,25 @@ def test_a_lone_input_does_not_wait_for_arrivals_that_may_never_come() -> None:
     run(go())
 
 
+def test_a_free_worker_gathers_arrivals_while_another_batch_computes() -> None:
+    """Two workers: while one computes, the free one waits (up to max_wait) for more inputs, so that requests
+    arriving a moment apart share a batch instead of each taking a worker alone."""
+
+    async def go() -> None:
+        encoder = FakeEncoder(compute_s=0.6)
+        async for b in _running(encoder, workers=2, max_batch_size=32, max_wait_ms=300):
+            first = asyncio.create_task(b.submit(["first"], 5000))
+            assert await asyncio.to_thread(encoder.computing.wait, 5)
+            second = asyncio.create_task(b.submit(["second"], 5000))
+            await asyncio.sleep(0.1)
+            third = asyncio.create_task(b.submit(["third one"], 5000))
+            results = await asyncio.gather(first, second, third)
+            assert [r.batch_size for r in results] == [1, 2, 2]
+            assert encoder.batches == [[3], [3, 4]]
+
+    run(go())
+
+
 def test_batch_waits_for_inputs_still_being_tokenised() -> None:
     async def go() -> None:
         encoder = FakeEncoder(tokenize_s=0.1)
