@@ -194,7 +194,8 @@ def test_max_wait_bounds_the_wait_for_slow_tokenisation() -> None:
 
 def test_concurrent_requests_share_a_batch() -> None:
     async def go() -> None:
-        encoder = FakeEncoder()
+        # tokenising takes a moment, so all five are accepted before the first can reach the queue alone
+        encoder = FakeEncoder(tokenize_s=0.02)
         async for b in _running(encoder, max_batch_size=32, max_wait_ms=200):
             results = await asyncio.gather(*(b.submit([f"r{i}"], 5000) for i in range(5)))
             assert encoder.batches == [[3] * 5]
