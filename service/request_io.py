@@ -36,8 +36,7 @@ async def read_body(scope: Scope, receive: Receive, max_bytes: int, timeout_s: f
             raise ApiError(400, message, "invalid_content_length")
         if int(declared) > max_bytes:
             raise _too_large(int(declared), max_bytes)
-    chunks: list[bytes] = []
-    size, more = 0, True  # bytes so far, whether more are to come
+    chunks, size, more = list[bytes](), 0, True  # the body's parts, their bytes, whether more are to come
     try:
         async with asyncio.timeout(timeout_s):
             while more:

@@ -177,10 +177,11 @@ def mark_process_dead(pid: int | None) -> None:
 def frontend_main(settings: ServiceSettings, endpoint: str, status_path: str, index: int) -> None:
     """Entry point of front end `index` (multiprocessing, spawn). On SIGTERM/SIGINT the requests in flight
     finish (those the grace cuts off are answered 503 by the engine link), then the process ends."""
-    # Under overload the front ends answer thousands of refusals a second: they yield the CPU to the engine,
-    # whose compute is the goodput, rather than taking it from it.
-    with contextlib.suppress(OSError):
+    # The front ends yield the CPU to the engine, whose compute is the goodput (under overload they answer
+    # thousands of refusals a second); as batch tasks their many short wake-ups do not preempt its workers.
+    with contextlib.suppress(OSError, AttributeError):  # SCHED_BATCH is Linux's
         os.nice(FRONT_END_NICE)
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     settings.log_to_stderr(f"http[{index}] ")
     metrics = ServiceMetrics()
     engine = RemoteEngine(settings, endpoint, Path(status_path), metrics)

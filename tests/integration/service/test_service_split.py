@@ -49,6 +49,8 @@ def test_an_engine_killed_mid_batch_answers_503_at_once_then_the_service_recover
         info = httpx.get(f"{url}/info", timeout=10).json()
         engine_pid = info["engine_pid"]
         assert engine_pid not in (0, proc.pid, info["pid"]) and info["http_workers"] == 1
+        # the front end runs as a batch task (its wake-ups do not preempt the engine's workers), the engine does not
+        assert os.sched_getscheduler(info["pid"]) == os.SCHED_BATCH != os.sched_getscheduler(engine_pid)
         with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
             futures = [pool.submit(post, url, 32) for _ in range(12)]
             wait_for(lambda: httpx.get(f"{url}/health", timeout=10).json()["queue_depth"] > 0)
