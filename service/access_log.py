@@ -19,7 +19,7 @@ from typing import IO
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.http_errors import send_json
+from service.http_errors import json_answer, send_bytes
 from service.openai_api import error_body
 from service.request_record import RECORD_KEY, RequestRecord
 
@@ -123,7 +123,7 @@ class RequestContextMiddleware:
             if not record.status:
                 record.error = "internal_error"
                 body = error_body("internal error; see the service log", "server_error", "internal_error")
-                await send_json(send_with_id, 500, body, {})
+                await send_bytes(send_with_id, *json_answer(500, body, {}))
         finally:
             self.access_log.write(record)
             if self.on_done is not None:

@@ -35,8 +35,8 @@ from service.admission import (
     ApiKeyMiddleware,
     key_is_valid,
 )
-from service.embed_route import Answer, embeddings, rerank, serve_route
-from service.http_errors import send_bytes
+from service.embed_route import embeddings, rerank, serve_route
+from service.http_errors import Answer, send_bytes
 from service.openai_api import error_body, request_body_schema
 from service.rerank_api import RERANK_KIND, RERANK_SCORE, rerank_body_schema
 from service.state import ServiceState

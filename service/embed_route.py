@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope
 from service.batch_errors import BatcherError
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
 from service.cache import CacheLookup
-from service.http_errors import JSON_TYPE, api_error
+from service.http_errors import JSON_TYPE, Answer, api_error, json_answer
 from service.openai_api import (
     CLIENT_CLOSED_REQUEST,
     ApiError,
@@ -43,7 +43,6 @@ from service.state import ServiceState
 PARSE_OFF_LOOP_BYTES = 64 * 1024  # bodies above this are parsed on a thread so the event loop stays free
 SERVED_MODEL_HEADER = "X-Served-Model"
 
-Answer = tuple[int, bytes, dict[str, str]]  # status, body, headers
 # A route's own work, given the request, its raw body (read under the limits), when it started and its record.
 RouteHandler = Callable[[ServiceState, Scope, bytes, float, RequestRecord | None], Awaitable[Answer]]
 T = TypeVar("T")
@@ -76,9 +75,7 @@ async def serve_route(state: ServiceState, scope: Scope, receive: Receive, handl
             record.error = exc.code
         if exc.status == CLIENT_CLOSED_REQUEST:  # nobody reads it
             return CLIENT_CLOSED_REQUEST, b"", {}
-        total_ms = (time.perf_counter() - t_start_s) * 1000
-        headers = {**JSON_TYPE, "Server-Timing": server_timing({"total": total_ms}), **exc.headers}
-        return exc.status, json.dumps(exc.body()).encode(), headers
+        return json_answer(exc.status, exc.body(), exc.headers, t_start_s)
     finally:
         state.metrics.inflight.dec()
 

@@ -1,5 +1,5 @@
-"""The HTTP answer to every refusal or failure: batcher errors mapped to statuses, and JSON error responses
-written straight to the ASGI channel by the middlewares (auth, admission, request context)."""
+"""The HTTP answer to every refusal or failure: batcher errors mapped to statuses, and JSON responses
+(json_answer) sent whole on the ASGI channel (send_bytes) by the middlewares and the serving routes."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from service.openai_api import ApiError, server_timing
 from service.request_record import record_of
 
 JSON_TYPE = {"Content-Type": "application/json"}
+Answer = tuple[int, bytes, dict[str, str]]  # a complete response: status, body, headers
 
 
 def api_error(error: BatcherError, positions: list[int], drain_s: float, max_tokens: int) -> ApiError:
@@ -68,16 +69,14 @@ async def send_refusal(send: Send, scope: Scope, error: ApiError, t_start_s: flo
     headers = dict(error.headers)
     if any(name == b"expect" and value.lower() == b"100-continue" for name, value in scope["headers"]):
         headers["Connection"] = "close"
-    await send_json(send, error.status, error.body(), headers, t_start_s)
+    await send_bytes(send, *json_answer(error.status, error.body(), headers, t_start_s))
 
 
-async def send_json(
-    send: Send, status: int, body: object, headers: dict[str, str], t_start_s: float | None = None
-) -> None:
-    """A complete JSON response on the ASGI channel; with t_start_s, a Server-Timing total since then."""
+def json_answer(status: int, body: object, headers: dict[str, str], t_start_s: float | None = None) -> Answer:
+    """A JSON response; with t_start_s, a Server-Timing total since then."""
     if t_start_s is not None:
         headers = {"Server-Timing": server_timing({"total": (time.perf_counter() - t_start_s) * 1000}), **headers}
-    await send_bytes(send, status, json.dumps(body).encode(), {**JSON_TYPE, **headers})
+    return status, json.dumps(body).encode(), {**JSON_TYPE, **headers}
 
 
 async def send_bytes(send: Send, status: int, content: bytes, headers: dict[str, str]) -> None:

@@ -23,7 +23,7 @@ from granian.constants import HTTPModes, Interfaces
 from granian.http import HTTP1Settings
 from granian.server.embed import Server
 
-from service.http_errors import send_json
+from service.http_errors import json_answer, send_bytes
 from service.openai_api import error_body
 from service.settings import ServiceSettings
 
@@ -53,7 +53,7 @@ class InFlight:
             await self.app(scope, receive, send)
             return
         if self.draining:
-            await send_json(send, 503, SHUTTING_DOWN, DRAIN_HEADERS)
+            await send_bytes(send, *json_answer(503, SHUTTING_DOWN, DRAIN_HEADERS))
             return
         self.count += 1
         try:
