@@ -219,7 +219,7 @@ bench-collectors: setup ## collector drift, jitter and CPU benchmark
 bench-overload: setup system-deps ## 10 MB bodies and RSS, the 2,048-input request, P99/P50 at 100 connections, wrk at 500/1,000: goodput, P99, 429s, /health
 	$(PY) -m benchmarks.bench_overload --service-arg=--threads --service-arg=1
 
-bench-split: setup system-deps ## the service's own cost per request (front ends, compute taken out), compute inflation at 100 connections, P99/P50 under wrk
+bench-split: setup system-deps ## the service's own cost per request (front ends, compute taken out), compute inflation at 100 connections, P99/P50 under wrk, batch sizes at 10 connections
 	$(PY) -m benchmarks.bench_split
 
 bench-abuse: setup system-deps ## the service's defaults against a busy neighbour, slow bodies, a 1 MB header, 50 x 16 inputs, SIGTERM with 50 in flight

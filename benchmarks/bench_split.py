@@ -7,6 +7,8 @@
 2. Compute inflation: MiniLM at 100 connections; the engine's compute time per batch (from /metrics) against
    the same batch size computed alone in this process on the same number of torch threads (target <= 1.2x).
 3. Latency spread: P50, P99 and P99/P50 at 100 connections (wrk --latency; target P99/P50 <= 1.5).
+4. Batches at 10 connections (MiniLM): req/s, inputs per batch and the engine's CPU per request, and the model
+   alone on one torch thread at a few batch sizes: what a small batch costs a worker.
 Figures from a small shared host are that host's: read the ratios, measured side by side in one run.
 """
 
@@ -119,6 +121,14 @@ def inflation_and_spread(tmp: Path, duration_s: int) -> None:
     ]
     with ServiceProcess(flags, log_path=tmp / "minilm.log") as service:
         threads = httpx.get(f"{service.url}/info", timeout=10).json()["config"]["threads"]
+        _, engine = processes(service)
+        wrk(service.url, script, 10, 3)
+        before, engine_before_s = httpx.get(f"{service.url}/metrics", timeout=10).text, cpu_s([engine])
+        ok_10 = ok_requests(wrk(service.url, script, 10, duration_s))
+        engine_10_us = (cpu_s([engine]) - engine_before_s) / max(1, ok_10) * 1e6
+        after = httpx.get(f"{service.url}/metrics", timeout=10).text
+        batches_10 = metric(after, "embedperf_batch_size_count") - metric(before, "embedperf_batch_size_count")
+        inputs_10 = metric(after, "embedperf_batch_size_sum") - metric(before, "embedperf_batch_size_sum")
         wrk(service.url, script, 100, 3)
         before = httpx.get(f"{service.url}/metrics", timeout=10).text
         out = wrk(service.url, script, 100, duration_s, latency=True)
@@ -146,6 +156,16 @@ def inflation_and_spread(tmp: Path, duration_s: int) -> None:
         f"3. 100 connections: {ok_requests(out) / duration_s:.0f} req/s, P50 {p50:.1f} ms, P99 {p99:.1f} ms, "
         f"P99/P50 {p99 / p50:.2f}"
     )
+    print(f"4. 10 connections: {ok_10 / duration_s:.0f} req/s, {batches_10 / duration_s:.0f} batches/s of "
+          f"{inputs_10 / max(1, batches_10):.1f} inputs on average, engine {engine_10_us:.0f} CPU-us/request")  # fmt: skip
+    for size in (1, 3, 5, 10, 20):
+        ids = model.tokenize([TEXT] * size)
+        model.embed_token_ids(ids)
+        t_start_s = time.perf_counter()
+        for _ in range(10):
+            model.embed_token_ids(ids)
+        ms = (time.perf_counter() - t_start_s) / 10 * 1000
+        print(f"   the model alone, batch {size:>2} on {threads} thread(s): {ms:6.1f} ms, {size / ms * 1000:5.0f} inputs/s")
 
 
 def main(argv: list[str] | None = None) -> int:
