@@ -1,7 +1,7 @@
 """`make bench-split`: what the service's process layout costs and whether it keeps the engine fed.
 
-1. Front-end cost: the service on a two-layer random model (compute ~1 ms a batch, almost all of it in torch,
-   outside the GIL: model compute taken out), wrk at 10 and at 100 connections with one-input requests,
+1. Front-end cost: the service with model compute taken out (`--compute-sleep-ms`: each batch sleeps a fixed
+   SLEEP_MS, the GIL released; a two-layer random model's tokeniser), wrk at 10 and 100 connections, one input,
    float and base64: CPU-microseconds of the HTTP front-end processes per answered request (target <= 300),
    and of the engine process, side by side; the figure must not grow with the connections in flight.
 2. Compute inflation: MiniLM at 100 connections; the engine's compute time per batch (from /metrics) against
@@ -37,6 +37,7 @@ wrk.body = [[{"model": "%(model)s", "input": "%(text)s", "encoding_format": "%(f
 """
 LATENCY = re.compile(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", re.M)
 UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+SLEEP_MS = 2.0  # part 1's compute per batch: what a small encoder takes on an accelerator
 
 
 def wrk(url: str, script: Path, connections: int, duration_s: int, latency: bool = False) -> str:
@@ -78,8 +79,9 @@ def cpu_s(procs: list[psutil.Process]) -> float:
 def front_end_cost(tmp: Path, duration_s: int) -> None:
     folder = build_model(tmp / "tiny-encoder", tiny=True)
     flags = ["--model", str(folder), "--http-workers", "1", "--deadline-ms", "30000", "--admit-wait-share", "1.0",
-             "--log-level", "warning", "--access-log", "off", "--max-batch-size", "64"]  # fmt: skip
-    print("1. front-end cost (two-layer random model; CPU-us per answered request)")
+             "--log-level", "warning", "--access-log", "off", "--max-batch-size", "64",
+             "--compute-sleep-ms", str(SLEEP_MS)]  # fmt: skip
+    print(f"1. front-end cost (each batch sleeps {SLEEP_MS:g} ms instead of computing; CPU-us per answered request)")
     with ServiceProcess(flags, log_path=tmp / "tiny.log") as service:
         fronts, engine = processes(service)
         for fmt in ("float", "base64"):

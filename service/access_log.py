@@ -102,9 +102,7 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        record = RequestRecord(
-            request_id_from(scope, self.ids), scope["method"], scope["path"], time.perf_counter()
-        )
+        record = RequestRecord(request_id_from(scope, self.ids), scope["method"], scope["path"], time.perf_counter())
         scope.setdefault("state", {})[RECORD_KEY] = record
         header = (REQUEST_ID_HEADER, record.request_id.encode())
 
@@ -117,9 +115,7 @@ class RequestContextMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         except Exception:
-            log.exception(
-                "unexpected error on %s %s (request %s)", record.method, record.path, record.request_id
-            )
+            log.exception("unexpected error on %s %s (request %s)", record.method, record.path, record.request_id)
             if not record.status:
                 record.error = "internal_error"
                 body = error_body("internal error; see the service log", "server_error", "internal_error")

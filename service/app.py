@@ -83,9 +83,7 @@ def build_app(state: ServiceState) -> FastAPI:
             await state.close(settings.shutdown_grace_s)
 
     # /docs and /redoc would load their scripts from a CDN: off. /openapi.json is served (with a key when set).
-    app = FastAPI(
-        title="embedperf reference embedding service", lifespan=lifespan, docs_url=None, redoc_url=None
-    )
+    app = FastAPI(title="embedperf reference embedding service", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = state
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -95,9 +93,7 @@ def build_app(state: ServiceState) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
-        return _json(
-            400, error_body(f"invalid request: {exc.errors()}", "invalid_request_error", "invalid_request")
-        )
+        return _json(400, error_body(f"invalid request: {exc.errors()}", "invalid_request_error", "invalid_request"))
 
     def openapi() -> dict[str, Any]:
         """FastAPI's document plus the request-body schemas of the raw-body embeddings and rerank routes."""

@@ -19,9 +19,7 @@ class QueueFull(BatcherError):
 class DeadlineExceeded(BatcherError):
     def __init__(self, deadline_ms: float) -> None:
         self.deadline_ms = deadline_ms
-        super().__init__(
-            f"request not completed within its deadline of {deadline_ms:.0f} ms; its work was skipped"
-        )
+        super().__init__(f"request not completed within its deadline of {deadline_ms:.0f} ms; its work was skipped")
 
 
 class InputTooLong(BatcherError):

@@ -32,9 +32,7 @@ class BusyWindow:
         start_s = time.perf_counter() - window_s
         with self._lock:
             spans = list(self._spans)
-        busy_s = sum(
-            max(0.0, end_s - max(start_s, end_s - dur_s)) for end_s, dur_s in spans if end_s > start_s
-        )
+        busy_s = sum(max(0.0, end_s - max(start_s, end_s - dur_s)) for end_s, dur_s in spans if end_s > start_s)
         return min(1.0, busy_s / (window_s * self.lanes))
 
 

@@ -74,9 +74,7 @@ def check_port_free(host: str, port: int) -> None:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise ConfigError(f"port {port} on {host} is in use; pass --port N") from None
-            raise ConfigError(
-                f"cannot listen on {host}:{port} ({exc.strerror}); pass --host/--port"
-            ) from None
+            raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}); pass --host/--port") from None
 
 
 def serve(settings: ServiceSettings) -> int:

@@ -121,9 +121,7 @@ class EngineServer:
             if message["kind"] == SUBMIT:
                 submission = read_submission(message)
                 try:
-                    job = batcher.enqueue(
-                        [], submission.deadline_ms, True, submission.model, submission.token_ids
-                    )
+                    job = batcher.enqueue([], submission.deadline_ms, True, submission.model, submission.token_ids)
                 except BatcherError as exc:
                     self._reply(identity, error_frames(submission.request_id, exc))
                     continue
@@ -134,9 +132,7 @@ class EngineServer:
                 request_id, reason = read_cancel(message)
                 abandoned = self.jobs.pop((identity, request_id), None)
                 if abandoned is not None:
-                    batcher.abandon(
-                        abandoned, CLIENT_DISCONNECTED if reason == CLIENT_DISCONNECTED else "cancelled"
-                    )
+                    batcher.abandon(abandoned, CLIENT_DISCONNECTED if reason == CLIENT_DISCONNECTED else "cancelled")
 
     def _answer(self, key: tuple[bytes, int], future: asyncio.Future[BatchResult | BatcherError]) -> None:
         if self.jobs.pop(key, None) is None or future.cancelled():  # abandoned: its front end gave up

@@ -34,9 +34,7 @@ DRAIN_POLL_S = 0.02
 AsgiApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 
-SHUTTING_DOWN = error_body(
-    "the service is shutting down; retry on another replica", "server_error", "shutting_down"
-)
+SHUTTING_DOWN = error_body("the service is shutting down; retry on another replica", "server_error", "shutting_down")
 DRAIN_HEADERS = {"Retry-After": "1", "Connection": "close"}
 
 

@@ -13,9 +13,7 @@ from service.settings import ServiceSettings
 from service.state import ServiceState
 
 
-def create_app(
-    settings: ServiceSettings, model: EmbeddingModel | None = None, freeze_heap: bool = False
-) -> FastAPI:
+def create_app(settings: ServiceSettings, model: EmbeddingModel | None = None, freeze_heap: bool = False) -> FastAPI:
     """The service as an ASGI app; with model=None the lifespan loads settings.model in the background.
     freeze_heap: once ready, take the start-up heap out of the GC's reach (not in a host such as a test)."""
     metrics = ServiceMetrics()

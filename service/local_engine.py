@@ -21,6 +21,7 @@ from service.batcher import Batcher
 from service.degrade import Fallback
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
+from service.sleep_compute import SleepCompute
 from service.workers import WorkerPool, bind_device, build_pool, primary_device
 
 log = logging.getLogger("service.engine")
@@ -59,9 +60,13 @@ class LocalEngine:
             self.model = await asyncio.to_thread(load_main_model, s)
         model = self.model
         self.pool = await asyncio.to_thread(build_pool, s, model, self.metrics, load_model)
+        if s.compute_sleep_ms:
+            for worker in self.pool.workers:
+                worker.encoder = SleepCompute(worker.encoder, s.compute_sleep_ms, model.dimension)
+            log.warning("--compute-sleep-ms %g: batches sleep instead of computing", s.compute_sleep_ms)
         if s.warmup and len(self.pool) > 1:  # the batcher's warm-up below reaches only one worker
             await asyncio.to_thread(self.pool.warm_up, WARMUP_TEXTS)
-        if s.graphs_on() or s.compile:
+        if (s.graphs_on() or s.compile) and not s.compute_sleep_ms:
             await asyncio.to_thread(self._use_buckets, model)
         self.fallback = await asyncio.to_thread(load_fallback, s, model)
         steer = self.pool.share is not None and s.overlap_tokenize  # the first worker widens: it goes first

@@ -114,9 +114,7 @@ class ServiceMetrics:
 
     def _gauge(self, name: str, documentation: str, *labels: str, mode: GaugeMode = "livemax") -> Gauge:
         """mode: how the figures of several processes combine (livemax: the engine's; livesum: summed)."""
-        return Gauge(
-            name, documentation, labels, namespace=NAMESPACE, registry=self.registry, multiprocess_mode=mode
-        )
+        return Gauge(name, documentation, labels, namespace=NAMESPACE, registry=self.registry, multiprocess_mode=mode)
 
     def _histogram(self, name: str, doc: str, buckets: tuple[float, ...], *labels: str) -> Histogram:
         return Histogram(name, doc, labels, namespace=NAMESPACE, registry=self.registry, buckets=buckets)

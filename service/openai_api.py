@@ -77,9 +77,7 @@ def _is_token_ids(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(type(v) is int for v in value)  # bool is no id
 
 
-def parse_embedding_request(
-    content_type: str, raw_body: bytes, max_inputs: int, dimension: int
-) -> EmbeddingRequest:
+def parse_embedding_request(content_type: str, raw_body: bytes, max_inputs: int, dimension: int) -> EmbeddingRequest:
     """Validate one POST /v1/embeddings body; every problem becomes a 4xx ApiError that says what to send."""
     payload = json_object(content_type, raw_body, "input")
     if "input" not in payload:

@@ -78,9 +78,7 @@ def ranked(query_vector: np.ndarray, text_vectors: np.ndarray, raw_scores: bool)
     return [(i, float(scores[i])) for i in order]
 
 
-def rerank_payload(
-    ranks: list[tuple[int, float]], texts: list[str], return_text: bool
-) -> list[dict[str, Any]]:
+def rerank_payload(ranks: list[tuple[int, float]], texts: list[str], return_text: bool) -> list[dict[str, Any]]:
     """TEI's answer: [{"index", "text" (with return_text), "score"}] in the order given."""
     return [{"index": i, **({"text": texts[i]} if return_text else {}), "score": score} for i, score in ranks]
 

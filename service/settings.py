@@ -62,6 +62,9 @@ class ServiceSettings(BaseSettings):
     launch per operator (for comparison)."""
     compile: bool = False
     """On cpu: torch.compile the model once per bucket shape at warm-up (slow to start, faster to serve)."""
+    compute_sleep_ms: float = Field(0.0, ge=0, le=10_000)
+    """Benchmarks only: the model does not compute; each batch sleeps this long and is answered unit vectors
+    (the service's own cost, model compute taken out; make bench-split). 0: the model computes."""
     sort_by_length: bool = True
     """Group inputs of similar token length to reduce padding."""
     overlap_tokenize: bool = True
@@ -184,9 +187,7 @@ class ServiceSettings(BaseSettings):
                 "could never be admitted; raise --queue-size or lower --max-inputs"
             )
         if self.api_keys_file and not Path(self.api_keys_file).is_file():
-            raise ValueError(
-                f"api_keys_file {self.api_keys_file} is not a readable file; pass the path to one"
-            )
+            raise ValueError(f"api_keys_file {self.api_keys_file} is not a readable file; pass the path to one")
         if (self.api_keys.strip() or self.api_keys_file) and not self.api_key_list():
             raise ValueError(
                 "api_keys holds only commas or whitespace, which would switch authentication off; "

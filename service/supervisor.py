@@ -134,9 +134,7 @@ class Supervisor:
             return int(self.status.read_document().get("exit_code", 2))
         self.status.set(Slot.STATE, EngineState.DOWN)
         if self.restarts_left <= 0:
-            log.error(
-                "the engine process ended with %s and no restart is left; the service stops", engine.exitcode
-            )
+            log.error("the engine process ended with %s and no restart is left; the service stops", engine.exitcode)
             return EXIT_INCOMPLETE
         self.restarts_left -= 1
         shown = (engine.pid, engine.exitcode, self.restarts_left)
