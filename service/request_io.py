@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from starlette.types import Receive, Scope
+from starlette.types import Message, Receive, Scope
 
 from service.batch_job import CLIENT_DISCONNECTED
 from service.openai_api import CLIENT_CLOSED_REQUEST, ApiError
@@ -18,7 +18,7 @@ from service.openai_api import CLIENT_CLOSED_REQUEST, ApiError
 # least one character, and real text averages 2-6, so the cut never shortens what the model would see while a
 # megabyte of text costs the tokeniser only a few kilobytes.
 TRUNCATE_CHARS_PER_TOKEN = 16
-WATCHERS: set[asyncio.Task[None]] = set()  # hang-up watchers whose responses are not yet sent
+WATCHERS: set[asyncio.Future[Message]] = set()  # hang-up watches whose messages have not come
 
 
 def header(scope: Scope, name: bytes) -> str | None:
@@ -86,19 +86,14 @@ def client_gone() -> ApiError:
     )
 
 
-async def _hang_up(receive: Receive) -> None:
-    """Returns when the client goes away (the body has been read, so only http.disconnect can come)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
 class cancelled_on_hang_up:  # noqa: N801 - used as `async with cancelled_on_hang_up(receive):`
     """Cancel the calling task with CLIENT_DISCONNECTED if the client hangs up inside the block. As vLLM's
     server does: the ASGI receive channel says `http.disconnect` when the connection drops, and the
     cancellation reaches the batcher, which drops the request's work wherever it is. The caller turns that
-    CancelledError into `client_gone()` (and uncancels its task); any other cancellation passes through. The
-    watcher is left to end on the http.disconnect that ASGI answers once the response is sent (cheaper for the
-    server than a cancellation). A class rather than contextlib's generator: it runs once per request."""
+    CancelledError into `client_gone()` (and uncancels its task); any other cancellation passes through.
+    The body has been read, so only http.disconnect matters: the watch is a callback on the awaited message
+    (`ensure_future` keeps a server's own future as it is: no task a request), left to end on the message
+    ASGI answers once the response is sent. A class rather than contextlib's generator: it runs per request."""
 
     def __init__(self, receive: Receive) -> None:
         self._receive = receive
@@ -107,17 +102,23 @@ class cancelled_on_hang_up:  # noqa: N801 - used as `async with cancelled_on_han
     async def __aenter__(self) -> None:
         self._task = asyncio.current_task()
         self._inside = True
-        self._watcher = asyncio.create_task(_hang_up(self._receive))
-        WATCHERS.add(self._watcher)  # the loop keeps weak references to tasks only
-        self._watcher.add_done_callback(self._on_hang_up)
+        self._watch()
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._inside = False
 
-    def _on_hang_up(self, watcher: asyncio.Task[None]) -> None:
-        WATCHERS.discard(watcher)
-        hung_up = not watcher.cancelled() and watcher.exception() is None
-        if self._inside and self._task is not None and hung_up:
+    def _watch(self) -> None:
+        message = asyncio.ensure_future(self._receive())
+        WATCHERS.add(message)  # the loop keeps weak references to tasks only
+        message.add_done_callback(self._on_message)
+
+    def _on_message(self, message: asyncio.Future[Message]) -> None:
+        WATCHERS.discard(message)
+        if not self._inside or message.cancelled() or message.exception() is not None:
+            return
+        if message.result()["type"] != "http.disconnect":
+            self._watch()
+        elif self._task is not None:
             self._task.cancel(CLIENT_DISCONNECTED)
 
 
