@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -94,6 +95,7 @@ class RemoteBatcher(Admission):
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Frames]] = {}
+        self._to_tokenize: list[tuple[Callable[[], list[list[int]]], asyncio.Future[list[list[int]]]]] = []
         self.admit_wait_share = self.settings.admit_wait_share
         self.health = StatusHealth(self.status)
         self._generation = self.status.get(Slot.GENERATION)
@@ -130,7 +132,8 @@ class RemoteBatcher(Admission):
         if self.status.state != EngineState.READY:
             raise EngineUnavailable(self.unavailable_reason() or "not ready")
         tokenize = partial(self.tokenizers[model].token_ids, texts, self.settings.max_request_tokens)
-        token_ids = await asyncio.to_thread(tokenize) if len(texts) > TOKENIZE_OFF_LOOP_INPUTS else tokenize()
+        large = len(texts) > TOKENIZE_OFF_LOOP_INPUTS
+        token_ids = await (asyncio.to_thread(tokenize) if large else self._tokenize_together(tokenize))
         tokenize_s = time.perf_counter() - t_start_s
         if not judged:  # within its limits: now it is work, judged on the wait its inputs would see
             self.check_admission(len(token_ids), deadline_ms)
@@ -158,6 +161,25 @@ class RemoteBatcher(Admission):
         if time.perf_counter() - t_start_s > deadline_ms / 1000:  # answered, but after its deadline
             raise DeadlineExceeded(deadline_ms)
         return read_reply(frames, [len(row) for row in token_ids], tokenize_s * 1000)
+
+    def _tokenize_together(self, tokenize: Callable[[], list[list[int]]]) -> asyncio.Future[list[list[int]]]:
+        """Tokenise with the requests that come this far in the same turn of the event loop, one after another:
+        the tokeniser's tables stay in the CPU's caches (one call alone, between requests, costs ~2.5x)."""
+        future: asyncio.Future[list[list[int]]] = asyncio.get_running_loop().create_future()
+        self._to_tokenize.append((tokenize, future))
+        if len(self._to_tokenize) == 1:
+            asyncio.get_running_loop().call_soon(self._tokenize_pending)
+        return future
+
+    def _tokenize_pending(self) -> None:
+        pending, self._to_tokenize = self._to_tokenize, []
+        for tokenize, future in pending:
+            if future.cancelled():  # its client hung up meanwhile
+                continue
+            try:
+                future.set_result(tokenize())
+            except Exception as exc:  # a request's own refusal (InvalidInput, InputTooLong, TooManyTokens)
+                future.set_exception(exc)
 
     def _send(self, frames: Frames) -> None:
         """Queue a message for the engine without waiting (a DEALER socket queues up to SEND_QUEUE_MESSAGES)."""
