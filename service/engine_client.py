@@ -141,15 +141,13 @@ class RemoteBatcher(Admission):
         if remaining_ms <= 0:
             raise DeadlineExceeded(deadline_ms)
         request_id = next(self._ids)
-        future: asyncio.Future[Frames] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Frames] = loop.create_future()
         self._waiting[request_id] = future
+        expiry = loop.call_later(remaining_ms / 1000, self._expire, request_id, deadline_ms)  # the deadline
         try:
             self._send(submit_frames(request_id, remaining_ms, model, token_ids))
-            async with asyncio.timeout(remaining_ms / 1000):  # the deadline holds here
-                frames = await future
-        except TimeoutError:
-            self._cancel(request_id, "deadline")
-            raise DeadlineExceeded(deadline_ms) from None
+            frames = await future
         except ShuttingDown:
             self._cancel(request_id, "cancelled")
             raise
@@ -157,10 +155,18 @@ class RemoteBatcher(Admission):
             self._cancel(request_id, CLIENT_DISCONNECTED if CLIENT_DISCONNECTED in exc.args else "cancelled")
             raise
         finally:
+            expiry.cancel()
             self._waiting.pop(request_id, None)
         if time.perf_counter() - t_start_s > deadline_ms / 1000:  # answered, but after its deadline
             raise DeadlineExceeded(deadline_ms)
         return read_reply(frames, [len(row) for row in token_ids], tokenize_s * 1000)
+
+    def _expire(self, request_id: int, deadline_ms: float) -> None:
+        """The deadline of a request still waiting: it is answered DeadlineExceeded and its work cancelled."""
+        future = self._waiting.get(request_id)
+        if future is not None and not future.done():
+            future.set_exception(DeadlineExceeded(deadline_ms))
+            self._cancel(request_id, "deadline")
 
     def _tokenize_together(self, tokenize: Callable[[], list[list[int]]]) -> asyncio.Future[list[list[int]]]:
         """Tokenise with the requests that come this far in the same turn of the event loop, one after another:

@@ -18,6 +18,7 @@ from service.openai_api import CLIENT_CLOSED_REQUEST, ApiError
 # least one character, and real text averages 2-6, so the cut never shortens what the model would see while a
 # megabyte of text costs the tokeniser only a few kilobytes.
 TRUNCATE_CHARS_PER_TOKEN = 16
+BODY_LATE = "request body late"  # the cancellation of a request whose body did not arrive in time
 WATCHERS: set[asyncio.Future[Message]] = set()  # hang-up watches whose messages have not come
 
 
@@ -37,19 +38,26 @@ async def read_body(scope: Scope, receive: Receive, max_bytes: int, timeout_s: f
         if int(declared) > max_bytes:
             raise _too_large(int(declared), max_bytes)
     chunks, size, more = list[bytes](), 0, True  # the body's parts, their bytes, whether more are to come
+    task = asyncio.current_task()
+    assert task is not None  # a request runs in a task
+    late = asyncio.get_running_loop().call_later(timeout_s, task.cancel, BODY_LATE)  # cheaper than asyncio.timeout
     try:
-        async with asyncio.timeout(timeout_s):
-            while more:
-                part = await receive()
-                if part["type"] == "http.disconnect":
-                    raise client_gone()
-                chunks.append(part.get("body", b""))
-                size, more = size + len(chunks[-1]), part.get("more_body", False)
-                if size > max_bytes:
-                    raise _too_large(size, max_bytes)
-    except TimeoutError:
+        while more:
+            part = await receive()
+            if part["type"] == "http.disconnect":
+                raise client_gone()
+            chunks.append(part.get("body", b""))
+            size, more = size + len(chunks[-1]), part.get("more_body", False)
+            if size > max_bytes:
+                raise _too_large(size, max_bytes)
+    except asyncio.CancelledError as exc:
+        if BODY_LATE not in exc.args:
+            raise
+        task.uncancel()
         why = f"the request body did not arrive within {timeout_s:g} s; send it at once"
         raise ApiError(408, why, "request_timeout", headers={"Connection": "close"}) from None
+    finally:
+        late.cancel()
     return b"".join(chunks)
 
 
