@@ -169,9 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sample this host (npu-smi, NVML, host CPU) every second and serve the samples to "
         "`embedperf run --agent http://HOST:PORT` (JSON) and to Prometheus (/metrics).",
     )
-    p.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"listen port (default {DEFAULT_PORT}; 0: any)"
-    )
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"listen port (default {DEFAULT_PORT}; 0: any)")
     p.add_argument(
         "--bind",
         default="127.0.0.1",
@@ -193,9 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--sources", default="npu_smi,nvml,host", help="comma list of npu_smi, nvml, host (default all three)"
     )
     p.add_argument("--interval", type=float, default=1.0, help="sampling interval in seconds (default 1)")
-    p.add_argument(
-        "--buffer-s", type=float, default=DEFAULT_BUFFER_S, help="seconds of samples kept (default 3600)"
-    )
+    p.add_argument("--buffer-s", type=float, default=DEFAULT_BUFFER_S, help="seconds of samples kept (default 3600)")
     p.add_argument("--npu-smi", metavar="PATH", help="npu-smi executable (env EMBEDPERF_NPU_SMI)")
     p.add_argument("--npu-ids", help="only these NPU IDs, e.g. 4,5")
     p.add_argument("--host-label", help="host name in the samples (default: this hostname)")

@@ -20,9 +20,7 @@ HEALTH_METRIC = "embedperf_device_healthy"
 LABELS = ["host", "device", "source"]
 
 
-def metrics_text(
-    host_label: str, latest: Mapping[tuple[str, str, str], float], sources: Iterable[Source]
-) -> bytes:
+def metrics_text(host_label: str, latest: Mapping[tuple[str, str, str], float], sources: Iterable[Source]) -> bytes:
     """Exposition of `latest` ((source, device, metric) -> value) and of each source's device health."""
     registry = CollectorRegistry()
     gauges: dict[str, Gauge] = {}

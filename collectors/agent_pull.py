@@ -59,9 +59,7 @@ def estimate_offset(client: httpx.Client, url: str, probes: int = PROBES) -> Off
     return best
 
 
-def missing_seconds(
-    agent_ticks: set[int], start_unix_s: float, end_unix_s: float, offset_s: float
-) -> list[int]:
+def missing_seconds(agent_ticks: set[int], start_unix_s: float, end_unix_s: float, offset_s: float) -> list[int]:
     """Seconds of [start, end] (our clock) whose agent tick brought no sample. The agent samples on whole
     seconds of its own clock, so a sample is matched to its tick (round on the agent's clock) and reported as
     the second it falls in on ours."""

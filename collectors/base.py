@@ -37,9 +37,7 @@ class SourceStatus:
             if len(self.events) >= MAX_EVENTS:
                 self.dropped_events += 1
                 return
-            self.events.append(
-                {"ts_unix_s": round(time.time(), 3), "kind": kind, "device": device, "message": message}
-            )
+            self.events.append({"ts_unix_s": round(time.time(), 3), "kind": kind, "device": device, "message": message})
 
     def add_samples(self, n: int) -> None:
         with self._lock:
@@ -66,9 +64,7 @@ class SourceStatus:
                 status, reason = "failed", reason or "no samples were collected"
             elif degrading:
                 status, reason = "partial", reason or f"incomplete: {', '.join(degrading)} (see events)"
-            return CollectorStatus(
-                name=self.name, status=status, reason=reason, samples=self.samples, events=events
-            )
+            return CollectorStatus(name=self.name, status=status, reason=reason, samples=self.samples, events=events)
 
 
 class Source:
@@ -152,6 +148,4 @@ def tick_rows(
 
 def not_running(sources: Iterable[Source]) -> str:
     """`name (reason); ...` of the sources skipped or failed ("" when every one runs)."""
-    return "; ".join(
-        f"{s.name} ({s.status.reason})" for s in sources if s.status.state in ("skipped", "failed")
-    )
+    return "; ".join(f"{s.name} ({s.status.reason})" for s in sources if s.status.state in ("skipped", "failed"))

@@ -84,9 +84,7 @@ class HostSource(Source):
             if parts.hostname and is_local_host(parts.hostname):
                 self._service_port = parts.port or (443 if parts.scheme == "https" else 80)
             else:
-                self.status.event(
-                    "info", f"service {parts.hostname} is not on this host: no proc:service rows"
-                )
+                self.status.event("info", f"service {parts.hostname} is not on this host: no proc:service rows")
 
     def _find_service(self, ts_unix_s: float) -> None:
         if self._service_port is None or "proc:service" in self.groups or ts_unix_s < self._next_lookup_s:
@@ -97,9 +95,7 @@ class HostSource(Source):
             self._next_lookup_s = ts_unix_s + PID_LOOKUP_RETRY_S
             return
         self.groups["proc:service"] = ProcessGroup(pid)
-        self.status.event(
-            "info", f"service PID {pid} found listening on port {self._service_port}", "proc:service"
-        )
+        self.status.event("info", f"service PID {pid} found listening on port {self._service_port}", "proc:service")
 
     def sample(self, ts_unix_s: float) -> Iterable[Reading]:
         vm = psutil.virtual_memory()

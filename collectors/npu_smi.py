@@ -118,9 +118,7 @@ class WatchStream:
     def _run_once(self) -> str:
         try:
             command = self.smi.watch_command()
-            proc = subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-            )
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         except OSError as exc:
             return f"could not start: {exc}"
         with self._lock:
@@ -139,9 +137,7 @@ class WatchStream:
             if (mapped := nmap.metrics_from_watch_row(row)) is not None:
                 self.latest[mapped[0]] = (now, mapped[1])
                 if waiting_since is not None:
-                    self.source.status.event(
-                        "recovered", f"npu-smi watch rows again after {now - waiting_since:.0f} s"
-                    )
+                    self.source.status.event("recovered", f"npu-smi watch rows again after {now - waiting_since:.0f} s")
                     waiting_since = self.gap_since_mono_s = None
         rc = proc.wait()
         with self._lock:
@@ -308,9 +304,7 @@ class NpuSmiSource(Source):
             seen = self._emitted_mono.get(device)
             if fresh and device not in self._lost and seen is not None and now - seen > stale_s:
                 self._lost[device] = now
-                self.status.event(
-                    "device_lost", f"no watch rows for {now - seen:.0f} s while others report", device
-                )
+                self.status.event("device_lost", f"no watch rows for {now - seen:.0f} s while others report", device)
         return _readings(fresh)
 
     def close(self) -> None:
@@ -323,9 +317,7 @@ def _readings(per_device: dict[str, nmap.Metrics]) -> list[Reading]:
     return [(device, m, v) for device, metrics in per_device.items() for m, v in metrics.items()]
 
 
-def _newer(
-    latest: dict[str, tuple[float, nmap.Metrics]], emitted: dict[str, float]
-) -> dict[str, nmap.Metrics]:
+def _newer(latest: dict[str, tuple[float, nmap.Metrics]], emitted: dict[str, float]) -> dict[str, nmap.Metrics]:
     """Device -> metrics of the `latest` entries that arrived since last emitted (now emitted)."""
     fresh: dict[str, nmap.Metrics] = {}
     for device, (at, metrics) in list(latest.items()):

@@ -78,9 +78,7 @@ def parse_kv(text: str) -> KvReport:
             if key == "\0proc":
                 m = _PROC_RE.search(value)
                 assert m is not None
-                report.processes.append(
-                    {"pid": int(m.group(1)), "name": m.group(2), "mem_mb": int(m.group(3))}
-                )
+                report.processes.append({"pid": int(m.group(1)), "name": m.group(2), "mem_mb": int(m.group(3))})
             elif key == "":
                 if last is not None:  # continuation of the previous key (health details)
                     target, last_key = last

@@ -53,13 +53,9 @@ class NvmlSource(Source):
         self.nvml = loaded
         try:
             self.nvml.nvmlInit()
-            self.handles = [
-                self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.nvml.nvmlDeviceGetCount())
-            ]
+            self.handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.nvml.nvmlDeviceGetCount())]
         except Exception as exc:
-            raise CollectorError(
-                f"NVML could not start: {exc}; check the NVIDIA driver (nvidia-smi)"
-            ) from exc
+            raise CollectorError(f"NVML could not start: {exc}; check the NVIDIA driver (nvidia-smi)") from exc
 
     def _try(self, device: str, what: str, call: Callable[[], Any]) -> Any:
         try:
@@ -78,10 +74,7 @@ class NvmlSource(Source):
         readings: list[Reading] = []
         util = self._try(device, "utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(handle))
         if util is not None:  # .memory: % of time the memory controller was busy
-            readings += [
-                (device, "device_util_pct", float(util.gpu)),
-                (device, "mem_bw_util_pct", float(util.memory)),
-            ]
+            readings += [(device, "device_util_pct", float(util.gpu)), (device, "mem_bw_util_pct", float(util.memory))]
         mem = self._try(device, "memory", lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
         if mem is not None:
             readings += [(device, "mem_used_mb", mem.used / MB), (device, "mem_total_mb", mem.total / MB)]

@@ -33,9 +33,7 @@ class DeviceOptions(BaseModel):
     npu_ids: list[int] = Field(default_factory=list, description="Only sample these NPU IDs (all if empty).")
     npu_smi: str | None = Field(None, description="npu-smi executable.")
     prometheus_url: str | None = Field(None, description="Prometheus server to pull the run window from.")
-    agents: list[str] = Field(
-        default_factory=list, description="`embedperf agent` URLs to pull samples from."
-    )
+    agents: list[str] = Field(default_factory=list, description="`embedperf agent` URLs to pull samples from.")
     agent_token_file: str | None = Field(
         None,
         description="File holding the agents' token (else the environment variable EMBEDPERF_AGENT_TOKEN).",
@@ -65,9 +63,7 @@ class DeviceOptions(BaseModel):
                 local_devices=bool(getattr(ns, "local_devices", False)),
             )
         except ValidationError as exc:
-            raise ConfigError(
-                "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
-            ) from exc
+            raise ConfigError("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())) from exc
 
     def collector_args(self) -> list[str]:
         """Arguments for `python -m collectors` (agents are passed separately, one --agent each)."""

@@ -86,9 +86,7 @@ def map_series(result: list[dict[str, Any]], host: str) -> list[TelemetrySample]
             if name in (DCGM_FB_FREE, "DCGM_FI_DEV_FB_USED"):
                 fb.setdefault((device, ts), {})[name] = value
             if (metric := NPU_EXPORTER.get(name) or DCGM.get(name)) is not None:
-                rows.append(
-                    TelemetrySample(ts, host, "prometheus", device, metric, value * SCALES.get(name, 1.0))
-                )
+                rows.append(TelemetrySample(ts, host, "prometheus", device, metric, value * SCALES.get(name, 1.0)))
     for (device, ts), pair in fb.items():
         if len(pair) == 2:
             rows.append(TelemetrySample(ts, host, "prometheus", device, "mem_total_mb", sum(pair.values())))
@@ -113,17 +111,11 @@ class PrometheusSource(Source):
         try:
             httpx.get(f"{self.url}/-/ready", timeout=5.0)
         except httpx.HTTPError as exc:
-            self.status.event(
-                "gap", f"Prometheus at {self.url} not reachable at start: {exc}; will retry at stop"
-            )
+            self.status.event("gap", f"Prometheus at {self.url} not reachable at start: {exc}; will retry at stop")
 
     def finish(self, start_unix_s: float, end_unix_s: float) -> Iterable[TelemetrySample]:
-        window: dict[str, str | float] = {
-            "query": QUERY, "start": start_unix_s, "end": end_unix_s, "step": self.step_s
-        }
+        window: dict[str, str | float] = {"query": QUERY, "start": start_unix_s, "end": end_unix_s, "step": self.step_s}
         data = prometheus_data(str(self.url), "/api/v1/query_range", window, QUERY_TIMEOUT_S)
         if not (rows := map_series(data["result"], self.host)):
-            self.status.event(
-                "gap", f"no npu-exporter or DCGM series between {start_unix_s:.0f} and {end_unix_s:.0f}"
-            )
+            self.status.event("gap", f"no npu-exporter or DCGM series between {start_unix_s:.0f} and {end_unix_s:.0f}")
         return rows

@@ -43,9 +43,7 @@ class CollectorRunner:
         self._threads = start_source_threads(self.sources, self._run_source, "collector")
         deadline = None if self.config.duration_s is None else time.monotonic() + self.config.duration_s
         while not self.stop_event.is_set():
-            wait_s = (
-                STATUS_REFRESH_S if deadline is None else min(STATUS_REFRESH_S, deadline - time.monotonic())
-            )
+            wait_s = (STATUS_REFRESH_S if deadline is None else min(STATUS_REFRESH_S, deadline - time.monotonic()))
             if wait_s <= 0 or self.stop_event.wait(wait_s):
                 break
             self.write_status()
@@ -67,9 +65,7 @@ class CollectorRunner:
             if not begin_source(source):
                 return
             if source.periodic:
-                for rows in tick_rows(
-                    source, self.config.interval_s, self.stop_event, self.config.host_label
-                ):
+                for rows in tick_rows(source, self.config.interval_s, self.stop_event, self.config.host_label):
                     self._write(writer, source, rows)
             self.stop_event.wait()  # returns at once after ticks; pull-style sources only wait to finish
             end_unix_s = self.config.prometheus_end_unix_s or time.time()
