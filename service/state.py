@@ -11,6 +11,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from modelcore.model_folder import DEFAULT_MODEL_NAME
 from service.access_log import AccessLog
@@ -48,6 +49,7 @@ class ServiceState:
         self.rate = RateLimit(s.rate_limit_qps)
         self.access_log = AccessLog(s.access_log)
         self.fallback_id = s.fallback_model_id()  # None without a fallback
+        self.request_counters: dict[tuple[str, int, str | None], list[Any]] = {}  # count_request's, by key
 
     @property
     def model(self) -> ModelView | None:
@@ -75,12 +77,19 @@ class ServiceState:
     def count_request(self, record: RequestRecord) -> None:
         """Count a finished serving request, refusals by the middlewares included."""
         if record.path in SERVING_PATHS and record.method == "POST":
-            self.metrics.requests.labels(status=str(record.status)).inc()
-            self.metrics.route_requests.labels(route=record.path, status=str(record.status)).inc()
-            if record.status == 200 and record.model is not None:
-                self.metrics.served_requests.labels(model=record.model).inc()
-                if record.model == self.fallback_id:
-                    self.metrics.fallback_requests.inc()
+            key = (record.path, record.status, record.model if record.status == 200 else None)
+            if (counters := self.request_counters.get(key)) is None:  # a few keys: routes x statuses x models
+                counters = self.request_counters[key] = self._counters_of(*key)
+            for counter in counters:
+                counter.inc()
+
+    def _counters_of(self, route: str, status: int, model: str | None) -> list[Any]:
+        m = self.metrics
+        counters = [m.requests.labels(status=str(status)), m.route_requests.labels(route=route, status=str(status))]
+        if model is not None:
+            counters.append(m.served_requests.labels(model=model))
+            counters += [m.fallback_requests] if model == self.fallback_id else []
+        return counters
 
     def device_healthy(self) -> bool:
         batcher = self.engine.batcher
