@@ -42,6 +42,7 @@ log = logging.getLogger("service.frontend")
 WATCH_INTERVAL_S = 0.02  # how soon requests waiting on an engine that ended are answered
 READY_POLL_S = 0.05
 TOKENIZE_OFF_LOOP_INPUTS = 64  # larger requests are tokenised on a thread, so the event loop stays free
+TOKENIZE_TURN_INPUTS = 128  # inputs tokenised together in one turn of the loop; the rest wait for the next turn
 UNAVAILABLE: dict[EngineState, str | None] = {  # why the routes cannot compute, by the engine's state
     EngineState.READY: None,
     EngineState.STARTING: "the engine process is starting (loading the model and warming up)",
@@ -95,7 +96,7 @@ class RemoteBatcher(Admission):
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Frames]] = {}
-        self._to_tokenize: list[tuple[Callable[[], list[list[int]]], asyncio.Future[list[list[int]]]]] = []
+        self._to_tokenize: list[tuple[Callable[[], list[list[int]]], int, asyncio.Future[list[list[int]]]]] = []
         self.admit_wait_share = self.settings.admit_wait_share
         self.health = StatusHealth(self.status)
         self._generation = self.status.get(Slot.GENERATION)
@@ -133,7 +134,7 @@ class RemoteBatcher(Admission):
             raise EngineUnavailable(self.unavailable_reason() or "not ready")
         tokenize = partial(self.tokenizers[model].token_ids, texts, self.settings.max_request_tokens)
         large = len(texts) > TOKENIZE_OFF_LOOP_INPUTS
-        token_ids = await (asyncio.to_thread(tokenize) if large else self._tokenize_together(tokenize))
+        token_ids = await (asyncio.to_thread(tokenize) if large else self._tokenize_together(tokenize, len(texts)))
         tokenize_s = time.perf_counter() - t_start_s
         if not judged:  # within its limits: now it is work, judged on the wait its inputs would see
             self.check_admission(len(token_ids), deadline_ms)
@@ -168,24 +169,34 @@ class RemoteBatcher(Admission):
             future.set_exception(DeadlineExceeded(deadline_ms))
             self._cancel(request_id, "deadline")
 
-    def _tokenize_together(self, tokenize: Callable[[], list[list[int]]]) -> asyncio.Future[list[list[int]]]:
+    def _tokenize_together(
+        self, tokenize: Callable[[], list[list[int]]], inputs: int
+    ) -> asyncio.Future[list[list[int]]]:
         """Tokenise with the requests that come this far in the same turn of the event loop, one after another:
-        the tokeniser's tables stay in the CPU's caches (one call alone, between requests, costs ~2.5x)."""
+        the tokeniser's tables stay in the CPU's caches (one call alone, between requests, costs ~2.5x). At most
+        TOKENIZE_TURN_INPUTS inputs a turn: a burst does not hold up /health or the engine's replies."""
         future: asyncio.Future[list[list[int]]] = asyncio.get_running_loop().create_future()
-        self._to_tokenize.append((tokenize, future))
-        if len(self._to_tokenize) == 1:
+        self._to_tokenize.append((tokenize, inputs, future))
+        if len(self._to_tokenize) == 1:  # a turn is scheduled while any request waits for one
             asyncio.get_running_loop().call_soon(self._tokenize_pending)
         return future
 
     def _tokenize_pending(self) -> None:
-        pending, self._to_tokenize = self._to_tokenize, []
-        for tokenize, future in pending:
+        taken = inputs = 0
+        for tokenize, count, future in self._to_tokenize:
+            if inputs >= TOKENIZE_TURN_INPUTS:
+                break
+            taken += 1
             if future.cancelled():  # its client hung up meanwhile
                 continue
+            inputs += count
             try:
                 future.set_result(tokenize())
             except Exception as exc:  # a request's own refusal (InvalidInput, InputTooLong, TooManyTokens)
                 future.set_exception(exc)
+        del self._to_tokenize[:taken]
+        if self._to_tokenize:
+            asyncio.get_running_loop().call_soon(self._tokenize_pending)
 
     def _send(self, frames: Frames) -> None:
         """Queue a message for the engine without waiting (a DEALER socket queues up to SEND_QUEUE_MESSAGES)."""

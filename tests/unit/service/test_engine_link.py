@@ -16,7 +16,7 @@ import zmq
 from modelcore.model_folder import default_model_path
 from service.batch_errors import DeadlineExceeded, TooManyTokens
 from service.batch_job import BatchResult
-from service.engine_client import RemoteBatcher
+from service.engine_client import TOKENIZE_TURN_INPUTS, RemoteBatcher
 from service.engine_status import EngineState, Slot, StatusBlock
 from service.engine_wire import (
     CANCEL,
@@ -62,7 +62,9 @@ class FakeEngine:
 
 
 @asynccontextmanager
-async def linked(tmp_path: Path, answer_after_s: float | None) -> AsyncIterator[tuple[RemoteBatcher, FakeEngine]]:
+async def linked(
+    tmp_path: Path, answer_after_s: float | None, max_request_tokens: int = 40
+) -> AsyncIterator[tuple[RemoteBatcher, FakeEngine]]:
     loop = asyncio.get_running_loop()
     context: zmq.Context[bytes] = zmq.Context()
     endpoint = f"ipc://{tmp_path / 'engine.sock'}"
@@ -72,7 +74,7 @@ async def linked(tmp_path: Path, answer_after_s: float | None) -> AsyncIterator[
     socket = open_socket(context, zmq.DEALER)
     socket.connect(endpoint)
     tokenizer = FrontTokenizer(default_model_path(), 256, truncate=True)
-    settings = ServiceSettings(max_request_tokens=40)
+    settings = ServiceSettings(max_request_tokens=max_request_tokens)
     batcher = RemoteBatcher(settings, status, socket, {MODEL: tokenizer}, MODEL, None, ServiceMetrics())
     fds = [int(engine.socket.getsockopt(zmq.FD)), int(socket.getsockopt(zmq.FD))]
     loop.add_reader(fds[0], engine.read)
@@ -137,3 +139,32 @@ def test_requests_tokenised_together_each_get_their_own_ids_and_failures(tmp_pat
         assert isinstance(outcome, BatchResult)
         assert outcome.embeddings[0, 0] == ids[0][1]  # the engine's answer reached the request that asked
         assert outcome.token_counts == [len(ids[0])]
+
+
+def test_a_burst_is_tokenised_a_bounded_number_of_inputs_a_turn(tmp_path: Path) -> None:
+    per_request = 60
+    assert 2 * per_request < TOKENIZE_TURN_INPUTS < 3 * per_request  # three requests in the first turn, then one
+    tokenised: list[int] = []
+
+    async def run() -> tuple[int, list[BatchResult | BaseException]]:
+        async with linked(tmp_path, answer_after_s=0.0, max_request_tokens=100_000) as (batcher, _):
+            tokenizer = batcher.tokenizers[MODEL]
+            own = tokenizer.token_ids
+
+            def counted(texts: list[str], budget_tokens: int) -> list[list[int]]:
+                tokenised.append(len(texts))
+                return own(texts, budget_tokens)
+
+            tokenizer.token_ids = counted  # type: ignore[method-assign]
+            texts = [[f"request {r} input {i}" for i in range(per_request)] for r in range(4)]
+            requests = [asyncio.ensure_future(batcher.submit(t, deadline_ms=5000)) for t in texts]
+            await asyncio.sleep(0)  # every request reaches the engine link and queues its tokenising
+            seen_between: list[int] = []
+            asyncio.get_running_loop().call_soon(lambda: seen_between.append(len(tokenised)))
+            outcomes = await asyncio.gather(*requests, return_exceptions=True)
+            return seen_between[0], outcomes
+
+    between, outcomes = asyncio.run(run())
+    assert between == 3  # another callback ran after the first turn's three requests, before the fourth
+    assert tokenised == [per_request] * 4
+    assert all(isinstance(outcome, BatchResult) for outcome in outcomes)
