@@ -28,7 +28,7 @@ import psutil
 from benchmarks.device_check import build_model
 from benchmarks.wrk_run import run_wrk, wrk_found
 from loadgen.processes.service_proc import ServiceProcess
-from modelcore.model import load_model
+from modelcore.model import EmbeddingModel, load_model
 
 TEXT = "Capacity planning needs the P99 latency at every load step."
 SCRIPT = """wrk.method = "POST"
@@ -97,6 +97,18 @@ def front_end_cost(tmp: Path, duration_s: int) -> None:
                       f"{front_us:5.0f} CPU-us/request, engine {engine_us:5.0f} CPU-us/request", flush=True)  # fmt: skip
 
 
+def batch_alone_ms(model: EmbeddingModel, size: int, runs: int) -> float:
+    """Median ms of a batch of `size` copies of TEXT computed alone in this process (after one warm-up call)."""
+    ids = model.tokenize([TEXT] * size)
+    model.embed_token_ids(ids)
+    times_ms = []
+    for _ in range(runs):
+        t_start_s = time.perf_counter()
+        model.embed_token_ids(ids)
+        times_ms.append((time.perf_counter() - t_start_s) * 1000)
+    return statistics.median(times_ms)
+
+
 def metric(text: str, name: str) -> float:
     match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
     return float(match.group(1)) if match else 0.0
@@ -141,14 +153,7 @@ def inflation_and_spread(tmp: Path, duration_s: int) -> None:
     mean_batch = round(inputs / max(1, batches))
     in_service_ms = compute_s / max(1, batches) * 1000
     model = load_model(threads=threads)
-    ids = model.tokenize([TEXT] * mean_batch)
-    model.embed_token_ids(ids)
-    alone = []
-    for _ in range(30):
-        t_start_s = time.perf_counter()
-        model.embed_token_ids(ids)
-        alone.append((time.perf_counter() - t_start_s) * 1000)
-    alone_ms = statistics.median(alone)
+    alone_ms = batch_alone_ms(model, mean_batch, runs=30)
     print(f"2. compute inflation at 100 connections ({threads} torch thread(s)): {batches:.0f} batches of "
           f"{inputs / max(1, batches):.1f} inputs on average, {in_service_ms:.2f} ms each in the engine; the same "
           f"batch of {mean_batch} alone {alone_ms:.2f} ms: ratio {in_service_ms / alone_ms:.2f}")  # fmt: skip
@@ -161,12 +166,7 @@ def inflation_and_spread(tmp: Path, duration_s: int) -> None:
     print(f"4. 10 connections: {ok_10 / duration_s:.0f} req/s, {batches_10 / duration_s:.0f} batches/s of "
           f"{inputs_10 / max(1, batches_10):.1f} inputs on average, engine {engine_10_us:.0f} CPU-us/request")  # fmt: skip
     for size in (1, 3, 5, 10, 20):
-        ids = model.tokenize([TEXT] * size)
-        model.embed_token_ids(ids)
-        t_start_s = time.perf_counter()
-        for _ in range(10):
-            model.embed_token_ids(ids)
-        ms = (time.perf_counter() - t_start_s) / 10 * 1000
+        ms = batch_alone_ms(model, size, runs=10)
         print(f"   the model alone, batch {size:>2} on {threads} thread(s): {ms:6.1f} ms, {size / ms * 1000:5.0f} inputs/s")
 
 

@@ -88,7 +88,8 @@ class ServiceState:
         counters = [m.requests.labels(status=str(status)), m.route_requests.labels(route=route, status=str(status))]
         if model is not None:
             counters.append(m.served_requests.labels(model=model))
-            counters += [m.fallback_requests] if model == self.fallback_id else []
+            if model == self.fallback_id:
+                counters.append(m.fallback_requests)
         return counters
 
     def device_healthy(self) -> bool:
