@@ -83,7 +83,9 @@ def build_app(state: ServiceState) -> FastAPI:
             await state.close(settings.shutdown_grace_s)
 
     # /docs and /redoc would load their scripts from a CDN: off. /openapi.json is served (with a key when set).
-    app = FastAPI(title="embedperf reference embedding service", lifespan=lifespan, docs_url=None, redoc_url=None)
+    # FastAPI's OpenTelemetry: off, or a tracer set up in the environment would add its cost to every request.
+    app = FastAPI(title="embedperf reference embedding service", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  telemetry={"tracing": False, "metrics": False, "logs": False})  # fmt: skip
     app.state.service = state
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -146,9 +146,7 @@ def format_plan(summary: RunSummary) -> str:
     if plan is not None:
         lines.append(f"  {_plan_text(plan)} (usable {plan.usable_qps_per_replica:.1f} QPS per replica)")
         if plan.devices_upper_bound:
-            lines.append(
-                "    (at most: the capacity is a lower bound, so fewer devices may serve the target)"
-            )
+            lines.append("    (at most: the capacity is a lower bound, so fewer devices may serve the target)")
     lines += convergence_lines(summary)
     lines += cost_lines(summary)
     if summary.generator_cpu.saturated:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -228,3 +230,37 @@ def test_only_a_bearer_key_from_the_list_is_valid() -> None:
     assert key_is_valid(b"Bearer k2", keys) and key_is_valid(b"bearer k1", keys)
     for header in (b"", b"Bearer", b"Bearer k3", b"Basic k1", b"k1", b"Bearer k1x"):
         assert not key_is_valid(header, keys), header
+
+
+TRACED_PROBE = """
+import asyncio, httpx
+from opentelemetry import trace
+from service.local_app import create_app
+from service.settings import ServiceSettings
+
+asked = []
+
+class Recording(trace.TracerProvider):
+    def get_tracer(self, *args, **kwargs):
+        asked.append(args[0])
+        return trace.NoOpTracer()
+
+trace.set_tracer_provider(Recording())
+assert trace.get_tracer("probe") is not None and asked == ["probe"]  # the provider is the one in use
+
+async def main():
+    transport = httpx.ASGITransport(app=create_app(ServiceSettings()))
+    async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
+        print((await client.get("/health")).status_code, (await client.post("/v1/embeddings", json={})).status_code)
+
+asyncio.run(main())
+print(asked)
+"""
+
+
+def test_a_tracer_set_up_in_the_environment_traces_no_request() -> None:
+    """FastAPI's OpenTelemetry would trace every request through a globally set tracer provider: it is off, so
+    the front end's cost per request is the service's own."""
+    done = subprocess.run([sys.executable, "-c", TRACED_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["200 503", "['probe']"], done.stdout
