@@ -9,7 +9,6 @@ gives up is cancelled in the engine too."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import time
@@ -26,13 +25,14 @@ from service.batch_errors import BatcherError, DeadlineExceeded, EngineUnavailab
 from service.batch_job import CLIENT_DISCONNECTED, BatchResult
 from service.engine_status import QUEUE_SLOTS, EngineState, Slot, StatusBlock
 from service.engine_wire import (
-    Frames,
+    Reply,
     arrived,
-    cancel_frames,
+    cancel_entry,
+    message_frames,
     open_socket,
     read_reply,
-    reply_id,
-    submit_frames,
+    replies_of,
+    submit_entry,
 )
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
@@ -95,7 +95,8 @@ class RemoteBatcher(Admission):
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future[Frames]] = {}
+        self._waiting: dict[int, asyncio.Future[Reply]] = {}
+        self._outbox: list[dict[str, Any]] = []  # entries for the engine, sent together at the end of a turn
         self._to_tokenize: list[tuple[Callable[[], list[list[int]]], int, asyncio.Future[list[list[int]]]]] = []
         self.admit_wait_share = self.settings.admit_wait_share
         self.health = StatusHealth(self.status)
@@ -143,12 +144,12 @@ class RemoteBatcher(Admission):
             raise DeadlineExceeded(deadline_ms)
         request_id = next(self._ids)
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Frames] = loop.create_future()
+        future: asyncio.Future[Reply] = loop.create_future()
         self._waiting[request_id] = future
         expiry = loop.call_later(remaining_ms / 1000, self._expire, request_id, deadline_ms)  # the deadline
         try:
-            self._send(submit_frames(request_id, remaining_ms, model, token_ids))
-            frames = await future
+            self._post(submit_entry(request_id, remaining_ms, model, token_ids))
+            reply = await future
         except ShuttingDown:
             self._cancel(request_id, "cancelled")
             raise
@@ -160,7 +161,7 @@ class RemoteBatcher(Admission):
             self._waiting.pop(request_id, None)
         if time.perf_counter() - t_start_s > deadline_ms / 1000:  # answered, but after its deadline
             raise DeadlineExceeded(deadline_ms)
-        return read_reply(frames, [len(row) for row in token_ids], tokenize_s * 1000)
+        return read_reply(reply, [len(row) for row in token_ids], tokenize_s * 1000)
 
     def _expire(self, request_id: int, deadline_ms: float) -> None:
         """The deadline of a request still waiting: it is answered DeadlineExceeded and its work cancelled."""
@@ -198,26 +199,35 @@ class RemoteBatcher(Admission):
         if self._to_tokenize:
             asyncio.get_running_loop().call_soon(self._tokenize_pending)
 
-    def _send(self, frames: Frames) -> None:
-        """Queue a message for the engine without waiting (a DEALER socket queues up to SEND_QUEUE_MESSAGES)."""
+    def _post(self, entry: dict[str, Any]) -> None:
+        """Queue an entry for the engine: what this turn of the event loop posts is sent as one message."""
+        self._outbox.append(entry)
+        if len(self._outbox) == 1:
+            asyncio.get_running_loop().call_soon(self._send)
+
+    def _send(self) -> None:
+        """Send the outbox without waiting (a DEALER socket queues up to SEND_QUEUE_MESSAGES messages); when the
+        engine does not read them, the requests posted are answered EngineUnavailable."""
+        entries, self._outbox = self._outbox, []
         try:
-            self.socket.send_multipart(frames, flags=zmq.NOBLOCK)
+            self.socket.send_multipart(message_frames(entries), flags=zmq.NOBLOCK)
         except zmq.Again:
-            raise EngineUnavailable("its queue of messages is full: the engine does not read them") from None
-        finally:  # any operation may consume the socket's readiness signal: read what has arrived
-            self.read_replies()
+            self._fail([entry["id"] for entry in entries], EngineUnavailable("its queue of messages is full"))
+        except zmq.ZMQError as exc:  # the socket is closed: the service is stopping
+            self._fail([entry["id"] for entry in entries], EngineUnavailable(f"the link is closed: {exc}"))
+        self.read_replies()  # any operation may consume the socket's readiness signal: read what has arrived
 
     def _cancel(self, request_id: int, reason: str) -> None:
-        with contextlib.suppress(zmq.ZMQError, EngineUnavailable):
-            self._send(cancel_frames(request_id, reason))
+        self._post(cancel_entry(request_id, reason))  # after the request's own submission, never before it
 
     def read_replies(self) -> None:
         """Hand each reply that has arrived to the request waiting for it (one that gave up is dropped). Called
         when the socket's descriptor is readable, and after every send."""
         for frames in arrived(self.socket, copy=False):
-            future = self._waiting.get(reply_id(frames))
-            if future is not None and not future.done():
-                future.set_result(frames)
+            for reply in replies_of(frames):
+                future = self._waiting.get(reply[0]["id"])
+                if future is not None and not future.done():
+                    future.set_result(reply)
 
     async def watch_engine(self) -> None:
         """Fail the waiting requests at once when their engine ends, or when the shutdown grace runs out."""
@@ -233,8 +243,11 @@ class RemoteBatcher(Admission):
                 self._fail_all(ShuttingDown())
 
     def _fail_all(self, error: BatcherError) -> None:
-        for future in self._waiting.values():
-            if not future.done():
+        self._fail(list(self._waiting), error)
+
+    def _fail(self, request_ids: list[int], error: BatcherError) -> None:
+        for request_id in request_ids:
+            if (future := self._waiting.get(request_id)) is not None and not future.done():
                 future.set_exception(error)
 
     def unavailable_reason(self) -> str | None:

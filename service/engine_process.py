@@ -30,14 +30,15 @@ from service.engine_status import QUEUE_SLOTS, EngineState, Slot, StatusBlock
 from service.engine_wire import (
     CANCEL,
     SUBMIT,
-    Frames,
+    Reply,
     arrived,
-    error_frames,
+    error_reply,
     open_socket,
     read_cancel,
     read_message,
     read_submission,
-    result_frames,
+    reply_frames,
+    result_reply,
 )
 from service.local_engine import LocalEngine
 from service.metrics import ServiceMetrics
@@ -70,6 +71,7 @@ class EngineServer:
         self.metrics = ServiceMetrics()
         self.engine = LocalEngine(settings, None, self.metrics, own_process=True)
         self.jobs: dict[tuple[bytes, int], BatchJob] = {}  # (front end, request id) -> its job in the batcher
+        self.outbox: dict[bytes, list[Reply]] = {}  # replies per front end, sent together at the end of a turn
         self.stop = asyncio.Event()
         self.parent_pid = os.getppid()
         self.counted_hits = self.counted_misses = 0
@@ -117,22 +119,25 @@ class EngineServer:
         batcher = self.engine.batcher
         assert batcher is not None
         for identity, frame in arrived(self.socket, copy=True):
-            message = read_message(frame)
-            if message["kind"] == SUBMIT:
-                submission = read_submission(message)
-                try:
-                    job = batcher.enqueue([], submission.deadline_ms, True, submission.model, submission.token_ids)
-                except BatcherError as exc:
-                    self._reply(identity, error_frames(submission.request_id, exc))
-                    continue
-                key = (identity, submission.request_id)
-                self.jobs[key] = job
-                job.future.add_done_callback(partial(self._answer, key))
-            elif message["kind"] == CANCEL:
-                request_id, reason = read_cancel(message)
-                abandoned = self.jobs.pop((identity, request_id), None)
-                if abandoned is not None:
-                    batcher.abandon(abandoned, CLIENT_DISCONNECTED if reason == CLIENT_DISCONNECTED else "cancelled")
+            for message in read_message(frame):
+                if message["kind"] == SUBMIT:
+                    self._enqueue(batcher, identity, message)
+                elif message["kind"] == CANCEL:
+                    request_id, reason = read_cancel(message)
+                    if (abandoned := self.jobs.pop((identity, request_id), None)) is not None:
+                        reason = CLIENT_DISCONNECTED if reason == CLIENT_DISCONNECTED else "cancelled"
+                        batcher.abandon(abandoned, reason)
+
+    def _enqueue(self, batcher: Batcher, identity: bytes, message: dict[str, Any]) -> None:
+        submission = read_submission(message)
+        try:
+            job = batcher.enqueue([], submission.deadline_ms, True, submission.model, submission.token_ids)
+        except BatcherError as exc:
+            self._reply(identity, error_reply(submission.request_id, exc))
+            return
+        key = (identity, submission.request_id)
+        self.jobs[key] = job
+        job.future.add_done_callback(partial(self._answer, key))
 
     def _answer(self, key: tuple[bytes, int], future: asyncio.Future[BatchResult | BatcherError]) -> None:
         if self.jobs.pop(key, None) is None or future.cancelled():  # abandoned: its front end gave up
@@ -140,15 +145,25 @@ class EngineServer:
         identity, request_id = key
         outcome = future.result()
         if isinstance(outcome, BatcherError):
-            self._reply(identity, error_frames(request_id, outcome))
+            self._reply(identity, error_reply(request_id, outcome))
         else:
-            self._reply(identity, result_frames(request_id, outcome))
+            self._reply(identity, result_reply(request_id, outcome))
 
-    def _reply(self, identity: bytes, reply: Frames) -> None:
-        # Copied sends: below tens of kilobytes a copy is cheaper than a zero-copy frame's bookkeeping.
-        with contextlib.suppress(zmq.Again):  # a front end that stopped reading: its requests are lost with it
-            copy = sum(memoryview(frame).nbytes for frame in reply) < ZERO_COPY_BYTES
-            self.socket.send_multipart([identity, *reply], flags=zmq.NOBLOCK, copy=copy)
+    def _reply(self, identity: bytes, reply: Reply) -> None:
+        """Queue a reply: what this turn of the event loop answers (a batch's requests) goes to each front end
+        as one message."""
+        if not self.outbox:
+            asyncio.get_running_loop().call_soon(self._send_replies)
+        self.outbox.setdefault(identity, []).append(reply)
+
+    def _send_replies(self) -> None:
+        outbox, self.outbox = self.outbox, {}
+        for identity, replies in outbox.items():
+            frames = [identity, *reply_frames(replies)]
+            # Copied sends: below tens of kilobytes a copy is cheaper than a zero-copy frame's bookkeeping.
+            copy = sum(memoryview(frame).nbytes for frame in frames) < ZERO_COPY_BYTES
+            with contextlib.suppress(zmq.Again):  # a front end that stopped reading: its requests are lost
+                self.socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=copy)
         self._receive()  # any operation may consume the socket's readiness signal
 
     async def _publish_loop(self) -> None:

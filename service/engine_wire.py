@@ -1,9 +1,10 @@
-"""The messages between front ends and the engine process: a msgpack header and raw numpy buffers as frames
-of one ZeroMQ message, so token ids and vectors cross without pickling or copying into Python objects.
+"""The messages between front ends and the engine process: msgpack headers and raw numpy buffers as frames
+of one ZeroMQ message, so token ids and vectors cross without pickling or copying into Python objects. What one
+side has to say in one turn of its event loop travels as one message (one send, one wake-up of the other side).
 
-front end -> engine  SUBMIT: [{kind: S, id, deadline_ms, model, lengths, ids: int32 bytes}] (one frame, one send)
-                     CANCEL: [{kind: C, id, reason}]
-engine -> front end  REPLY:  [header{id, result or error}, vectors (float32, rows x dimension)]"""
+front end -> engine  [[entry, ...]] (one frame), each entry SUBMIT {kind: S, id, deadline_ms, model, lengths,
+                     ids: int32 bytes} or CANCEL {kind: C, id, reason}, in the order the front end made them
+engine -> front end  [[header{id, result or error}, ...], vectors (float32, rows x dimension) per header]"""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ SEND_QUEUE_MESSAGES = 100_000  # messages queued for a peer that is not reading 
 SUBMIT = "S"
 CANCEL = "C"
 Frames = list[Any]  # bytes or zmq.Frame (anything with the buffer protocol)
+Reply = tuple[dict[str, Any], Any]  # one request's header and its vectors (a buffer)
 REPLY_FIELDS = ("queue_ms", "compute_ms", "batch_size", "batch_tokens", "model")  # of BatchResult, in a reply
 # A batcher error on the wire: its kind, its class, and the attributes its constructor takes back ("message":
 # str(error)); the last row is the default.
@@ -70,19 +72,22 @@ class Submission:
     token_ids: list[list[int]]
 
 
-def submit_frames(request_id: int, deadline_ms: float, model: str, token_ids: list[list[int]]) -> Frames:
+def submit_entry(request_id: int, deadline_ms: float, model: str, token_ids: list[list[int]]) -> dict[str, Any]:
     lengths = [len(row) for row in token_ids]
     flat = np.fromiter((t for row in token_ids for t in row), dtype=np.int32, count=sum(lengths))
-    message = dict(kind=SUBMIT, id=request_id, deadline_ms=deadline_ms, model=model, lengths=lengths)
-    return [msgpack.packb({**message, "ids": flat.tobytes()})]
+    return dict(kind=SUBMIT, id=request_id, deadline_ms=deadline_ms, model=model, lengths=lengths, ids=flat.tobytes())
 
 
-def cancel_frames(request_id: int, reason: str) -> Frames:
-    return [msgpack.packb({"kind": CANCEL, "id": request_id, "reason": reason})]
+def cancel_entry(request_id: int, reason: str) -> dict[str, Any]:
+    return {"kind": CANCEL, "id": request_id, "reason": reason}
 
 
-def read_message(frame: Any) -> dict[str, Any]:
-    """A front end's message: its `kind` says which (SUBMIT or CANCEL)."""
+def message_frames(entries: list[dict[str, Any]]) -> Frames:
+    return [msgpack.packb(entries)]
+
+
+def read_message(frame: Any) -> list[dict[str, Any]]:
+    """A front end's entries: each one's `kind` says which (SUBMIT or CANCEL)."""
     return msgpack.unpackb(frame)
 
 
@@ -96,27 +101,32 @@ def read_cancel(message: dict[str, Any]) -> tuple[int, str]:
     return int(message["id"]), str(message["reason"])
 
 
-def result_frames(request_id: int, result: BatchResult) -> Frames:
+def result_reply(request_id: int, result: BatchResult) -> Reply:
     vectors = np.ascontiguousarray(result.embeddings, dtype=np.float32)
     header = {"id": request_id, "shape": list(vectors.shape), **{f: getattr(result, f) for f in REPLY_FIELDS}}
-    return [msgpack.packb(header), vectors]
+    return header, vectors
 
 
-def error_frames(request_id: int, error: BatcherError) -> Frames:
-    return [msgpack.packb({"id": request_id, "error": error_fields(error)}), b""]
+def error_reply(request_id: int, error: BatcherError) -> Reply:
+    return {"id": request_id, "error": error_fields(error)}, b""
 
 
-def reply_id(frames: Frames) -> int:
-    return int(msgpack.unpackb(frames[0])["id"])
+def reply_frames(replies: list[Reply]) -> Frames:
+    return [msgpack.packb([header for header, _ in replies]), *(vectors for _, vectors in replies)]
 
 
-def read_reply(frames: Frames, token_counts: list[int], tokenize_ms: float) -> BatchResult:
+def replies_of(frames: Frames) -> Iterator[Reply]:
+    """The replies of one message from the engine: each header with its vectors' frame."""
+    return zip(msgpack.unpackb(frames[0]), frames[1:], strict=True)
+
+
+def read_reply(reply: Reply, token_counts: list[int], tokenize_ms: float) -> BatchResult:
     """The request's result; raises the BatcherError the engine answered instead."""
-    header = msgpack.unpackb(frames[0])
+    header, frame = reply
     if "error" in header:
         raise error_from_fields(header["error"])
     rows, dimension = header["shape"]
-    vectors = np.frombuffer(frames[1], dtype=np.float32).reshape(rows, dimension)
+    vectors = np.frombuffer(frame, dtype=np.float32).reshape(rows, dimension)
     fields = {name: header[name] for name in REPLY_FIELDS}
     return BatchResult(vectors, token_counts, tokenize_ms=tokenize_ms, **fields)
 

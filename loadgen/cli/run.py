@@ -71,9 +71,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.scenario and args.scenario_option and args.scenario != args.scenario_option:
-        parser.error(
-            f"two scenarios given ({args.scenario!r} and --scenario {args.scenario_option!r}); give one"
-        )
+        parser.error(f"two scenarios given ({args.scenario!r} and --scenario {args.scenario_option!r}); give one")
     args.scenario = args.scenario or args.scenario_option
     if not args.scenario:
         parser.error("name the scenario to run: embedperf run ramp (or --scenario NAME|PATH)")
@@ -95,9 +93,7 @@ def main(argv: list[str]) -> int:
             extra_args=DeviceOptions.from_namespace(args).command_args() + workers.master_args(),
         )
     if outcome.folder is None:
-        print(
-            f"embedperf run: locust exited with {outcome.exit_code} without a run folder; see its output above"
-        )
+        print(f"embedperf run: locust exited with {outcome.exit_code} without a run folder; see its output above")
         return outcome.exit_code
     if outcome.exit_code == EXIT_INCOMPLETE:
         print(f"embedperf run: the run is incomplete (exit {EXIT_INCOMPLETE}); its folder is kept")

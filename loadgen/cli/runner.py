@@ -88,9 +88,7 @@ def run_scenario(scenario: str, host: str, runs_dir: Path, **options: Any) -> Ru
     """run_scenario_outcome's folder; a TargetError when Locust wrote none (a timed-out run still has one)."""
     outcome = run_scenario_outcome(scenario, host, runs_dir, **options)
     if outcome.folder is None:
-        raise TargetError(
-            f"locust exited with {outcome.exit_code} without writing a run folder; see its output above"
-        )
+        raise TargetError(f"locust exited with {outcome.exit_code} without writing a run folder; see its output above")
     return outcome.folder
 
 
@@ -116,9 +114,7 @@ def run_scenario_outcome(
         scenario, checked.base_url, runs_dir, label, profile, overrides, collectors, extra_args, locustfile
     )
     before = {p.name for p in runs_dir.iterdir()}
-    proc = subprocess.Popen(
-        cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    )
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     folder_line: list[str] = []
     reader = threading.Thread(target=_pump, args=(proc, out, folder_line), daemon=True)
     reader.start()

@@ -140,9 +140,7 @@ def write_batch(environment: Environment, client_id: str, data: dict[str, Any]) 
     rows = data["rows"]
     if run is None:
         if rows:
-            log.warning(
-                "embedperf: %d rows from %s arrived after the run folder closed", len(rows), client_id
-            )
+            log.warning("embedperf: %d rows from %s arrived after the run folder closed", len(rows), client_id)
         return
     run.recorder.write_many(rows)
     run.cpu_samples.extend(data.get("cpu", []))
@@ -192,9 +190,7 @@ def publish_shares(runner: MasterRunner, origin_unix_s: float) -> int:
     return max(len(clients), 1)
 
 
-def collect_final_rows(
-    run: session.RunSession, runner: MasterRunner, timeout_s: float = FINAL_ROWS_TIMEOUT_S
-) -> None:
+def collect_final_rows(run: session.RunSession, runner: MasterRunner, timeout_s: float = FINAL_ROWS_TIMEOUT_S) -> None:
     """Ask every live worker for its last rows and wait until each has answered, gone missing, or the timeout."""
     book = book_of(run)
     book.reset_finals()

@@ -84,9 +84,7 @@ def shorthand_overrides(overrides: dict[str, str], options: object) -> dict[str,
     return {**shorthands, **overrides}
 
 
-def export_api_key(
-    api_key: str | None, env_name: str, environ: MutableMapping[str, str] | None = None
-) -> None:
+def export_api_key(api_key: str | None, env_name: str, environ: MutableMapping[str, str] | None = None) -> None:
     """Put --api-key in the variable target.api_key_env names, for this process and its children."""
     if api_key:
         (os.environ if environ is None else environ)[env_name] = api_key

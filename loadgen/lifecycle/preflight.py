@@ -40,9 +40,7 @@ def normalise_base_url(url: str, path: str = "/v1/embeddings") -> str:
         raise TargetError(f"target URL {text!r} has no scheme; use http://{text} (or https://{text})")
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https"):
-        raise TargetError(
-            f"target URL {text!r}: scheme {parts.scheme!r} is not supported; use http:// or https://"
-        )
+        raise TargetError(f"target URL {text!r}: scheme {parts.scheme!r} is not supported; use http:// or https://")
     if not parts.hostname:
         raise TargetError(f"target URL {text!r} has no host; use http://HOST:PORT")
     if parts.query or parts.fragment:

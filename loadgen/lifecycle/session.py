@@ -106,9 +106,7 @@ class RunSession:
             )
             self.collectors.start()
         if not self._is_master:
-            self.ctx = context.build_context(
-                self.scenario, self.host, self.recorder.write, "local", service_info
-            )
+            self.ctx = context.build_context(self.scenario, self.host, self.recorder.write, "local", service_info)
             payloads.prepare(self.scenario.payload, service_info)  # tokenizer loads before the first step
         log.info("embedperf: writing run folder %s", self.folder.root)
         settle_heap()  # last thing before the load: what exists now lives for the whole run

@@ -105,9 +105,7 @@ def resolve_target(scenario: Scenario, prober: Fetch) -> ResolvedTarget:
     else:
         how = f"as given, its API found by {detection.evidence}" if detection is not None else "as given"
     if why_not := protocol.unsupported(task):
-        raise TargetError(
-            f"{why_not}; the target speaks {protocol.name} ({how}): set --protocol or payload.task"
-        )
+        raise TargetError(f"{why_not}; the target speaks {protocol.name} ({how}): set --protocol or payload.task")
     prefix = detection.prefix if detection is not None else getattr(protocol, "default_prefix", "")
     served = detection.models if detection is not None else ()
     if not target.model and not served:

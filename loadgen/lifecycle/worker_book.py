@@ -114,7 +114,5 @@ def sum_counters(counters: Iterable[Mapping[str, float]]) -> dict[str, Any]:
     total: dict[str, Any] = {}
     for c in counters:
         for key, value in c.items():
-            total[key] = (
-                max(total.get(key, 0.0), value) if key.startswith("max_") else total.get(key, 0) + value
-            )
+            total[key] = (max(total.get(key, 0.0), value) if key.startswith("max_") else total.get(key, 0) + value)
     return total

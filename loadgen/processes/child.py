@@ -31,9 +31,7 @@ def wait_until_answering(
     with httpx.Client(timeout=1.0, limits=httpx.Limits(max_keepalive_connections=0)) as client:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise TargetError(
-                    f"{name} exited with {proc.returncode} before {url} answered 200{log_tail()}"
-                )
+                raise TargetError(f"{name} exited with {proc.returncode} before {url} answered 200{log_tail()}")
             with contextlib.suppress(httpx.HTTPError):
                 if client.get(url).status_code == 200:
                     return

@@ -118,9 +118,7 @@ def _watch_parent(parent_pid: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m loadgen.processes.collectors_proc", description=__doc__)
     parser.add_argument("--parent-pid", type=int, required=True, help="exit when this process dies")
-    parser.add_argument(
-        "collector_args", nargs=argparse.REMAINDER, help="-- then `python -m collectors` args"
-    )
+    parser.add_argument("collector_args", nargs=argparse.REMAINDER, help="-- then `python -m collectors` args")
     args = parser.parse_args(argv)
     rest = args.collector_args[1:] if args.collector_args[:1] == ["--"] else args.collector_args
     die_with_parent(args.parent_pid)

@@ -160,9 +160,7 @@ async def _sleep_until(deadline: float) -> None:
         await asyncio.sleep(remaining_s)
 
 
-async def _respond(
-    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
+async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     start_headers = [(b"content-type", b"application/json"), *(headers or [])]
     await send({"type": "http.response.start", "status": status, "headers": start_headers})
     await send({"type": "http.response.body", "body": body})

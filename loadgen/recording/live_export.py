@@ -62,9 +62,7 @@ def live_prices(live: LiveRun) -> LivePrices | None:
     if prices is None or not prices.priced:
         return None
     info = manifest.service_info
-    serving = (
-        manifest.serving_devices.indices or [d.index for d in info.devices if d.kind != "cpu"] if info else []
-    )
+    serving = (manifest.serving_devices.indices or [d.index for d in info.devices if d.kind != "cpu"] if info else [])
     names = [name for name, _ in live.device_figures()]
     kind = device_kind(names, [d.kind for d in info.devices] if info else [], info.device if info else None)
     return LivePrices(prices=prices, kind=kind, devices=max(len(serving), 1), serving=frozenset(serving))
@@ -80,9 +78,7 @@ def _power_w(live: LiveRun, serving: frozenset[int]) -> float | None:
     return sum(v for _, v in samples) if samples else None
 
 
-def step_cost_per_1m(
-    live: LiveRun, step: StepFigures, prices: LivePrices
-) -> tuple[float | None, float | None]:
+def step_cost_per_1m(live: LiveRun, step: StepFigures, prices: LivePrices) -> tuple[float | None, float | None]:
     """(cost per hour, cost per million embeddings) of the step so far."""
     power_w = _power_w(live, prices.serving)
     hourly = known_sum(prices.prices.hourly_parts(prices.kind, prices.devices, power_w))

@@ -62,9 +62,7 @@ class CpuMonitor:
         return new
 
 
-def summarise(
-    samples: Iterable[dict[str, Any]], threshold_pct: float = SATURATION_THRESHOLD_PCT
-) -> GeneratorCpu:
+def summarise(samples: Iterable[dict[str, Any]], threshold_pct: float = SATURATION_THRESHOLD_PCT) -> GeneratorCpu:
     """Mean/max/P95 over every process; saturated when any process's P95 crosses the threshold."""
     by_worker: dict[str, list[float]] = {}
     for s in samples:

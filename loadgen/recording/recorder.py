@@ -48,9 +48,7 @@ class StageTimeline:
         self.end(t_unix_s)
         with self._lock:
             self.stages.append(
-                StageRecord(
-                    index=index, label=label, users=users, rate=rate, start_unix_s=t_unix_s, warmup_s=warmup_s
-                )
+                StageRecord(index=index, label=label, users=users, rate=rate, start_unix_s=t_unix_s, warmup_s=warmup_s)
             )
             self._starts.append(t_unix_s)
             self._tags.append((index, label, users, rate))

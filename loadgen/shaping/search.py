@@ -95,6 +95,4 @@ def _probe(
     gevent.sleep(max(0.0, window.end_unix_s - time.time()))
     run.timeline.end(window.end_unix_s)
     pool.join(timeout=scenario.drain_s)
-    return tap.measurement(
-        plan.rate, t_origin, plan.duration_s, spec.warmup_s, window.started_unix_s, time.time()
-    )
+    return tap.measurement(plan.rate, t_origin, plan.duration_s, spec.warmup_s, window.started_unix_s, time.time())

@@ -116,9 +116,7 @@ class CanaryTraffic:
             return row
         second: Side = "baseline" if side == "candidate" else "candidate"
         again: list[bytes] = []
-        paired = send_embeddings(
-            clients[second], self.held[second], payload, None, stage, on_answer=again.append
-        )
+        paired = send_embeddings(clients[second], self.held[second], payload, None, stage, on_answer=again.append)
         paired.side = second
         if paired.ok and again:
             paired.agreement_cosine = agreement_cosine(

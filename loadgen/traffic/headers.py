@@ -39,9 +39,7 @@ def int_or_none(value: object) -> int | None:
 
 SERVER_TIMING_ORDER: tuple[str, ...] = tuple(SERVER_TIMING_COLUMNS.values())
 TIMING_VALUE_COLUMNS: tuple[str, ...] = (*SERVER_TIMING_ORDER, "batch_size", "batch_tokens")
-assert SERVER_TIMING_ORDER == (
-    "srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms", "srv_total_ms"
-)
+assert SERVER_TIMING_ORDER == ("srv_queue_ms", "srv_tokenize_ms", "srv_compute_ms", "srv_post_ms", "srv_total_ms")
 
 
 def timing_values(get_header: Callable[[str], str | None]) -> list[Any]:

@@ -85,9 +85,7 @@ def _hf_tokenizer(path: str) -> Any:
     return AutoTokenizer.from_pretrained(path)
 
 
-def local_tokenizer(
-    spec: TokenLengths, service_info: dict[str, Any] | None
-) -> tuple[TokenCounter, int] | None:
+def local_tokenizer(spec: TokenLengths, service_info: dict[str, Any] | None) -> tuple[TokenCounter, int] | None:
     """(words -> token counts, special tokens per text) from the target's tokenizer (`auto`: its /info model
     directory when it is here; or a path), else None."""
     if spec.tokenizer == "approx":
@@ -164,9 +162,7 @@ class SyntheticTexts:
                 total += n
             if budget - total < self.filler_tokens:
                 break
-        while budget - total >= self.filler_tokens - 1e-9 and (
-            self.exact or budget - total >= self.filler_tokens / 2
-        ):
+        while budget - total >= self.filler_tokens - 1e-9 and (self.exact or budget - total >= self.filler_tokens / 2):
             picked.append(self.filler)
             total += self.filler_tokens
         return " ".join(picked)
@@ -183,14 +179,10 @@ def prepare(
 
 
 @lru_cache(maxsize=8)
-def _synthetic(
-    tokens_json: str, corpora: tuple[str, ...], model_path: str, corpora_dir: str
-) -> SyntheticTexts:
+def _synthetic(tokens_json: str, corpora: tuple[str, ...], model_path: str, corpora_dir: str) -> SyntheticTexts:
     tokens = TokenLengths.model_validate_json(tokens_json)
     words = " ".join(t for name in corpora for t in load_corpus(name, Path(corpora_dir))).split()
-    return SyntheticTexts(
-        tokens, words, local_tokenizer(tokens, {"model_path": model_path} if model_path else None)
-    )
+    return SyntheticTexts(tokens, words, local_tokenizer(tokens, {"model_path": model_path} if model_path else None))
 
 
 def document_counts(spec: Rerank) -> Callable[[random.Random], int]:
@@ -241,9 +233,7 @@ class PayloadSampler:
     def _source_text(self) -> str:
         """A text of the corpora or dataset, tagged unique unless it is one of the repeats."""
         text = self._rng.choice(self.texts)
-        if self.repeat_fraction >= 1.0 or (
-            self.repeat_fraction > 0.0 and self._rng.random() < self.repeat_fraction
-        ):
+        if self.repeat_fraction >= 1.0 or (self.repeat_fraction > 0.0 and self._rng.random() < self.repeat_fraction):
             return text  # no draw at 0: it could never pass, and this runs once per input
         self._unique_count += 1
         return f"{text} (#{self._unique_prefix}{self._unique_count})"

@@ -69,10 +69,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         return
     canary = ctx.scenario.canary
     if not canary.enabled:
-        print(
-            "embedperf: error: this locustfile runs canaries; start it with `embedperf canary`",
-            file=sys.stderr,
-        )
+        print("embedperf: error: this locustfile runs canaries; start it with `embedperf canary`", file=sys.stderr)
         sys.exit(2)
     info = fetch_service_info(canary.candidate_url.rstrip("/"), ctx.scenario)
     traffic = CanaryTraffic.build(ctx, info)

@@ -120,9 +120,7 @@ class ScenarioShape(LoadTestShape):
             return (self._dispatchers, DISPATCHER_SPAWN_RATE)
         return self._finish(run)
 
-    def _begin_through(
-        self, run: session.RunSession, index: int, origin: float, offsets: list[float]
-    ) -> None:
+    def _begin_through(self, run: session.RunSession, index: int, origin: float, offsets: list[float]) -> None:
         """Begin every stage up to `index` not begun yet, each at its own instant."""
         while self._stage_index < index:
             if self._stage_index >= 0:
@@ -134,9 +132,7 @@ class ScenarioShape(LoadTestShape):
         """Begin step `_stage_index` at t: its stage record (users only closed loop), its adaptive watch."""
         step = run.scenario.steps[self._stage_index]
         users = step.users if closed_loop else None
-        run.timeline.begin(
-            self._stage_index, step.label, t_unix_s, users=users, rate=step.rate, warmup_s=step.warmup_s
-        )
+        run.timeline.begin(self._stage_index, step.label, t_unix_s, users=users, rate=step.rate, warmup_s=step.warmup_s)
         run.until.begin(self._stage_index, t_unix_s, step.warmup_s, step.until)
 
     def _stage_cuts(self, run: session.RunSession) -> StageCuts | None:

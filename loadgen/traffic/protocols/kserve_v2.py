@@ -31,9 +31,7 @@ class KServeV2Protocol(TargetProtocol):
     health_path = "/v2/health/ready"
     detect_path = "/v2"
     model_in_path = True
-    metric_names = {
-        "busy_frac": "request_predict_seconds_sum", "request_rate_qps": "request_predict_seconds_count"
-    }
+    metric_names = {"busy_frac": "request_predict_seconds_sum", "request_rate_qps": "request_predict_seconds_count"}
 
     def path(self, task: Task, model: str, prefix: str = "") -> str:
         return f"{prefix}/v2/models/{model}/infer"

@@ -133,9 +133,7 @@ class OpenAIProtocol(TargetProtocol):
         if task == "rerank":
             model = {"model": target.model} if target.model else {}
             return json_text({"query": payload.query, "texts": payload.inputs, **model})
-        return json_text(
-            {"input": payload.inputs, "model": target.model, "encoding_format": target.encoding_format}
-        )
+        return json_text({"input": payload.inputs, "model": target.model, "encoding_format": target.encoding_format})
 
     def check_answer(
         self, body: bytes, payload: RequestPayload, task: Task, target: Target, expect: Expectations

@@ -90,6 +90,4 @@ def default_target(target: Target, task: Task) -> Target:
     protocol = get(target.protocol)
     model = target.model or protocol.default_model
     path = target.path or protocol.path(task, model, getattr(protocol, "default_prefix", ""))
-    return target.model_copy(
-        update={"protocol": target.protocol or protocol.name, "path": path, "model": model}
-    )
+    return target.model_copy(update={"protocol": target.protocol or protocol.name, "path": path, "model": model})

@@ -26,7 +26,8 @@ from service.engine_wire import (
     read_cancel,
     read_message,
     read_submission,
-    result_frames,
+    reply_frames,
+    result_reply,
 )
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
@@ -45,20 +46,23 @@ class FakeEngine:
         self.answer_after_s = answer_after_s
         self.submitted: list[list[list[int]]] = []
         self.cancelled: list[tuple[int, str]] = []
+        self.messages: list[list[str]] = []  # the kinds of each message's entries
 
     def read(self) -> None:
         loop = asyncio.get_running_loop()
         for identity, frame in arrived(self.socket, copy=True):
-            message = read_message(frame)
-            if message["kind"] == CANCEL:
-                self.cancelled.append(read_cancel(message))
-            elif message["kind"] == SUBMIT and self.answer_after_s is not None:
-                submission = read_submission(message)
-                self.submitted.append(submission.token_ids)
-                vectors = np.array([[row[1]] for row in submission.token_ids], dtype=np.float32)
-                result = BatchResult(vectors, [], 0.0, 1.0, 0.0, len(vectors), 0, MODEL)
-                frames = [identity, *result_frames(submission.request_id, result)]
-                loop.call_later(self.answer_after_s, self.socket.send_multipart, frames)
+            entries = read_message(frame)
+            self.messages.append([entry["kind"] for entry in entries])
+            for entry in entries:
+                if entry["kind"] == CANCEL:
+                    self.cancelled.append(read_cancel(entry))
+                elif entry["kind"] == SUBMIT and self.answer_after_s is not None:
+                    submission = read_submission(entry)
+                    self.submitted.append(submission.token_ids)
+                    vectors = np.array([[row[1]] for row in submission.token_ids], dtype=np.float32)
+                    result = BatchResult(vectors, [], 0.0, 1.0, 0.0, len(vectors), 0, MODEL)
+                    frames = [identity, *reply_frames([result_reply(submission.request_id, result)])]
+                    loop.call_later(self.answer_after_s, self.socket.send_multipart, frames)
 
 
 @asynccontextmanager
@@ -122,14 +126,15 @@ def test_requests_tokenised_together_each_get_their_own_ids_and_failures(tmp_pat
     texts = [f"request number {i} about capacity" for i in range(6)]
     too_many = ["a text " * 30]  # over the request budget of 40 tokens
 
-    async def run() -> tuple[list[BatchResult | BaseException], list[list[list[int]]]]:
+    async def run() -> tuple[list[BatchResult | BaseException], list[list[list[int]]], list[list[str]]]:
         async with linked(tmp_path, answer_after_s=0.0) as (batcher, engine):
             requests = [batcher.submit([text], deadline_ms=5000) for text in texts]
             requests.insert(3, batcher.submit(too_many, deadline_ms=5000))
             outcomes = await asyncio.gather(*requests, return_exceptions=True)
-            return outcomes, engine.submitted
+            return outcomes, engine.submitted, engine.messages
 
-    outcomes, submitted = asyncio.run(run())
+    outcomes, submitted, messages = asyncio.run(run())
+    assert messages == [[SUBMIT] * len(texts)]  # submitted in the same turn of the loop: one message
     tokenizer = FrontTokenizer(default_model_path(), 256, truncate=True)
     assert isinstance(outcomes[3], TooManyTokens)
     answered = [outcome for index, outcome in enumerate(outcomes) if index != 3]
