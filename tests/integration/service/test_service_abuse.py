@@ -19,6 +19,7 @@ import pytest
 
 from modelcore.encoder import ComputeStopped, StopCheck
 from modelcore.model import EmbeddingModel, load_model
+from service import request_io
 from service.local_app import create_app
 from service.request_io import TRUNCATE_CHARS_PER_TOKEN
 from service.settings import ServiceSettings
@@ -275,6 +276,48 @@ async def post_then_hang_up(app: Any, body: bytes, hang_up: asyncio.Event) -> li
 
     await app(embedding_scope(body), receive, send)
     return sent
+
+
+async def post_counting_reads(app: Any, body: bytes) -> tuple[int, int]:
+    """POST body straight to the ASGI app, on a receive channel that says nothing after the body until the
+    response is sent; returns the status and how many times the app read the channel."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+    done, reads, sent = asyncio.Event(), [0], []
+
+    async def receive() -> dict[str, Any]:
+        reads[0] += 1
+        if pending:
+            return pending.pop()
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(embedding_scope(body), receive, send)
+    done.set()
+    return sent[0]["status"], reads[0]
+
+
+def test_the_hang_up_watch_starts_only_for_a_request_still_running_after_its_delay(
+    minilm: EmbeddingModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request answered before HANG_UP_WATCH_AFTER_S reads its receive channel once (the body); one still
+    running then also waits on it for http.disconnect."""
+    outcomes: dict[float, tuple[int, int]] = {}
+
+    async def go() -> None:
+        app = create_app(ServiceSettings(max_wait_ms=0), minilm)
+        async with app.router.lifespan_context(app):
+            while not app.state.service.ready:
+                await asyncio.sleep(0.05)
+            body = json.dumps({"model": MODEL, "input": "watched or not"}).encode()
+            for after_s in (30.0, 0.0):
+                monkeypatch.setattr(request_io, "HANG_UP_WATCH_AFTER_S", after_s)
+                outcomes[after_s] = await post_counting_reads(app, body)
+
+    run(go)
+    assert outcomes == {30.0: (200, 1), 0.0: (200, 2)}
 
 
 def test_a_hang_up_seen_on_the_receive_channel_frees_its_slot_and_work_at_once(
