@@ -64,23 +64,15 @@ class WindowJudgement(_Strict):
     agreement_n: int = Field(
         default=0, description="Texts sent to both sides in the window whose answers were compared."
     )
-    agreement_mean: float | None = Field(
-        default=None, description="Mean cosine of the two sides' answers to them."
-    )
+    agreement_mean: float | None = Field(default=None, description="Mean cosine of the two sides' answers to them.")
     agreement_min: float | None = None
-    temp_c_max: float | None = Field(
-        default=None, description="Hottest candidate device sampled in the window."
-    )
+    temp_c_max: float | None = Field(default=None, description="Hottest candidate device sampled in the window.")
     p99_limit_ms: float | None = Field(
         default=None, description="The P99 the candidate had to stay under (tightest limit)."
     )
     p99_over: bool = False
-    p99_streak: int = Field(
-        default=0, description="Consecutive windows, this one included, over a P99 limit."
-    )
-    thin: bool = Field(
-        default=False, description="The candidate had too few requests for its rate and P99 triggers."
-    )
+    p99_streak: int = Field(default=0, description="Consecutive windows, this one included, over a P99 limit.")
+    thin: bool = Field(default=False, description="The candidate had too few requests for its rate and P99 triggers.")
 
 
 class CanaryRecord(_Strict):
@@ -91,18 +83,12 @@ class CanaryRecord(_Strict):
     stages_pct: list[float]
     window_s: float
     windows_per_stage: int
-    candidate_info: dict[str, Any] | None = Field(
-        default=None, description="The candidate's /info, when it has one."
-    )
+    candidate_info: dict[str, Any] | None = Field(default=None, description="The candidate's /info, when it has one.")
     windows: list[WindowJudgement] = Field(default_factory=list)
-    running_stage_index: int | None = Field(
-        default=None, description="The stage under way when the file was written."
-    )
+    running_stage_index: int | None = Field(default=None, description="The stage under way when the file was written.")
     status: CanaryStatus = "running"
     trigger: TriggerName | None = None
-    stage_index: int | None = Field(
-        default=None, description="Where the verdict was taken (a trigger's stage)."
-    )
+    stage_index: int | None = Field(default=None, description="Where the verdict was taken (a trigger's stage).")
     window_index: int | None = None
     line: str = Field(default="", description="The verdict in one line, with the numbers.")
     updated_unix_s: float | None = None

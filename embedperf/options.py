@@ -123,9 +123,7 @@ class _RetiredFlag(argparse.Action):
         setattr(namespace, self.dest, converted)
 
 
-def add_shared_option(
-    parser: Any, key: str, default: Any = None, default_text: str | None = None
-) -> argparse.Action:
+def add_shared_option(parser: Any, key: str, default: Any = None, default_text: str | None = None) -> argparse.Action:
     """Add the table's option `key` to an argparse parser or group (Locust's too). default: the value when the
     flag is absent (in the table's unit); default_text: what the help says about it when that is not the value
     itself (e.g. "the scenario's slo.p99_ms")."""

@@ -68,9 +68,7 @@ def git_info(start: Path | None = None) -> dict[str, Any]:
 
     def git(*args: str) -> str | None:
         try:
-            out = subprocess.run(
-                ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
-            )
+            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=True)
         except (OSError, subprocess.SubprocessError):
             return None
         return out.stdout.strip()

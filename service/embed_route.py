@@ -63,7 +63,7 @@ async def serve_route(state: ServiceState, scope: Scope, receive: Receive, handl
     """The frame of a serving route: every ApiError becomes its JSON answer with a Server-Timing total."""
     record = record_of(scope)
     t_start_s = record.t_start_s if record is not None else time.perf_counter()
-    state.metrics.inflight.inc()
+    state.metrics.writes.inc(state.metrics.inflight)
     try:
         return await _limited(state, scope, receive, handler, t_start_s, record)
     except asyncio.CancelledError:  # the server cut the request off (the end of the shutdown grace)
@@ -77,7 +77,7 @@ async def serve_route(state: ServiceState, scope: Scope, receive: Receive, handl
             return CLIENT_CLOSED_REQUEST, b"", {}
         return json_answer(exc.status, exc.body(), exc.headers, t_start_s)
     finally:
-        state.metrics.inflight.dec()
+        state.metrics.writes.inc(state.metrics.inflight, -1.0)
 
 
 async def _limited(
@@ -195,7 +195,7 @@ def answer_headers(
         "total": (t_end_s - t_start_s) * 1000,
     }
     for stage, histogram in state.metrics.stage_seconds.items():
-        histogram.observe(stages[stage] / 1000)
+        state.metrics.writes.observe(histogram, stages[stage] / 1000)
     if record is not None:
         record.tokens, record.model = sum(embedded.tokens), result.model
         record.queue_ms, record.tokenize_ms = result.queue_ms, result.tokenize_ms

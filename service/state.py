@@ -81,7 +81,7 @@ class ServiceState:
             if (counters := self.request_counters.get(key)) is None:  # a few keys: routes x statuses x models
                 counters = self.request_counters[key] = self._counters_of(*key)
             for counter in counters:
-                counter.inc()
+                self.metrics.writes.inc(counter)
 
     def _counters_of(self, route: str, status: int, model: str | None) -> list[Any]:
         m = self.metrics

@@ -90,9 +90,7 @@ def open_run_folder(path: str | os.PathLike[str]) -> RunFolder:
     if not folder.root.is_dir():
         raise RunFolderError(f"{folder.root} is not a directory; pass a run folder such as runs/<run_id>")
     if not folder.manifest.is_file():
-        raise RunFolderError(
-            f"{folder.root} has no manifest.json; it is not a run folder (or the run never started)"
-        )
+        raise RunFolderError(f"{folder.root} has no manifest.json; it is not a run folder (or the run never started)")
     return folder
 
 

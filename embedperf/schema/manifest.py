@@ -43,9 +43,7 @@ class StageRecord(_Strict):
     index: int
     label: str
     users: int | None = Field(default=None, description="Closed loop: the users it held.")
-    rate: float | None = Field(
-        default=None, description="Open loop: the rate it offered, in requests per second."
-    )
+    rate: float | None = Field(default=None, description="Open loop: the rate it offered, in requests per second.")
     start_unix_s: float
     end_unix_s: float | None = None
     warmup_s: float = Field(0.0, description="Seconds at the start of the stage the analysis trims.")
@@ -81,9 +79,7 @@ class GeneratorWorker(_Strict):
     first_seen_unix_s: float | None = None
     last_seen_unix_s: float | None = None
     final_rows: bool = Field(False, description="It sent its last rows when the run ended.")
-    missing_s: float = Field(
-        0.0, description="Seconds of the run's stages it was missing (no batch for 3 s)."
-    )
+    missing_s: float = Field(0.0, description="Seconds of the run's stages it was missing (no batch for 3 s).")
     missing: list[tuple[float, float]] = Field(
         default_factory=list,
         description="[from, to] unix seconds of each silence (to: when it came back or the end).",
@@ -154,9 +150,7 @@ class ServingDevices(_Strict):
     """Which accelerator indices serve the target and by which rule (explicit > /info > busy under load)."""
 
     rule: ServingRule = "none"
-    indices: list[int] = Field(
-        default_factory=list, description="NPU/GPU indices as npu-smi / NVML number them."
-    )
+    indices: list[int] = Field(default_factory=list, description="NPU/GPU indices as npu-smi / NVML number them.")
 
 
 class AgentRecord(_Strict):

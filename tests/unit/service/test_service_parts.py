@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -17,6 +18,7 @@ from service.access_log import RequestIds, request_id_from
 from service.admission import key_is_valid
 from service.cache import EmbeddingCache
 from service.cli import build_parser, settings_from_args
+from service.metrics import ServiceMetrics
 from service.openai_api import (
     ApiError,
     encode_vector,
@@ -264,3 +266,29 @@ def test_a_tracer_set_up_in_the_environment_traces_no_request() -> None:
     done = subprocess.run([sys.executable, "-c", TRACED_PROBE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["200 503", "['probe']"], done.stdout
+
+
+def test_the_request_metrics_of_one_turn_of_the_loop_are_written_together_at_its_end() -> None:
+    metrics = ServiceMetrics()
+    ok, total = metrics.requests.labels(status="200"), metrics.stage_seconds["total"]
+
+    def value(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(f"embedperf_{name}", labels)
+
+    async def go() -> list[tuple[float | None, ...]]:
+        seen = []
+        for latency_s in (0.001, 0.02, 3.0):
+            metrics.writes.inc(metrics.inflight)
+            metrics.writes.inc(ok)
+            metrics.writes.observe(total, latency_s)
+        metrics.writes.inc(metrics.inflight, -1.0)
+        seen.append((value("requests_total", status="200"), value("stage_duration_seconds_count", stage="total")))
+        await asyncio.sleep(0)  # the turn ends
+        seen.append((value("requests_total", status="200"), value("stage_duration_seconds_count", stage="total")))
+        seen.append((value("inflight_requests"), round(value("stage_duration_seconds_sum", stage="total") or 0, 6)))
+        metrics.writes.inc(ok)
+        rendered = metrics.render().decode()  # writes what is pending first
+        seen.append((float('embedperf_requests_total{status="200"} 4.0' in rendered),))
+        return seen
+
+    assert asyncio.run(go()) == [(0.0, 0.0), (3.0, 3.0), (2.0, 3.021), (1.0,)]
