@@ -34,18 +34,14 @@ class Cost(BaseModel):
     energy_kwh: float | None = Field(
         None, ge=0, description="Price of one kWh, applied to the serving devices' measured power."
     )
-    currency: str = Field(
-        DEFAULT_CURRENCY, min_length=1, description="Currency label shown beside every price."
-    )
+    currency: str = Field(DEFAULT_CURRENCY, min_length=1, description="Currency label shown beside every price.")
 
     @field_validator("device_hour")
     @classmethod
     def _kinds(cls, prices: dict[str, float]) -> dict[str, float]:
         for kind, price in prices.items():
             if kind not in DEVICE_KINDS:
-                raise ValueError(
-                    f"cost.device_hour: unknown device kind {kind!r}; use {', '.join(DEVICE_KINDS)}"
-                )
+                raise ValueError(f"cost.device_hour: unknown device kind {kind!r}; use {', '.join(DEVICE_KINDS)}")
             if not math.isfinite(price) or price < 0:
                 raise ValueError(f"cost.device_hour.{kind}: a price is a non-negative number, got {price}")
         return prices

@@ -42,18 +42,14 @@ def _device_prices(pairs: list[str]) -> dict[str, float]:
         except ValueError:
             sep = ""
         if not sep:
-            raise ConfigError(
-                f"--cost-device-hour expects KIND=PRICE, got {pair!r} (e.g. --cost-device-hour npu=2.5)"
-            )
+            raise ConfigError(f"--cost-device-hour expects KIND=PRICE, got {pair!r} (e.g. --cost-device-hour npu=2.5)")
     return prices
 
 
 def cost_from_options(options: argparse.Namespace) -> Cost | None:
     """The prices the --cost-* options give (None when they give none)."""
     raw: dict[str, Any] = {"device_hour": _device_prices(options.cost_device_hour)}
-    raw |= {
-        field: price for field in SINGLE_PRICES if (price := getattr(options, f"cost_{field}")) is not None
-    }
+    raw |= {field: price for field in SINGLE_PRICES if (price := getattr(options, f"cost_{field}")) is not None}
     if options.currency:
         raw["currency"] = options.currency
     try:
@@ -68,9 +64,7 @@ def cost_overrides(options: argparse.Namespace) -> dict[str, str]:
     if (cost := cost_from_options(options)) is None:
         return {}
     out = {f"cost.device_hour.{kind}": str(price) for kind, price in cost.device_hour.items()}
-    out |= {
-        f"cost.{field}": str(price) for field in SINGLE_PRICES if (price := getattr(cost, field)) is not None
-    }
+    out |= {f"cost.{field}": str(price) for field in SINGLE_PRICES if (price := getattr(cost, field)) is not None}
     if options.currency:
         out["cost.currency"] = json.dumps(cost.currency)
     return out

@@ -20,15 +20,11 @@ def load_dataset(spec: Dataset) -> list[str]:
     """Every non-empty text of the dataset, in file order."""
     path = Path(spec.path).expanduser()
     if not path.is_file():
-        raise ConfigError(
-            f"payload.dataset.path {path} does not exist; give a .jsonl, .csv, .parquet or .txt file"
-        )
+        raise ConfigError(f"payload.dataset.path {path} does not exist; give a .jsonl, .csv, .parquet or .txt file")
     suffix = path.suffix.lower()
     read = {".txt": _txt, ".jsonl": _jsonl, ".csv": _csv, ".parquet": _parquet}.get(suffix)
     if read is None:
-        raise ConfigError(
-            f"payload.dataset.path {path}: unknown file type {suffix!r}; valid: {', '.join(SUFFIXES)}"
-        )
+        raise ConfigError(f"payload.dataset.path {path}: unknown file type {suffix!r}; valid: {', '.join(SUFFIXES)}")
     if not (texts := [t.strip() for t in read(path, spec.field) if t and t.strip()]):
         raise ConfigError(
             f"payload.dataset {path} holds no non-empty text; fill it or point payload.dataset.path elsewhere"

@@ -62,9 +62,7 @@ def scenario_path(name_or_path: str) -> Path:
 
 def add_override_option(parser: argparse._ActionsContainer, help_text: str = "override a field") -> None:
     """`--set KEY=VALUE` (repeatable) for every command that runs a scenario; read with parse_overrides."""
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text
-    )
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text)
 
 
 def parse_overrides(pairs: list[str] | None) -> dict[str, str]:
@@ -146,9 +144,7 @@ def _dataset_path(given: str, scenario_file: Path) -> Path:
     return beside.resolve() if beside.is_file() else candidate.resolve()
 
 
-def apply_overrides(
-    raw: dict[str, Any], overrides: Mapping[str, Any], path: Path, origin: str
-) -> dict[str, Any]:
+def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any], path: Path, origin: str) -> dict[str, Any]:
     """A copy of raw with each dotted key set; string values are parsed as YAML scalars/lists."""
     out = copy.deepcopy(raw)
     for key, value in overrides.items():
@@ -221,13 +217,9 @@ def format_validation_error(path: Path, exc: ValidationError, given: Mapping[str
             lines.append(f"  unknown field {dotted!r}{hint}; valid fields here: {', '.join(valid)}")
         elif err["type"] == "literal_error":
             expected = (err.get("ctx") or {}).get("expected", "")
-            choices = [
-                c.strip().strip("'") for c in str(expected).replace(" or ", ",").split(",") if c.strip()
-            ]
+            choices = [c.strip().strip("'") for c in str(expected).replace(" or ", ",").split(",") if c.strip()]
             hint = did_you_mean(str(err.get("input")), choices)
-            lines.append(
-                f"  {dotted}: {err.get('input')!r} is not valid{hint}; valid choices: {', '.join(choices)}"
-            )
+            lines.append(f"  {dotted}: {err.get('input')!r} is not valid{hint}; valid choices: {', '.join(choices)}")
         else:
             lines.append(f"  {dotted}: {err['msg']}")
     if warmups:

@@ -222,9 +222,7 @@ class Payload(_Strict):
         if self.task != "embed" and self.quality_probes is not None:
             raise ValueError(f"payload.quality_probes compare dense embeddings; task {self.task} has none")
         if self.task != "embed" and self.validation_mix > 0:
-            raise ValueError(
-                f"payload.validation_mix sends embedding edge cases; set it to 0 for task {self.task}"
-            )
+            raise ValueError(f"payload.validation_mix sends embedding edge cases; set it to 0 for task {self.task}")
         return self
 
 
@@ -386,9 +384,7 @@ class Scenario(_Strict):
             if not step.label:
                 step.label = f"{'rate' if self.is_open_loop else 'users'}={load}"
             if self.is_open_loop and step.rate is None:
-                raise ValueError(
-                    f"steps.{i}: open-loop scenarios need `rate` (requests per second) on every step"
-                )
+                raise ValueError(f"steps.{i}: open-loop scenarios need `rate` (requests per second) on every step")
             if not self.is_open_loop and step.users is None:
                 raise ValueError(f"steps.{i}: closed-loop scenarios ({self.kind}) need `users` on every step")
             if step.ramp_s >= step.duration_s:

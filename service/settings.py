@@ -99,6 +99,10 @@ class ServiceSettings(BaseSettings):
     """HTTP front-end processes (parsing, auth, admission, tokenising, JSON) in front of one engine process
     that computes; 0 serves HTTP and computes in one process (for debugging). Default: a quarter of the usable
     cores, at least 1 and at most 8."""
+    pin_front_ends: bool = True
+    """Each HTTP front end keeps its threads (event loop, HTTP server, ZeroMQ) on one CPU, the front ends spread
+    over the usable CPUs from the last: the GIL passes between its threads within one core (a quarter less
+    CPU a request, make bench-split). --no-pin-front-ends leaves their placement to the kernel."""
     engine_restarts: int = Field(3, ge=0)
     """How many times the engine process is restarted after it ends unasked (its requests get 503 and /ready
     says so meanwhile); once they are spent the service exits with status 3."""

@@ -181,6 +181,8 @@ def frontend_main(settings: ServiceSettings, endpoint: str, status_path: str, in
         os.nice(FRONT_END_NICE)
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     settings.log_to_stderr(f"http[{index}] ")
+    if settings.pin_front_ends:
+        pin_to_one_cpu(index)
     metrics = ServiceMetrics()
     engine = RemoteEngine(settings, endpoint, Path(status_path), metrics)
     app = build_app(ServiceState(settings=settings, engine=engine, metrics=metrics, freeze_heap=True))
@@ -188,6 +190,17 @@ def frontend_main(settings: ServiceSettings, endpoint: str, status_path: str, in
     uvloop.run(serve(settings, app))
     logging.shutdown()
     os._exit(0)  # the server's runtime threads need no teardown
+
+
+def pin_to_one_cpu(index: int) -> None:
+    """Keep this process's threads, and those it starts from now on, on one usable CPU: the index-th from the
+    last (front end i on CPU n-1-i, wrapping around)."""
+    with contextlib.suppress(AttributeError, OSError):  # Linux's
+        cpus = sorted(os.sched_getaffinity(0))
+        cpu = {cpus[-1 - index % len(cpus)]}
+        for thread_id in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(thread_id), cpu)
+        log.info("front end %d runs on CPU %d", index, *cpu)
 
 
 def watch_parent(parent_pid: int) -> None:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 from modelcore.model import load_model
 from modelcore.model_folder import default_model_path
@@ -43,7 +44,8 @@ def post(url: str, inputs: int, timeout_s: float = 60) -> tuple[int, dict[str, o
 
 def test_an_engine_killed_mid_batch_answers_503_at_once_then_the_service_recovers(tmp_path: Path) -> None:
     proc, url = start_service(
-        ["--http-workers", "1", "--deadline-ms", "60000", "--admit-wait-share", "1.0"], tmp_path / "svc.log"
+        ["--http-workers", "1", "--no-pin-front-ends", "--deadline-ms", "60000", "--admit-wait-share", "1.0"],
+        tmp_path / "svc.log",
     )
     try:
         info = httpx.get(f"{url}/info", timeout=10).json()
@@ -51,6 +53,7 @@ def test_an_engine_killed_mid_batch_answers_503_at_once_then_the_service_recover
         assert engine_pid not in (0, proc.pid, info["pid"]) and info["http_workers"] == 1
         # the front end runs as a batch task (its wake-ups do not preempt the engine's workers), the engine does not
         assert os.sched_getscheduler(info["pid"]) == os.SCHED_BATCH != os.sched_getscheduler(engine_pid)
+        assert cpus_of(info["pid"]) == set(os.sched_getaffinity(0))  # --no-pin-front-ends: placed by the kernel
         with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
             futures = [pool.submit(post, url, 32) for _ in range(12)]
             wait_for(lambda: httpx.get(f"{url}/health", timeout=10).json()["queue_depth"] > 0)
@@ -70,10 +73,26 @@ def test_an_engine_killed_mid_batch_answers_503_at_once_then_the_service_recover
     assert "the engine process" in log and "starting it again" in log
 
 
+def cpus_of(pid: int) -> set[int]:
+    """The CPUs a process's threads may run on (all of its threads alike)."""
+    per_thread = {frozenset(os.sched_getaffinity(int(thread_id))) for thread_id in os.listdir(f"/proc/{pid}/task")}
+    assert len(per_thread) == 1, per_thread
+    return set(next(iter(per_thread)))
+
+
 def test_a_front_end_killed_leaves_the_others_serving(tmp_path: Path) -> None:
     proc, url = start_service(["--http-workers", "2"], tmp_path / "svc.log")
     try:
-        victim = httpx.get(f"{url}/info", timeout=10).json()["pid"]
+        info = httpx.get(f"{url}/info", timeout=10).json()
+        children = psutil.Process(proc.pid).children()
+        engine = info["engine_pid"]
+        fronts = [c.pid for c in children if c.pid != engine and "resource_tracker" not in c.cmdline()[-1]]
+        usable = sorted(os.sched_getaffinity(0))
+        last_two = usable[-2:] if len(usable) > 1 else usable * 2
+        # each front end's threads on one CPU, the front ends on the last usable ones
+        assert sorted(cpu for pid in fronts for cpu in cpus_of(pid)) == last_two
+        assert cpus_of(info["engine_pid"]) == set(usable)  # the engine is not pinned
+        victim = info["pid"]
         os.kill(victim, signal.SIGKILL)
         statuses = [post(url, 1)[0] for _ in range(20)]  # new connections: whichever front end accepts them
         assert statuses == [200] * 20
