@@ -22,6 +22,7 @@ Precision = Literal["fp32", "fp16", "bf16", "int8"]
 LongInput = Literal["truncate", "reject"]
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 GraphMode = Literal["auto", "on", "off"]
+PinMode = Literal["auto", "on", "off"]
 
 
 class ServiceSettings(BaseSettings):
@@ -99,10 +100,11 @@ class ServiceSettings(BaseSettings):
     """HTTP front-end processes (parsing, auth, admission, tokenising, JSON) in front of one engine process
     that computes; 0 serves HTTP and computes in one process (for debugging). Default: a quarter of the usable
     cores, at least 1 and at most 8."""
-    pin_front_ends: bool = True
-    """Each HTTP front end keeps its threads (event loop, HTTP server, ZeroMQ) on one CPU, the front ends spread
-    over the usable CPUs from the last: the GIL passes between its threads within one core (a quarter less
-    CPU a request, make bench-split). --no-pin-front-ends leaves their placement to the kernel."""
+    pin_front_ends: PinMode = "auto"
+    """on: each HTTP front end keeps its threads (event loop, HTTP server, ZeroMQ) on one CPU, the front ends
+    spread over the usable CPUs from the last, so the GIL passes between its threads within one core (a quarter
+    less CPU a request, make bench-split); auto = on unless the engine computes on this host's CPUs (device
+    cpu), whose workers need the kernel free to move a front end off their cores; off: the kernel places them."""
     engine_restarts: int = Field(3, ge=0)
     """How many times the engine process is restarted after it ends unasked (its requests get 503 and /ready
     says so meanwhile); once they are spent the service exits with status 3."""
@@ -212,6 +214,11 @@ class ServiceSettings(BaseSettings):
         if self.fallback_precision is not None:
             return f"{self.model_name}@{self.fallback_precision}"
         return None
+
+    def front_ends_pinned(self) -> bool:
+        """Whether each front end runs on one CPU (--pin-front-ends; auto: the device computes, or nothing does)."""
+        computes_on_cpu = self.device_specs()[0].kind == "cpu" and not self.compute_sleep_ms
+        return self.pin_front_ends == "on" or (self.pin_front_ends == "auto" and not computes_on_cpu)
 
     def graphs_on(self) -> bool:
         """Whether batches replay captured device graphs (on an accelerator, unless --graphs off)."""

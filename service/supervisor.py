@@ -181,7 +181,7 @@ def frontend_main(settings: ServiceSettings, endpoint: str, status_path: str, in
         os.nice(FRONT_END_NICE)
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     settings.log_to_stderr(f"http[{index}] ")
-    if settings.pin_front_ends:
+    if settings.front_ends_pinned():
         pin_to_one_cpu(index)
     metrics = ServiceMetrics()
     engine = RemoteEngine(settings, endpoint, Path(status_path), metrics)

@@ -44,7 +44,7 @@ def post(url: str, inputs: int, timeout_s: float = 60) -> tuple[int, dict[str, o
 
 def test_an_engine_killed_mid_batch_answers_503_at_once_then_the_service_recovers(tmp_path: Path) -> None:
     proc, url = start_service(
-        ["--http-workers", "1", "--no-pin-front-ends", "--deadline-ms", "60000", "--admit-wait-share", "1.0"],
+        ["--http-workers", "1", "--deadline-ms", "60000", "--admit-wait-share", "1.0"],
         tmp_path / "svc.log",
     )
     try:
@@ -53,7 +53,7 @@ def test_an_engine_killed_mid_batch_answers_503_at_once_then_the_service_recover
         assert engine_pid not in (0, proc.pid, info["pid"]) and info["http_workers"] == 1
         # the front end runs as a batch task (its wake-ups do not preempt the engine's workers), the engine does not
         assert os.sched_getscheduler(info["pid"]) == os.SCHED_BATCH != os.sched_getscheduler(engine_pid)
-        assert cpus_of(info["pid"]) == set(os.sched_getaffinity(0))  # --no-pin-front-ends: placed by the kernel
+        assert cpus_of(info["pid"]) == set(os.sched_getaffinity(0))  # on cpu: placed by the kernel (auto)
         with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
             futures = [pool.submit(post, url, 32) for _ in range(12)]
             wait_for(lambda: httpx.get(f"{url}/health", timeout=10).json()["queue_depth"] > 0)
@@ -81,7 +81,7 @@ def cpus_of(pid: int) -> set[int]:
 
 
 def test_a_front_end_killed_leaves_the_others_serving(tmp_path: Path) -> None:
-    proc, url = start_service(["--http-workers", "2"], tmp_path / "svc.log")
+    proc, url = start_service(["--http-workers", "2", "--pin-front-ends", "on"], tmp_path / "svc.log")
     try:
         info = httpx.get(f"{url}/info", timeout=10).json()
         children = psutil.Process(proc.pid).children()

@@ -292,3 +292,20 @@ def test_the_request_metrics_of_one_turn_of_the_loop_are_written_together_at_its
         return seen
 
     assert asyncio.run(go()) == [(0.0, 0.0), (3.0, 3.0), (2.0, 3.021), (1.0,)]
+
+
+@pytest.mark.parametrize(
+    ("options", "pinned"),
+    [
+        ({}, False),  # cpu inference: its workers need the kernel free to move a front end off their cores
+        ({"compute_sleep_ms": 2.0}, True),  # nothing computes on the host
+        ({"device": "cuda"}, True),
+        ({"device": "npu:0,npu:1"}, True),
+        ({"pin_front_ends": "on"}, True),
+        ({"pin_front_ends": "off", "device": "cuda"}, False),
+    ],
+)
+def test_front_ends_are_pinned_to_one_cpu_unless_the_engine_computes_on_the_host(
+    options: dict[str, object], pinned: bool
+) -> None:
+    assert ServiceSettings(**options).front_ends_pinned() is pinned  # type: ignore[arg-type]
