@@ -82,19 +82,27 @@ def front_end_cost(tmp: Path, duration_s: int) -> None:
              "--log-level", "warning", "--access-log", "off", "--max-batch-size", "64",
              "--compute-sleep-ms", str(SLEEP_MS)]  # fmt: skip
     print(f"1. front-end cost (each batch sleeps {SLEEP_MS:g} ms instead of computing; CPU-us per answered request)")
-    with ServiceProcess(flags, log_path=tmp / "tiny.log") as service:
-        fronts, engine = processes(service)
-        for fmt in ("float", "base64"):
-            script = tmp / f"{fmt}.lua"
-            script.write_text(SCRIPT % {"model": folder.name, "text": TEXT, "fmt": fmt})
-            wrk(service.url, script, 10, 2)  # warm
-            for connections in (10, 100):
-                front_before, engine_before = cpu_s(fronts), cpu_s([engine])
-                ok = ok_requests(wrk(service.url, script, connections, duration_s))
-                front_us = (cpu_s(fronts) - front_before) / max(1, ok) * 1e6
-                engine_us = (cpu_s([engine]) - engine_before) / max(1, ok) * 1e6
-                print(f"   {fmt:>6}, {connections:>3} connections: {ok / duration_s:7.0f} req/s, front ends "
-                      f"{front_us:5.0f} CPU-us/request, engine {engine_us:5.0f} CPU-us/request", flush=True)  # fmt: skip
+    for pin, formats in (("auto", ("float", "base64")), ("off", ("float",))):
+        note = " (nothing computes on the host: each front end on one CPU)" if pin == "auto" else ""
+        print(f"   --pin-front-ends {pin}{note}")
+        with ServiceProcess([*flags, "--pin-front-ends", pin], log_path=tmp / "tiny.log") as service:
+            front_end_runs(service, tmp, folder.name, formats, duration_s)
+
+
+def front_end_runs(service: ServiceProcess, tmp: Path, model: str, formats: tuple[str, ...], duration_s: int) -> None:
+    """Front-end and engine CPU a request under wrk at 10 and 100 connections, per response format."""
+    fronts, engine = processes(service)
+    for fmt in formats:
+        script = tmp / f"{fmt}.lua"
+        script.write_text(SCRIPT % {"model": model, "text": TEXT, "fmt": fmt})
+        wrk(service.url, script, 10, 2)  # warm
+        for connections in (10, 100):
+            front_before, engine_before = cpu_s(fronts), cpu_s([engine])
+            ok = ok_requests(wrk(service.url, script, connections, duration_s))
+            front_us = (cpu_s(fronts) - front_before) / max(1, ok) * 1e6
+            engine_us = (cpu_s([engine]) - engine_before) / max(1, ok) * 1e6
+            print(f"   {fmt:>6}, {connections:>3} connections: {ok / duration_s:7.0f} req/s, front ends "
+                  f"{front_us:5.0f} CPU-us/request, engine {engine_us:5.0f} CPU-us/request", flush=True)  # fmt: skip
 
 
 def batch_alone_ms(model: EmbeddingModel, size: int, runs: int) -> float:
