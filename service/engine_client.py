@@ -211,10 +211,9 @@ class RemoteBatcher(Admission):
         entries, self._outbox = self._outbox, []
         try:
             self.socket.send_multipart(message_frames(entries), flags=zmq.NOBLOCK)
-        except zmq.Again:
-            self._fail([entry["id"] for entry in entries], EngineUnavailable("its queue of messages is full"))
-        except zmq.ZMQError as exc:  # the socket is closed: the service is stopping
-            self._fail([entry["id"] for entry in entries], EngineUnavailable(f"the link is closed: {exc}"))
+        except zmq.ZMQError as exc:  # Again: the queue is full; any other: the socket is closed (stopping)
+            why = "its queue of messages is full" if isinstance(exc, zmq.Again) else f"the link is closed: {exc}"
+            self._fail([entry["id"] for entry in entries], EngineUnavailable(why))
         self.read_replies()  # any operation may consume the socket's readiness signal: read what has arrived
 
     def _cancel(self, request_id: int, reason: str) -> None:

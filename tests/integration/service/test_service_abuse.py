@@ -259,13 +259,16 @@ def embedding_scope(body: bytes) -> dict[str, Any]:
     }
 
 
-async def post_then_hang_up(app: Any, body: bytes, hang_up: asyncio.Event) -> list[dict[str, Any]]:
-    """POST body straight to the ASGI app; once hang_up is set, its receive channel says http.disconnect, as
-    uvicorn's does when the connection drops. Returns what the app sent."""
+async def post_then_hang_up(app: Any, body: bytes, hang_up: asyncio.Event) -> tuple[list[dict[str, Any]], int]:
+    """POST body straight to the ASGI app; once hang_up is set (at the latest when the app returns), its receive
+    channel says http.disconnect, as uvicorn's does when the connection drops. Returns what the app sent and
+    how many times it read the channel."""
     pending = [{"type": "http.request", "body": body, "more_body": False}]
     sent: list[dict[str, Any]] = []
+    reads = [0]
 
     async def receive() -> dict[str, Any]:
+        reads[0] += 1
         if pending:
             return pending.pop()
         await hang_up.wait()
@@ -275,28 +278,8 @@ async def post_then_hang_up(app: Any, body: bytes, hang_up: asyncio.Event) -> li
         sent.append(message)
 
     await app(embedding_scope(body), receive, send)
-    return sent
-
-
-async def post_counting_reads(app: Any, body: bytes) -> tuple[int, int]:
-    """POST body straight to the ASGI app, on a receive channel that says nothing after the body until the
-    response is sent; returns the status and how many times the app read the channel."""
-    pending = [{"type": "http.request", "body": body, "more_body": False}]
-    done, reads, sent = asyncio.Event(), [0], []
-
-    async def receive() -> dict[str, Any]:
-        reads[0] += 1
-        if pending:
-            return pending.pop()
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    await app(embedding_scope(body), receive, send)
-    done.set()
-    return sent[0]["status"], reads[0]
+    hang_up.set()  # a watch still waiting ends
+    return sent, reads[0]
 
 
 def test_the_hang_up_watch_starts_only_for_a_request_still_running_after_its_delay(
@@ -314,7 +297,8 @@ def test_the_hang_up_watch_starts_only_for_a_request_still_running_after_its_del
             body = json.dumps({"model": MODEL, "input": "watched or not"}).encode()
             for after_s in (30.0, 0.0):
                 monkeypatch.setattr(request_io, "HANG_UP_WATCH_AFTER_S", after_s)
-                outcomes[after_s] = await post_counting_reads(app, body)
+                sent, reads = await post_then_hang_up(app, body, asyncio.Event())
+                outcomes[after_s] = sent[0]["status"], reads
 
     run(go)
     assert outcomes == {30.0: (200, 1), 0.0: (200, 2)}
@@ -353,7 +337,7 @@ def test_a_hang_up_seen_on_the_receive_channel_frees_its_slot_and_work_at_once(
                     await asyncio.sleep(0.01)
                 assert state.concurrency.inflight == 2
                 hang_up.set()
-                sent = await queued
+                sent, _ = await queued
                 assert sent[0]["status"] == 499
                 assert state.concurrency.inflight == 1 and state.batcher.queue_depth == 0
                 gated.gate.set()
